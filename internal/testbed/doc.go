@@ -1,0 +1,24 @@
+// Package testbed runs real Open vSwitch and OVN daemons for tests.
+//
+// StartOVS gives a test its own ovsdb-server and ovs-vswitchd (userspace
+// datapath, datapath_type=netdev) with one bridge, an uplink veth whose
+// peer sits in an "external host" network namespace, and optionally a
+// patch port to br-int. StartOVN gives a test OVN NB and SB
+// ovsdb-servers and ovn-northd. Everything lives in a fresh directory
+// under /tmp and fresh network namespaces, so parallel tests do not clash,
+// and is torn down by t.Cleanup: daemons are stopped by the PID of the
+// child process this package started (never by name), namespaces are
+// deleted, and the directory is removed unless the test failed, in which
+// case its path and the tails of the daemons' logs are logged.
+//
+// The daemons run as child processes of the test binary (no --detach), so
+// they are reaped by the test and killing them by PID cannot hit an
+// unrelated process.
+//
+// The helpers need root and the OVS/OVN binaries (see Require): without
+// them tests are skipped, or fail when CI=true. The recipe they follow is
+// /work/shared/docs/testbed.md.
+//
+// The helpers call t.Fatalf on failure and must therefore be used from the
+// test's own goroutine.
+package testbed

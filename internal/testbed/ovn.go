@@ -1,0 +1,106 @@
+package testbed
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+	"time"
+)
+
+// Schemas of the OVN databases.
+const (
+	nbSchema = "/usr/share/ovn/ovn-nb.ovsschema"
+	sbSchema = "/usr/share/ovn/ovn-sb.ovsschema"
+)
+
+// ovnBins are the binaries StartOVN needs.
+var ovnBins = []string{"ovsdb-tool", "ovsdb-server", "ovn-northd", "ovn-nbctl", "ovn-sbctl", "ovn-trace"}
+
+// listeningRE finds the port of a ptcp:0 remote in an ovsdb-server log.
+var listeningRE = regexp.MustCompile(`listening on port (\d+)`)
+
+// OVN is a running OVN central, made by StartOVN: NB and SB
+// ovsdb-servers and ovn-northd. Its methods fail the test on error and
+// return the command's trimmed stdout.
+type OVN struct {
+	// Dir holds the databases, sockets, pidfiles and logs.
+	Dir string
+	// NB is the northbound database remote, "unix:<Dir>/nb.sock".
+	NB string
+	// SB is the southbound database remote, "unix:<Dir>/sb.sock".
+	SB string
+	// NBTCP is the northbound database on loopback, "tcp:127.0.0.1:PORT".
+	NBTCP string
+
+	t testing.TB
+}
+
+// StartOVN starts the NB and SB ovsdb-servers and ovn-northd, and returns
+// once northd has synced an (empty) NB database into SB. Everything is
+// removed when the test ends.
+func StartOVN(t testing.TB) *OVN {
+	t.Helper()
+	Require(t, ovnBins...)
+	begin := time.Now()
+	dir := newDir(t)
+	n := &OVN{Dir: dir, t: t,
+		NB: "unix:" + filepath.Join(dir, "nb.sock"), SB: "unix:" + filepath.Join(dir, "sb.sock")}
+	nb := startOVSDB(t, dir, "nb", nbSchema, filepath.Join(dir, "nb.sock"), "ptcp:0:127.0.0.1")
+	startOVSDB(t, dir, "sb", sbSchema, filepath.Join(dir, "sb.sock"))
+	err := waitFor(readyTimeout, func() error {
+		data, err := os.ReadFile(nb.log)
+		if err != nil {
+			return nb.check(err)
+		}
+		m := listeningRE.FindSubmatch(data)
+		if m == nil {
+			return nb.check(fmt.Errorf("no %q in %s", listeningRE, nb.log))
+		}
+		n.NBTCP = "tcp:127.0.0.1:" + string(m[1])
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("testbed: NB TCP port: %v", err)
+	}
+
+	file := filepath.Join(dir, "northd")
+	northd := startDaemon(t, "ovn-northd", file+".log", []string{"OVN_RUNDIR=" + dir},
+		"ovn-northd", "--ovnnb-db="+n.NB, "--ovnsb-db="+n.SB,
+		"--pidfile="+file+".pid", "--log-file="+file+".log", "--unixctl="+file+".ctl",
+		"--no-chdir", "-vconsole:off")
+	stopOnCleanup(t, northd)
+	n.Nbctl("--wait=sb", "--timeout=10", "sync")
+	t.Logf("testbed: OVN central up in %v (dir %s, NB also on %s)",
+		time.Since(begin).Round(time.Millisecond), dir, n.NBTCP)
+	return n
+}
+
+// Nbctl runs ovn-nbctl against NB.
+func (n *OVN) Nbctl(args ...string) string {
+	n.t.Helper()
+	argv := append([]string{"ovn-nbctl", "--db=" + n.NB}, args...)
+	return mustRun(n.t, logPaths(n.Dir, "nb", "northd"), argv...)
+}
+
+// NbctlErr is Nbctl returning the error, which carries the command's
+// output, instead of failing the test.
+func (n *OVN) NbctlErr(args ...string) (string, error) {
+	return run(append([]string{"ovn-nbctl", "--db=" + n.NB}, args...)...)
+}
+
+// Sbctl runs ovn-sbctl against SB.
+func (n *OVN) Sbctl(args ...string) string {
+	n.t.Helper()
+	argv := append([]string{"ovn-sbctl", "--db=" + n.SB}, args...)
+	return mustRun(n.t, logPaths(n.Dir, "sb", "northd"), argv...)
+}
+
+// Trace runs ovn-trace against SB, e.g.
+// o.Trace("--ct=new", "sw0", `inport == "p1" && eth.src == 00:00:00:00:00:01`).
+func (n *OVN) Trace(args ...string) string {
+	n.t.Helper()
+	argv := append([]string{"ovn-trace", "--db=" + n.SB}, args...)
+	return mustRun(n.t, logPaths(n.Dir, "sb", "northd"), argv...)
+}

@@ -1,0 +1,272 @@
+package ovsflow
+
+import (
+	"fmt"
+	"hash/fnv"
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+)
+
+// BaseCookie marks the node's own flows (base and egress), as in
+// OVN-Kubernetes.
+const BaseCookie uint64 = 0xdeff105
+
+// DefaultZone is the conntrack zone of br-ex's host and egress traffic.
+const DefaultZone uint16 = 64000
+
+// Priorities of the programs' table 0 flows.
+const (
+	PriorityVIPBypass     = 110 // ARP/NS for a service VIP -> LOCAL
+	PriorityEgressLocal   = 109 // this node's pods leave unSNATed
+	PriorityEgressNodeIP  = 105 // pkt_mark 1008: SNAT to the node IP
+	PriorityEgressDrop    = 104 // other nodes' pods must not leak
+	PriorityEgressDefault = 100 // everything else from the patch port
+	PriorityHostEgress    = 100 // traffic from LOCAL
+	PriorityReply         = 50  // replies to the bridge MAC
+	PriorityNormal        = 0   // the rest
+)
+
+// NodeIPMark is the pkt_mark OVN's 102 allow policy puts on pod -> node IP
+// traffic (options:pkt_mark=1008).
+const NodeIPMark uint32 = 1008
+
+// ServiceCookie is the cookie of a service VIP's flows: FNV-1a 64 over
+// namespace, name, VIP and decimal port concatenated, as OVN-Kubernetes
+// computes it.
+func ServiceCookie(namespace, name string, vip netip.Addr, port int32) uint64 {
+	var buf [64]byte
+	b := append(buf[:0], namespace...)
+	b = append(b, name...)
+	b = vip.AppendTo(b)
+	b = strconv.AppendInt(b, int64(port), 10)
+	h := fnv.New64a()
+	h.Write(b)
+	return h.Sum64()
+}
+
+// Service is a Kubernetes Service's VIPs and ports as the ARP/NDP bypass
+// needs them.
+type Service struct {
+	Namespace, Name string
+	// VIPs are the ExternalIPs and LoadBalancer ingress IPs.
+	VIPs []netip.Addr
+	// Ports are the service port numbers.
+	Ports []int32
+}
+
+// Owner is the program owner name of the service's flows.
+func (s Service) Owner() string { return "service/" + s.Namespace + "/" + s.Name }
+
+// Bypass says where VIP neighbour discovery enters the bridge.
+type Bypass struct {
+	// Uplink is the bridge port of the physical NIC.
+	Uplink string
+	// VLAN, when not 0, is the gateway VLAN: requests carry that tag and
+	// are untagged on their way to LOCAL.
+	VLAN uint16
+}
+
+// ARPBypass returns the flows sending ARP requests (IPv4) and neighbour
+// solicitations (IPv6) for the service's VIPs from the uplink to LOCAL, so
+// they never reach OVN (reference §1.1). One flow per VIP: a VIP on several
+// ports gets the cookie of its lowest port.
+func ARPBypass(b Bypass, svc Service) ([]Flow, error) {
+	if b.Uplink == "" {
+		return nil, fmt.Errorf("arp bypass for %s/%s: no uplink port", svc.Namespace, svc.Name)
+	}
+	if b.VLAN > 4094 {
+		return nil, fmt.Errorf("arp bypass for %s/%s: VLAN %d out of range 1-4094", svc.Namespace, svc.Name, b.VLAN)
+	}
+	if len(svc.Ports) == 0 {
+		return nil, nil
+	}
+	port := slices.Min(svc.Ports)
+	actions := []Action{Output(LOCAL)}
+	if b.VLAN != 0 {
+		actions = []Action{PopVLAN(), Output(LOCAL)}
+	}
+	flows := make([]Flow, 0, len(svc.VIPs))
+	for _, vip := range svc.VIPs {
+		if err := checkUnicast(vip); err != nil {
+			return nil, fmt.Errorf("arp bypass for %s/%s: VIP %w", svc.Namespace, svc.Name, err)
+		}
+		m := Match{InPort: PortName(b.Uplink), DlVLAN: b.VLAN}
+		if vip.Is4() {
+			m.Proto, m.ARPOp, m.ARPTpa = ProtoARP, 1, Host(vip)
+		} else {
+			m.Proto, m.ICMP, m.NDTarget = ProtoICMP6, &ICMP{Type: 135}, vip
+		}
+		flows = append(flows, Flow{
+			Priority: PriorityVIPBypass,
+			Cookie:   ServiceCookie(svc.Namespace, svc.Name, vip, port),
+			Match:    m,
+			Actions:  actions,
+		})
+	}
+	return flows, nil
+}
+
+func checkUnicast(a netip.Addr) error {
+	switch {
+	case !a.IsValid():
+		return fmt.Errorf("missing address")
+	case a.Is4In6():
+		return fmt.Errorf("%s is an IPv4-mapped IPv6 address", a)
+	case a.Zone() != "":
+		return fmt.Errorf("%s has a zone", a)
+	case a.IsUnspecified() || a.IsMulticast() || a.IsLoopback() || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return fmt.Errorf("%s is not a unicast address", a)
+	}
+	return nil
+}
+
+// Egress describes a node for its EgressIP flows (reference §1.2).
+type Egress struct {
+	// Uplink and Patch are the bridge ports of the NIC and of the patch
+	// port to br-int.
+	Uplink, Patch string
+	// NodeSubnets are this node's pod subnets; ClusterSubnets all pod
+	// subnets of the cluster; NodeIPs the node's addresses on the bridge.
+	// Each family present in NodeSubnets gets its flows and needs a node
+	// IP of that family.
+	NodeSubnets    []netip.Prefix
+	ClusterSubnets []netip.Prefix
+	NodeIPs        []netip.Addr
+	// Zone is the conntrack zone, DefaultZone when 0.
+	Zone uint16
+}
+
+// EgressFlows returns the egress flows of seed 002, per IP family:
+//
+//	109 ip,in_port=<patch>,nw_src=<node subnet>   -> ct(commit,zone,exec(ct_mark=1)),output:<uplink>
+//	105 pkt_mark=0x3f0,ip,in_port=<patch>          -> ct(commit,zone,nat(src=<node IP>),exec(load ct_mark=1)),output:<uplink>
+//	104 ip,in_port=<patch>,nw_src=<cluster subnet> -> drop (one per cluster subnet)
+//	100 ip,in_port=<patch>                         -> ct(commit,zone,exec(ct_mark=1)),output:<uplink>
+func EgressFlows(e Egress) ([]Flow, error) {
+	if e.Uplink == "" || e.Patch == "" {
+		return nil, fmt.Errorf("egress flows: uplink and patch ports are required")
+	}
+	zone := cmpOr(e.Zone, DefaultZone)
+	var flows []Flow
+	for _, v6 := range []bool{false, true} {
+		proto := ProtoIP
+		if v6 {
+			proto = ProtoIPv6
+		}
+		nodeSubnets := ofFamily(e.NodeSubnets, v6)
+		if len(nodeSubnets) == 0 {
+			continue
+		}
+		var nodeIP netip.Addr
+		for _, a := range e.NodeIPs {
+			if a.Is6() == v6 && checkUnicast(a) == nil {
+				nodeIP = a
+				break
+			}
+		}
+		if !nodeIP.IsValid() {
+			return nil, fmt.Errorf("egress flows: no %s node IP among %v", proto, e.NodeIPs)
+		}
+		fromPatch := Match{Proto: proto, InPort: PortName(e.Patch)}
+		commit := func(nat *NAT, mark Action) []Action {
+			return []Action{CT{Commit: true, Zone: zone, NAT: nat, Exec: []Action{mark}}, Output(PortName(e.Uplink))}
+		}
+		for _, s := range nodeSubnets {
+			m := fromPatch
+			m.NwSrc = s
+			flows = append(flows, Flow{Priority: PriorityEgressLocal, Cookie: BaseCookie, Match: m,
+				Actions: commit(nil, SetField(FieldCtMark, 1))})
+		}
+		m := fromPatch
+		m.PktMark = Exact(NodeIPMark)
+		flows = append(flows, Flow{Priority: PriorityEgressNodeIP, Cookie: BaseCookie, Match: m,
+			Actions: commit(&NAT{Kind: NATSrc, Addr: nodeIP}, Load(FieldCtMark, 1))})
+		for _, s := range ofFamily(e.ClusterSubnets, v6) {
+			m := fromPatch
+			m.NwSrc = s
+			flows = append(flows, Flow{Priority: PriorityEgressDrop, Cookie: BaseCookie, Match: m})
+		}
+		flows = append(flows, Flow{Priority: PriorityEgressDefault, Cookie: BaseCookie, Match: fromPatch,
+			Actions: commit(nil, SetField(FieldCtMark, 1))})
+	}
+	if len(flows) == 0 {
+		return nil, fmt.Errorf("egress flows: no node subnet")
+	}
+	return flows, nil
+}
+
+func ofFamily(ps []netip.Prefix, v6 bool) []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range ps {
+		if p.IsValid() && p.Addr().Is6() == v6 {
+			out = append(out, p.Masked())
+		}
+	}
+	return out
+}
+
+func cmpOr[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// Base describes a node's bridge for its base flows.
+type Base struct {
+	Uplink, Patch string
+	// BridgeMAC is the MAC address of the bridge's LOCAL interface.
+	BridgeMAC net.HardwareAddr
+	// IPv4 and IPv6 select the families to program.
+	IPv4, IPv6 bool
+	Zone       uint16 // DefaultZone when 0
+}
+
+// BaseFlows returns the flows every br-ex needs (reference §1.2):
+// replies to the bridge MAC go through conntrack zone 64000 and table 1,
+// which sends them to the patch port (ct_mark 1, pod traffic) or LOCAL
+// (ct_mark 2, host traffic); host traffic from LOCAL is committed with
+// ct_mark 2; everything else is switched NORMAL.
+func BaseFlows(b Base) ([]Flow, error) {
+	if b.Uplink == "" || b.Patch == "" {
+		return nil, fmt.Errorf("base flows: uplink and patch ports are required")
+	}
+	if len(b.BridgeMAC) != 6 {
+		return nil, fmt.Errorf("base flows: bridge MAC %q is not a 6-byte MAC address", b.BridgeMAC)
+	}
+	zone := cmpOr(b.Zone, DefaultZone)
+	flows := []Flow{
+		{Priority: PriorityNormal, Cookie: BaseCookie, Actions: []Action{Output(NORMAL)}},
+		{Table: 1, Priority: PriorityNormal, Cookie: BaseCookie, Actions: []Action{Output(NORMAL)}},
+	}
+	for _, p := range []struct {
+		on    bool
+		proto Proto
+	}{{b.IPv4, ProtoIP}, {b.IPv6, ProtoIPv6}} {
+		if !p.on {
+			continue
+		}
+		flows = append(flows,
+			Flow{Priority: PriorityReply, Cookie: BaseCookie,
+				Match:   Match{Proto: p.proto, DlDst: b.BridgeMAC},
+				Actions: []Action{CT{Table: ToTable(1), Zone: zone, NAT: &NAT{}}}},
+			Flow{Priority: PriorityHostEgress, Cookie: BaseCookie,
+				Match:   Match{Proto: p.proto, InPort: LOCAL},
+				Actions: []Action{CT{Commit: true, Zone: zone, Exec: []Action{SetField(FieldCtMark, 2)}}, Output(PortName(b.Uplink))}},
+		)
+		for _, st := range []CtFlags{CtEst, CtRel} {
+			for _, r := range []struct {
+				mark uint32
+				to   Port
+			}{{1, PortName(b.Patch)}, {2, LOCAL}} {
+				flows = append(flows, Flow{Table: 1, Priority: 100, Cookie: BaseCookie,
+					Match:   Match{Proto: p.proto, CtState: CtState{On: st | CtTrk}, CtMark: Exact(r.mark)},
+					Actions: []Action{Output(r.to)}})
+			}
+		}
+	}
+	return flows, nil
+}

@@ -1,0 +1,103 @@
+package ovsflow
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/ovn-kubernetes/libovsdb/cache"
+	"github.com/ovn-kubernetes/libovsdb/client"
+	"github.com/ovn-kubernetes/libovsdb/model"
+)
+
+// ovsInterface is the part of an Open_vSwitch Interface row that port
+// resolution reads.
+type ovsInterface struct {
+	UUID   string `ovsdb:"_uuid"`
+	Name   string `ovsdb:"name"`
+	Ofport *int   `ovsdb:"ofport"`
+}
+
+// OVSDBPorts reads ofports from the Open_vSwitch database and watches them,
+// so an [Applier] notices a port whose number changes (or that appears once
+// ovs-vswitchd has added it).
+type OVSDBPorts struct {
+	c       client.Client
+	changed chan struct{}
+}
+
+// DialOVSDBPorts connects to the Open_vSwitch database at endpoint (for
+// example "unix:/var/run/openvswitch/db.sock") and monitors the Interface
+// table's names and ofports, reconnecting when the connection drops.
+func DialOVSDBPorts(ctx context.Context, endpoint string) (*OVSDBPorts, error) {
+	dbModel, err := model.NewClientDBModel("Open_vSwitch", map[string]model.Model{"Interface": &ovsInterface{}})
+	if err != nil {
+		return nil, fmt.Errorf("ovsdb model: %w", err)
+	}
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval, bo.MaxInterval, bo.MaxElapsedTime = 50*time.Millisecond, 2*time.Second, 0
+	c, err := client.NewOVSDBClient(dbModel, client.WithEndpoint(endpoint), client.WithReconnect(5*time.Second, bo))
+	if err != nil {
+		return nil, fmt.Errorf("ovsdb client for %s: %w", endpoint, err)
+	}
+	if err := c.Connect(ctx); err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", endpoint, err)
+	}
+	p := &OVSDBPorts{c: c, changed: make(chan struct{}, 1)}
+	notify := func() {
+		select {
+		case p.changed <- struct{}{}:
+		default:
+		}
+	}
+	c.Cache().AddEventHandler(&cache.EventHandlerFuncs{
+		AddFunc:    func(string, model.Model) { notify() },
+		DeleteFunc: func(string, model.Model) { notify() },
+		UpdateFunc: func(_ string, old, cur model.Model) {
+			if o, n := old.(*ovsInterface), cur.(*ovsInterface); ofport(o) != ofport(n) || o.Name != n.Name {
+				notify()
+			}
+		},
+	})
+	iface := &ovsInterface{}
+	if _, err := c.Monitor(ctx, c.NewMonitor(client.WithTable(iface, &iface.Name, &iface.Ofport))); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("monitor Interface on %s: %w", endpoint, err)
+	}
+	// The initial rows are not a change.
+	select {
+	case <-p.changed:
+	default:
+	}
+	return p, nil
+}
+
+func ofport(i *ovsInterface) int {
+	if i.Ofport == nil {
+		return -1
+	}
+	return *i.Ofport
+}
+
+// Ports returns the ofport of every interface that has one.
+func (p *OVSDBPorts) Ports(ctx context.Context) (PortMap, error) {
+	var ifaces []ovsInterface
+	if err := p.c.List(ctx, &ifaces); err != nil {
+		return nil, fmt.Errorf("list interfaces: %w", err)
+	}
+	m := make(PortMap, len(ifaces))
+	for i := range ifaces {
+		if n := ofport(&ifaces[i]); n > 0 {
+			m[ifaces[i].Name] = uint32(n)
+		}
+	}
+	return m, nil
+}
+
+// Changed receives a value after an interface appears, vanishes or gets a
+// new ofport.
+func (p *OVSDBPorts) Changed() <-chan struct{} { return p.changed }
+
+// Close disconnects from the database.
+func (p *OVSDBPorts) Close() { p.c.Close() }
