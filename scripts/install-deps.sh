@@ -8,7 +8,7 @@ set -euo pipefail
 
 packages=(openvswitch-switch ovn-central ovn-host iptables nftables iproute2
   tcpdump iputils-arping iputils-ping netcat-openbsd ethtool ndisc6)
-staticcheck_version=2025.1.1
+staticcheck_version=v0.8.2 # staticcheck 2026.2.2: the Go proxy serves it under its module version only
 
 missing=()
 for p in "${packages[@]}"; do
