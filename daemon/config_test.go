@@ -1,0 +1,97 @@
+package daemon
+
+import (
+	"net/netip"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func writeFile(t *testing.T, text string) string {
+	path := filepath.Join(t.TempDir(), "ovnedge.conf")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestParseConfigPrecedence(t *testing.T) {
+	file := writeFile(t, `
+[default]
+cluster-subnets = 10.244.0.0/16/24
+mtu = 1400
+
+[logging]
+loglevel = 5
+
+[ovnkubernetesfeature]
+enable-egress-ip = true
+egressip-reachability-total-timeout = 3
+egressip-node-healthcheck-port = 9107
+
+[ovnnorth]
+address = ssl:10.0.0.1:6641,ssl:10.0.0.2:6641
+
+[ovnedge]
+bridge = breth0
+`)
+	c, _, err := ParseConfig("daemon", []string{"--config-file", file, "--egressip-reachability-total-timeout=0", "--node-name", "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []ClusterSubnet{{netip.MustParsePrefix("10.244.0.0/16"), 24}}
+	if !reflect.DeepEqual(c.ClusterSubnets, want) {
+		t.Errorf("cluster subnets %v, want %v (from the file)", c.ClusterSubnets, want)
+	}
+	if c.ReachabilityTotalTimeout != 0 {
+		t.Errorf("the flag must override the file: timeout %d", c.ReachabilityTotalTimeout)
+	}
+	if c.HealthCheckPort != 9107 || c.Bridge != "breth0" || c.NodeName != "n1" {
+		t.Errorf("file/flag values lost: %+v", c)
+	}
+	if got := strings.Join(c.NBAddress, " "); got != "ssl:10.0.0.1:6641 ssl:10.0.0.2:6641" {
+		t.Errorf("nb address %q", got)
+	}
+	if c.JoinSubnet != netip.MustParsePrefix("100.64.0.0/16") || c.CTZone != 64000 || c.CheckInterval != 5*time.Second {
+		t.Errorf("defaults lost: %+v", c)
+	}
+}
+
+func TestParseConfigErrors(t *testing.T) {
+	bad := writeFile(t, "[ovnkubernetesfeature]\negressip-node-healthcheck-port = 70000\n")
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--cluster-subnets", "10.244.0.1/16"}, "host bits"},
+		{[]string{"--cluster-subnets", "10.244.0.0/16/8"}, "host prefix"},
+		{[]string{"--join-subnet", "nonsense"}, "join-subnet"},
+		{[]string{"--conntrack-zone", "0"}, "conntrack-zone"},
+		{[]string{"--config-file", bad}, "egressip-node-healthcheck-port"},
+		{[]string{"--config-file", "/nonexistent/ovnedge.conf"}, "config file"},
+	}
+	for _, c := range cases {
+		_, _, err := ParseConfig("daemon", c.args)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ParseConfig(%q) = %v, want an error mentioning %q", c.args, err, c.want)
+		}
+	}
+}
+
+func TestParseClusterSubnets(t *testing.T) {
+	got, err := ParseClusterSubnets("10.244.0.0/16, fd00:10:244::/48/64,10.128.0.0/14/23")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []ClusterSubnet{
+		{netip.MustParsePrefix("10.244.0.0/16"), 24},
+		{netip.MustParsePrefix("fd00:10:244::/48"), 64},
+		{netip.MustParsePrefix("10.128.0.0/14"), 23},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+}
