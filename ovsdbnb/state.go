@@ -1,0 +1,120 @@
+package ovsdbnb
+
+import (
+	"hash/fnv"
+	"strconv"
+)
+
+// External_ids keys of the OVN-Kubernetes ownership scheme (reference §2.3
+// and §3). Rows written with them are indistinguishable from the rows
+// OVN-Kubernetes writes.
+const (
+	KeyOwnerController = "k8s.ovn.org/owner-controller"
+	KeyOwnerType       = "k8s.ovn.org/owner-type"
+	KeyName            = "k8s.ovn.org/name"
+	KeyID              = "k8s.ovn.org/id"
+	KeyIPFamily        = "ip-family"
+	KeyNetwork         = "network"
+	KeyPriority        = "priority"
+	// KeyKind and KeyOwner are the load balancer keys: kind "Service",
+	// owner "<namespace>/<name>".
+	KeyKind  = "k8s.ovn.org/kind"
+	KeyOwner = "k8s.ovn.org/owner"
+)
+
+// DefaultController is the owner-controller value of OVN-Kubernetes'
+// default network controller.
+const DefaultController = "default-network-controller"
+
+// Owner is whose rows a State holds: an EgressIP, a Service, the
+// cluster-wide policies. The reconciler finds an owner's rows by it, never
+// by a cached UUID.
+type Owner struct {
+	// Type is the kind of owner, e.g. "EgressIP", "Service",
+	// "ClusterPolicies".
+	Type string
+	// Name identifies the owner within its type, e.g. "eip1" or
+	// "default/web".
+	Name string
+}
+
+// String returns "Type/Name".
+func (o Owner) String() string { return o.Type + "/" + o.Name }
+
+// LoadBalancer is a desired Load_Balancer row and where it is attached.
+type LoadBalancer struct {
+	Name string
+	// Protocol is "tcp", "udp" or "sctp".
+	Protocol string
+	// VIPs maps "vip:port" ("[v6]:port") to comma-joined "ip:port"
+	// backends; an empty value rejects when options:reject=true.
+	VIPs            map[string]string
+	Options         map[string]string
+	SelectionFields []string
+	ExternalIDs     map[string]string
+	// Switches and Routers name the logical switches and routers whose
+	// load_balancer column holds this row.
+	Switches, Routers []string
+	// Groups name the Load_Balancer_Groups whose load_balancer column holds
+	// this row.
+	Groups []string
+}
+
+// LoadBalancerGroup is a desired Load_Balancer_Group and where it is
+// attached (its members are the LoadBalancers naming it in Groups).
+type LoadBalancerGroup struct {
+	Name              string
+	Switches, Routers []string
+}
+
+// RouterPolicy is a desired Logical_Router_Policy on a named router.
+type RouterPolicy struct {
+	Router   string
+	Priority int
+	Match    string
+	// Action is "allow", "reroute" or "drop".
+	Action      string
+	Nexthops    []string
+	Options     map[string]string
+	ExternalIDs map[string]string
+}
+
+// NAT is a desired NAT row on a named router.
+type NAT struct {
+	Router string
+	// Type is "snat", "dnat" or "dnat_and_snat".
+	Type        string
+	ExternalIP  string
+	LogicalIP   string
+	LogicalPort string
+	Options     map[string]string
+	ExternalIDs map[string]string
+}
+
+// AddressSet is a desired Address_Set. Its name is derived from
+// ExternalIDs[KeyID] (see AddressSetName).
+type AddressSet struct {
+	Addresses   []string
+	ExternalIDs map[string]string
+}
+
+// Name returns the set's OVN name, AddressSetName of its k8s.ovn.org/id.
+func (a AddressSet) Name() string { return AddressSetName(a.ExternalIDs[KeyID]) }
+
+// State is the desired NB rows of one owner.
+type State struct {
+	LoadBalancers []LoadBalancer
+	Groups        []LoadBalancerGroup
+	Policies      []RouterPolicy
+	NATs          []NAT
+	AddressSets   []AddressSet
+}
+
+// AddressSetName is OVN-Kubernetes' Address_Set name for a k8s.ovn.org/id:
+// "a" followed by the decimal FNV-1a 64 hash of the id. A match refers to it
+// as "$" + name.
+func AddressSetName(id string) string {
+	h := fnv.New64a()
+	h.Write([]byte(id))
+	return "a" + strconv.FormatUint(h.Sum64(), 10)
+}
