@@ -205,3 +205,13 @@ func TestOVN(t *testing.T) {
 	})
 	noLeftovers(t, dir, procs)
 }
+
+func TestNetnsLink(t *testing.T) {
+	t.Parallel()
+	a, b := NewNetns(t, "ta"), NewNetns(t, "tb")
+	Link(t, a, "va", []string{"192.0.2.1/24", "2001:db8::1/64"}, b, "vb", []string{"192.0.2.2/24"})
+	a.Run(t, "ping", "-c1", "-W2", "192.0.2.2")
+	if _, err := b.RunErr("ip", "link", "show", "va"); err == nil {
+		t.Error("va is visible in the other namespace")
+	}
+}

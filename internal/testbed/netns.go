@@ -1,0 +1,58 @@
+package testbed
+
+import (
+	"strings"
+	"testing"
+)
+
+// Netns is a network namespace of the test's own, deleted on cleanup: a
+// host for ARP, routing and SNAT tests.
+type Netns struct {
+	// Name is the namespace's name (for `ip netns exec`).
+	Name string
+}
+
+// NewNetns creates a namespace named prefix plus a random suffix, with lo
+// up. It fails the test unless testbed prerequisites are met (Require).
+func NewNetns(t testing.TB, prefix string) *Netns {
+	t.Helper()
+	Require(t, "ip")
+	n := &Netns{Name: prefix + randomHex(t)}
+	newNamespace(t, n.Name)
+	return n
+}
+
+// Run runs argv inside the namespace and fails the test on error; it
+// returns trimmed stdout.
+func (n *Netns) Run(t testing.TB, argv ...string) string {
+	t.Helper()
+	return mustRun(t, nil, append([]string{"ip", "netns", "exec", n.Name}, argv...)...)
+}
+
+// RunErr runs argv inside the namespace and returns trimmed stdout and the
+// error, which names the command and carries its output.
+func (n *Netns) RunErr(argv ...string) (string, error) {
+	return run(append([]string{"ip", "netns", "exec", n.Name}, argv...)...)
+}
+
+// Link connects namespaces a and b with a veth pair, ifA in a and ifB in
+// b, both up, and gives each end the addresses listed (CIDR notation, may
+// be empty). Deleting a namespace deletes the pair.
+func Link(t testing.TB, a *Netns, ifA string, addrsA []string, b *Netns, ifB string, addrsB []string) {
+	t.Helper()
+	mustRun(t, nil, "ip", "-n", a.Name, "link", "add", ifA, "type", "veth", "peer", "name", ifB, "netns", b.Name)
+	for _, end := range []struct {
+		ns    *Netns
+		name  string
+		addrs []string
+	}{{a, ifA, addrsA}, {b, ifB, addrsB}} {
+		for _, addr := range end.addrs {
+			argv := []string{"ip", "-n", end.ns.Name, "addr", "add", addr, "dev", end.name}
+			if strings.Contains(addr, ":") {
+				argv = append(argv, "nodad") // usable at once, no DAD wait
+			}
+			mustRun(t, nil, argv...)
+		}
+		mustRun(t, nil, "ip", "-n", end.ns.Name, "link", "set", end.name, "up")
+	}
+}
