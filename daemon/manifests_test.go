@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -40,9 +39,7 @@ spec:
 		"notes.txt":  "ignored",
 	}
 	for name, text := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		putFile(t, dir, name, text)
 	}
 	objs, err := LoadManifests(dir)
 	var me *ManifestError

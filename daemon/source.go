@@ -1,0 +1,213 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/kubernetes/scheme"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// EgressIPResource is the EgressIP custom resource.
+var EgressIPResource = schema.GroupVersionResource{Group: "k8s.ovn.org", Version: "v1", Resource: "egressips"}
+
+// ManifestSource keeps an in-memory API server, client-go's fake
+// clientset for built-in kinds and a dynamic one for custom resources such
+// as EgressIP, equal to the objects in a directory of manifests. The
+// daemon's informers run on it exactly as on a real API server, so the
+// embedded default and a cluster share every line of the wiring.
+type ManifestSource struct {
+	Clientset *fake.Clientset
+	Dynamic   *dynamicfake.FakeDynamicClient
+
+	dir     string
+	log     *slog.Logger
+	files   map[string][]runtime.Object // last good content of each file
+	objects map[objKey]runtime.Object   // what the trackers hold
+	stamp   string                      // directory fingerprint at the last reload
+}
+
+type objKey struct {
+	gvk             schema.GroupVersionKind
+	namespace, name string
+}
+
+// NewManifestSource returns an empty source for dir; call Reload to load it.
+func NewManifestSource(dir string, log *slog.Logger) *ManifestSource {
+	return &ManifestSource{
+		Clientset: fake.NewClientset(),
+		Dynamic: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+			map[schema.GroupVersionResource]string{EgressIPResource: "EgressIPList"}),
+		dir:     dir,
+		log:     log.With("manifests", dir),
+		files:   map[string][]runtime.Object{},
+		objects: map[objKey]runtime.Object{},
+	}
+}
+
+// Reload reads the directory again and creates, updates and deletes
+// objects so the API holds what the files say. A file that cannot be read
+// keeps its previous objects (nothing already programmed is lost) and its
+// error is returned; so is an object defined by two files (the first file
+// in name order wins).
+func (s *ManifestSource) Reload() error {
+	loaded, loadErr := LoadManifests(s.dir)
+	if loaded == nil {
+		return loadErr
+	}
+	failed := map[string]bool{}
+	var me *ManifestError
+	for _, err := range unjoin(loadErr) {
+		if errors.As(err, &me) {
+			failed[me.File] = true
+		}
+	}
+	for path := range s.files {
+		if _, ok := loaded[path]; !ok && !failed[path] {
+			delete(s.files, path) // the file is gone
+		}
+	}
+	maps.Copy(s.files, loaded)
+
+	want := map[objKey]runtime.Object{}
+	errs := []error{loadErr}
+	for _, path := range slices.Sorted(maps.Keys(s.files)) {
+		for _, obj := range s.files[path] {
+			k, err := keyOf(obj)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", path, err))
+				continue
+			}
+			if _, dup := want[k]; dup {
+				errs = append(errs, fmt.Errorf("%s: %s %s/%s is defined twice; the first definition wins", path, k.gvk.Kind, k.namespace, k.name))
+				continue
+			}
+			want[k] = obj
+		}
+	}
+	for k, obj := range want {
+		old, exists := s.objects[k]
+		if exists && equality.Semantic.DeepEqual(old, obj) {
+			continue
+		}
+		if err := s.put(k, obj, exists); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		s.objects[k] = obj
+	}
+	for k := range s.objects {
+		if _, ok := want[k]; !ok {
+			if err := s.tracker(k).Delete(resourceOf(k), k.namespace, k.name); err != nil {
+				errs = append(errs, fmt.Errorf("delete %s %s/%s: %w", k.gvk.Kind, k.namespace, k.name, err))
+				continue
+			}
+			delete(s.objects, k)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (s *ManifestSource) put(k objKey, obj runtime.Object, exists bool) error {
+	obj = obj.DeepCopyObject()
+	var err error
+	if exists {
+		err = s.tracker(k).Update(resourceOf(k), obj, k.namespace)
+	} else {
+		err = s.tracker(k).Create(resourceOf(k), obj, k.namespace)
+	}
+	if err != nil {
+		return fmt.Errorf("store %s %s/%s: %w", k.gvk.Kind, k.namespace, k.name, err)
+	}
+	return nil
+}
+
+func (s *ManifestSource) tracker(k objKey) k8stesting.ObjectTracker {
+	if scheme.Scheme.Recognizes(k.gvk) {
+		return s.Clientset.Tracker()
+	}
+	return s.Dynamic.Tracker()
+}
+
+func keyOf(obj runtime.Object) (objKey, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return objKey{}, err
+	}
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	if u, ok := obj.(*unstructured.Unstructured); ok && gvk.GroupVersion().WithResource("egressips") != EgressIPResource {
+		return objKey{}, fmt.Errorf("unsupported kind %s of %s", u.GroupVersionKind(), u.GetName())
+	}
+	return objKey{gvk: gvk, namespace: m.GetNamespace(), name: m.GetName()}, nil
+}
+
+func resourceOf(k objKey) schema.GroupVersionResource {
+	gvr, _ := meta.UnsafeGuessKindToResource(k.gvk)
+	return gvr
+}
+
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	if err != nil {
+		return []error{err}
+	}
+	return nil
+}
+
+// Watch reloads the directory whenever a file in it changes (polled every
+// interval) until ctx ends. Reload errors are logged: the last good objects
+// stay.
+func (s *ManifestSource) Watch(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		stamp, err := dirStamp(s.dir)
+		if err != nil || stamp == s.stamp {
+			continue
+		}
+		s.stamp = stamp
+		if err := s.Reload(); err != nil {
+			s.log.Warn("manifests reloaded with errors; the last good version of each failing file stays", "err", err)
+		} else {
+			s.log.Info("manifests reloaded", "objects", len(s.objects))
+		}
+	}
+}
+
+// dirStamp fingerprints a directory's files by name, size and mtime.
+func dirStamp(dir string) (string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return "", err
+	}
+	var b []byte
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil {
+			continue
+		}
+		b = fmt.Appendf(b, "%s %d %d\n", filepath.Join(dir, e.Name()), info.Size(), info.ModTime().UnixNano())
+	}
+	return string(b), nil
+}
