@@ -1,0 +1,105 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+)
+
+// Lease says which coordination Lease elects the cluster-wide leader and
+// how fast a dead leader is replaced (at most Duration after its last
+// renewal).
+type Lease struct {
+	Namespace, Name string
+	Identity        string
+	Duration        time.Duration
+	RenewDeadline   time.Duration
+	RetryPeriod     time.Duration
+}
+
+// DefaultLease is the Lease ovnedge's leader holds: kube-system/ovnedge,
+// replaced within 15 s of a leader's death, as client-go's defaults.
+func DefaultLease(identity string) Lease {
+	return Lease{Namespace: "kube-system", Name: "ovnedge", Identity: identity,
+		Duration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
+}
+
+// RunLeader calls lead with a context that is cancelled when this
+// instance loses the Lease, and campaigns again, until ctx ends. On ctx's
+// end a held Lease is released so a successor takes over at once.
+func RunLeader(ctx context.Context, cs kubernetes.Interface, l Lease, log *slog.Logger, lead func(context.Context)) error {
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: l.Namespace, Name: l.Name},
+		Client:     cs.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: l.Identity},
+	}
+	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   l.Duration,
+		RenewDeadline:   l.RenewDeadline,
+		RetryPeriod:     l.RetryPeriod,
+		ReleaseOnCancel: true,
+		Name:            l.Name,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				log.Info("became the cluster-wide leader", "lease", l.Namespace+"/"+l.Name, "identity", l.Identity)
+				lead(ctx)
+			},
+			OnStoppedLeading: func() {
+				log.Info("no longer the leader", "lease", l.Namespace+"/"+l.Name, "identity", l.Identity)
+			},
+			OnNewLeader: func(id string) {
+				if id != l.Identity {
+					log.Info("leader elected", "leader", id)
+				}
+			},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("leader election on %s/%s: %w", l.Namespace, l.Name, err)
+	}
+	for ctx.Err() == nil {
+		elector.Run(ctx) // returns when leadership is lost or ctx ends
+	}
+	return nil
+}
+
+// NewRecorder returns an event recorder for component "ovnedge". Events
+// are always logged; with toAPI they are also written to the API server
+// (in manifests mode there is no API server to read them from).
+func NewRecorder(cs kubernetes.Interface, toAPI bool, log *slog.Logger) (record.EventRecorder, func()) {
+	b := record.NewBroadcaster()
+	w := b.StartEventWatcher(func(e *corev1.Event) {
+		level := slog.LevelInfo
+		if e.Type == corev1.EventTypeWarning {
+			level = slog.LevelWarn
+		}
+		log.Log(context.Background(), level, "event", "object",
+			e.InvolvedObject.Kind+"/"+objectName(e.InvolvedObject.Namespace, e.InvolvedObject.Name),
+			"type", e.Type, "reason", e.Reason, "message", e.Message)
+	})
+	if toAPI {
+		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+	}
+	return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "ovnedge"}), func() {
+		w.Stop()
+		b.Shutdown()
+	}
+}
+
+func objectName(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
+}

@@ -1,0 +1,44 @@
+package daemon
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func TestMetricsHandler(t *testing.T) {
+	m := NewMetrics()
+	m.NBOps.WithLabelValues("insert").Add(3)
+	for _, tc := range []struct {
+		name       string
+		pprof      bool
+		ready      bool
+		path       string
+		wantCode   int
+		wantInBody string
+	}{
+		{"healthz", false, false, "/healthz", 200, "ok"},
+		{"not ready", false, false, "/readyz", 503, "not ready"},
+		{"ready", false, true, "/readyz", 200, "ok"},
+		{"metrics", false, false, "/metrics", 200, `ovnedge_nb_operations_total{op="insert"} 3`},
+		{"pprof off", false, false, "/debug/pprof/", 404, ""},
+		{"pprof on", true, false, "/debug/pprof/", 200, "goroutine"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m.SetReady(tc.ready)
+			srv := httptest.NewServer(m.Handler(tc.pprof))
+			defer srv.Close()
+			resp, err := http.Get(srv.URL + tc.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.wantCode || !strings.Contains(string(body), tc.wantInBody) {
+				t.Errorf("GET %s = %d %q, want %d containing %q", tc.path, resp.StatusCode, body, tc.wantCode, tc.wantInBody)
+			}
+		})
+	}
+}

@@ -1,0 +1,176 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// Snapshot is every object the desired state is computed from, as the
+// informers' caches hold them. The objects are shared with the caches:
+// read them, never modify them.
+type Snapshot struct {
+	Nodes          []*corev1.Node
+	Namespaces     []*corev1.Namespace
+	Pods           []*corev1.Pod
+	Services       []*corev1.Service
+	EndpointSlices []*discoveryv1.EndpointSlice
+	EgressIPs      []*unstructured.Unstructured
+}
+
+// Watcher runs shared informers for the kinds ovnedge reads and turns
+// every change into a reconcile request on its queue. Reconciles are
+// level-triggered: a request means "compute the desired state again from
+// the caches", so bursts of events collapse into one request.
+type Watcher struct {
+	factory informers.SharedInformerFactory
+	dynamic dynamicinformer.DynamicSharedInformerFactory
+	eips    cache.SharedIndexInformer
+	synced  []cache.InformerSynced
+	queues  []keyedQueue
+	log     *slog.Logger
+}
+
+// stripManagedFields drops managedFields from cached objects: ovnedge
+// never reads them and they are a large part of every object's memory.
+func stripManagedFields(obj any) (any, error) {
+	if a, err := meta.Accessor(obj); err == nil {
+		a.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// NewWatcher builds the informers on a typed and a dynamic client (a real
+// API server's, or a ManifestSource's).
+func NewWatcher(cs kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger) *Watcher {
+	w := &Watcher{
+		factory: informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTransform(stripManagedFields)),
+		dynamic: dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0),
+		log:     log,
+	}
+	w.eips = w.dynamic.ForResource(EgressIPResource).Informer()
+	if err := w.eips.SetTransform(stripManagedFields); err != nil {
+		log.Warn("EgressIP informer: managedFields kept", "err", err)
+	}
+	for _, inf := range []cache.SharedIndexInformer{
+		w.factory.Core().V1().Nodes().Informer(),
+		w.factory.Core().V1().Namespaces().Informer(),
+		w.factory.Core().V1().Pods().Informer(),
+		w.factory.Core().V1().Services().Informer(),
+		w.factory.Discovery().V1().EndpointSlices().Informer(),
+		w.eips,
+	} {
+		w.synced = append(w.synced, inf.HasSynced)
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { w.notify() },
+			UpdateFunc: func(any, any) { w.notify() },
+			DeleteFunc: func(any) { w.notify() },
+		}); err != nil {
+			log.Error("informer handler", "err", err)
+		}
+	}
+	return w
+}
+
+// Queue returns a new rate-limited queue that receives key whenever any
+// watched object changes. Call it before Start.
+func (w *Watcher) Queue(key string) workqueue.TypedRateLimitingInterface[string] {
+	q := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: key})
+	w.queues = append(w.queues, keyedQueue{q, key})
+	return q
+}
+
+// keyedQueue remembers the key its owner wants on every change.
+type keyedQueue struct {
+	workqueue.TypedRateLimitingInterface[string]
+	key string
+}
+
+func (w *Watcher) notify() {
+	for _, q := range w.queues {
+		q.Add(q.key)
+	}
+}
+
+// Start starts the informers and waits for their caches.
+func (w *Watcher) Start(ctx context.Context) error {
+	w.factory.Start(ctx.Done())
+	w.dynamic.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), w.synced...) {
+		return fmt.Errorf("informer caches did not sync: %w", ctx.Err())
+	}
+	return nil
+}
+
+// Snapshot lists every cached object.
+func (w *Watcher) Snapshot() (Snapshot, error) {
+	var s Snapshot
+	var err error
+	all := labels.Everything()
+	lister := w.factory.Core().V1()
+	if s.Nodes, err = lister.Nodes().Lister().List(all); err != nil {
+		return s, fmt.Errorf("list nodes: %w", err)
+	}
+	if s.Namespaces, err = lister.Namespaces().Lister().List(all); err != nil {
+		return s, fmt.Errorf("list namespaces: %w", err)
+	}
+	if s.Pods, err = lister.Pods().Lister().List(all); err != nil {
+		return s, fmt.Errorf("list pods: %w", err)
+	}
+	if s.Services, err = lister.Services().Lister().List(all); err != nil {
+		return s, fmt.Errorf("list services: %w", err)
+	}
+	if s.EndpointSlices, err = w.factory.Discovery().V1().EndpointSlices().Lister().List(all); err != nil {
+		return s, fmt.Errorf("list endpointslices: %w", err)
+	}
+	for _, o := range w.eips.GetStore().List() {
+		if u, ok := o.(*unstructured.Unstructured); ok {
+			s.EgressIPs = append(s.EgressIPs, u)
+		}
+	}
+	return s, nil
+}
+
+// RunLoop calls reconcile for every key the queue delivers until ctx ends,
+// retrying a failed key with the queue's backoff. It records each
+// reconcile's latency under loop.
+func RunLoop(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], loop string, m *Metrics, log *slog.Logger, reconcile func(context.Context) error) {
+	go func() {
+		<-ctx.Done()
+		q.ShutDown()
+	}()
+	for {
+		key, quit := q.Get()
+		if quit {
+			return
+		}
+		start := time.Now()
+		err := reconcile(ctx)
+		result := "ok"
+		if err != nil {
+			result = "error"
+		}
+		m.Reconcile.WithLabelValues(loop, result).Observe(time.Since(start).Seconds())
+		if err != nil && ctx.Err() == nil {
+			log.Warn("reconcile failed; retrying with backoff", "loop", loop, "retries", q.NumRequeues(key), "err", err)
+			q.AddRateLimited(key)
+		} else {
+			q.Forget(key)
+		}
+		q.Done(key)
+	}
+}
