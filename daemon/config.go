@@ -25,6 +25,7 @@ type ClusterSubnet struct {
 type Config struct {
 	ConfigFile string
 	NodeName   string
+	Kubeconfig string
 	Manifests  string
 
 	ClusterSubnets []ClusterSubnet
@@ -63,6 +64,8 @@ var options = []option{
 		func(c *Config, v string) error { c.ConfigFile = v; return nil }},
 	{"node-name", "ovnedge", "node-name", "", "this node's Kubernetes name (node work runs for it only)",
 		func(c *Config, v string) error { c.NodeName = v; return nil }},
+	{"kubeconfig", "kubernetes", "kubeconfig", "", "kubeconfig file of the API server; empty: in-cluster config",
+		func(c *Config, v string) error { c.Kubeconfig = v; return nil }},
 	{"manifests", "ovnedge", "manifests", "", "read Kubernetes objects from YAML files in this directory instead of an API server",
 		func(c *Config, v string) error { c.Manifests = v; return nil }},
 	{"cluster-subnets", "default", "cluster-subnets", "10.128.0.0/14/23", "pod networks, comma-separated CIDR[/hostPrefix]",
@@ -154,12 +157,12 @@ func ParseConfig(name string, args []string) (*Config, *flag.FlagSet, error) {
 // has many) are ignored.
 func readConfigFile(path string) (map[string]string, error) {
 	var raw struct {
-		Default, Gateway, Ovnnorth, Ovnkubernetesfeature, Ovnedge rawSection
+		Default, Kubernetes, Gateway, Ovnnorth, Ovnkubernetesfeature, Ovnedge rawSection
 	}
 	if err := gcfg.FatalOnly(gcfg.ReadFileInto(&raw, path)); err != nil {
 		return nil, fmt.Errorf("config file %s: %w", path, err)
 	}
-	sections := map[string]*rawSection{"default": &raw.Default, "gateway": &raw.Gateway, "ovnnorth": &raw.Ovnnorth,
+	sections := map[string]*rawSection{"default": &raw.Default, "kubernetes": &raw.Kubernetes, "gateway": &raw.Gateway, "ovnnorth": &raw.Ovnnorth,
 		"ovnkubernetesfeature": &raw.Ovnkubernetesfeature, "ovnedge": &raw.Ovnedge}
 	out := map[string]string{}
 	for _, o := range options {
@@ -176,6 +179,7 @@ func readConfigFile(path string) (map[string]string, error) {
 // the ones present in the file.
 type rawSection struct {
 	NodeName                         *string `gcfg:"node-name"`
+	Kubeconfig                       *string `gcfg:"kubeconfig"`
 	Manifests                        *string `gcfg:"manifests"`
 	ClusterSubnets                   *string `gcfg:"cluster-subnets"`
 	V4JoinSubnet                     *string `gcfg:"v4-join-subnet"`

@@ -1,0 +1,181 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Reconcilers are the daemon's two jobs, each given the informers' current
+// view of the cluster.
+type Reconcilers struct {
+	// Cluster does the cluster-wide work (EgressIP assignment and status,
+	// Northbound sync, LB IPAM); it runs on the elected leader only.
+	Cluster func(ctx context.Context, s Snapshot) error
+	// Node does this node's work (bridge flows, host addresses and rules,
+	// ARP/NDP); it runs on every instance.
+	Node func(ctx context.Context, s Snapshot) error
+}
+
+// Env is what Run needs from its caller besides the Config.
+type Env struct {
+	Log     *slog.Logger
+	Metrics *Metrics
+	// Lease elects the leader; its Identity defaults to the node name and
+	// the host name.
+	Lease Lease
+	// ManifestPoll is how often the manifests directory is checked for
+	// changes (default 500 ms).
+	ManifestPoll time.Duration
+}
+
+// Clients are the API clients the daemon watches through.
+type Clients struct {
+	Typed   kubernetes.Interface
+	Dynamic dynamic.Interface
+	// FromManifests is true when the clients serve a manifests directory:
+	// events and status then go to the log only.
+	FromManifests bool
+	// Source is the manifests source, nil for an API server.
+	Source *ManifestSource
+}
+
+// Connect returns clients for the API server of cfg.Kubeconfig (in-cluster
+// when empty) or, with cfg.Manifests set, for the manifests directory,
+// loaded once.
+func Connect(cfg *Config, log *slog.Logger) (*Clients, error) {
+	if cfg.Manifests != "" {
+		src := NewManifestSource(cfg.Manifests, log)
+		if err := src.Reload(); err != nil {
+			if _, statErr := os.Stat(cfg.Manifests); statErr != nil {
+				return nil, fmt.Errorf("manifests: %w", err)
+			}
+			log.Warn("some manifests could not be loaded; the rest are used", "err", err)
+		}
+		return &Clients{Typed: src.Clientset, Dynamic: src.Dynamic, FromManifests: true, Source: src}, nil
+	}
+	var rc *rest.Config
+	var err error
+	if cfg.Kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
+	} else {
+		rc, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client config: %w", err)
+	}
+	rc.UserAgent = "ovnedge"
+	typed, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes dynamic client: %w", err)
+	}
+	return &Clients{Typed: typed, Dynamic: dyn}, nil
+}
+
+// Run watches the cluster through c and runs r until ctx ends: Node on
+// every change, Cluster on every change while this instance leads. It
+// serves metrics and health on cfg.MetricsAddr. On return the dataplane is
+// left as it was: nothing is torn down on shutdown.
+func Run(ctx context.Context, cfg *Config, c *Clients, r Reconcilers, env Env) error {
+	log := env.Log
+	m := env.Metrics
+	if cfg.MetricsAddr != "" {
+		ln, err := net.Listen("tcp", cfg.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("metrics address: %w", err)
+		}
+		srv := &http.Server{Handler: m.Handler(cfg.Pprof), ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("metrics server", "err", err)
+			}
+		}()
+		defer srv.Close()
+		log.Info("serving metrics and health", "address", ln.Addr().String())
+	}
+	defer m.SetReady(false)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if c.Source != nil {
+		poll := env.ManifestPoll
+		if poll == 0 {
+			poll = 500 * time.Millisecond
+		}
+		go c.Source.Watch(ctx, poll)
+	}
+
+	w := NewWatcher(c.Typed, c.Dynamic, log)
+	nodeQ, clusterQ := w.Queue("node"), w.Queue("cluster")
+	if err := w.Start(ctx); err != nil {
+		return err
+	}
+	m.SetReady(true)
+	log.Info("informers synced", "node", cfg.NodeName, "manifests", cfg.Manifests)
+
+	done := make(chan struct{}, 3)
+	go func() {
+		defer func() { done <- struct{}{} }()
+		RunLoop(ctx, nodeQ, "node", m, log, func(ctx context.Context) error {
+			s, err := w.Snapshot()
+			if err != nil {
+				return err
+			}
+			return r.Node(ctx, s)
+		})
+	}()
+
+	var leading atomic.Bool
+	go func() {
+		defer func() { done <- struct{}{} }()
+		RunLoop(ctx, clusterQ, "cluster", m, log, func(ctx context.Context) error {
+			if !leading.Load() {
+				return nil // a follower computes nothing cluster-wide
+			}
+			s, err := w.Snapshot()
+			if err != nil {
+				return err
+			}
+			return r.Cluster(ctx, s)
+		})
+	}()
+	lease := env.Lease
+	if lease.Identity == "" {
+		host, _ := os.Hostname()
+		lease = DefaultLease(cfg.NodeName + "_" + host)
+	}
+	go func() {
+		defer func() { done <- struct{}{} }()
+		err := RunLeader(ctx, c.Typed, lease, log, func(lctx context.Context) {
+			leading.Store(true)
+			clusterQ.Add("cluster")
+			<-lctx.Done()
+			leading.Store(false)
+		})
+		if err != nil {
+			log.Error("leader election stopped", "err", err)
+		}
+	}()
+
+	<-ctx.Done()
+	for range 3 {
+		<-done
+	}
+	log.Info("stopped; the dataplane is left as programmed")
+	return nil
+}

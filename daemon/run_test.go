@@ -1,0 +1,68 @@
+package daemon
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+)
+
+// TestRun runs the daemon's loops on a manifests directory: both
+// reconcilers see the objects, a file change reaches them, and cancelling
+// the context stops Run.
+func TestRun(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	dir := t.TempDir()
+	putFile(t, dir, "eip.yaml", eipYAML)
+	cfg := &Config{Manifests: dir, NodeName: "ovn-worker"}
+	c, err := Connect(cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, cluster := make(chan Snapshot, 64), make(chan Snapshot, 64)
+	r := Reconcilers{
+		Node:    func(_ context.Context, s Snapshot) error { node <- s; return nil },
+		Cluster: func(_ context.Context, s Snapshot) error { cluster <- s; return nil },
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error, 1)
+	m := NewMetrics()
+	go func() {
+		stopped <- Run(ctx, cfg, c, r, Env{Log: log, Metrics: m, ManifestPoll: 10 * time.Millisecond,
+			Lease: Lease{Namespace: "kube-system", Name: "ovnedge", Identity: "test",
+				Duration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 100 * time.Millisecond}})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-stopped:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("Run did not stop")
+		}
+	})
+	wait := func(what string, ch chan Snapshot, cond func(Snapshot) bool) {
+		t.Helper()
+		timeout := time.After(10 * time.Second)
+		for {
+			select {
+			case s := <-ch:
+				if cond(s) {
+					return
+				}
+			case <-timeout:
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+	hasEIP := func(s Snapshot) bool { return len(s.EgressIPs) == 1 }
+	wait("node reconcile", node, hasEIP)
+	wait("cluster reconcile on the leader", cluster, hasEIP)
+	putFile(t, dir, "nodes.yaml", nodeManifest(`a: b`))
+	hasNode := func(s Snapshot) bool { return len(s.Nodes) == 1 }
+	wait("node reconcile after a file change", node, hasNode)
+	wait("cluster reconcile after a file change", cluster, hasNode)
+}
