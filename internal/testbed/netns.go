@@ -2,7 +2,6 @@ package testbed
 
 import (
 	"strings"
-	"testing"
 )
 
 // Netns is a network namespace of the test's own, deleted on cleanup: a
@@ -14,7 +13,7 @@ type Netns struct {
 
 // NewNetns creates a namespace named prefix plus a random suffix, with lo
 // up. It fails the test unless testbed prerequisites are met (Require).
-func NewNetns(t testing.TB, prefix string) *Netns {
+func NewNetns(t T, prefix string) *Netns {
 	t.Helper()
 	Require(t, "ip")
 	n := &Netns{Name: prefix + randomHex(t)}
@@ -24,7 +23,7 @@ func NewNetns(t testing.TB, prefix string) *Netns {
 
 // Run runs argv inside the namespace and fails the test on error; it
 // returns trimmed stdout.
-func (n *Netns) Run(t testing.TB, argv ...string) string {
+func (n *Netns) Run(t T, argv ...string) string {
 	t.Helper()
 	return mustRun(t, nil, append([]string{"ip", "netns", "exec", n.Name}, argv...)...)
 }
@@ -38,7 +37,7 @@ func (n *Netns) RunErr(argv ...string) (string, error) {
 // Link connects namespaces a and b with a veth pair, ifA in a and ifB in
 // b, both up, and gives each end the addresses listed (CIDR notation, may
 // be empty). Deleting a namespace deletes the pair.
-func Link(t testing.TB, a *Netns, ifA string, addrsA []string, b *Netns, ifB string, addrsB []string) {
+func Link(t T, a *Netns, ifA string, addrsA []string, b *Netns, ifB string, addrsB []string) {
 	t.Helper()
 	mustRun(t, nil, "ip", "-n", a.Name, "link", "add", ifA, "type", "veth", "peer", "name", ifB, "netns", b.Name)
 	for _, end := range []struct {

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"testing"
 	"time"
 )
 
@@ -34,13 +33,13 @@ type OVN struct {
 	// NBTCP is the northbound database on loopback, "tcp:127.0.0.1:PORT".
 	NBTCP string
 
-	t testing.TB
+	t T
 }
 
 // StartOVN starts the NB and SB ovsdb-servers and ovn-northd, and returns
 // once northd has synced an (empty) NB database into SB. Everything is
 // removed when the test ends.
-func StartOVN(t testing.TB) *OVN {
+func StartOVN(t T) *OVN {
 	t.Helper()
 	Require(t, ovnBins...)
 	begin := time.Now()

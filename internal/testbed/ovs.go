@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 )
 
@@ -86,7 +85,7 @@ type OVS struct {
 	// PatchPeer is Patch's peer on br-int ("" with NoPatch).
 	PatchPeer string
 
-	t        testing.TB
+	t        T
 	opts     OVSOptions
 	vswitchd *daemon // the current ovs-vswitchd; nil before the first start
 }
@@ -96,7 +95,7 @@ type OVS struct {
 // the package documentation). It returns once the OpenFlow socket serves
 // the ports at their ofports and the LOCAL interface has HostIP.
 // Everything is removed when the test ends.
-func StartOVS(t testing.TB, o OVSOptions) *OVS {
+func StartOVS(t T, o OVSOptions) *OVS {
 	t.Helper()
 	Require(t, ovsBins...)
 	begin := time.Now()

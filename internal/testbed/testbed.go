@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"testing"
 	"time"
 )
 
@@ -30,10 +29,23 @@ const (
 	logTailLines = 30
 )
 
+// T is what the testbed needs from its caller: *testing.T and
+// *testing.B satisfy it, and so does a program (such as `make demo`) that
+// runs the testbed outside `go test`.
+type T interface {
+	Helper()
+	Logf(format string, args ...any)
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+	Skipf(format string, args ...any)
+	Cleanup(func())
+	Failed() bool
+}
+
 // Require skips the test unless it runs as root (euid 0) and every binary
 // in bins is on PATH. With CI=true in the environment a missing
 // prerequisite fails the test instead, so CI cannot silently skip.
-func Require(t testing.TB, bins ...string) {
+func Require(t T, bins ...string) {
 	t.Helper()
 	var missing []string
 	if os.Geteuid() != 0 {
@@ -73,7 +85,7 @@ func run(argv ...string) (string, error) {
 }
 
 // mustRun is run that fails the test, adding the tails of logs.
-func mustRun(t testing.TB, logs []string, argv ...string) string {
+func mustRun(t T, logs []string, argv ...string) string {
 	t.Helper()
 	out, err := run(argv...)
 	if err != nil {
@@ -137,7 +149,7 @@ func waitFor(timeout time.Duration, cond func() error) error {
 // stay below 108 bytes). Its cleanup, which runs after the daemons' as it
 // is registered first, removes it, or keeps it when the test failed and
 // logs its path and the tails of its *.log files.
-func newDir(t testing.TB) string {
+func newDir(t T) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("/tmp", "ovt")
 	if err != nil {
@@ -158,7 +170,7 @@ func newDir(t testing.TB) string {
 
 // newNamespace creates the network namespace name with lo up and
 // registers its deletion.
-func newNamespace(t testing.TB, name string) {
+func newNamespace(t T, name string) {
 	t.Helper()
 	mustRun(t, nil, "ip", "netns", "add", name)
 	t.Cleanup(func() {
@@ -170,7 +182,7 @@ func newNamespace(t testing.TB, name string) {
 }
 
 // randomHex returns 8 random hex digits.
-func randomHex(t testing.TB) string {
+func randomHex(t T) string {
 	t.Helper()
 	b := make([]byte, 4)
 	if _, err := rand.Read(b); err != nil {
@@ -190,7 +202,7 @@ type daemon struct {
 // startDaemon starts argv (with env added to the environment) as a child
 // process whose stdout and stderr are appended to log, and reaps it in
 // the background.
-func startDaemon(t testing.TB, name, log string, env []string, argv ...string) *daemon {
+func startDaemon(t T, name, log string, env []string, argv ...string) *daemon {
 	t.Helper()
 	f, err := os.OpenFile(log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
@@ -276,7 +288,7 @@ func (d *daemon) waitSocket(path string) error {
 }
 
 // stopOnCleanup registers d's termination with t.Cleanup.
-func stopOnCleanup(t testing.TB, d *daemon) {
+func stopOnCleanup(t T, d *daemon) {
 	t.Cleanup(func() {
 		if err := d.terminate(); err != nil {
 			t.Errorf("testbed: %v", err)
@@ -288,7 +300,7 @@ func stopOnCleanup(t testing.TB, d *daemon) {
 // ovsdb-server listening on the unix socket sock and on extra remotes;
 // pidfile, log and unixctl socket are <dir>/<name>.{pid,log,ctl}. It
 // returns once sock accepts connections.
-func startOVSDB(t testing.TB, dir, name, schema, sock string, remotes ...string) *daemon {
+func startOVSDB(t T, dir, name, schema, sock string, remotes ...string) *daemon {
 	t.Helper()
 	file := filepath.Join(dir, name)
 	mustRun(t, nil, "ovsdb-tool", "create", file+".db", schema)
