@@ -5,5 +5,7 @@
 // (OVN-Kubernetes' scheme), so one owner's rows can be diffed, replaced or
 // removed alone and rows written by anyone else are never touched.
 //
-// Status: being built under issue 3; nothing is exported yet.
+// Status: being built under issue 3.
 package ovsdbnb
+
+//go:generate go run github.com/ovn-kubernetes/libovsdb/cmd/modelgen -p nbdb -o nbdb /usr/share/ovn/ovn-nb.ovsschema

@@ -20,6 +20,14 @@ const (
 	// owner "<namespace>/<name>".
 	KeyKind  = "k8s.ovn.org/kind"
 	KeyOwner = "k8s.ovn.org/owner"
+	// KeyOwnedBy is stamped by the reconciler on every row it writes, with
+	// Owner.String() as value: it finds an owner's rows by it.
+	KeyOwnedBy = "ovnedge.io/owner"
+	// KeyManaged records, on every row the reconciler writes, which keys
+	// of the row's map columns it wrote ("external_ids=k1,k2;options=k3;
+	// vips=k4"), so keys another writer adds to the same row are told
+	// apart and never touched.
+	KeyManaged = "ovnedge.io/managed"
 )
 
 // DefaultController is the owner-controller value of OVN-Kubernetes'

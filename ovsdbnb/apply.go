@@ -1,0 +1,298 @@
+package ovsdbnb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/ovn-kubernetes/libovsdb/ovsdb"
+
+	"github.com/ovnedge/ovnedge/ovsdbnb/nbdb"
+)
+
+// apply writes the owners of batch in one transaction. An owner whose
+// operation the server rejects is recorded and the batch is retried
+// without it; a commit error that names no operation is isolated by
+// retrying each owner alone. A failed insert guard means the cache lags a
+// committed transaction: the batch is planned again once the cache has
+// caught up. A lost connection is retried once the client has
+// reconnected (to the new leader).
+func (s *syncer) apply(ctx context.Context, desired map[Owner]State, batch []Owner) error {
+	for attempt := 1; ; attempt++ {
+		batch = s.alive(batch)
+		sn, err := s.snapshot(ctx)
+		if err != nil {
+			return err
+		}
+		var plans []*plan
+		var ops []ovsdb.Operation
+		for _, o := range batch {
+			p, err := s.plan(sn, o, desired[o])
+			if err != nil {
+				s.fail(err)
+				continue
+			}
+			if len(p.ops) == 0 {
+				s.res.Owners++
+				continue
+			}
+			plans = append(plans, p)
+			ops = append(ops, p.ops...)
+		}
+		if len(ops) == 0 {
+			return nil
+		}
+		results, err := s.c.nb.Transact(ctx, ops...)
+		if err != nil {
+			if ctx.Err() != nil || attempt >= maxAttempts {
+				return fmt.Errorf("ovsdbnb: transact %d operations: %w", len(ops), err)
+			}
+			s.c.log.Warn("ovsdbnb: transaction lost, retrying after reconnection", "attempt", attempt, "err", err)
+			if err := s.c.waitConnected(ctx); err != nil {
+				return err
+			}
+			batch = owners(plans)
+			continue
+		}
+		if _, err := ovsdb.CheckOperationResults(results, ops); err == nil {
+			s.res.Transactions++
+			for _, p := range plans {
+				s.res.add(p.res)
+				s.res.Owners++
+			}
+			return s.c.waitCache(ctx, ops, results)
+		}
+		p, i := failedOp(plans, results)
+		switch {
+		case p == nil && len(plans) == 1:
+			s.fail(&OwnerError{Owner: plans[0].owner, Row: "transaction", Err: commitError(results, len(ops))})
+			return nil
+		case p == nil:
+			for _, q := range plans {
+				if err := s.apply(ctx, desired, []Owner{q.owner}); err != nil {
+					return err
+				}
+			}
+			return nil
+		case p.guard[i] && attempt < maxAttempts:
+			// The row exists on the server but not yet in the cache.
+			s.c.log.Debug("ovsdbnb: insert guard failed, waiting for the cache", "owner", p.owner.String(), "row", p.rows[i])
+			if err := sleep(ctx, retryPause); err != nil {
+				return err
+			}
+			batch = owners(plans)
+		case p.guard[i]:
+			s.fail(&OwnerError{Owner: p.owner, Row: p.rows[i], Err: errors.New("the row exists on the server but never showed in the cache")})
+			batch = owners(plans)
+		default:
+			r := results[indexIn(plans, p)+i]
+			s.fail(&OwnerError{Owner: p.owner, Row: p.rows[i], Err: fmt.Errorf("%s: %s", r.Error, r.Details)})
+			batch = owners(plans)
+		}
+	}
+}
+
+// owners returns the owners of plans.
+func owners(plans []*plan) []Owner {
+	out := make([]Owner, len(plans))
+	for i, p := range plans {
+		out[i] = p.owner
+	}
+	return out
+}
+
+// indexIn returns the index of p's first operation in the transaction.
+func indexIn(plans []*plan, p *plan) int {
+	n := 0
+	for _, q := range plans {
+		if q == p {
+			return n
+		}
+		n += len(q.ops)
+	}
+	return n
+}
+
+// failedOp returns the plan and the index within it of the first failed
+// operation, or nil when only the commit failed.
+func failedOp(plans []*plan, results []ovsdb.OperationResult) (*plan, int) {
+	n := 0
+	for _, p := range plans {
+		for i := range p.ops {
+			if n+i < len(results) && results[n+i].Error != "" {
+				return p, i
+			}
+		}
+		n += len(p.ops)
+	}
+	return nil, 0
+}
+
+// commitError is the error of a transaction that failed at commit.
+func commitError(results []ovsdb.OperationResult, n int) error {
+	if len(results) > n {
+		return fmt.Errorf("commit: %s: %s", results[n].Error, results[n].Details)
+	}
+	return errors.New("commit failed without an error result")
+}
+
+// sleep waits d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// waitConnected waits until the client has a connection again.
+func (c *Client) waitConnected(ctx context.Context) error {
+	for !c.nb.Connected() {
+		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+			return fmt.Errorf("ovsdbnb: waiting for reconnection: %w", err)
+		}
+	}
+	return nil
+}
+
+// waitCache waits until the cache shows the rows the committed ops
+// inserted and no longer shows the rows they deleted, so the next plan
+// does not insert them again (libovsdb#212). On timeout it only logs: the
+// insert guards still keep duplicates out.
+func (c *Client) waitCache(ctx context.Context, ops []ovsdb.Operation, results []ovsdb.OperationResult) error {
+	type want struct {
+		table, uuid string
+		present     bool
+	}
+	var wants []want
+	for i, op := range ops {
+		switch op.Op {
+		case ovsdb.OperationInsert:
+			wants = append(wants, want{op.Table, results[i].UUID.GoUUID, true})
+		case ovsdb.OperationDelete:
+			if u, ok := op.Where[0].Value.(ovsdb.UUID); ok && results[i].Count > 0 {
+				wants = append(wants, want{op.Table, u.GoUUID, false})
+			}
+		}
+	}
+	deadline := time.Now().Add(cacheWait)
+	for _, w := range wants {
+		for c.nb.Cache().Table(w.table).HasRow(w.uuid) != w.present {
+			if time.Now().After(deadline) {
+				c.log.Warn("ovsdbnb: cache still lags the committed transaction", "table", w.table, "uuid", w.uuid)
+				return nil
+			}
+			if err := sleep(ctx, time.Millisecond); err != nil {
+				return fmt.Errorf("ovsdbnb: waiting for the cache: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// syncGroups creates the load balancer groups the owners name and
+// attaches them to their switches and routers, in one transaction before
+// the owners' rows. Load_Balancer_Group has no external_ids, so a group
+// cannot be proven ours: groups are created and attached, never deleted
+// or detached.
+func (s *syncer) syncGroups(ctx context.Context, desired map[Owner]State, owners []Owner) error {
+	type group struct {
+		switches, routers map[string]bool
+	}
+	groups := map[string]*group{}
+	sn, err := s.snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	for _, o := range owners {
+		for _, g := range desired[o].Groups {
+			if err := groupExists(sn, g); err != nil {
+				s.fail(&OwnerError{Owner: o, Row: "load balancer group " + g.Name, Err: err})
+				break
+			}
+		}
+	}
+	for _, o := range s.alive(owners) {
+		for _, g := range desired[o].Groups {
+			gr := groups[g.Name]
+			if gr == nil {
+				gr = &group{map[string]bool{}, map[string]bool{}}
+				groups[g.Name] = gr
+			}
+			for _, n := range g.Switches {
+				gr.switches[n] = true
+			}
+			for _, n := range g.Routers {
+				gr.routers[n] = true
+			}
+		}
+	}
+	p := &plan{}
+	for _, name := range sortedKeys(groups) {
+		gr := groups[name]
+		uuid := ""
+		var holders []ref
+		if g := sn.groups[name]; g != nil {
+			uuid, holders = g.UUID, sn.holders[g.UUID]
+		} else {
+			uuid = s.name()
+			p.add("load balancer group "+name, false, ovsdb.Operation{Op: ovsdb.OperationInsert,
+				Table: nbdb.LoadBalancerGroupTable, Row: ovsdb.Row{"name": name}, UUIDName: uuid})
+		}
+		has := map[string]bool{}
+		for _, h := range holders {
+			has[h.uuid] = true
+		}
+		var targets []ref
+		for _, n := range sortedKeys(gr.switches) {
+			targets = append(targets, ref{nbdb.LogicalSwitchTable, sn.switches[n].UUID, n})
+		}
+		for _, n := range sortedKeys(gr.routers) {
+			targets = append(targets, ref{nbdb.LogicalRouterTable, sn.routers[n].UUID, n})
+		}
+		for _, t := range targets {
+			if !has[t.uuid] {
+				p.add("load balancer group "+name, false, mutateRefs(t, "load_balancer_group", ovsdb.MutateOperationInsert, uuid))
+			}
+		}
+	}
+	ops := p.ops
+	if len(ops) == 0 {
+		return nil
+	}
+	results, err := s.c.nb.Transact(ctx, ops...)
+	if err == nil {
+		_, err = ovsdb.CheckOperationResults(results, ops)
+	}
+	if err != nil {
+		return fmt.Errorf("ovsdbnb: load balancer groups %v: %w", sortedKeys(groups), err)
+	}
+	s.res.Transactions++
+	s.res.add(p.res)
+	return s.c.waitCache(ctx, ops, results)
+}
+
+// groupExists checks that the switches and routers of g exist.
+func groupExists(sn *snap, g LoadBalancerGroup) error {
+	var missing []string
+	for _, n := range g.Switches {
+		if sn.switches[n] == nil {
+			missing = append(missing, fmt.Sprintf("logical switch %q", n))
+		}
+	}
+	for _, n := range g.Routers {
+		if sn.routers[n] == nil {
+			missing = append(missing, fmt.Sprintf("logical router %q", n))
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return fmt.Errorf("%v: does not exist", missing)
+	}
+	return nil
+}

@@ -1,0 +1,192 @@
+package ovsdbnb
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/go-logr/logr"
+	"github.com/ovn-kubernetes/libovsdb/client"
+	"github.com/ovn-kubernetes/libovsdb/model"
+
+	"github.com/ovnedge/ovnedge/ovsdbnb/nbdb"
+)
+
+// Defaults of Options.
+const (
+	DefaultConnectTimeout  = 10 * time.Second
+	DefaultInactivityProbe = 15 * time.Second
+	DefaultMaxBackoff      = 5 * time.Second
+)
+
+// Options configure Dial.
+type Options struct {
+	// Endpoints are the NB remotes, "unix:/path", "tcp:host:port" or
+	// "ssl:host:port"; give every member of a RAFT cluster.
+	Endpoints []string
+	// PrivateKey, Certificate and CACert are PEM files for ssl: endpoints.
+	PrivateKey, Certificate, CACert string
+	// AllowFollower lets the client stay on a RAFT follower. By default it
+	// only talks to the leader and moves when the leader changes.
+	AllowFollower bool
+	// ConnectTimeout bounds each connection attempt (DefaultConnectTimeout).
+	ConnectTimeout time.Duration
+	// InactivityProbe is how long an idle connection may stay silent
+	// before an echo is sent; a failed echo reconnects
+	// (DefaultInactivityProbe). It must exceed ConnectTimeout.
+	InactivityProbe time.Duration
+	// MaxBackoff caps the exponential backoff between reconnection
+	// attempts (DefaultMaxBackoff).
+	MaxBackoff time.Duration
+	// Logger receives the client's logs (slog.Default() when nil).
+	Logger *slog.Logger
+}
+
+// Client is a connection to the OVN Northbound database with a cache of
+// the tables this package uses (see Tables). It reconnects by itself;
+// transactions issued while disconnected wait for the reconnection.
+type Client struct {
+	nb  client.Client
+	log *slog.Logger
+}
+
+// Tables are the NB tables the client monitors and caches.
+var Tables = []string{
+	nbdb.LoadBalancerTable, nbdb.LoadBalancerGroupTable, nbdb.LogicalRouterPolicyTable,
+	nbdb.NATTable, nbdb.AddressSetTable, nbdb.LogicalRouterTable, nbdb.LogicalSwitchTable,
+	nbdb.LogicalRouterPortTable, nbdb.LogicalSwitchPortTable, nbdb.LogicalRouterStaticRouteTable,
+}
+
+// dbModel is the partial NB model of Tables, with client indexes on the
+// ownership key so an owner's rows are found without a scan.
+func dbModel() (model.ClientDBModel, error) {
+	m, err := model.NewClientDBModel("OVN_Northbound", map[string]model.Model{
+		nbdb.LoadBalancerTable:             &nbdb.LoadBalancer{},
+		nbdb.LoadBalancerGroupTable:        &nbdb.LoadBalancerGroup{},
+		nbdb.LogicalRouterPolicyTable:      &nbdb.LogicalRouterPolicy{},
+		nbdb.NATTable:                      &nbdb.NAT{},
+		nbdb.AddressSetTable:               &nbdb.AddressSet{},
+		nbdb.LogicalRouterTable:            &nbdb.LogicalRouter{},
+		nbdb.LogicalSwitchTable:            &nbdb.LogicalSwitch{},
+		nbdb.LogicalRouterPortTable:        &nbdb.LogicalRouterPort{},
+		nbdb.LogicalSwitchPortTable:        &nbdb.LogicalSwitchPort{},
+		nbdb.LogicalRouterStaticRouteTable: &nbdb.LogicalRouterStaticRoute{},
+	})
+	if err != nil {
+		return m, err
+	}
+	byOwner := []model.ClientIndex{{Columns: []model.ColumnKey{{Column: "external_ids", Key: KeyOwnedBy}}}}
+	byName := model.ClientIndex{Columns: []model.ColumnKey{{Column: "name"}}}
+	m.SetIndexes(map[string][]model.ClientIndex{
+		nbdb.LoadBalancerTable:        append(byOwner, byName),
+		nbdb.LogicalRouterPolicyTable: byOwner,
+		nbdb.NATTable:                 byOwner,
+		nbdb.AddressSetTable:          byOwner,
+	})
+	return m, nil
+}
+
+// Dial connects to the first reachable endpoint (the RAFT leader unless
+// AllowFollower), monitors Tables and returns once the cache holds them.
+func Dial(ctx context.Context, opts Options) (*Client, error) {
+	if len(opts.Endpoints) == 0 {
+		return nil, errors.New("ovsdbnb: dial: no endpoints")
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	connect := opts.ConnectTimeout
+	if connect <= 0 {
+		connect = DefaultConnectTimeout
+	}
+	probe := opts.InactivityProbe
+	if probe <= 0 {
+		probe = DefaultInactivityProbe
+	}
+	maxBackoff := opts.MaxBackoff
+	if maxBackoff <= 0 {
+		maxBackoff = DefaultMaxBackoff
+	}
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval = 50 * time.Millisecond
+	bo.MaxInterval = maxBackoff
+	bo.MaxElapsedTime = 0 // retry forever; Close stops it
+	lg := logr.FromSlogHandler(log.Handler())
+	copts := []client.Option{
+		client.WithLeaderOnly(!opts.AllowFollower),
+		client.WithInactivityCheck(probe, connect, bo),
+		client.WithLogger(&lg),
+	}
+	ssl := false
+	for _, ep := range opts.Endpoints {
+		if !strings.HasPrefix(ep, "unix:") && !strings.HasPrefix(ep, "tcp:") && !strings.HasPrefix(ep, "ssl:") {
+			return nil, fmt.Errorf("ovsdbnb: dial: endpoint %q: want a unix, tcp or ssl scheme", ep)
+		}
+		ssl = ssl || strings.HasPrefix(ep, "ssl:")
+		copts = append(copts, client.WithEndpoint(ep))
+	}
+	if ssl {
+		cfg, err := tlsConfig(opts)
+		if err != nil {
+			return nil, fmt.Errorf("ovsdbnb: dial: %w", err)
+		}
+		copts = append(copts, client.WithTLSConfig(cfg))
+	}
+	m, err := dbModel()
+	if err != nil {
+		return nil, fmt.Errorf("ovsdbnb: dial: model: %w", err)
+	}
+	nb, err := client.NewOVSDBClient(m, copts...)
+	if err != nil {
+		return nil, fmt.Errorf("ovsdbnb: dial: %w", err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, connect)
+	defer cancel()
+	if err := nb.Connect(cctx); err != nil {
+		return nil, fmt.Errorf("ovsdbnb: dial %s: %w", strings.Join(opts.Endpoints, ","), err)
+	}
+	if _, err := nb.MonitorAll(cctx); err != nil {
+		nb.Close()
+		return nil, fmt.Errorf("ovsdbnb: monitor %s: %w", nb.CurrentEndpoint(), err)
+	}
+	log.Info("ovsdbnb: connected", "endpoint", nb.CurrentEndpoint())
+	return &Client{nb: nb, log: log}, nil
+}
+
+// tlsConfig loads the key pair and CA of opts.
+func tlsConfig(opts Options) (*tls.Config, error) {
+	if opts.PrivateKey == "" || opts.Certificate == "" || opts.CACert == "" {
+		return nil, errors.New("ssl: endpoint needs PrivateKey, Certificate and CACert")
+	}
+	cert, err := tls.LoadX509KeyPair(opts.Certificate, opts.PrivateKey)
+	if err != nil {
+		return nil, fmt.Errorf("load key pair: %w", err)
+	}
+	ca, err := os.ReadFile(opts.CACert)
+	if err != nil {
+		return nil, fmt.Errorf("read CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		return nil, fmt.Errorf("CA %s: no PEM certificate", opts.CACert)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+}
+
+// Endpoint returns the endpoint the client is connected to, "" when
+// disconnected.
+func (c *Client) Endpoint() string { return c.nb.CurrentEndpoint() }
+
+// Connected reports whether the client has a live connection.
+func (c *Client) Connected() bool { return c.nb.Connected() }
+
+// Close disconnects for good.
+func (c *Client) Close() { c.nb.Close() }

@@ -1,0 +1,638 @@
+package ovsdbnb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ovn-kubernetes/libovsdb/model"
+	"github.com/ovn-kubernetes/libovsdb/ovsdb"
+
+	"github.com/ovnedge/ovnedge/ovsdbnb/nbdb"
+)
+
+// DefaultBatchOps bounds the operations of one Sync transaction; an
+// owner's operations are never split, so a transaction exceeds it only
+// when one owner alone does.
+const DefaultBatchOps = 5000
+
+// Limits of the retries of one batch.
+const (
+	maxAttempts = 30
+	cacheWait   = 10 * time.Second
+	retryPause  = 100 * time.Millisecond
+)
+
+// Result counts what Sync sent. Inserts, Updates, Mutates and Deletes are
+// OVSDB operations; Guards are the "wait" operations that make a duplicate
+// insert fail on the server when the cache lags.
+type Result struct {
+	Inserts, Updates, Mutates, Deletes int
+	Guards                             int
+	// Transactions is the number of transactions committed.
+	Transactions int
+	// Owners is the number of owners whose rows are now as desired.
+	Owners int
+}
+
+// Ops returns the number of row operations (guards not counted).
+func (r Result) Ops() int { return r.Inserts + r.Updates + r.Mutates + r.Deletes }
+
+func (r *Result) add(o Result) {
+	r.Inserts += o.Inserts
+	r.Updates += o.Updates
+	r.Mutates += o.Mutates
+	r.Deletes += o.Deletes
+	r.Guards += o.Guards
+}
+
+// OwnerError is why one owner's rows were not written. The other owners
+// of the same Sync are not affected.
+type OwnerError struct {
+	Owner Owner
+	// Row names the offending row, e.g. `policy ovn_cluster_router/100
+	// "ip4.src == 10.244.1.3"` or "load balancer Service_default/web_TCP_cluster".
+	Row string
+	Err error
+}
+
+func (e *OwnerError) Error() string {
+	return fmt.Sprintf("ovsdbnb: owner %s: %s: %v", e.Owner, e.Row, e.Err)
+}
+
+func (e *OwnerError) Unwrap() error { return e.Err }
+
+// SyncError holds the OwnerErrors of one Sync, sorted by owner.
+type SyncError struct{ Owners []*OwnerError }
+
+func (e *SyncError) Error() string {
+	msgs := make([]string, len(e.Owners))
+	for i, o := range e.Owners {
+		msgs[i] = o.Error()
+	}
+	return strings.Join(msgs, "\n")
+}
+
+// Unwrap returns the OwnerErrors.
+func (e *SyncError) Unwrap() []error {
+	errs := make([]error, len(e.Owners))
+	for i, o := range e.Owners {
+		errs[i] = o
+	}
+	return errs
+}
+
+// SyncOptions tune Sync.
+type SyncOptions struct {
+	// BatchOps bounds the operations per transaction (DefaultBatchOps).
+	BatchOps int
+}
+
+// Sync makes the NB rows of every owner in desired equal to its State:
+// rows are found by the KeyOwnedBy external id, and only the difference
+// is sent (insert, update of the changed columns, mutation of the changed
+// map keys and set elements, delete), many owners per transaction. An
+// owner mapped to an empty State has its rows deleted; an owner absent
+// from desired is left alone, as are rows and map keys written by anyone
+// else. Sync is idempotent: a second call with the same desired state
+// sends nothing.
+//
+// An owner whose State is invalid, or whose operations the server
+// rejects, is reported in a *SyncError (one *OwnerError each) and the
+// other owners are still written. A connection failure is retried once
+// the client has reconnected; other errors are returned as they are.
+func (c *Client) Sync(ctx context.Context, desired map[Owner]State) (Result, error) {
+	return c.SyncWith(ctx, desired, SyncOptions{})
+}
+
+// SyncWith is Sync with options.
+func (c *Client) SyncWith(ctx context.Context, desired map[Owner]State, opts SyncOptions) (Result, error) {
+	if opts.BatchOps <= 0 {
+		opts.BatchOps = DefaultBatchOps
+	}
+	s := &syncer{c: c, opts: opts, failed: map[Owner]*OwnerError{}}
+	owners := make([]Owner, 0, len(desired))
+	for o, st := range desired {
+		if err := validate(o, st); err != nil {
+			s.fail(err)
+			continue
+		}
+		owners = append(owners, o)
+	}
+	sortOwners(owners)
+	s.checkVIPs(desired, owners)
+	owners = s.alive(owners)
+
+	if err := s.syncGroups(ctx, desired, owners); err != nil {
+		return s.res, err
+	}
+	owners = s.alive(owners)
+
+	var batch []Owner
+	ops := 0
+	flush := func() error {
+		err := s.apply(ctx, desired, batch)
+		batch, ops = nil, 0
+		return err
+	}
+	snap, err := s.snapshot(ctx)
+	if err != nil {
+		return s.res, err
+	}
+	for _, o := range owners {
+		p, err := s.plan(snap, o, desired[o])
+		if err != nil {
+			s.fail(err)
+			continue
+		}
+		if len(p.ops) == 0 {
+			s.res.Owners++
+			continue
+		}
+		if len(batch) > 0 && ops+len(p.ops) > opts.BatchOps {
+			if err := flush(); err != nil {
+				return s.res, err
+			}
+			if snap, err = s.snapshot(ctx); err != nil {
+				return s.res, err
+			}
+		}
+		batch = append(batch, o)
+		ops += len(p.ops)
+	}
+	if len(batch) > 0 {
+		if err := flush(); err != nil {
+			return s.res, err
+		}
+	}
+	return s.res, s.err()
+}
+
+// syncer is the state of one Sync call.
+type syncer struct {
+	c      *Client
+	opts   SyncOptions
+	res    Result
+	failed map[Owner]*OwnerError
+	named  int // counter for named UUIDs
+}
+
+// fail records an owner's error (the first one wins).
+func (s *syncer) fail(err error) {
+	var oe *OwnerError
+	if !errors.As(err, &oe) {
+		return
+	}
+	if _, ok := s.failed[oe.Owner]; !ok {
+		s.failed[oe.Owner] = oe
+		s.c.log.Warn("ovsdbnb: owner not synced", "owner", oe.Owner.String(), "row", oe.Row, "err", oe.Err)
+	}
+}
+
+// alive returns the owners that have not failed.
+func (s *syncer) alive(owners []Owner) []Owner {
+	out := owners[:0:0]
+	for _, o := range owners {
+		if s.failed[o] == nil {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// err returns the SyncError of the failed owners, or nil.
+func (s *syncer) err() error {
+	if len(s.failed) == 0 {
+		return nil
+	}
+	e := &SyncError{}
+	for _, oe := range s.failed {
+		e.Owners = append(e.Owners, oe)
+	}
+	sort.Slice(e.Owners, func(i, j int) bool { return e.Owners[i].Owner.String() < e.Owners[j].Owner.String() })
+	return e
+}
+
+// name returns a fresh named UUID.
+func (s *syncer) name() string {
+	s.named++
+	return "row" + strconv.Itoa(s.named)
+}
+
+// ref is a row that holds references: a router, a switch or a group.
+type ref struct{ table, uuid, name string }
+
+// snap is what the planner needs of the shared tables, read from the
+// cache.
+type snap struct {
+	routers  map[string]*nbdb.LogicalRouter
+	switches map[string]*nbdb.LogicalSwitch
+	groups   map[string]*nbdb.LoadBalancerGroup
+	// parent maps a policy or NAT UUID to its router.
+	parent map[string]ref
+	// holders maps a load balancer or group UUID to the rows whose
+	// load_balancer / load_balancer_group column holds it.
+	holders map[string][]ref
+}
+
+// snapshot reads the shared tables from the cache.
+func (s *syncer) snapshot(ctx context.Context) (*snap, error) {
+	var lrs []nbdb.LogicalRouter
+	var lss []nbdb.LogicalSwitch
+	var lbgs []nbdb.LoadBalancerGroup
+	for _, l := range []any{&lrs, &lss, &lbgs} {
+		if err := s.c.nb.List(ctx, l); err != nil {
+			return nil, fmt.Errorf("ovsdbnb: read cache: %w", err)
+		}
+	}
+	sn := &snap{routers: map[string]*nbdb.LogicalRouter{}, switches: map[string]*nbdb.LogicalSwitch{},
+		groups: map[string]*nbdb.LoadBalancerGroup{}, parent: map[string]ref{}, holders: map[string][]ref{}}
+	for i := range lrs {
+		lr := &lrs[i]
+		sn.routers[lr.Name] = lr
+		r := ref{nbdb.LogicalRouterTable, lr.UUID, lr.Name}
+		for _, u := range slicesConcat(lr.Policies, lr.Nat) {
+			sn.parent[u] = r
+		}
+		for _, u := range slicesConcat(lr.LoadBalancer, lr.LoadBalancerGroup) {
+			sn.holders[u] = append(sn.holders[u], r)
+		}
+	}
+	for i := range lss {
+		ls := &lss[i]
+		sn.switches[ls.Name] = ls
+		r := ref{nbdb.LogicalSwitchTable, ls.UUID, ls.Name}
+		for _, u := range slicesConcat(ls.LoadBalancer, ls.LoadBalancerGroup) {
+			sn.holders[u] = append(sn.holders[u], r)
+		}
+	}
+	for i := range lbgs {
+		g := &lbgs[i]
+		sn.groups[g.Name] = g
+		r := ref{nbdb.LoadBalancerGroupTable, g.UUID, g.Name}
+		for _, u := range g.LoadBalancer {
+			sn.holders[u] = append(sn.holders[u], r)
+		}
+	}
+	return sn, nil
+}
+
+// slicesConcat joins two string slices into a new one.
+func slicesConcat(a, b []string) []string {
+	return append(append(make([]string, 0, len(a)+len(b)), a...), b...)
+}
+
+// plan is the operations of one owner. rows[i] names the row of ops[i].
+type plan struct {
+	owner Owner
+	ops   []ovsdb.Operation
+	rows  []string
+	res   Result
+	// guard[i] is true when ops[i] is an insert guard.
+	guard []bool
+}
+
+func (p *plan) add(rowName string, guard bool, ops ...ovsdb.Operation) {
+	for _, op := range ops {
+		p.ops = append(p.ops, op)
+		p.rows = append(p.rows, rowName)
+		p.guard = append(p.guard, guard)
+		switch {
+		case guard:
+			p.res.Guards++
+		case op.Op == ovsdb.OperationInsert:
+			p.res.Inserts++
+		case op.Op == ovsdb.OperationUpdate:
+			p.res.Updates++
+		case op.Op == ovsdb.OperationMutate:
+			p.res.Mutates++
+		case op.Op == ovsdb.OperationDelete:
+			p.res.Deletes++
+		}
+	}
+}
+
+// ownedRows returns the cached rows of table stamped with owner o, found
+// through the client index on KeyOwnedBy; ids returns a row's
+// external_ids.
+func ownedRows[T any](s *syncer, o Owner, table string, probe model.Model, ids func(*T) map[string]string) ([]*T, error) {
+	rows, err := s.c.nb.Cache().Table(table).RowsByModels([]model.Model{probe})
+	if err != nil {
+		return nil, &OwnerError{Owner: o, Row: table, Err: fmt.Errorf("read cache: %w", err)}
+	}
+	out := make([]*T, 0, len(rows))
+	for _, m := range rows {
+		if t := m.(*T); ids(t)[KeyOwnedBy] == o.String() {
+			out = append(out, t)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return uuidOf(out[i]) < uuidOf(out[j]) })
+	return out, nil
+}
+
+// uuidOf returns the UUID of an nbdb model.
+func uuidOf(m any) string {
+	switch m := m.(type) {
+	case *nbdb.LoadBalancer:
+		return m.UUID
+	case *nbdb.LogicalRouterPolicy:
+		return m.UUID
+	case *nbdb.NAT:
+		return m.UUID
+	case *nbdb.AddressSet:
+		return m.UUID
+	}
+	return ""
+}
+
+// ownerIDs is the probe external_ids of owner o.
+func ownerIDs(o Owner) map[string]string { return map[string]string{KeyOwnedBy: o.String()} }
+
+// plan computes the operations of owner o against sn and the cache.
+func (s *syncer) plan(sn *snap, o Owner, st State) (*plan, error) {
+	p := &plan{owner: o}
+	if err := s.planLBs(sn, p, st.LoadBalancers); err != nil {
+		return nil, err
+	}
+	if err := s.planPolicies(sn, p, st.Policies); err != nil {
+		return nil, err
+	}
+	if err := s.planNATs(sn, p, st.NATs); err != nil {
+		return nil, err
+	}
+	if err := s.planAddressSets(p, st.AddressSets); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// attach adds the operations that make exactly the rows in want (of
+// table's column col) hold uuid, given the rows that hold it now.
+func attach(p *plan, rowName, uuid, col string, want []ref, now []ref) {
+	wanted := map[string]bool{}
+	for _, w := range want {
+		wanted[w.table+w.uuid] = true
+	}
+	has := map[string]bool{}
+	for _, h := range now {
+		has[h.table+h.uuid] = true
+		if !wanted[h.table+h.uuid] {
+			p.add(rowName, false, mutateRefs(h, col, ovsdb.MutateOperationDelete, uuid))
+		}
+	}
+	for _, w := range want {
+		if !has[w.table+w.uuid] {
+			p.add(rowName, false, mutateRefs(w, col, ovsdb.MutateOperationInsert, uuid))
+			has[w.table+w.uuid] = true
+		}
+	}
+}
+
+// mutateRefs inserts or deletes uuid in h's column col.
+func mutateRefs(h ref, col string, mutator ovsdb.Mutator, uuid string) ovsdb.Operation {
+	return ovsdb.Operation{Op: ovsdb.OperationMutate, Table: h.table, Where: whereUUID(h.uuid),
+		Mutations: []ovsdb.Mutation{{Column: col, Mutator: mutator, Value: uuidSet(uuid)}}}
+}
+
+// lbTargets resolves the switches, routers and groups of lb.
+func lbTargets(sn *snap, lb LoadBalancer) ([]ref, error) {
+	var out []ref
+	for _, n := range lb.Switches {
+		ls := sn.switches[n]
+		if ls == nil {
+			return nil, fmt.Errorf("logical switch %q does not exist", n)
+		}
+		out = append(out, ref{nbdb.LogicalSwitchTable, ls.UUID, n})
+	}
+	for _, n := range lb.Routers {
+		lr := sn.routers[n]
+		if lr == nil {
+			return nil, fmt.Errorf("logical router %q does not exist", n)
+		}
+		out = append(out, ref{nbdb.LogicalRouterTable, lr.UUID, n})
+	}
+	for _, n := range lb.Groups {
+		g := sn.groups[n]
+		if g == nil {
+			return nil, fmt.Errorf("load balancer group %q does not exist", n)
+		}
+		out = append(out, ref{nbdb.LoadBalancerGroupTable, g.UUID, n})
+	}
+	return out, nil
+}
+
+func (s *syncer) planLBs(sn *snap, p *plan, want []LoadBalancer) error {
+	o := p.owner
+	cur, err := ownedRows(s, o, nbdb.LoadBalancerTable, &nbdb.LoadBalancer{ExternalIDs: ownerIDs(o)},
+		func(r *nbdb.LoadBalancer) map[string]string { return r.ExternalIDs })
+	if err != nil {
+		return err
+	}
+	byName := map[string]*nbdb.LoadBalancer{}
+	for _, lb := range cur {
+		if byName[lb.Name] != nil {
+			continue // a duplicate: deleted below as not wanted
+		}
+		byName[lb.Name] = lb
+	}
+	keep := map[string]bool{}
+	for _, lb := range want {
+		rowName := "load balancer " + lb.Name
+		targets, err := lbTargets(sn, lb)
+		if err != nil {
+			return &OwnerError{Owner: o, Row: rowName, Err: err}
+		}
+		r := lbRow(lb).stamp(o)
+		if c := byName[lb.Name]; c != nil {
+			keep[c.UUID] = true
+			p.add(rowName, false, diffOps(nbdb.LoadBalancerTable, c.UUID, lbRowOf(c), r)...)
+			attach(p, rowName, c.UUID, "load_balancer", targets, sn.holders[c.UUID])
+			continue
+		}
+		if other, err := s.lbByName(lb.Name); err != nil {
+			return &OwnerError{Owner: o, Row: rowName, Err: err}
+		} else if other != nil {
+			return &OwnerError{Owner: o, Row: rowName, Err: fmt.Errorf("a load balancer of that name exists (%s), owned by %q",
+				other.UUID, other.ExternalIDs[KeyOwnedBy])}
+		}
+		name := s.name()
+		p.add(rowName, true, guard(nbdb.LoadBalancerTable, nil, map[string]any{"name": lb.Name}))
+		p.add(rowName, false, insertOp(nbdb.LoadBalancerTable, name, r))
+		attach(p, rowName, name, "load_balancer", targets, nil)
+	}
+	for _, c := range cur {
+		if !keep[c.UUID] {
+			rowName := "load balancer " + c.Name
+			attach(p, rowName, c.UUID, "load_balancer", nil, sn.holders[c.UUID])
+			p.add(rowName, false, ovsdb.Operation{Op: ovsdb.OperationDelete, Table: nbdb.LoadBalancerTable, Where: whereUUID(c.UUID)})
+		}
+	}
+	return nil
+}
+
+// lbByName returns a cached load balancer named name, or nil.
+func (s *syncer) lbByName(name string) (*nbdb.LoadBalancer, error) {
+	rows, err := s.c.nb.Cache().Table(nbdb.LoadBalancerTable).RowsByModels([]model.Model{&nbdb.LoadBalancer{Name: name}})
+	if err != nil {
+		return nil, fmt.Errorf("read cache: %w", err)
+	}
+	for _, m := range rows {
+		if lb := m.(*nbdb.LoadBalancer); lb.Name == name {
+			return lb, nil
+		}
+	}
+	return nil, nil
+}
+
+// guard is the insert guard: a wait operation that fails the
+// transaction when table already holds a row with the column values cols
+// (and, for a non-nil owner, stamped with it). It waits, with a zero
+// timeout, until the rows selected are not exactly one row equal to cols:
+// "until == []" cannot be sent as libovsdb drops an empty "rows".
+func guard(table string, o *Owner, cols map[string]any) ovsdb.Operation {
+	var where []ovsdb.Condition
+	if o != nil {
+		where = append(where, ovsdb.Condition{Column: "external_ids", Function: ovsdb.ConditionIncludes, Value: stringMap(ownerIDs(*o))})
+	}
+	row := ovsdb.Row{}
+	for _, c := range sortedKeys(cols) {
+		where = append(where, ovsdb.Condition{Column: c, Function: ovsdb.ConditionEqual, Value: cols[c]})
+		row[c] = cols[c]
+	}
+	return ovsdb.Operation{Op: ovsdb.OperationWait, Table: table, Timeout: new(int),
+		Until: string(ovsdb.WaitConditionNotEqual), Columns: sortedKeys(cols), Rows: []ovsdb.Row{row}, Where: where}
+}
+
+// routerChild plans the rows of one owner that hang off a router's
+// column col (policies or nat).
+type routerChild struct {
+	id     string         // identity within the owner
+	router string         // router name
+	r      row            // desired row, stamped
+	key    map[string]any // identity columns for the guard
+}
+
+// planChildren diffs the owner's rows of table (cur, keyed by identity)
+// against want, moving rows in and out of their routers' column col.
+func (s *syncer) planChildren(sn *snap, p *plan, table, col string, cur map[string][]string, curRows map[string]row, want []routerChild) error {
+	keep := map[string]bool{}
+	var inserts []func()
+	for _, w := range want {
+		lr := sn.routers[w.router]
+		if lr == nil {
+			return &OwnerError{Owner: p.owner, Row: w.id, Err: fmt.Errorf("logical router %q does not exist", w.router)}
+		}
+		lrRef := ref{nbdb.LogicalRouterTable, lr.UUID, lr.Name}
+		if uuids := cur[w.id]; len(uuids) > 0 {
+			u := uuids[0]
+			keep[u] = true
+			p.add(w.id, false, diffOps(table, u, curRows[u], w.r)...)
+			if parent, ok := sn.parent[u]; !ok || parent.uuid != lr.UUID {
+				p.add(w.id, false, mutateRefs(lrRef, col, ovsdb.MutateOperationInsert, u))
+			}
+			continue
+		}
+		inserts = append(inserts, func() {
+			name := s.name()
+			p.add(w.id, true, guard(table, &p.owner, w.key))
+			p.add(w.id, false, insertOp(table, name, w.r), mutateRefs(lrRef, col, ovsdb.MutateOperationInsert, name))
+		})
+	}
+	// Deletes go first: a row moving to another router is deleted
+	// before the guard of its replacement is evaluated.
+	defer func() {
+		for _, f := range inserts {
+			f()
+		}
+	}()
+	for _, id := range sortedKeys(cur) {
+		for _, u := range cur[id] {
+			if keep[u] {
+				continue
+			}
+			if parent, ok := sn.parent[u]; ok {
+				p.add(id, false, mutateRefs(parent, col, ovsdb.MutateOperationDelete, u))
+			}
+			p.add(id, false, ovsdb.Operation{Op: ovsdb.OperationDelete, Table: table, Where: whereUUID(u)})
+		}
+	}
+	return nil
+}
+
+func (s *syncer) planPolicies(sn *snap, p *plan, want []RouterPolicy) error {
+	o := p.owner
+	rows, err := ownedRows(s, o, nbdb.LogicalRouterPolicyTable, &nbdb.LogicalRouterPolicy{ExternalIDs: ownerIDs(o)},
+		func(r *nbdb.LogicalRouterPolicy) map[string]string { return r.ExternalIDs })
+	if err != nil {
+		return err
+	}
+	cur, curRows := map[string][]string{}, map[string]row{}
+	for _, r := range rows {
+		id := policyID(sn.parent[r.UUID].name, r.Priority, r.Match)
+		cur[id] = append(cur[id], r.UUID)
+		curRows[r.UUID] = policyRowOf(r)
+	}
+	var children []routerChild
+	for _, w := range want {
+		children = append(children, routerChild{id: policyID(w.Router, w.Priority, w.Match), router: w.Router,
+			r: policyRow(w).stamp(o), key: map[string]any{"priority": w.Priority, "match": w.Match}})
+	}
+	return s.planChildren(sn, p, nbdb.LogicalRouterPolicyTable, "policies", cur, curRows, children)
+}
+
+func (s *syncer) planNATs(sn *snap, p *plan, want []NAT) error {
+	o := p.owner
+	rows, err := ownedRows(s, o, nbdb.NATTable, &nbdb.NAT{ExternalIDs: ownerIDs(o)},
+		func(r *nbdb.NAT) map[string]string { return r.ExternalIDs })
+	if err != nil {
+		return err
+	}
+	cur, curRows := map[string][]string{}, map[string]row{}
+	for _, r := range rows {
+		id := natID(sn.parent[r.UUID].name, r.Type, r.ExternalIP, r.LogicalIP)
+		cur[id] = append(cur[id], r.UUID)
+		curRows[r.UUID] = natRowOf(r)
+	}
+	var children []routerChild
+	for _, w := range want {
+		children = append(children, routerChild{id: natID(w.Router, w.Type, w.ExternalIP, w.LogicalIP), router: w.Router,
+			r: natRow(w).stamp(o), key: map[string]any{"type": w.Type, "external_ip": w.ExternalIP, "logical_ip": w.LogicalIP}})
+	}
+	return s.planChildren(sn, p, nbdb.NATTable, "nat", cur, curRows, children)
+}
+
+func (s *syncer) planAddressSets(p *plan, want []AddressSet) error {
+	o := p.owner
+	rows, err := ownedRows(s, o, nbdb.AddressSetTable, &nbdb.AddressSet{ExternalIDs: ownerIDs(o)},
+		func(r *nbdb.AddressSet) map[string]string { return r.ExternalIDs })
+	if err != nil {
+		return err
+	}
+	byName := map[string]*nbdb.AddressSet{}
+	for _, r := range rows {
+		byName[r.Name] = r
+	}
+	keep := map[string]bool{}
+	for _, a := range want {
+		rowName := "address set " + a.Name() + " (" + a.ExternalIDs[KeyID] + ")"
+		r := addressSetRow(a).stamp(o)
+		if c := byName[a.Name()]; c != nil {
+			keep[c.UUID] = true
+			p.add(rowName, false, diffOps(nbdb.AddressSetTable, c.UUID, addressSetRowOf(c), r)...)
+			continue
+		}
+		// Address_Set names are a unique index: the server itself
+		// refuses a duplicate insert, no guard needed.
+		p.add(rowName, false, insertOp(nbdb.AddressSetTable, s.name(), r))
+	}
+	for _, r := range rows {
+		if !keep[r.UUID] {
+			p.add("address set "+r.Name, false, ovsdb.Operation{Op: ovsdb.OperationDelete, Table: nbdb.AddressSetTable, Where: whereUUID(r.UUID)})
+		}
+	}
+	return nil
+}
