@@ -1,0 +1,294 @@
+package arp
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/mdlayher/arp"
+	"github.com/mdlayher/ethernet"
+	"github.com/mdlayher/packet"
+	"github.com/ovnedge/ovnedge/internal/testbed"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+)
+
+// nodeNames are the two nodes of a lan, in order.
+var nodeNames = [2]string{"node-a", "node-b"}
+
+// ownerIndex returns which of the lan's nodes Elect picks for addr among
+// the healthy ones.
+func ownerIndex(t testing.TB, addr netip.Addr, healthy []string) int {
+	t.Helper()
+	owner, ok := Elect(addr, healthy)
+	if !ok {
+		t.Fatalf("no owner for %s among %v", addr, healthy)
+	}
+	return slices.Index(nodeNames[:], owner)
+}
+
+// startController runs c until the test ends.
+func startController(t testing.TB, c *Controller) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("controller: %v", err)
+		}
+	})
+}
+
+// TestLANElection runs a responder and an election controller on each of
+// two nodes bridged with a client, all in real network namespaces, and
+// checks with arping, ndisc6 and the client kernel's neighbour table that
+// exactly the elected node answers, that the next owner takes over when
+// the owner dies, and that a removed address is answered no more.
+func TestLANElection(t *testing.T) {
+	l := newLAN(t)
+	live := NewHealthyNodes(nodeNames[:]...)
+	var resp [2]*Responder
+	var stop [2]func()
+	var ctrl [2]*Controller
+	vips := []VIP{{Addr: vip4, Interface: "eth0"}, {Addr: vip6, Interface: "eth0"}}
+	for i := range resp {
+		resp[i] = newResponder(t, "eth0")
+		stop[i] = startResponder(t, l.node[i], resp[i])
+		c, err := NewController(nodeNames[i], live, map[string]AddressSetter{"eth0": resp[i]}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.SetVIPs(vips); err != nil {
+			t.Fatal(err)
+		}
+		ctrl[i] = c
+		startController(t, c)
+	}
+	own4 := ownerIndex(t, vip4, nodeNames[:])
+	own6 := ownerIndex(t, vip6, nodeNames[:])
+	waitUntil(t, 5*time.Second, func() error {
+		if !slices.Contains(resp[own4].Addresses(), vip4) || !slices.Contains(resp[own6].Addresses(), vip6) {
+			return fmt.Errorf("owners not set yet: %v %v", resp[0].Addresses(), resp[1].Addresses())
+		}
+		return nil
+	})
+
+	t.Run("arping gets one reply per request, from the owner", func(t *testing.T) {
+		got := arping(t, l.client, "eth0", vip4, 3)
+		want := []string{l.nodeMAC[own4], l.nodeMAC[own4], l.nodeMAC[own4]}
+		if !slices.Equal(got, want) {
+			t.Fatalf("arping %s: replies from %v, want %v (owner %s)", vip4, got, want, nodeNames[own4])
+		}
+		st := resp[own4].Stats()[vip4]
+		if st.RequestsSeen < 3 || st.RepliesSent < 3 || st.GratuitousSent < 2 {
+			t.Errorf("owner's stats for %s = %+v, want >= 3 requests and replies, >= 2 gratuitous", vip4, st)
+		}
+		if st, ok := resp[1-own4].Stats()[vip4]; ok {
+			t.Errorf("non-owner has stats for %s: %+v", vip4, st)
+		}
+	})
+
+	t.Run("ndisc6 gets one advertisement, from the owner", func(t *testing.T) {
+		got := ndisc(t, l.client, "eth0", vip6)
+		if want := []string{l.nodeMAC[own6]}; !slices.Equal(got, want) {
+			t.Fatalf("ndisc6 %s: advertisements from %v, want %v (owner %s)", vip6, got, want, nodeNames[own6])
+		}
+		if st := resp[own6].Stats()[vip6]; st.RepliesSent < 1 || st.GratuitousSent < 1 {
+			t.Errorf("owner's stats for %s = %+v", vip6, st)
+		}
+	})
+
+	t.Run("failover moves the client's neighbour entry", func(t *testing.T) {
+		// The client kernel resolves both VIPs (nobody answers the echo).
+		_, _ = l.client.RunErr("ping", "-c1", "-W1", vip4.String())
+		_, _ = l.client.RunErr("ping", "-6", "-c1", "-W1", vip6.String())
+		if got := neighMAC(t, l.client, "eth0", vip4); got != l.nodeMAC[own4] {
+			t.Fatalf("client's entry for %s = %q, want the owner's %s", vip4, got, l.nodeMAC[own4])
+		}
+		next := 1 - own4
+		elapsed := failover(t, l, vip4, l.nodeMAC[next], func() {
+			stop[own4]() // the owner dies ...
+		}, func() {
+			live.Set(nodeNames[next]) // ... and liveness notices
+		})
+		t.Logf("failover: client's neighbour entry for %s points at %s %v after the liveness change", vip4, nodeNames[next], elapsed)
+		if got := arping(t, l.client, "eth0", vip4, 2); !slices.Equal(got, []string{l.nodeMAC[next], l.nodeMAC[next]}) {
+			t.Errorf("arping %s after failover: replies from %v, want 2 from %s", vip4, got, l.nodeMAC[next])
+		}
+		waitUntil(t, 5*time.Second, func() error {
+			if got := neighMAC(t, l.client, "eth0", vip6); got != l.nodeMAC[next] {
+				return fmt.Errorf("client's entry for %s = %q, want %s", vip6, got, l.nodeMAC[next])
+			}
+			return nil
+		})
+		if got := ndisc(t, l.client, "eth0", vip6); !slices.Equal(got, []string{l.nodeMAC[next]}) {
+			t.Errorf("ndisc6 %s after failover: advertisements from %v, want one from %s", vip6, got, l.nodeMAC[next])
+		}
+
+		// A removed address is answered no more, from the next request on.
+		if err := ctrl[next].SetVIPs(vips[1:]); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, 5*time.Second, func() error {
+			if slices.Contains(resp[next].Addresses(), vip4) {
+				return fmt.Errorf("%s still owned", vip4)
+			}
+			return nil
+		})
+		if got := arping(t, l.client, "eth0", vip4, 1); len(got) != 0 {
+			t.Errorf("arping removed %s: replies from %v", vip4, got)
+		}
+	})
+}
+
+// failover subscribes to the client's neighbour table, runs kill, then
+// change, and returns the time from change to the client's entry for
+// addr pointing at mac.
+func failover(t testing.TB, l *lan, addr netip.Addr, mac string, kill, change func()) time.Duration {
+	t.Helper()
+	h, err := netns.GetFromName(l.client.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	updates := make(chan netlink.NeighUpdate, 64)
+	done := make(chan struct{})
+	defer close(done)
+	if err := netlink.NeighSubscribeAt(h, updates, done); err != nil {
+		t.Fatalf("subscribe to neighbours in %s: %v", l.client.Name, err)
+	}
+	kill()
+	start := time.Now()
+	change()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case u := <-updates:
+			if a, ok := netip.AddrFromSlice(u.IP); ok && a.Unmap() == addr && u.HardwareAddr.String() == mac {
+				return time.Since(start)
+			}
+		case <-timeout:
+			t.Fatalf("client's entry for %s never pointed at %s; now %q", addr, mac, neighMAC(t, l.client, "eth0", addr))
+		}
+	}
+}
+
+// TestRobustness feeds a responder on a link with no address at all
+// malformed frames, foreign and gratuitous requests, then deletes its
+// interface and creates it again: it keeps answering only what it owns,
+// and reattaches to the new link.
+func TestRobustness(t *testing.T) {
+	testbed.Require(t, "ip", "arping")
+	client := testbed.NewNetns(t, "arpc")
+	node := testbed.NewNetns(t, "arpn")
+	r := newResponder(t, "vx0")
+	if err := r.Add(vip4); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := inNetns(node, func() error { return r.Run(ctx) }) // vx0 does not exist yet
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	testbed.Link(t, client, "eth0", []string{"192.0.2.1/24"}, node, "vx0", nil)
+	waitAttached(t, r)
+	c, ifi := rawConn(t, client, "eth0")
+
+	req := func(op arp.Operation, sender, target netip.Addr) []byte {
+		p, err := arp.NewPacket(op, ifi.HardwareAddr, sender, ethernet.Broadcast, target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := marshalARP(p, ethernet.Broadcast, ifi.HardwareAddr, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	client4 := netip.MustParseAddr("192.0.2.1")
+	valid := req(arp.OperationRequest, client4, vip4)
+	for _, tc := range []struct {
+		name  string
+		frame []byte
+	}{
+		{"header only", valid[:14]},
+		{"truncated ARP", valid[:20]},
+		{"huge lengths", append(slices.Clone(valid[:18]), 0xff, 0xff, 0, 1)},
+		{"foreign request", req(arp.OperationRequest, client4, netip.MustParseAddr("192.0.2.99"))},
+		{"reply for the address", req(arp.OperationReply, client4, vip4)},
+		{"gratuitous request", req(arp.OperationRequest, vip4, vip4)},
+	} {
+		if _, err := c.WriteTo(tc.frame, &packet.Addr{HardwareAddr: ethernet.Broadcast}); err != nil {
+			t.Fatalf("send %s: %v", tc.name, err)
+		}
+	}
+	if _, err := c.WriteTo(valid, &packet.Addr{HardwareAddr: ethernet.Broadcast}); err != nil {
+		t.Fatal(err)
+	}
+	nodeMAC := node.Run(t, "cat", "/sys/class/net/vx0/address")
+	if err := c.SetReadDeadline(time.Now().Add(2 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if got := readReply(t, c, vip4); got.String() != nodeMAC {
+		t.Fatalf("reply for %s from %s, want %s", vip4, got, nodeMAC)
+	}
+	if st := r.Stats()[vip4]; st.RequestsSeen != 1 || st.RepliesSent != 1 {
+		t.Errorf("stats after one valid request among junk = %+v, want 1 seen and 1 sent", st)
+	}
+
+	// The interface vanishes (deleting one end deletes the pair) ...
+	node.Run(t, "ip", "link", "del", "vx0")
+	waitUntil(t, 5*time.Second, func() error {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.att != nil {
+			return fmt.Errorf("still attached")
+		}
+		return nil
+	})
+	// ... and comes back, with another hardware address.
+	testbed.Link(t, client, "eth0", []string{"192.0.2.1/24"}, node, "vx0", nil)
+	waitAttached(t, r)
+	newMAC := node.Run(t, "cat", "/sys/class/net/vx0/address")
+	if got := arping(t, client, "eth0", vip4, 2); !slices.Equal(got, []string{newMAC, newMAC}) {
+		t.Errorf("arping %s after the link came back: replies from %v, want 2 from %s", vip4, got, newMAC)
+	}
+}
+
+// readReply reads from c until an ARP reply for addr arrives and returns
+// its sender hardware address.
+func readReply(t testing.TB, c *packet.Conn, addr netip.Addr) net.HardwareAddr {
+	t.Helper()
+	buf := make([]byte, 2048)
+	for {
+		n, _, err := c.ReadFrom(buf)
+		if err != nil {
+			t.Fatalf("waiting for a reply for %s: %v", addr, err)
+		}
+		if p, ok := parseReply(buf[:n]); ok && p.SenderIP == addr {
+			return p.SenderHardwareAddr
+		}
+	}
+}
+
+// parseReply parses an Ethernet frame holding an ARP reply.
+func parseReply(b []byte) (*arp.Packet, bool) {
+	var f ethernet.Frame
+	if err := f.UnmarshalBinary(b); err != nil || f.EtherType != ethernet.EtherTypeARP {
+		return nil, false
+	}
+	var p arp.Packet
+	if err := p.UnmarshalBinary(f.Payload); err != nil || p.Operation != arp.OperationReply {
+		return nil, false
+	}
+	return &p, true
+}
