@@ -1,0 +1,239 @@
+package egress
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
+	"github.com/ovnedge/ovnedge/internal/event"
+)
+
+// Event reasons, as OVN-Kubernetes records them on the EgressIP.
+const (
+	ReasonInvalidEgressIP     = "InvalidEgressIP"
+	ReasonEgressIPConflict    = "EgressIPConflict"
+	ReasonUnsupportedRequest  = "UnsupportedRequest"
+	ReasonNoMatchingNodeFound = "NoMatchingNodeFound"
+)
+
+// Result is the outcome of one assignment pass.
+type Result struct {
+	// Status holds the new status items of every EgressIP, by name, in the
+	// order of its spec; an EgressIP with nothing assigned has an empty
+	// (non-nil) list.
+	Status map[string][]egressv1.EgressIPStatusItem
+	// Events are in EgressIP name order, then spec order.
+	Events []event.Event
+}
+
+// Assign decides which node hosts each egress IP (reference §2.5). It is
+// a pure, deterministic function of its inputs, run by the leader on
+// every change and reachability report:
+//
+//   - candidates are nodes labelled egress-assignable, Ready and reachable
+//     (reachable nil means every node is);
+//   - an invalid IP is refused (InvalidEgressIP), as is an IP equal to a
+//     node's host address (EgressIPConflict) or requested by an older
+//     EgressIP (UnsupportedRequest; the holder in status, else the oldest,
+//     else the first by name, keeps it);
+//   - a valid existing assignment is kept; items on a node that lost its
+//     label, went NotReady, disappeared or became unreachable are dropped
+//     and their IPs reassigned in the same pass;
+//   - the other IPs go to the least-loaded candidate (ties by name) that
+//     holds no other IP of the same EgressIP, has a network containing the
+//     IP (primary, else the longest matching host-cidrs network) and has
+//     capacity left; none is NoMatchingNodeFound.
+//
+// Nodes in broken (those ParseNodes could not parse) are left alone: their
+// items are kept as they are and they get no new ones, so one bad
+// annotation never empties other EgressIPs' status.
+func Assign(eips []*egressv1.EgressIP, nodes []Node, reachable func(node string) bool, broken map[string]error) Result {
+	res := Result{Status: make(map[string][]egressv1.EgressIPStatusItem, len(eips))}
+	eips = slices.Clone(eips)
+	slices.SortFunc(eips, func(a, b *egressv1.EgressIP) int { return cmp.Compare(a.Name, b.Name) })
+
+	byName := make(map[string]*Node, len(nodes))
+	hostIPs := map[netip.Addr]string{}
+	for i := range nodes {
+		n := &nodes[i]
+		byName[n.Name] = n
+		for _, a := range n.hostIPs() {
+			hostIPs[a] = n.Name
+		}
+	}
+	candidate := func(name string) bool {
+		n, ok := byName[name]
+		return ok && n.Assignable && n.Ready && (reachable == nil || reachable(name))
+	}
+
+	type request struct {
+		eip *egressv1.EgressIP
+		ips []netip.Addr // valid, deduplicated, in spec order
+	}
+	reqs := make([]request, len(eips))
+	warn := func(eip *egressv1.EgressIP, reason, format string, args ...any) {
+		res.Events = append(res.Events, event.Warningf(event.Ref(egressv1.SchemeGroupVersion.String(), egressv1.Kind, eip), reason, format, args...))
+	}
+	for i, eip := range eips {
+		reqs[i].eip = eip
+		for _, s := range eip.Spec.EgressIPs {
+			a, err := parseEgressIP(s)
+			switch {
+			case err != nil:
+				warn(eip, ReasonInvalidEgressIP, "egress IP %q: %v", s, err)
+			case hostIPs[a] != "":
+				warn(eip, ReasonEgressIPConflict, "egress IP %s is an address of node %s", a, hostIPs[a])
+			case !slices.Contains(reqs[i].ips, a):
+				reqs[i].ips = append(reqs[i].ips, a)
+			}
+		}
+	}
+
+	// Who owns an IP requested by several EgressIPs: the one whose status
+	// has it, else the oldest, else the first by name.
+	owner := map[netip.Addr]*egressv1.EgressIP{}
+	holds := func(eip *egressv1.EgressIP, a netip.Addr) bool {
+		return slices.ContainsFunc(eip.Status.Items, func(it egressv1.EgressIPStatusItem) bool {
+			b, err := netip.ParseAddr(it.EgressIP)
+			return err == nil && b.Unmap() == a
+		})
+	}
+	for _, r := range reqs {
+		for _, a := range r.ips {
+			cur, ok := owner[a]
+			if !ok || (!holds(cur, a) && (holds(r.eip, a) || r.eip.CreationTimestamp.Before(&cur.CreationTimestamp))) {
+				owner[a] = r.eip
+			}
+		}
+	}
+	for i := range reqs {
+		r := &reqs[i]
+		r.ips = slices.DeleteFunc(r.ips, func(a netip.Addr) bool {
+			if o := owner[a]; o != r.eip {
+				warn(r.eip, ReasonUnsupportedRequest, "egress IP %s is already requested by EgressIP %s", a, o.Name)
+				return true
+			}
+			return false
+		})
+	}
+
+	// Load and per-family use of every node, counting what is kept.
+	type load struct{ v4, v6 int }
+	loads := map[string]*load{}
+	use := func(node string, a netip.Addr) {
+		l := loads[node]
+		if l == nil {
+			l = &load{}
+			loads[node] = l
+		}
+		if a.Is6() {
+			l.v6++
+		} else {
+			l.v4++
+		}
+	}
+	hasRoom := func(n *Node, a netip.Addr) bool {
+		l := loads[n.Name]
+		if l == nil {
+			l = &load{}
+		}
+		c := n.Capacity
+		fam, famCap := l.v4, c.IPv4
+		if a.Is6() {
+			fam, famCap = l.v6, c.IPv6
+		}
+		return (famCap == Unlimited || fam < famCap) && (c.Total == Unlimited || l.v4+l.v6 < c.Total)
+	}
+
+	assigned := make([]map[netip.Addr]string, len(reqs))
+	for i, r := range reqs {
+		assigned[i] = map[netip.Addr]string{}
+		used := map[string]bool{}
+		for _, it := range r.eip.Status.Items {
+			a, err := netip.ParseAddr(it.EgressIP)
+			if err != nil || !slices.Contains(r.ips, a.Unmap()) || assigned[i][a.Unmap()] != "" || used[it.Node] {
+				continue
+			}
+			a = a.Unmap()
+			if _, isBroken := broken[it.Node]; !isBroken {
+				n := byName[it.Node]
+				if !candidate(it.Node) {
+					continue
+				}
+				if _, _, ok := n.Network(a); !ok || !hasRoom(n, a) {
+					continue
+				}
+			}
+			assigned[i][a] = it.Node
+			used[it.Node] = true
+			use(it.Node, a)
+		}
+	}
+
+	order := make([]*Node, 0, len(nodes))
+	for i := range nodes {
+		if candidate(nodes[i].Name) {
+			order = append(order, &nodes[i])
+		}
+	}
+	total := func(n *Node) int {
+		if l := loads[n.Name]; l != nil {
+			return l.v4 + l.v6
+		}
+		return 0
+	}
+	for i, r := range reqs {
+		used := map[string]bool{}
+		for _, node := range assigned[i] {
+			used[node] = true
+		}
+		for _, a := range r.ips {
+			if assigned[i][a] != "" {
+				continue
+			}
+			slices.SortStableFunc(order, func(x, y *Node) int {
+				return cmp.Or(cmp.Compare(total(x), total(y)), cmp.Compare(x.Name, y.Name))
+			})
+			var chosen *Node
+			for _, n := range order {
+				if _, _, ok := n.Network(a); ok && !used[n.Name] && hasRoom(n, a) {
+					chosen = n
+					break
+				}
+			}
+			if chosen == nil {
+				warn(r.eip, ReasonNoMatchingNodeFound, "no egress-assignable, ready and reachable node without another IP of this EgressIP has a network containing %s and room for it", a)
+				continue
+			}
+			assigned[i][a] = chosen.Name
+			used[chosen.Name] = true
+			use(chosen.Name, a)
+		}
+		items := []egressv1.EgressIPStatusItem{}
+		for _, a := range r.ips {
+			if node := assigned[i][a]; node != "" {
+				items = append(items, egressv1.EgressIPStatusItem{Node: node, EgressIP: a.String()})
+			}
+		}
+		res.Status[r.eip.Name] = items
+	}
+	return res
+}
+
+// parseEgressIP accepts a unicast IPv4 or IPv6 address.
+func parseEgressIP(s string) (netip.Addr, error) {
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("not an IP address")
+	}
+	if a.Zone() != "" {
+		return netip.Addr{}, fmt.Errorf("has a zone")
+	}
+	a = a.Unmap()
+	if !a.IsGlobalUnicast() {
+		return netip.Addr{}, fmt.Errorf("not a global unicast address")
+	}
+	return a, nil
+}

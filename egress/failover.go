@@ -1,0 +1,85 @@
+package egress
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/ovnedge/ovnedge/ovsdbnb"
+)
+
+// MakeBeforeBreak returns the states to apply, in order, to go from old to
+// new without losing a packet when egress IPs move (reference §2.4):
+//
+//  1. old policies with the NATs and address sets of both: the new egress
+//     node's SNAT exists before traffic is sent there;
+//  2. new policies with the NATs of both: the reroute moves;
+//  3. new: the old SNATs go.
+//
+// Each step holds every owner of old and new; an owner only in old is an
+// empty State in the last step, so applying it deletes its rows. When
+// nothing moves, the steps are equal to new and applying them is a no-op.
+func MakeBeforeBreak(old, new map[ovsdbnb.Owner]ovsdbnb.State) []map[ovsdbnb.Owner]ovsdbnb.State {
+	owners := slices.Collect(maps.Keys(old))
+	for o := range new {
+		if _, ok := old[o]; !ok {
+			owners = append(owners, o)
+		}
+	}
+	steps := make([]map[ovsdbnb.Owner]ovsdbnb.State, 3)
+	for i := range steps {
+		steps[i] = make(map[ovsdbnb.Owner]ovsdbnb.State, len(owners))
+	}
+	for _, o := range owners {
+		was, is := old[o], new[o]
+		nats := unionNATs(was.NATs, is.NATs)
+		sets := unionSets(was.AddressSets, is.AddressSets)
+		steps[0][o] = ovsdbnb.State{LoadBalancers: was.LoadBalancers, Groups: was.Groups, Policies: was.Policies, NATs: nats, AddressSets: sets}
+		steps[1][o] = ovsdbnb.State{LoadBalancers: is.LoadBalancers, Groups: is.Groups, Policies: is.Policies, NATs: nats, AddressSets: sets}
+		steps[2][o] = is
+	}
+	return steps
+}
+
+func natKey(n ovsdbnb.NAT) [5]string {
+	return [5]string{n.Router, n.Type, n.ExternalIP, n.LogicalIP, n.LogicalPort}
+}
+
+// unionNATs is a then the NATs of b that a lacks.
+func unionNATs(a, b []ovsdbnb.NAT) []ovsdbnb.NAT {
+	seen := make(map[[5]string]bool, len(a))
+	out := slices.Clone(a)
+	for _, n := range a {
+		seen[natKey(n)] = true
+	}
+	for _, n := range b {
+		if !seen[natKey(n)] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// unionSets merges address sets by k8s.ovn.org/id: each set of b holds its
+// addresses and those a's set of the same id had.
+func unionSets(a, b []ovsdbnb.AddressSet) []ovsdbnb.AddressSet {
+	byID := map[string][]string{}
+	for _, s := range a {
+		byID[s.ExternalIDs[ovsdbnb.KeyID]] = s.Addresses
+	}
+	out := make([]ovsdbnb.AddressSet, 0, len(a)+len(b))
+	done := map[string]bool{}
+	for _, s := range b {
+		id := s.ExternalIDs[ovsdbnb.KeyID]
+		done[id] = true
+		addrs := slices.Concat(s.Addresses, byID[id])
+		slices.Sort(addrs)
+		s.Addresses = slices.Compact(addrs)
+		out = append(out, s)
+	}
+	for _, s := range a {
+		if !done[s.ExternalIDs[ovsdbnb.KeyID]] {
+			out = append(out, s)
+		}
+	}
+	return out
+}

@@ -1,0 +1,144 @@
+package hostnet
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// Markers by which the Manager finds what it owns on a host, so that a
+// restarted process converges (and cleans up) from the system's state, never
+// from memory alone.
+const (
+	// RulePriority is the priority of the `ip rule from <pod IP> lookup
+	// <table>` rules (upstream's value); every rule at this priority is
+	// the Manager's.
+	RulePriority = 6000
+	// TableBase plus a link's ifindex is that link's routing table
+	// (upstream's numbering: ifindex 8 gives table 1008).
+	TableBase = 1000
+	// RouteProtocol is the rtnetlink protocol number on every route the
+	// Manager installs in its tables (shown as "proto 77" by `ip route`).
+	RouteProtocol = 77
+	// ChainName is the iptables nat chain of the SNAT rules, jumped to
+	// from POSTROUTING (upstream's name).
+	ChainName = "OVN-KUBE-EGRESS-IP-MULTI-NIC"
+	// NFTablesTable is the inet table of the nftables SNAT backend.
+	NFTablesTable = "ovnedge-egressip"
+)
+
+// Assignment is one egress IP hosted on a host (non-OVN) link of this node
+// and the pods whose traffic leaves through that link with it as source.
+// Pod IPs must be of the egress IP's family.
+type Assignment struct {
+	// Link is the interface name, e.g. "eth1".
+	Link string
+	// EgressIP is added to Link and is the pods' source after SNAT.
+	EgressIP netip.Addr
+	// PodIPs are the pods selected by the EgressIP (may be empty: the
+	// address is still hosted and announced).
+	PodIPs []netip.Addr
+}
+
+func (a Assignment) String() string {
+	return fmt.Sprintf("%s on %s", a.EgressIP, a.Link)
+}
+
+// State is the desired host networking of the node: every egress IP it
+// hosts on a non-OVN link. Converging to an empty State removes everything
+// the Manager owns.
+type State []Assignment
+
+// SNATRule is one pod's source NAT: traffic from PodIP leaving through Link
+// gets EgressIP as its source.
+type SNATRule struct {
+	PodIP    netip.Addr
+	Link     string
+	EgressIP netip.Addr
+}
+
+func (r SNATRule) String() string {
+	return fmt.Sprintf("%s -o %s -> %s", r.PodIP, r.Link, r.EgressIP)
+}
+
+// SNAT is a source NAT backend. It owns a chain or table of its own and
+// never touches anything else; what it lists comes from the system, so a
+// restarted process sees what an earlier one installed.
+type SNAT interface {
+	// List returns the rules installed now, and whether the backend's
+	// chain or table exists at all (it may exist empty).
+	List(ctx context.Context) (rules []SNATRule, present bool, err error)
+	// Apply installs add and deletes remove (installed rules, as List
+	// returned them), creating the chain or table first if needed. A rule
+	// in add may replace one in remove for the same pod and link (a pod
+	// switching egress IP): the switch never leaves the pod unSNATed.
+	Apply(ctx context.Context, add, remove []SNATRule) error
+	// Reset removes the backend's chain or table and everything in it.
+	Reset(ctx context.Context) error
+}
+
+// Announcer announces that this node now answers for ip on link (a
+// gratuitous ARP, or an unsolicited neighbor advertisement for IPv6). The
+// daemon wires it to the arp package.
+type Announcer interface {
+	Announce(link string, ip netip.Addr) error
+}
+
+// Reason says which requirement an assignment fails.
+type Reason string
+
+// The requirements of seed 002 for a non-OVN link, plus malformed input.
+const (
+	ReasonInvalid            Reason = "Invalid"
+	ReasonLinkNotFound       Reason = "LinkNotFound"
+	ReasonLinkDown           Reason = "LinkDown"
+	ReasonNoGlobalAddress    Reason = "NoGlobalAddress"
+	ReasonNotInLinkNetwork   Reason = "NotInLinkNetwork"
+	ReasonForwardingDisabled Reason = "ForwardingDisabled"
+	ReasonConflict           Reason = "Conflict"
+)
+
+// RequirementError says why an assignment was not applied; the daemon turns
+// it into a status event. Nothing of a rejected assignment is installed,
+// and what an earlier converge installed for it is removed.
+type RequirementError struct {
+	Link     string
+	EgressIP netip.Addr
+	Reason   Reason
+	// Detail is a human-readable explanation, e.g. the link's networks.
+	Detail string
+	// Err is the underlying error, if any.
+	Err error
+}
+
+func (e *RequirementError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "egress IP %s on link %q: %s", e.EgressIP, e.Link, e.Reason)
+	if e.Detail != "" {
+		fmt.Fprintf(&b, ": %s", e.Detail)
+	}
+	if e.Err != nil {
+		fmt.Fprintf(&b, ": %v", e.Err)
+	}
+	return b.String()
+}
+
+func (e *RequirementError) Unwrap() error { return e.Err }
+
+// Result counts what one Converge changed, and lists the assignments it
+// rejected. A converge that changes nothing has Changes() == 0.
+type Result struct {
+	AddrsAdded, AddrsRemoved   int
+	RoutesAdded, RoutesRemoved int
+	RulesAdded, RulesRemoved   int
+	SNATAdded, SNATRemoved     int
+	// Rejected are the assignments that fail a requirement.
+	Rejected []*RequirementError
+}
+
+// Changes is the total number of changes made.
+func (r Result) Changes() int {
+	return r.AddrsAdded + r.AddrsRemoved + r.RoutesAdded + r.RoutesRemoved +
+		r.RulesAdded + r.RulesRemoved + r.SNATAdded + r.SNATRemoved
+}

@@ -1,0 +1,374 @@
+package egress
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+
+	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
+	"github.com/ovnedge/ovnedge/ovsdbnb"
+)
+
+// Router and row constants of reference §2.3 and §2.4.
+const (
+	ClusterRouter = "ovn_cluster_router"
+	// PriorityNodeReroute reroutes pod -> own host traffic to the
+	// management port, PriorityNoReroute keeps east-west traffic off the
+	// egress IPs, PriorityReroute sends a served pod to its egress nodes.
+	PriorityNodeReroute = 1004
+	PriorityNoReroute   = 102
+	PriorityReroute     = 100
+	// NodeIPMark marks pod -> node-IP traffic (br-ex SNATs it to the node
+	// IP); SecondaryHostMark marks traffic sent to a management port for a
+	// secondary host network egress IP.
+	NodeIPMark        = 1008
+	SecondaryHostMark = 1009
+)
+
+// Owner types of the rows egress computes. The reroute policies and SNATs
+// of an EgressIP belong to Owner{OwnerEgressIP, <name>}, the cluster-wide
+// 102 policies and address sets to Owner{OwnerClusterPolicies,
+// "egressip"}, a node's 1004 policy to Owner{OwnerNode, <node>}.
+const (
+	OwnerEgressIP        = "EgressIP"
+	OwnerClusterPolicies = "ClusterPolicies"
+	OwnerNode            = "Node"
+	clusterOwnerName     = "egressip"
+)
+
+// OVN-Kubernetes' names of the no-reroute policies and address sets.
+const (
+	noReroutePodToPod  = "EIP-No-Reroute-Pod-To-Pod"
+	noReroutePodToJoin = "EIP-No-Reroute-Pod-To-Join"
+	noReroutePodToNode = "EIP-No-Reroute-Pod-To-Node"
+	servedPodsSet      = "egressip-served-pods"
+	egressSvcPodsSet   = "egresssvc-served-pods"
+	nodeIPsSet         = "node-ips"
+	ownerTypeNodeIPs   = "ClusterNodeIPs"
+	ownerTypeEgressSvc = "EgressService"
+)
+
+// Cluster is the cluster-wide configuration the NB rows depend on.
+type Cluster struct {
+	// ClusterSubnets are the pod network's subnets (required).
+	ClusterSubnets []netip.Prefix
+	// JoinSubnets default to 100.64.0.0/16 and fd98::/64.
+	JoinSubnets []netip.Prefix
+	// Controller is the owner-controller external id, default
+	// ovsdbnb.DefaultController; Network the network one, default
+	// "default".
+	Controller, Network string
+}
+
+func (c Cluster) withDefaults() Cluster {
+	if len(c.JoinSubnets) == 0 {
+		c.JoinSubnets = []netip.Prefix{netip.MustParsePrefix("100.64.0.0/16"), netip.MustParsePrefix("fd98::/64")}
+	}
+	c.Controller = cmp.Or(c.Controller, ovsdbnb.DefaultController)
+	c.Network = cmp.Or(c.Network, defaultNetwork)
+	return c
+}
+
+// Served is an EgressIP with its assignment and the pods it serves.
+type Served struct {
+	Name   string
+	Status []egressv1.EgressIPStatusItem
+	Pods   []Pod
+}
+
+// HostAssignment is an egress IP a node hosts on a non-OVN host network
+// for some pods; egress/hostnet turns it into an address, ip rules and
+// SNAT rules on the link that holds Network.
+type HostAssignment struct {
+	Node     string
+	EgressIP netip.Addr
+	// Network is the node's host network containing EgressIP.
+	Network netip.Prefix
+	// EgressIPName is the EgressIP object; PodIPs the served pods' IPs of
+	// EgressIP's family, sorted.
+	EgressIPName string
+	PodIPs       []netip.Addr
+}
+
+// Desired is the whole desired dataplane of the EgressIPs.
+type Desired struct {
+	NB   map[ovsdbnb.Owner]ovsdbnb.State
+	Host []HostAssignment
+}
+
+// Compute returns the desired NB rows and host assignments for the nodes
+// and the served EgressIPs: ClusterState plus EgressIPState of each. It
+// fails only on a bad Cluster.
+func Compute(c Cluster, nodes []Node, served []Served) (Desired, error) {
+	byName := nodeIndex(nodes)
+	var all []Pod
+	d := Desired{NB: map[ovsdbnb.Owner]ovsdbnb.State{}}
+	for _, s := range served {
+		st, host := EgressIPState(c, s, byName)
+		d.NB[ovsdbnb.Owner{Type: OwnerEgressIP, Name: s.Name}] = st
+		d.Host = append(d.Host, host...)
+		if len(s.Status) > 0 {
+			all = append(all, s.Pods...)
+		}
+	}
+	cl, err := ClusterState(c, nodes, all)
+	if err != nil {
+		return Desired{}, err
+	}
+	for o, st := range cl {
+		d.NB[o] = st
+	}
+	return d, nil
+}
+
+// nodeIndex maps node names to nodes.
+func nodeIndex(nodes []Node) map[string]*Node {
+	m := make(map[string]*Node, len(nodes))
+	for i := range nodes {
+		m[nodes[i].Name] = &nodes[i]
+	}
+	return m
+}
+
+// ClusterState returns the cluster-wide rows: per node the 1004 policy
+// (pod -> its own host IP goes to the management port), and the 102
+// policies with the served-pods and node-IPs address sets. servedPods are
+// the pods of every EgressIP with an assignment.
+func ClusterState(c Cluster, nodes []Node, servedPods []Pod) (map[ovsdbnb.Owner]ovsdbnb.State, error) {
+	c = c.withDefaults()
+	if len(c.ClusterSubnets) == 0 {
+		return nil, fmt.Errorf("egress cluster state: no cluster subnet")
+	}
+	out := map[ovsdbnb.Owner]ovsdbnb.State{}
+	var nodeIPs []netip.Addr
+	for i := range nodes {
+		n := &nodes[i]
+		var st ovsdbnb.State
+		for _, v6 := range []bool{false, true} {
+			ip, ok1 := n.PrimaryIP(v6)
+			mgmt, ok2 := n.MgmtIP(v6)
+			if !ok1 || !ok2 {
+				continue
+			}
+			st.Policies = append(st.Policies, ovsdbnb.RouterPolicy{
+				Router:   ClusterRouter,
+				Priority: PriorityNodeReroute,
+				Match:    fmt.Sprintf(`inport == "rtos-%s" && %s.dst == %s /* %s */`, n.Name, ipFamily(v6), ip, n.Name),
+				Action:   "reroute",
+				Nexthops: []string{mgmt.String()},
+				ExternalIDs: c.ids(OwnerNode, []kv{{ovsdbnb.KeyName, n.Name},
+					{ovsdbnb.KeyPriority, strconv.Itoa(PriorityNodeReroute)}, {ovsdbnb.KeyIPFamily, ipFamily(v6)}, {ovsdbnb.KeyNetwork, c.Network}}),
+			})
+		}
+		nodeIPs = append(nodeIPs, n.hostIPs()...)
+		if len(st.Policies) > 0 {
+			out[ovsdbnb.Owner{Type: OwnerNode, Name: n.Name}] = st
+		}
+	}
+	var podIPs []netip.Addr
+	for _, p := range servedPods {
+		podIPs = append(podIPs, p.IPs...)
+	}
+	var st ovsdbnb.State
+	for _, v6 := range []bool{false, true} {
+		fam, short := ipFamily(v6), "v4"
+		if v6 {
+			short = "v6"
+		}
+		clusterSubnets := ofFamily(c.ClusterSubnets, v6)
+		if len(clusterSubnets) == 0 {
+			continue
+		}
+		noReroute := func(name, match string, options map[string]string) ovsdbnb.RouterPolicy {
+			return ovsdbnb.RouterPolicy{Router: ClusterRouter, Priority: PriorityNoReroute, Match: match, Action: "allow", Options: options,
+				ExternalIDs: c.ids(OwnerEgressIP, []kv{{ovsdbnb.KeyName, name},
+					{ovsdbnb.KeyPriority, strconv.Itoa(PriorityNoReroute)}, {ovsdbnb.KeyIPFamily, fam}, {ovsdbnb.KeyNetwork, c.Network}})}
+		}
+		for _, s := range clusterSubnets {
+			st.Policies = append(st.Policies, noReroute(noReroutePodToPod,
+				fmt.Sprintf("%s.src == %s && %s.dst == %s", fam, s, fam, s), nil))
+			for _, j := range ofFamily(c.JoinSubnets, v6) {
+				st.Policies = append(st.Policies, noReroute(noReroutePodToJoin,
+					fmt.Sprintf("%s.src == %s && %s.dst == %s", fam, s, fam, j), nil))
+			}
+		}
+		served := ovsdbnb.AddressSet{Addresses: addrStrings(podIPs, v6),
+			ExternalIDs: c.ids(OwnerEgressIP, []kv{{ovsdbnb.KeyName, servedPodsSet}, {ovsdbnb.KeyIPFamily, short}, {ovsdbnb.KeyNetwork, c.Network}})}
+		svc := ovsdbnb.AddressSet{Addresses: []string{},
+			ExternalIDs: c.ids(ownerTypeEgressSvc, []kv{{ovsdbnb.KeyName, egressSvcPodsSet}, {ovsdbnb.KeyIPFamily, short}})}
+		nodeSet := ovsdbnb.AddressSet{Addresses: addrStrings(nodeIPs, v6),
+			ExternalIDs: c.ids(ownerTypeNodeIPs, []kv{{ovsdbnb.KeyName, nodeIPsSet}, {ovsdbnb.KeyIPFamily, short}})}
+		st.AddressSets = append(st.AddressSets, served, svc, nodeSet)
+		st.Policies = append(st.Policies, noReroute(noReroutePodToNode,
+			fmt.Sprintf("(%s.src == $%s || %s.src == $%s) && %s.dst == $%s", fam, served.Name(), fam, svc.Name(), fam, nodeSet.Name()),
+			map[string]string{"pkt_mark": strconv.Itoa(NodeIPMark)}))
+	}
+	out[ovsdbnb.Owner{Type: OwnerClusterPolicies, Name: clusterOwnerName}] = st
+	return out, nil
+}
+
+// EgressIPState returns the rows of one EgressIP: for each served pod and
+// family with an assigned egress IP, a 100 reroute policy whose nexthops
+// are the GR join IPs of the egress nodes (ECMP) or, for an egress IP on
+// a secondary host network, the node's management IP (with
+// options:pkt_mark=1009); and one SNAT per (pod IP, egress node) on
+// GR_<node> for egress IPs on the primary network. Secondary host network
+// egress IPs come back as HostAssignments. Status items naming an unknown
+// node or an IP none of the node's networks holds are skipped.
+func EgressIPState(c Cluster, s Served, nodes map[string]*Node) (ovsdbnb.State, []HostAssignment) {
+	c = c.withDefaults()
+	type hop struct {
+		node      *Node
+		eip       netip.Addr
+		network   netip.Prefix
+		secondary bool
+	}
+	var hops [2][]hop // by family
+	for _, it := range s.Status {
+		n := nodes[it.Node]
+		a, err := netip.ParseAddr(it.EgressIP)
+		if n == nil || err != nil {
+			continue
+		}
+		a = a.Unmap()
+		network, primary, ok := n.Network(a)
+		if !ok {
+			continue
+		}
+		f := family(a.Is6())
+		hops[f] = append(hops[f], hop{node: n, eip: a, network: network, secondary: !primary})
+	}
+	var st ovsdbnb.State
+	var host []HostAssignment
+	for f, hs := range hops {
+		v6 := f == 1
+		if len(hs) == 0 {
+			continue
+		}
+		var nexthops []netip.Addr
+		secondary := false
+		for _, h := range hs {
+			var nh netip.Addr
+			var ok bool
+			if h.secondary {
+				nh, ok = h.node.MgmtIP(v6)
+				secondary = true
+			} else {
+				nh, ok = h.node.JoinIP(v6)
+			}
+			if ok && !slices.Contains(nexthops, nh) {
+				nexthops = append(nexthops, nh)
+			}
+		}
+		slices.SortFunc(nexthops, netip.Addr.Compare)
+		var options map[string]string
+		if secondary {
+			options = map[string]string{"pkt_mark": strconv.Itoa(SecondaryHostMark)}
+		}
+		fam := ipFamily(v6)
+		hostPods := make([][]netip.Addr, len(hs))
+		for _, p := range s.Pods {
+			for _, ip := range p.IPs {
+				if ip.Is6() != v6 {
+					continue
+				}
+				name := s.Name + "_" + p.Key()
+				if len(nexthops) > 0 {
+					st.Policies = append(st.Policies, ovsdbnb.RouterPolicy{
+						Router: ClusterRouter, Priority: PriorityReroute, Action: "reroute",
+						Match:    fmt.Sprintf("%s.src == %s", fam, ip),
+						Nexthops: addrStrings(nexthops, v6),
+						Options:  options,
+						ExternalIDs: c.ids(OwnerEgressIP, []kv{{ovsdbnb.KeyName, name},
+							{ovsdbnb.KeyPriority, strconv.Itoa(PriorityReroute)}, {ovsdbnb.KeyIPFamily, fam}, {ovsdbnb.KeyNetwork, c.Network}}),
+					})
+				}
+				for i, h := range hs {
+					if h.secondary {
+						hostPods[i] = append(hostPods[i], ip)
+						continue
+					}
+					st.NATs = append(st.NATs, ovsdbnb.NAT{
+						Router: "GR_" + h.node.Name, Type: "snat",
+						ExternalIP: h.eip.String(), LogicalIP: ip.String(), LogicalPort: "k8s-" + h.node.Name,
+						Options: map[string]string{"stateless": "false"},
+						ExternalIDs: c.ids(OwnerEgressIP, []kv{{ovsdbnb.KeyName, name},
+							{ovsdbnb.KeyIPFamily, fam}, {ovsdbnb.KeyNetwork, c.Network}}),
+					})
+				}
+			}
+		}
+		for i, h := range hs {
+			if h.secondary {
+				ips := hostPods[i]
+				slices.SortFunc(ips, netip.Addr.Compare)
+				host = append(host, HostAssignment{Node: h.node.Name, EgressIP: h.eip, Network: h.network,
+					EgressIPName: s.Name, PodIPs: ips})
+			}
+		}
+	}
+	slices.SortFunc(st.NATs, func(a, b ovsdbnb.NAT) int {
+		return cmp.Or(cmp.Compare(a.Router, b.Router), cmp.Compare(a.LogicalIP, b.LogicalIP), cmp.Compare(a.ExternalIP, b.ExternalIP))
+	})
+	return st, host
+}
+
+type kv struct{ k, v string }
+
+// ids returns the ownership external_ids of reference §2.3: the owner
+// keys, the given keys, and k8s.ovn.org/id =
+// <controller>:<owner type>:<values in key order>.
+func (c Cluster) ids(ownerType string, keys []kv) map[string]string {
+	m := map[string]string{ovsdbnb.KeyOwnerController: c.Controller, ovsdbnb.KeyOwnerType: ownerType}
+	id := []string{c.Controller, ownerType}
+	for _, e := range keys {
+		m[e.k] = e.v
+		id = append(id, e.v)
+	}
+	m[ovsdbnb.KeyID] = strings.Join(id, ":")
+	return m
+}
+
+func ipFamily(v6 bool) string {
+	if v6 {
+		return "ip6"
+	}
+	return "ip4"
+}
+
+func family(v6 bool) int {
+	if v6 {
+		return 1
+	}
+	return 0
+}
+
+func ofFamily(ps []netip.Prefix, v6 bool) []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range ps {
+		if p.Addr().Is6() == v6 {
+			out = append(out, p.Masked())
+		}
+	}
+	return out
+}
+
+// addrStrings returns the family's addresses, sorted and deduplicated.
+func addrStrings(as []netip.Addr, v6 bool) []string {
+	var f []netip.Addr
+	for _, a := range as {
+		if a.Is6() == v6 {
+			f = append(f, a)
+		}
+	}
+	slices.SortFunc(f, netip.Addr.Compare)
+	f = slices.Compact(f)
+	out := make([]string, len(f))
+	for i, a := range f {
+		out[i] = a.String()
+	}
+	return out
+}

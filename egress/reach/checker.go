@@ -1,0 +1,179 @@
+package reach
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+)
+
+// DefaultInterval is OVN-Kubernetes' fixed check interval.
+const DefaultInterval = 5 * time.Second
+
+// Config configures a Checker, from the daemon's flags and config file
+// ([ovnkubernetesfeature] egressip-reachability-total-timeout and
+// egressip-node-healthcheck-port).
+type Config struct {
+	// Interval between rounds, DefaultInterval when 0.
+	Interval time.Duration
+	// Timeout bounds each probe; 0 disables probing and every target is
+	// reachable.
+	Timeout time.Duration
+	// Port is the nodes' gRPC health port; 0 uses the DISCARD probe.
+	Port int
+	// TLS is for the gRPC session.
+	TLS TLSFiles
+	// Dial opens the sockets, a net.Dialer when nil.
+	Dial DialFunc
+	// Logger, slog.Default when nil.
+	Logger *slog.Logger
+}
+
+// Target is a node to probe at its management IP.
+type Target struct {
+	Node string
+	Addr netip.Addr
+}
+
+// Checker probes a set of nodes every interval and reports when one
+// becomes reachable or unreachable.
+type Checker struct {
+	cfg      Config
+	client   *Client
+	onChange func(node string, up bool)
+
+	mu      sync.Mutex
+	targets []Target
+	state   map[string]bool
+	kick    chan struct{}
+}
+
+// NewChecker returns a checker that calls onChange (from one goroutine,
+// never concurrently) with each node's first result and then with every
+// change.
+func NewChecker(cfg Config, onChange func(node string, up bool)) (*Checker, error) {
+	if cfg.Interval == 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if cfg.Interval < 0 || cfg.Timeout < 0 {
+		return nil, fmt.Errorf("reachability checker: negative interval or timeout")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if onChange == nil {
+		onChange = func(string, bool) {}
+	}
+	c := &Checker{cfg: cfg, onChange: onChange, state: map[string]bool{}, kick: make(chan struct{}, 1)}
+	if cfg.Port != 0 && cfg.Timeout > 0 {
+		var err error
+		if c.client, err = NewClient(cfg.Port, cfg.TLS, cfg.Dial); err != nil {
+			return nil, fmt.Errorf("reachability checker: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// SetTargets replaces the nodes to probe; new nodes are probed at once.
+func (c *Checker) SetTargets(targets []Target) {
+	c.mu.Lock()
+	c.targets = slices.Clone(targets)
+	keep := map[string]bool{}
+	for _, t := range targets {
+		keep[t.Node] = true
+	}
+	for n := range c.state {
+		if !keep[n] {
+			delete(c.state, n)
+		}
+	}
+	c.mu.Unlock()
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Reachable reports the last result for node; a node never probed yet,
+// and every node when the timeout is 0, is reachable.
+func (c *Checker) Reachable(node string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	up, ok := c.state[node]
+	return !ok || up
+}
+
+// Run probes until ctx ends, then closes the sessions.
+func (c *Checker) Run(ctx context.Context) {
+	if c.client != nil {
+		defer c.client.Close()
+	}
+	t := time.NewTicker(c.cfg.Interval)
+	defer t.Stop()
+	for {
+		c.Round(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-c.kick:
+		}
+	}
+}
+
+// Round probes every target once, in parallel, and reports the changes.
+// Run calls it every interval; tests may call it directly.
+func (c *Checker) Round(ctx context.Context) {
+	c.mu.Lock()
+	targets := slices.Clone(c.targets)
+	c.mu.Unlock()
+	results := make([]bool, len(targets))
+	var wg sync.WaitGroup
+	for i, t := range targets {
+		wg.Go(func() { results[i] = c.probe(ctx, t) })
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return
+	}
+	if c.client != nil {
+		keep := map[netip.Addr]bool{}
+		for _, t := range targets {
+			keep[t.Addr] = true
+		}
+		c.client.Forget(keep)
+	}
+	for i, t := range targets {
+		c.mu.Lock()
+		current := slices.Contains(c.targets, t)
+		was, known := c.state[t.Node]
+		changed := current && (!known || was != results[i])
+		if current {
+			c.state[t.Node] = results[i]
+		}
+		c.mu.Unlock()
+		if changed {
+			c.onChange(t.Node, results[i])
+		}
+	}
+}
+
+func (c *Checker) probe(ctx context.Context, t Target) bool {
+	if c.cfg.Timeout == 0 {
+		return true
+	}
+	var up bool
+	var err error
+	if c.client != nil {
+		up, err = c.client.Check(ctx, t.Addr, c.cfg.Timeout)
+	} else {
+		up, err = ProbeDiscard(ctx, c.cfg.Dial, t.Addr, c.cfg.Timeout)
+	}
+	if !up && ctx.Err() == nil {
+		c.cfg.Logger.Debug("egress node unreachable", "node", t.Node, "addr", t.Addr, "err", err)
+	}
+	return up
+}

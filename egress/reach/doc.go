@@ -1,0 +1,23 @@
+// Package reach tells the EgressIP leader which egress nodes are reachable
+// (seed 002, reference §2.6), the way OVN-Kubernetes does, so its node
+// and leader sides interoperate with ours:
+//
+//   - [ProbeDiscard] connects to TCP port 9 (DISCARD) of a node's
+//     management IP: a connection or a refusal (RST) means a host
+//     answered, so the node is up; a timeout or any other error
+//     (EHOSTUNREACH, ENETUNREACH, EINVAL from a blackhole route) means
+//     down.
+//   - [NewServer] is the node side of the gRPC variant: the standard
+//     grpc.health.v1 service reporting [ServiceName] SERVING, with TLS
+//     when certificate files are configured ([TLSFiles]).
+//   - [Client] checks that service; when a check fails on an established
+//     session it reconnects and checks once more within the same timeout,
+//     so a session that merely bounced never marks the node down.
+//   - [Checker] probes every target each interval, all at once, each
+//     within the total timeout (0 = every node is reachable, no probe), and
+//     reports changes through a callback: a node that stops answering is
+//     reported down within one interval plus the timeout.
+//
+// Everything here opens real sockets; the tests run against real
+// listeners on loopback and in network namespaces.
+package reach

@@ -1,0 +1,424 @@
+package reach_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ovnedge/ovnedge/egress/reach"
+	"github.com/ovnedge/ovnedge/internal/testbed"
+	"github.com/vishvananda/netns"
+)
+
+// inNetns runs f on a thread inside the named namespace: sockets f creates
+// live there.
+func inNetns(name string, f func() error) error {
+	runtime.LockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		runtime.UnlockOSThread()
+		return err
+	}
+	defer orig.Close()
+	target, err := netns.GetFromName(name)
+	if err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("netns %s: %w", name, err)
+	}
+	defer target.Close()
+	if err := netns.Set(target); err != nil {
+		runtime.UnlockOSThread()
+		return err
+	}
+	ferr := f()
+	if err := netns.Set(orig); err != nil {
+		// Leave the thread locked: it dies with the goroutine.
+		return fmt.Errorf("restore netns: %w", err)
+	}
+	runtime.UnlockOSThread()
+	return ferr
+}
+
+// nsDialer dials from the named namespace.
+func nsDialer(name string) reach.DialFunc {
+	return func(ctx context.Context, network, address string) (conn net.Conn, err error) {
+		if e := inNetns(name, func() error {
+			conn, err = (&net.Dialer{}).DialContext(ctx, network, address)
+			return nil
+		}); e != nil {
+			return nil, e
+		}
+		return conn, err
+	}
+}
+
+// nsListen listens on address inside the named namespace.
+func nsListen(t *testing.T, name, address string) net.Listener {
+	t.Helper()
+	var l net.Listener
+	if err := inNetns(name, func() (err error) { l, err = net.Listen("tcp", address); return err }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// twoHosts gives namespaces a (192.0.2.1) and b (192.0.2.2) on one link;
+// a has a blackhole route to 198.51.100.0/24 and an unreachable route to
+// 203.0.113.0/24.
+func twoHosts(t *testing.T) (a, b *testbed.Netns) {
+	a, b = testbed.NewNetns(t, "rcha"), testbed.NewNetns(t, "rchb")
+	testbed.Link(t, a, "va", []string{"192.0.2.1/24"}, b, "vb", []string{"192.0.2.2/24"})
+	a.Run(t, "ip", "route", "add", "blackhole", "198.51.100.0/24")
+	a.Run(t, "ip", "route", "add", "unreachable", "203.0.113.0/24")
+	return a, b
+}
+
+func TestProbeDiscard(t *testing.T) {
+	t.Parallel()
+	a, b := twoHosts(t)
+	tests := []struct {
+		name   string
+		addr   string
+		listen bool
+		up     bool
+	}{
+		{"connection refused: host up", "192.0.2.2", false, true},
+		{"listening: host up", "192.0.2.2", true, true},
+		{"silent address: timeout", "192.0.2.3", false, false},
+		{"blackhole route", "198.51.100.1", false, false},
+		{"unreachable route: EHOSTUNREACH", "203.0.113.1", false, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.listen {
+				nsListen(t, b.Name, "192.0.2.2:9")
+			}
+			start := time.Now()
+			up, err := reach.ProbeDiscard(context.Background(), nsDialer(a.Name), netip.MustParseAddr(tc.addr), 300*time.Millisecond)
+			if up != tc.up {
+				t.Errorf("up = %v (%v), want %v", up, err, tc.up)
+			}
+			if up != (err == nil) {
+				t.Errorf("up %v with error %v", up, err)
+			}
+			if d := time.Since(start); d > 2*time.Second {
+				t.Errorf("probe took %v, timeout is 300ms", d)
+			}
+			t.Logf("%s: up=%v err=%v in %v", tc.addr, up, err, time.Since(start).Round(time.Millisecond))
+		})
+	}
+}
+
+// serveHealth serves the health service on address (a loopback address)
+// until the test ends or stop is called.
+func serveHealth(t *testing.T, address string, files reach.TLSFiles) (stop func()) {
+	t.Helper()
+	l, err := net.Listen("tcp", address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := reach.NewServer(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = s.Serve(l) })
+	var once sync.Once
+	stop = func() { once.Do(func() { s.Stop(); wg.Wait() }) }
+	t.Cleanup(stop)
+	return stop
+}
+
+func freePort(t *testing.T, host string) int {
+	t.Helper()
+	l, err := net.Listen("tcp", host+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func TestHealthCheck(t *testing.T) {
+	t.Parallel()
+	certs := newCerts(t)
+	lo := netip.MustParseAddr("127.0.0.1")
+	tests := []struct {
+		name           string
+		server, client reach.TLSFiles
+		noServer       bool
+		up             bool
+	}{
+		{name: "insecure", up: true},
+		{name: "no server: refused", noServer: true},
+		{name: "TLS", server: certs.server, client: certs.client, up: true},
+		{name: "TLS with server name", server: certs.server, client: withName(certs.client, "node.egress"), up: true},
+		{name: "TLS, wrong server name", server: certs.server, client: withName(certs.client, "other")},
+		{name: "TLS server, insecure client", server: certs.server},
+		{name: "TLS, client without certificate", server: certs.server, client: reach.TLSFiles{CAFile: certs.client.CAFile}},
+		{name: "TLS, client trusts another CA", server: certs.server, client: certs.otherCA},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			port := freePort(t, "127.0.0.1")
+			if !tc.noServer {
+				serveHealth(t, fmt.Sprintf("127.0.0.1:%d", port), tc.server)
+			}
+			c, err := reach.NewClient(port, tc.client, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			up, err := c.Check(context.Background(), lo, 500*time.Millisecond)
+			if up != tc.up {
+				t.Errorf("up = %v (%v), want %v", up, err, tc.up)
+			}
+		})
+	}
+}
+
+func withName(f reach.TLSFiles, name string) reach.TLSFiles { f.ServerName = name; return f }
+
+// A session that bounces (the node's server restarts) is not a failure; a
+// server that stays down is, within one timeout.
+func TestHealthCheckBouncedSession(t *testing.T) {
+	t.Parallel()
+	port := freePort(t, "127.0.0.1")
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	lo := netip.MustParseAddr("127.0.0.1")
+	stop := serveHealth(t, addr, reach.TLSFiles{})
+	c, err := reach.NewClient(port, reach.TLSFiles{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if up, err := c.Check(ctx, lo, time.Second); !up {
+		t.Fatalf("first check: %v", err)
+	}
+	stop()
+	serveHealth(t, addr, reach.TLSFiles{})
+	if up, err := c.Check(ctx, lo, time.Second); !up {
+		t.Errorf("check after the session bounced: down (%v)", err)
+	}
+	start := time.Now()
+	c2, _ := reach.NewClient(port, reach.TLSFiles{}, nil)
+	defer c2.Close()
+	if up, err := c2.Check(ctx, netip.MustParseAddr("127.0.0.9"), time.Second); up {
+		t.Errorf("nothing listens on 127.0.0.9 but it is up (%v)", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("down check took %v", d)
+	}
+}
+
+// The checker reports each node's first state, then changes; a node made
+// unreachable (blackhole route) is reported within interval + timeout.
+func TestCheckerDiscard(t *testing.T) {
+	t.Parallel()
+	a, _ := twoHosts(t)
+	const interval, timeout = 200 * time.Millisecond, 200 * time.Millisecond
+	type change struct {
+		node string
+		up   bool
+		at   time.Time
+	}
+	changes := make(chan change, 16)
+	c, err := reach.NewChecker(reach.Config{Interval: interval, Timeout: timeout, Dial: nsDialer(a.Name)},
+		func(node string, up bool) { changes <- change{node, up, time.Now()} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetTargets([]reach.Target{
+		{Node: "up", Addr: netip.MustParseAddr("192.0.2.2")},
+		{Node: "blackholed", Addr: netip.MustParseAddr("198.51.100.1")},
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { c.Run(ctx) })
+	defer func() { cancel(); wg.Wait() }()
+
+	got := map[string]bool{}
+	for len(got) < 2 {
+		select {
+		case ch := <-changes:
+			got[ch.node] = ch.up
+		case <-time.After(5 * time.Second):
+			t.Fatalf("first results: %v", got)
+		}
+	}
+	if !got["up"] || got["blackholed"] {
+		t.Errorf("first results = %v", got)
+	}
+	if !c.Reachable("up") || c.Reachable("blackholed") {
+		t.Error("Reachable disagrees with the reports")
+	}
+	cut := time.Now()
+	a.Run(t, "ip", "route", "add", "blackhole", "192.0.2.2/32")
+	select {
+	case ch := <-changes:
+		if ch.node != "up" || ch.up {
+			t.Fatalf("unexpected change %+v", ch)
+		}
+		d := ch.at.Sub(cut)
+		t.Logf("detected in %v (interval %v, timeout %v)", d.Round(time.Millisecond), interval, timeout)
+		if d > interval+timeout+500*time.Millisecond {
+			t.Errorf("detection took %v, more than interval+timeout", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("node never reported down")
+	}
+	a.Run(t, "ip", "route", "del", "blackhole", "192.0.2.2/32")
+	select {
+	case ch := <-changes:
+		if ch.node != "up" || !ch.up {
+			t.Fatalf("unexpected change %+v", ch)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("node never reported up again")
+	}
+}
+
+// The gRPC checker on loopback: two nodes on 127.0.0.2 and 127.0.0.3, the
+// second without server; stopping the first is reported.
+func TestCheckerGRPC(t *testing.T) {
+	t.Parallel()
+	port := freePort(t, "127.0.0.2")
+	stop := serveHealth(t, fmt.Sprintf("127.0.0.2:%d", port), reach.TLSFiles{})
+	var mu sync.Mutex
+	state := map[string]bool{}
+	changes := make(chan struct{}, 16)
+	c, err := reach.NewChecker(reach.Config{Interval: 200 * time.Millisecond, Timeout: 300 * time.Millisecond, Port: port},
+		func(node string, up bool) {
+			mu.Lock()
+			state[node] = up
+			mu.Unlock()
+			changes <- struct{}{}
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetTargets([]reach.Target{{Node: "n1", Addr: netip.MustParseAddr("127.0.0.2")}, {Node: "n2", Addr: netip.MustParseAddr("127.0.0.3")}})
+	ctx := context.Background()
+	c.Round(ctx)
+	c.Round(ctx)
+	mu.Lock()
+	if !state["n1"] || state["n2"] {
+		t.Errorf("state = %v, want n1 up, n2 down", state)
+	}
+	mu.Unlock()
+	stop()
+	c.Round(ctx)
+	mu.Lock()
+	if state["n1"] {
+		t.Error("n1 still up after its server stopped")
+	}
+	mu.Unlock()
+}
+
+func TestCheckerTimeoutZero(t *testing.T) {
+	var reports []bool
+	c, err := reach.NewChecker(reach.Config{Port: 1}, func(_ string, up bool) { reports = append(reports, up) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetTargets([]reach.Target{{Node: "n", Addr: netip.MustParseAddr("192.0.2.200")}})
+	c.Round(context.Background())
+	if len(reports) != 1 || !reports[0] || !c.Reachable("n") {
+		t.Errorf("timeout 0: reports %v", reports)
+	}
+	if _, err := reach.NewChecker(reach.Config{Timeout: -1}, nil); err == nil {
+		t.Error("negative timeout accepted")
+	}
+	if _, err := reach.NewClient(70000, reach.TLSFiles{}, nil); err == nil {
+		t.Error("port 70000 accepted")
+	}
+	if _, err := reach.NewServer(reach.TLSFiles{CAFile: "/nonexistent"}); err == nil {
+		t.Error("server without certificate accepted")
+	}
+}
+
+type testCerts struct {
+	server, client, otherCA reach.TLSFiles
+}
+
+// newCerts writes a CA, a server certificate for "node.egress" and
+// 127.0.0.1, a client certificate, and a second CA.
+func newCerts(t *testing.T) testCerts {
+	t.Helper()
+	dir := t.TempDir()
+	write := func(name, typ string, der []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	newKey := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	serial := int64(1)
+	sign := func(tmpl, parent *x509.Certificate, key *ecdsa.PrivateKey, parentKey *ecdsa.PrivateKey) (*x509.Certificate, []byte) {
+		serial++
+		tmpl.SerialNumber = big.NewInt(serial)
+		tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+		if parent == nil {
+			parent, parentKey = tmpl, key
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := x509.ParseCertificate(der)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, der
+	}
+	newCA := func(name string) (*x509.Certificate, *ecdsa.PrivateKey, string) {
+		k := newKey()
+		c, der := sign(&x509.Certificate{Subject: pkix.Name{CommonName: name}, IsCA: true, BasicConstraintsValid: true,
+			KeyUsage: x509.KeyUsageCertSign}, nil, k, nil)
+		return c, k, write(name+".pem", "CERTIFICATE", der)
+	}
+	leaf := func(name string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, usage x509.ExtKeyUsage) (string, string) {
+		k := newKey()
+		_, der := sign(&x509.Certificate{Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
+			IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, ExtKeyUsage: []x509.ExtKeyUsage{usage},
+			KeyUsage: x509.KeyUsageDigitalSignature}, ca, k, caKey)
+		kder, err := x509.MarshalECPrivateKey(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return write(name+".pem", "CERTIFICATE", der), write(name+"-key.pem", "EC PRIVATE KEY", kder)
+	}
+	ca, caKey, caFile := newCA("ca")
+	other, otherKey, otherFile := newCA("other-ca")
+	sc, sk := leaf("node.egress", ca, caKey, x509.ExtKeyUsageServerAuth)
+	cc, ck := leaf("leader.egress", ca, caKey, x509.ExtKeyUsageClientAuth)
+	oc, ok := leaf("stranger.egress", other, otherKey, x509.ExtKeyUsageClientAuth)
+	return testCerts{
+		server:  reach.TLSFiles{CertFile: sc, KeyFile: sk, CAFile: caFile},
+		client:  reach.TLSFiles{CertFile: cc, KeyFile: ck, CAFile: caFile},
+		otherCA: reach.TLSFiles{CertFile: oc, KeyFile: ok, CAFile: otherFile},
+	}
+}

@@ -1,0 +1,103 @@
+package egress
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Pod is a pod an EgressIP serves: running, on the pod network, with IPs.
+type Pod struct {
+	Namespace, Name string
+	// Node is where the pod runs.
+	Node string
+	IPs  []netip.Addr
+}
+
+// Key is "<namespace>/<name>".
+func (p Pod) Key() string { return p.Namespace + "/" + p.Name }
+
+// PodFromK8s returns the pod's egress view, false for a pod egress does not
+// handle: not running, host-network, or without a valid IP.
+func PodFromK8s(p *corev1.Pod) (Pod, bool) {
+	if p == nil || p.Spec.HostNetwork || p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+		return Pod{}, false
+	}
+	out := Pod{Namespace: p.Namespace, Name: p.Name, Node: p.Spec.NodeName}
+	ips := p.Status.PodIPs
+	if len(ips) == 0 && p.Status.PodIP != "" {
+		ips = []corev1.PodIP{{IP: p.Status.PodIP}}
+	}
+	for _, ip := range ips {
+		if a, err := netip.ParseAddr(ip.IP); err == nil && !slices.Contains(out.IPs, a.Unmap()) {
+			out.IPs = append(out.IPs, a.Unmap())
+		}
+	}
+	return out, len(out.IPs) > 0
+}
+
+// Selector is an EgressIP's namespace and pod selectors, compiled once.
+type Selector struct {
+	namespace, pod labels.Selector
+}
+
+// NewSelector compiles spec's selectors. An empty namespaceSelector
+// selects every namespace, an empty podSelector every pod of them.
+func NewSelector(spec *egressv1.EgressIPSpec) (*Selector, error) {
+	ns, err := metav1.LabelSelectorAsSelector(&spec.NamespaceSelector)
+	if err != nil {
+		return nil, fmt.Errorf("namespaceSelector: %w", err)
+	}
+	pod, err := metav1.LabelSelectorAsSelector(&spec.PodSelector)
+	if err != nil {
+		return nil, fmt.Errorf("podSelector: %w", err)
+	}
+	return &Selector{namespace: ns, pod: pod}, nil
+}
+
+// SelectsNamespace reports whether the namespace's labels match.
+func (s *Selector) SelectsNamespace(ns *corev1.Namespace) bool {
+	return ns != nil && s.namespace.Matches(labels.Set(ns.Labels))
+}
+
+// Selects reports whether the pod (in namespace ns) is selected. It does
+// not look at the pod's phase: see PodFromK8s.
+func (s *Selector) Selects(ns *corev1.Namespace, pod *corev1.Pod) bool {
+	return pod != nil && s.SelectsNamespace(ns) && ns.Name == pod.Namespace && s.pod.Matches(labels.Set(pod.Labels))
+}
+
+// SelectPods returns the pods eip serves among pods, sorted by namespace
+// and name. A malformed selector is an error; a selector that selects
+// nothing is not.
+func SelectPods(eip *egressv1.EgressIP, namespaces []*corev1.Namespace, pods []*corev1.Pod) ([]Pod, error) {
+	sel, err := NewSelector(&eip.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("egressip %s: %w", eip.Name, err)
+	}
+	byName := make(map[string]*corev1.Namespace, len(namespaces))
+	for _, ns := range namespaces {
+		if sel.SelectsNamespace(ns) {
+			byName[ns.Name] = ns
+		}
+	}
+	var out []Pod
+	for _, p := range pods {
+		ns, ok := byName[p.Namespace]
+		if !ok || !sel.Selects(ns, p) {
+			continue
+		}
+		if ep, ok := PodFromK8s(p); ok {
+			out = append(out, ep)
+		}
+	}
+	slices.SortFunc(out, func(a, b Pod) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	return out, nil
+}
