@@ -1,0 +1,316 @@
+package ipam
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/ovnedge/ovnedge/internal/event"
+)
+
+// Event reasons.
+const (
+	ReasonInvalidIP   = "InvalidLoadBalancerIP"
+	ReasonOutsidePool = "LoadBalancerIPOutsidePool"
+	ReasonExcluded    = "LoadBalancerIPExcluded"
+	ReasonTaken       = "LoadBalancerIPTaken"
+	ReasonUnknownPool = "UnknownPool"
+	ReasonExhausted   = "NoLoadBalancerIPAvailable"
+	ReasonDuplicate   = "DuplicateLoadBalancerIP"
+	ReasonAllocated   = "LoadBalancerIPAllocated"
+)
+
+// Result is the outcome of an allocation.
+type Result struct {
+	// Ingress is the status.loadBalancer.ingress to write: the Service's
+	// addresses, or nil when it gets none (Events say why).
+	Ingress []corev1.LoadBalancerIngress
+	Events  []event.Event
+}
+
+// Allocator hands out LoadBalancer addresses from pools, never one
+// address to two Services. It keeps its bookkeeping in memory: after a
+// restart, Rebuild it from the Services' statuses before allocating. It
+// is safe for concurrent use.
+type Allocator struct {
+	pools []*Pool
+
+	mu    sync.Mutex
+	owner map[netip.Addr]string   // address -> "<ns>/<name>"
+	held  map[string][]netip.Addr // "<ns>/<name>" -> addresses
+}
+
+// NewAllocator returns an allocator over pools, tried in order. Pool names
+// must be unique and their CIDRs must not overlap.
+func NewAllocator(pools ...*Pool) (*Allocator, error) {
+	for i, p := range pools {
+		if p == nil {
+			return nil, fmt.Errorf("allocator: pool %d is nil", i)
+		}
+		for _, q := range pools[:i] {
+			if q.Name == p.Name {
+				return nil, fmt.Errorf("allocator: two pools named %q", p.Name)
+			}
+			if q.CIDR.Overlaps(p.CIDR) {
+				return nil, fmt.Errorf("allocator: pools %q (%s) and %q (%s) overlap", q.Name, q.CIDR, p.Name, p.CIDR)
+			}
+		}
+	}
+	return &Allocator{pools: slices.Clone(pools), owner: map[netip.Addr]string{}, held: map[string][]netip.Addr{}}, nil
+}
+
+func key(svc *corev1.Service) string { return svc.Namespace + "/" + svc.Name }
+
+// Rebuild forgets every allocation and re-learns them from the
+// status.loadBalancer.ingress of the LoadBalancer Services, oldest Service
+// first: an address two Services claim stays with the older one and the
+// younger gets a DuplicateLoadBalancerIP event (its next Allocate gives it
+// another address). Addresses outside every pool are not the allocator's
+// and are ignored.
+func (a *Allocator) Rebuild(svcs []*corev1.Service) []event.Event {
+	sorted := slices.DeleteFunc(slices.Clone(svcs), func(s *corev1.Service) bool {
+		return s == nil || s.Spec.Type != corev1.ServiceTypeLoadBalancer
+	})
+	slices.SortStableFunc(sorted, func(x, y *corev1.Service) int {
+		if c := x.CreationTimestamp.Compare(y.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(key(x), key(y))
+	})
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	clear(a.owner)
+	clear(a.held)
+	var events []event.Event
+	for _, svc := range sorted {
+		k := key(svc)
+		for _, in := range svc.Status.LoadBalancer.Ingress {
+			ip, err := netip.ParseAddr(in.IP)
+			if err != nil || a.poolOf(ip, a.pools) == nil {
+				continue
+			}
+			ip = ip.Unmap()
+			if o, ok := a.owner[ip]; ok {
+				if o != k {
+					events = append(events, warn(svc, ReasonDuplicate, "%s is also in the status of the older Service %s; it stays there", ip, o))
+				}
+				continue
+			}
+			a.owner[ip] = k
+			a.held[k] = append(a.held[k], ip)
+		}
+	}
+	return events
+}
+
+// Allocate returns the addresses of a Service: for a Service that is not
+// type LoadBalancer none (and its addresses are released). A
+// spec.loadBalancerIP is validated: it must parse, lie inside one of the
+// pools, not be excluded, and not belong to another Service; otherwise
+// the Service gets an event and no address. Without one, the Service keeps
+// the addresses it holds and gets the lowest free address of the first
+// pool with room, one per family of spec.ipFamilies (IPv4 when empty).
+// poolNames, when given, restrict the pools to those named (e.g. the
+// subnet of a Kube-OVN logical_switch annotation).
+func (a *Allocator) Allocate(svc *corev1.Service, poolNames ...string) Result {
+	if svc == nil {
+		return Result{}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	k := key(svc)
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+		a.release(k, nil)
+		return Result{}
+	}
+	pools, events := a.selectPools(svc, poolNames)
+	if pools == nil {
+		a.release(k, nil)
+		return Result{Events: events}
+	}
+	var want []netip.Addr
+	if s := svc.Spec.LoadBalancerIP; s != "" {
+		ip, ev := a.static(svc, s, pools)
+		if ev != nil {
+			a.release(k, nil)
+			return Result{Events: []event.Event{*ev}}
+		}
+		want = []netip.Addr{ip}
+	} else {
+		for _, v6 := range families(svc) {
+			ip, ok := a.keep(k, v6, pools)
+			if !ok {
+				ip, ok = a.fresh(v6, pools)
+				if !ok {
+					events = append(events, warn(svc, ReasonExhausted, "no free %s address in pools %s", family(v6), poolList(pools)))
+					continue
+				}
+				events = append(events, event.Normalf(event.Ref("v1", "Service", svc), ReasonAllocated, "%s from pool %q", ip, a.poolOf(ip, pools).Name))
+			}
+			want = append(want, ip)
+		}
+	}
+	a.release(k, want)
+	for _, ip := range want {
+		if a.owner[ip] != k {
+			a.owner[ip] = k
+			a.held[k] = append(a.held[k], ip)
+		}
+	}
+	res := Result{Events: events}
+	for _, ip := range want {
+		res.Ingress = append(res.Ingress, corev1.LoadBalancerIngress{IP: ip.String()})
+	}
+	return res
+}
+
+// Release frees the addresses of a deleted Service.
+func (a *Allocator) Release(namespace, name string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.release(namespace+"/"+name, nil)
+}
+
+// Owner returns the Service ("<ns>/<name>") holding ip, if any.
+func (a *Allocator) Owner(ip netip.Addr) (string, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	o, ok := a.owner[ip.Unmap()]
+	return o, ok
+}
+
+// release frees k's addresses except those in keep.
+func (a *Allocator) release(k string, keep []netip.Addr) {
+	var still []netip.Addr
+	for _, ip := range a.held[k] {
+		if slices.Contains(keep, ip) {
+			still = append(still, ip)
+		} else if a.owner[ip] == k {
+			delete(a.owner, ip)
+		}
+	}
+	if len(still) == 0 {
+		delete(a.held, k)
+	} else {
+		a.held[k] = still
+	}
+}
+
+func (a *Allocator) selectPools(svc *corev1.Service, names []string) ([]*Pool, []event.Event) {
+	if len(names) == 0 {
+		if len(a.pools) == 0 {
+			return nil, []event.Event{warn(svc, ReasonUnknownPool, "no LoadBalancer pool is configured")}
+		}
+		return a.pools, nil
+	}
+	var out []*Pool
+	var events []event.Event
+	for _, n := range names {
+		i := slices.IndexFunc(a.pools, func(p *Pool) bool { return p.Name == n })
+		if i < 0 {
+			events = append(events, warn(svc, ReasonUnknownPool, "pool %q does not exist", n))
+			continue
+		}
+		out = append(out, a.pools[i])
+	}
+	return out, events
+}
+
+// static validates a requested spec.loadBalancerIP.
+func (a *Allocator) static(svc *corev1.Service, s string, pools []*Pool) (netip.Addr, *event.Event) {
+	ip, err := netip.ParseAddr(s)
+	if err != nil || ip.Zone() != "" {
+		ev := warn(svc, ReasonInvalidIP, "spec.loadBalancerIP %q is not an IP address", s)
+		return ip, &ev
+	}
+	ip = ip.Unmap()
+	p := a.poolOf(ip, pools)
+	if p == nil {
+		ev := warn(svc, ReasonOutsidePool, "spec.loadBalancerIP %s is outside pools %s", ip, poolList(pools))
+		return ip, &ev
+	}
+	if err := p.Usable(ip); err != nil {
+		ev := warn(svc, ReasonExcluded, "spec.loadBalancerIP %v", err)
+		return ip, &ev
+	}
+	if o, ok := a.owner[ip]; ok && o != key(svc) {
+		ev := warn(svc, ReasonTaken, "spec.loadBalancerIP %s is already allocated to Service %s", ip, o)
+		return ip, &ev
+	}
+	return ip, nil
+}
+
+// keep returns an address k holds of the family that is still usable in
+// pools.
+func (a *Allocator) keep(k string, v6 bool, pools []*Pool) (netip.Addr, bool) {
+	for _, ip := range a.held[k] {
+		if ip.Is6() != v6 {
+			continue
+		}
+		if p := a.poolOf(ip, pools); p != nil && p.Usable(ip) == nil {
+			return ip, true
+		}
+	}
+	return netip.Addr{}, false
+}
+
+func (a *Allocator) fresh(v6 bool, pools []*Pool) (netip.Addr, bool) {
+	taken := func(ip netip.Addr) bool { _, ok := a.owner[ip]; return ok }
+	for _, p := range pools {
+		if p.CIDR.Addr().Is6() != v6 {
+			continue
+		}
+		if ip, ok := p.next(p.CIDR.Addr(), taken); ok {
+			return ip, true
+		}
+	}
+	return netip.Addr{}, false
+}
+
+func (a *Allocator) poolOf(ip netip.Addr, pools []*Pool) *Pool {
+	for _, p := range pools {
+		if p.CIDR.Contains(ip.Unmap()) {
+			return p
+		}
+	}
+	return nil
+}
+
+// families lists the families (false IPv4, true IPv6) of spec.ipFamilies,
+// IPv4 when empty.
+func families(svc *corev1.Service) []bool {
+	var out []bool
+	for _, f := range svc.Spec.IPFamilies {
+		v6 := f == corev1.IPv6Protocol
+		if !slices.Contains(out, v6) {
+			out = append(out, v6)
+		}
+	}
+	if len(out) == 0 {
+		out = []bool{false}
+	}
+	return out
+}
+
+func family(v6 bool) string {
+	if v6 {
+		return "IPv6"
+	}
+	return "IPv4"
+}
+
+func poolList(pools []*Pool) string {
+	names := make([]string, len(pools))
+	for i, p := range pools {
+		names[i] = fmt.Sprintf("%q (%s)", p.Name, p.CIDR)
+	}
+	return strings.Join(names, ", ")
+}
+
+func warn(svc *corev1.Service, reason, format string, args ...any) event.Event {
+	return event.Warningf(event.Ref("v1", "Service", svc), reason, format, args...)
+}

@@ -1,0 +1,295 @@
+package ipam_test
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ovnedge/ovnedge/lbsvc/ipam"
+)
+
+func TestParseExclude(t *testing.T) {
+	tests := []struct {
+		cidr    string
+		entries []string
+		want    string // ranges joined by " ", or "error: <substring>"
+	}{
+		{"172.18.0.0/16", []string{"172.18.0.0..172.18.0.10"}, "172.18.0.0..172.18.0.10"},
+		{"172.18.0.0/24", []string{"172.18.0.5", "172.18.0.7", "172.18.0.6"}, "172.18.0.5..172.18.0.7"},
+		{"172.18.0.0/24", []string{"172.18.0.128/25", "172.18.0.100..172.18.0.130"}, "172.18.0.100..172.18.0.255"},
+		{"10.0.0.0/24", []string{"9.0.0.0..10.0.0.3", "10.0.0.250..10.0.1.5"}, "10.0.0.0..10.0.0.3 10.0.0.250..10.0.0.255"},
+		{"10.0.0.0/24", []string{"10.0.1.0/24", "192.168.0.1"}, ""},
+		{"10.0.0.0/24", []string{"10.0.0.0/8"}, "10.0.0.0..10.0.0.255"},
+		{"10.0.0.0/24", []string{" 10.0.0.9 "}, "10.0.0.9"},
+		{"fd00::/64", []string{"fd00::1..fd00::ff", "fd00::100"}, "fd00::1..fd00::100"},
+		{"fd00::/120", []string{"fd00::/64"}, "fd00::..fd00::ff"},
+		{"10.0.0.0/24", []string{"10.0.0.9..10.0.0.1"}, "error: backwards"},
+		{"10.0.0.0/24", []string{"10.0.0.1..fd00::1"}, "error: different families"},
+		{"10.0.0.0/24", []string{"fd00::1"}, "error: not of the family"},
+		{"10.0.0.0/24", []string{"10.0.0.300"}, "error: \"10.0.0.300\""},
+		{"10.0.0.0/24", []string{""}, "error: empty"},
+		{"10.0.0.0/24", []string{"10.0.0.0/33"}, "error: "},
+		{"10.0.0.0/24", []string{"::ffff:10.0.0.1"}, "error: IPv4-mapped"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.cidr+" "+strings.Join(tt.entries, ","), func(t *testing.T) {
+			rs, err := ipam.ParseExclude(netip.MustParsePrefix(tt.cidr), tt.entries)
+			if want, ok := strings.CutPrefix(tt.want, "error: "); ok {
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Fatalf("err = %v, want one containing %q", err, want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, r := range rs {
+				got = append(got, r.String())
+			}
+			if s := strings.Join(got, " "); s != tt.want {
+				t.Errorf("got %q, want %q", s, tt.want)
+			}
+		})
+	}
+}
+
+// FuzzParseExclude checks the parser's invariants on any input: no panic;
+// ranges inside the CIDR, ordered, disjoint and not adjacent; every valid
+// single-IP entry inside the CIDR is covered.
+func FuzzParseExclude(f *testing.F) {
+	for _, s := range []string{"172.18.0.0..172.18.0.10", "10.0.0.5", "10.0.0.0/30", "fd00::1..fd00::5",
+		"10.0.0.9..10.0.0.1", "..", "1.2.3.4..", "/", "fd00::/0", "10.0.0.255..10.0.1.0"} {
+		f.Add("10.0.0.0/24", s)
+		f.Add("fd00::/120", s)
+	}
+	f.Fuzz(func(t *testing.T, cidr, entries string) {
+		p, err := netip.ParsePrefix(cidr)
+		if err != nil {
+			return
+		}
+		list := strings.Split(entries, ",")
+		rs, err := ipam.ParseExclude(p, list)
+		if err != nil {
+			return
+		}
+		p = p.Masked()
+		for i, r := range rs {
+			if !p.Contains(r.First) || !p.Contains(r.Last) || r.Last.Less(r.First) {
+				t.Fatalf("range %v outside %v or backwards", r, p)
+			}
+			if i > 0 && !rs[i-1].Last.Next().Less(r.First) {
+				t.Fatalf("ranges %v and %v overlap or touch", rs[i-1], r)
+			}
+		}
+		for _, e := range list {
+			a, err := netip.ParseAddr(strings.TrimSpace(e))
+			if err == nil && p.Contains(a) && !slices.ContainsFunc(rs, func(r ipam.Range) bool { return r.Contains(a) }) {
+				t.Fatalf("entry %s not excluded by %v", a, rs)
+			}
+		}
+	})
+}
+
+func TestPoolUsable(t *testing.T) {
+	p, err := ipam.NewPool("attach-subnet", "172.18.0.0/16", []string{"172.18.0.0..172.18.0.10"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ip, want := range map[string]string{
+		"172.18.0.18":    "",
+		"172.18.0.5":     "excluded",
+		"172.18.255.255": "broadcast",
+		"172.19.0.1":     "outside",
+	} {
+		err := p.Usable(netip.MustParseAddr(ip))
+		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("Usable(%s) = %v, want %q", ip, err, want)
+		}
+	}
+	for _, bad := range []string{"172.18.0.0", "fe80::1%eth0/64"} {
+		if _, err := ipam.NewPool("x", bad, nil); err == nil {
+			t.Errorf("NewPool(%q) accepted", bad)
+		}
+	}
+}
+
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func lbSvc(name string, age int, lbIP string, status ...string) *corev1.Service {
+	s := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name,
+			CreationTimestamp: metav1.NewTime(epoch.Add(time.Duration(age) * time.Minute))},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, LoadBalancerIP: lbIP},
+	}
+	for _, ip := range status {
+		s.Status.LoadBalancer.Ingress = append(s.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ip})
+	}
+	return s
+}
+
+func newAllocator(t *testing.T) *ipam.Allocator {
+	t.Helper()
+	v4, err := ipam.NewPool("v4", "172.18.0.0/29", []string{"172.18.0.1..172.18.0.2", "172.18.0.5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v6, err := ipam.NewPool("v6", "fd00::/126", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := ipam.NewAllocator(v4, v6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func ingress(r ipam.Result) string {
+	var s []string
+	for _, in := range r.Ingress {
+		s = append(s, in.IP)
+	}
+	var reasons []string
+	for _, e := range r.Events {
+		if e.Type == corev1.EventTypeWarning {
+			reasons = append(reasons, e.Reason)
+		}
+	}
+	if len(reasons) > 0 {
+		return strings.Join(s, ",") + " " + strings.Join(reasons, ",")
+	}
+	return strings.Join(s, ",")
+}
+
+func TestAllocate(t *testing.T) {
+	// Pool v4 172.18.0.0/29: .0 network, .7 broadcast, .1-.2 and .5
+	// excluded: usable .3 .4 .6.
+	type step struct {
+		svc   *corev1.Service
+		pools []string
+		want  string
+	}
+	dual := lbSvc("dual", 0, "")
+	dual.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol}
+	clusterIP := lbSvc("plain", 0, "")
+	clusterIP.Spec.Type = corev1.ServiceTypeClusterIP
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"lowest free, stable, exhausted", []step{
+			{lbSvc("a", 0, ""), nil, "172.18.0.3"},
+			{lbSvc("b", 0, ""), nil, "172.18.0.4"},
+			{lbSvc("a", 0, ""), nil, "172.18.0.3"},
+			{lbSvc("c", 0, ""), nil, "172.18.0.6"},
+			{lbSvc("d", 0, ""), nil, " NoLoadBalancerIPAvailable"},
+		}},
+		{"static IP validated", []step{
+			{lbSvc("a", 0, "172.18.0.6"), nil, "172.18.0.6"},
+			{lbSvc("b", 0, "172.18.0.6"), nil, " LoadBalancerIPTaken"},
+			{lbSvc("c", 0, "172.18.0.5"), nil, " LoadBalancerIPExcluded"},
+			{lbSvc("c", 0, "172.18.0.7"), nil, " LoadBalancerIPExcluded"},
+			{lbSvc("c", 0, "10.0.0.1"), nil, " LoadBalancerIPOutsidePool"},
+			{lbSvc("c", 0, "bogus"), nil, " InvalidLoadBalancerIP"},
+			{lbSvc("c", 0, "fd00::2"), []string{"v4"}, " LoadBalancerIPOutsidePool"},
+			{lbSvc("c", 0, ""), nil, "172.18.0.3"}, // failures took nothing
+		}},
+		{"static change releases the old address", []step{
+			{lbSvc("a", 0, "172.18.0.6"), nil, "172.18.0.6"},
+			{lbSvc("a", 0, "172.18.0.4"), nil, "172.18.0.4"},
+			{lbSvc("b", 0, "172.18.0.6"), nil, "172.18.0.6"},
+		}},
+		{"dual-stack in spec order", []step{{dual, nil, "fd00::1,172.18.0.3"}}},
+		{"pool restriction", []step{
+			{lbSvc("a", 0, ""), []string{"v6"}, " NoLoadBalancerIPAvailable"},
+			{lbSvc("a", 0, ""), []string{"nope"}, " UnknownPool"},
+			{lbSvc("a", 0, ""), []string{"v4"}, "172.18.0.3"},
+		}},
+		{"not a LoadBalancer releases", []step{
+			{lbSvc("plain", 0, ""), nil, "172.18.0.3"},
+			{clusterIP, nil, ""},
+			{lbSvc("b", 0, ""), nil, "172.18.0.3"},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := newAllocator(t)
+			for i, s := range tt.steps {
+				if got := ingress(a.Allocate(s.svc, s.pools...)); got != s.want {
+					t.Errorf("step %d (%s): got %q, want %q", i, s.svc.Name, got, s.want)
+				}
+			}
+		})
+	}
+}
+
+func TestRebuild(t *testing.T) {
+	a := newAllocator(t)
+	// After a restart: "old" and "young" both claim .3 (young lost a race
+	// upstream); "other" holds .4; an address outside the pools is ignored.
+	svcs := []*corev1.Service{
+		lbSvc("young", 5, "", "172.18.0.3"),
+		lbSvc("old", 1, "", "172.18.0.3"),
+		lbSvc("other", 2, "", "172.18.0.4", "192.0.2.1"),
+	}
+	events := a.Rebuild(svcs)
+	if len(events) != 1 || events[0].Object.Name != "young" || events[0].Reason != ipam.ReasonDuplicate {
+		t.Fatalf("events %v", events)
+	}
+	if o, _ := a.Owner(netip.MustParseAddr("172.18.0.3")); o != "default/old" {
+		t.Errorf("172.18.0.3 owned by %q", o)
+	}
+	// Never handed out twice: the next ones get what is left.
+	for _, step := range []struct{ svc, want string }{
+		{"old", "172.18.0.3"}, {"other", "172.18.0.4"}, {"young", "172.18.0.6"}, {"new", " NoLoadBalancerIPAvailable"},
+	} {
+		if got := ingress(a.Allocate(lbSvc(step.svc, 0, ""))); got != step.want {
+			t.Errorf("%s: got %q, want %q", step.svc, got, step.want)
+		}
+	}
+	a.Release("default", "other")
+	if got := ingress(a.Allocate(lbSvc("new", 0, ""))); got != "172.18.0.4" {
+		t.Errorf("after release: %q", got)
+	}
+}
+
+func TestNewAllocatorErrors(t *testing.T) {
+	p1, _ := ipam.NewPool("a", "10.0.0.0/24", nil)
+	p2, _ := ipam.NewPool("b", "10.0.0.128/25", nil)
+	p3, _ := ipam.NewPool("a", "10.1.0.0/24", nil)
+	for _, pools := range [][]*ipam.Pool{{p1, p2}, {p1, p3}, {p1, nil}} {
+		if _, err := ipam.NewAllocator(pools...); err == nil {
+			t.Errorf("NewAllocator(%v) accepted", pools)
+		}
+	}
+}
+
+// A static spec.loadBalancerIP outside the pool gets an event, not the
+// address; status stays empty.
+func ExampleAllocator_Allocate() {
+	pool, err := ipam.NewPool("attach-subnet", "172.18.0.0/16", []string{"172.18.0.0..172.18.0.10"})
+	if err != nil {
+		panic(err)
+	}
+	a, err := ipam.NewAllocator(pool)
+	if err != nil {
+		panic(err)
+	}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "test-service"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, LoadBalancerIP: "172.18.0.18"}}
+	fmt.Println(a.Allocate(svc).Ingress)
+	svc2 := svc.DeepCopy()
+	svc2.Name, svc2.Spec.LoadBalancerIP = "other", "172.18.0.18"
+	r := a.Allocate(svc2)
+	fmt.Println(r.Ingress, r.Events[0].Reason)
+	// Output:
+	// [{172.18.0.18  <nil> []}]
+	// [] LoadBalancerIPTaken
+}
