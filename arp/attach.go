@@ -14,6 +14,7 @@ import (
 	"github.com/mdlayher/packet"
 	"golang.org/x/net/bpf"
 	"golang.org/x/net/ipv6"
+	"golang.org/x/sys/unix"
 )
 
 // etherTypeARP is the protocol the ARP socket is bound to.
@@ -50,7 +51,10 @@ func mustAssemble(prog []bpf.Instruction) []bpf.RawInstruction {
 // target address itself, as the Linux kernel sends them for its own
 // addresses, so no link-local address is needed either. A UDP socket holds the
 // solicited-node group memberships, so the kernel programs the NIC filter
-// and sends MLD reports for snooping switches.
+// and sends MLD reports for snooping switches. Each reader takes what is
+// queued on its socket a batch at a time and sends the batch's replies
+// with one system call (batch), so a flood costs far fewer than two
+// system calls a request.
 type attachment struct {
 	r    *Responder
 	ifi  *net.Interface
@@ -83,6 +87,11 @@ func attach(r *Responder) (*attachment, error) {
 		_ = arpc.Close() // the error reported is the one above
 		return nil, fmt.Errorf("open NDP socket on %s: %w", ifi.Name, err)
 	}
+	for _, c := range []*packet.Conn{arpc, ndpc} {
+		if err := ignoreOutgoing(c); err != nil {
+			r.log.Debug("arp: own frames reach the sockets (readers drop them)", "err", err)
+		}
+	}
 	a := &attachment{
 		r:      r,
 		ifi:    ifi,
@@ -110,6 +119,27 @@ func attach(r *Responder) (*attachment, error) {
 	r.mu.Unlock()
 	a.signal()
 	return a, nil
+}
+
+// ignoreOutgoing stops c receiving the frames this host sends (the
+// responder's own replies and announcements): no wake-up for each of them.
+// Kernels before 4.20 lack the option; the readers drop such frames by
+// their source address anyway.
+func ignoreOutgoing(c *packet.Conn) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("packet socket: %w", err)
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1)
+	}); err != nil {
+		return fmt.Errorf("packet socket: %w", err)
+	}
+	if serr != nil {
+		return fmt.Errorf("set PACKET_IGNORE_OUTGOING: %w", serr)
+	}
+	return nil
 }
 
 // ownedChanged joins and leaves solicited-node groups for set and
@@ -226,72 +256,80 @@ func (a *attachment) fail(err error) {
 
 // readARP answers ARP requests until the socket is closed or fails.
 func (a *attachment) readARP() {
-	defer a.wg.Done()
-	buf := make([]byte, 2048)
 	mac := a.ifi.HardwareAddr
 	owns := func(addr netip.Addr) bool { _, ok := a.r.owns(addr); return ok }
-	for {
-		n, _, err := a.arpc.ReadFrom(buf)
-		if err != nil {
-			if !a.stopped() {
-				a.fail(fmt.Errorf("read ARP socket: %w", err))
-			}
-			return
-		}
-		v, target, reply, dst := arpReply(buf[:n], mac, owns)
-		if v != answer {
-			continue
-		}
-		c, ok := a.r.owns(target)
-		if !ok {
-			continue // released between the check and now
-		}
-		c.seen.Add(1)
-		if _, err := a.arpc.WriteTo(reply, &packet.Addr{HardwareAddr: dst}); err != nil {
-			a.r.log.Debug("arp: send ARP reply", "addr", target, "to", dst, "err", err)
-			continue
-		}
-		c.replied.Add(1)
-	}
+	a.answerFrames(a.arpc, etherTypeARP, "ARP", func(f []byte) ([]byte, net.HardwareAddr, netip.Addr, bool) {
+		v, target, reply, dst := arpReply(f, mac, owns)
+		return reply, dst, target, v == answer
+	})
 }
 
 // readNDP answers neighbour solicitations until the socket is closed or
 // fails.
 func (a *attachment) readNDP() {
-	defer a.wg.Done()
-	buf := make([]byte, 2048)
 	mac := a.ifi.HardwareAddr
 	owns := func(addr netip.Addr) bool { _, ok := a.r.owns(addr); return ok }
-	for {
-		n, _, err := a.ndpc.ReadFrom(buf)
-		if err != nil {
-			if !a.stopped() {
-				a.fail(fmt.Errorf("read NDP socket: %w", err))
-			}
-			return
-		}
-		s, ok := parseNDP(buf[:n])
+	a.answerFrames(a.ndpc, int(ethernet.EtherTypeIPv6), "NDP", func(f []byte) ([]byte, net.HardwareAddr, netip.Addr, bool) {
+		s, ok := parseNDP(f)
 		if !ok || bytes.Equal(s.srcMAC, mac) {
-			continue
+			return nil, nil, netip.Addr{}, false
 		}
 		v, target, na, dst := ndpAnswer(s.msg, s.src, mac, owns)
 		if v != answer {
-			continue
+			return nil, nil, netip.Addr{}, false
 		}
-		c, ok := a.r.owns(target)
-		if !ok {
-			continue
-		}
-		c.seen.Add(1)
 		frame, err := ndpFrame(na, mac, s.srcMAC, target, dst)
-		if err == nil {
-			_, err = a.ndpc.WriteTo(frame, &packet.Addr{HardwareAddr: frame[0:6]})
+		if err != nil {
+			a.r.log.Debug("arp: build neighbour advertisement", "addr", target, "err", err)
+			return nil, nil, netip.Addr{}, false
+		}
+		return frame, frame[0:6], target, true
+	})
+}
+
+// answerFrames reads the frames arriving on c (bound to the Ethernet
+// protocol proto) a batch at a time, asks answer for each one's reply,
+// its Ethernet destination and the owned address it answers for, and
+// sends the batch's replies together; until c is closed or fails.
+func (a *attachment) answerFrames(c *packet.Conn, proto int, what string, answer func(frame []byte) (reply []byte, dst net.HardwareAddr, target netip.Addr, ok bool)) {
+	defer a.wg.Done()
+	b, err := newBatch(c, a.ifi.Index, proto)
+	if err != nil {
+		a.fail(fmt.Errorf("%s socket: %w", what, err))
+		return
+	}
+	var credit [batchSize]*counters // of the queued replies
+	for {
+		n, err := b.read()
+		if err != nil {
+			if !a.stopped() {
+				a.fail(fmt.Errorf("read %s socket: %w", what, err))
+			}
+			return
+		}
+		for i := range n {
+			reply, dst, target, ok := answer(b.frame(i))
+			if !ok {
+				continue
+			}
+			cnt, ok := a.r.owns(target)
+			if !ok {
+				continue // released between the check and now
+			}
+			cnt.seen.Add(1)
+			if b.queue(reply, dst) {
+				credit[b.queued-1] = cnt
+			}
+		}
+		queued := b.queued
+		sent, err := b.flush()
+		for _, cnt := range credit[:sent] {
+			cnt.replied.Add(1)
 		}
 		if err != nil {
-			a.r.log.Debug("arp: send neighbour advertisement", "addr", target, "to", dst, "err", err)
-			continue
+			a.r.log.Debug("arp: send replies", "protocol", what, "sent", sent, "dropped", queued-sent, "err", err)
 		}
-		c.replied.Add(1)
+		clear(credit[:queued])
 	}
 }
 

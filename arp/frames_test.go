@@ -33,7 +33,7 @@ func arpFrame(t *testing.T, p *arp.Packet, src net.HardwareAddr, vlan *ethernet.
 	return b
 }
 
-func mustPacket(t *testing.T, op arp.Operation, sender netip.Addr, target netip.Addr) *arp.Packet {
+func mustPacket(t testing.TB, op arp.Operation, sender netip.Addr, target netip.Addr) *arp.Packet {
 	t.Helper()
 	p, err := arp.NewPacket(op, theirMAC, sender, ethernet.Broadcast, target)
 	if err != nil {

@@ -176,9 +176,10 @@ func neighMAC(t testing.TB, ns *testbed.Netns, dev string, addr netip.Addr) stri
 	return ""
 }
 
-// rawConn opens an AF_PACKET socket for ARP on dev inside ns, closed on
-// cleanup; it sends and receives from any goroutine.
-func rawConn(t testing.TB, ns *testbed.Netns, dev string) (*packet.Conn, *net.Interface) {
+// rawConn opens an AF_PACKET socket for the Ethernet protocol proto on
+// dev inside ns, closed on cleanup; it sends and receives from any
+// goroutine.
+func rawConn(t testing.TB, ns *testbed.Netns, dev string, proto int) (*packet.Conn, *net.Interface) {
 	t.Helper()
 	var (
 		c   *packet.Conn
@@ -189,7 +190,7 @@ func rawConn(t testing.TB, ns *testbed.Netns, dev string) (*packet.Conn, *net.In
 		if ifi, err = net.InterfaceByName(dev); err != nil {
 			return err
 		}
-		c, err = packet.Listen(ifi, packet.Raw, etherTypeARP, nil)
+		c, err = packet.Listen(ifi, packet.Raw, proto, nil)
 		return err
 	})
 	if err != nil {

@@ -112,31 +112,51 @@ func TestLANElection(t *testing.T) {
 			t.Fatalf("client's entry for %s = %q, want the owner's %s", vip4, got, l.nodeMAC[own4])
 		}
 		next := 1 - own4
-		elapsed := failover(t, l, vip4, l.nodeMAC[next], func() {
+		moved := []netip.Addr{vip4} // what the owner's death moves
+		if own6 == own4 {
+			moved = append(moved, vip6)
+		}
+		to := func(node int) map[netip.Addr]string {
+			m := map[netip.Addr]string{}
+			for _, a := range moved {
+				m[a] = l.nodeMAC[node]
+			}
+			return m
+		}
+		elapsed := failover(t, l, to(next), func() {
 			stop[own4]() // the owner dies ...
 		}, func() {
 			live.Set(nodeNames[next]) // ... and liveness notices
 		})
-		t.Logf("failover: client's neighbour entry for %s points at %s %v after the liveness change", vip4, nodeNames[next], elapsed)
+		for _, a := range moved {
+			t.Logf("failover: client's neighbour entry for %s points at %s %v after the kill and liveness change", a, nodeNames[next], elapsed[a])
+		}
 		if got := arping(t, l.client, "eth0", vip4, 2); !slices.Equal(got, []string{l.nodeMAC[next], l.nodeMAC[next]}) {
 			t.Errorf("arping %s after failover: replies from %v, want 2 from %s", vip4, got, l.nodeMAC[next])
 		}
-		waitUntil(t, 5*time.Second, func() error {
-			if got := neighMAC(t, l.client, "eth0", vip6); got != l.nodeMAC[next] {
-				return fmt.Errorf("client's entry for %s = %q, want %s", vip6, got, l.nodeMAC[next])
-			}
-			return nil
-		})
 		if got := ndisc(t, l.client, "eth0", vip6); !slices.Equal(got, []string{l.nodeMAC[next]}) {
 			t.Errorf("ndisc6 %s after failover: advertisements from %v, want one from %s", vip6, got, l.nodeMAC[next])
 		}
 
+		// The owner comes back: both nodes are alive, what it owned moves
+		// back and only it answers (no stale second responder).
+		startResponder(t, l.node[own4], resp[own4])
+		elapsed = failover(t, l, to(own4), func() {}, func() {
+			live.Set(nodeNames[:]...)
+		})
+		for _, a := range moved {
+			t.Logf("failback: client's neighbour entry for %s points at %s %v after the liveness change", a, nodeNames[own4], elapsed[a])
+		}
+		if got, want := arping(t, l.client, "eth0", vip4, 3), []string{l.nodeMAC[own4], l.nodeMAC[own4], l.nodeMAC[own4]}; !slices.Equal(got, want) {
+			t.Errorf("arping %s after failback: replies from %v, want %v", vip4, got, want)
+		}
+
 		// A removed address is answered no more, from the next request on.
-		if err := ctrl[next].SetVIPs(vips[1:]); err != nil {
+		if err := ctrl[own4].SetVIPs(vips[1:]); err != nil {
 			t.Fatal(err)
 		}
 		waitUntil(t, 5*time.Second, func() error {
-			if slices.Contains(resp[next].Addresses(), vip4) {
+			if slices.Contains(resp[own4].Addresses(), vip4) {
 				return fmt.Errorf("%s still owned", vip4)
 			}
 			return nil
@@ -148,9 +168,9 @@ func TestLANElection(t *testing.T) {
 }
 
 // failover subscribes to the client's neighbour table, runs kill, then
-// change, and returns the time from change to the client's entry for
-// addr pointing at mac.
-func failover(t testing.TB, l *lan, addr netip.Addr, mac string, kill, change func()) time.Duration {
+// change, and returns the time from then until the client's entry for
+// each address in want points at its hardware address.
+func failover(t testing.TB, l *lan, want map[netip.Addr]string, kill, change func()) map[netip.Addr]time.Duration {
 	t.Helper()
 	h, err := netns.GetFromName(l.client.Name)
 	if err != nil {
@@ -166,23 +186,33 @@ func failover(t testing.TB, l *lan, addr netip.Addr, mac string, kill, change fu
 	kill()
 	start := time.Now()
 	change()
+	got := map[netip.Addr]time.Duration{}
 	timeout := time.After(10 * time.Second)
-	for {
+	for len(got) < len(want) {
 		select {
 		case u := <-updates:
-			if a, ok := netip.AddrFromSlice(u.IP); ok && a.Unmap() == addr && u.HardwareAddr.String() == mac {
-				return time.Since(start)
+			a, ok := netip.AddrFromSlice(u.IP)
+			if mac, wanted := want[a.Unmap()]; ok && wanted && u.HardwareAddr.String() == mac {
+				if _, seen := got[a.Unmap()]; !seen {
+					got[a.Unmap()] = time.Since(start)
+				}
 			}
 		case <-timeout:
-			t.Fatalf("client's entry for %s never pointed at %s; now %q", addr, mac, neighMAC(t, l.client, "eth0", addr))
+			for a, mac := range want {
+				if _, ok := got[a]; !ok {
+					t.Errorf("client's entry for %s never pointed at %s; now %q", a, mac, neighMAC(t, l.client, "eth0", a))
+				}
+			}
+			t.FailNow()
 		}
 	}
+	return got
 }
 
 // TestRobustness feeds a responder on a link with no address at all
-// malformed frames, foreign and gratuitous requests, then deletes its
-// interface and creates it again: it keeps answering only what it owns,
-// and reattaches to the new link.
+// malformed frames, foreign and gratuitous requests, then takes its
+// interface down and up, deletes it and creates it again: it keeps
+// answering only what it owns, and reattaches each time.
 func TestRobustness(t *testing.T) {
 	testbed.Require(t, "ip", "arping")
 	client := testbed.NewNetns(t, "arpc")
@@ -201,21 +231,10 @@ func TestRobustness(t *testing.T) {
 	})
 	testbed.Link(t, client, "eth0", []string{"192.0.2.1/24"}, node, "vx0", nil)
 	waitAttached(t, r)
-	c, ifi := rawConn(t, client, "eth0")
+	c, ifi := rawConn(t, client, "eth0", etherTypeARP)
 
-	req := func(op arp.Operation, sender, target netip.Addr) []byte {
-		p, err := arp.NewPacket(op, ifi.HardwareAddr, sender, ethernet.Broadcast, target)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := marshalARP(p, ethernet.Broadcast, ifi.HardwareAddr, nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
 	client4 := netip.MustParseAddr("192.0.2.1")
-	valid := req(arp.OperationRequest, client4, vip4)
+	valid := request(t, arp.OperationRequest, ifi.HardwareAddr, client4, vip4)
 	for _, tc := range []struct {
 		name  string
 		frame []byte
@@ -223,9 +242,9 @@ func TestRobustness(t *testing.T) {
 		{"header only", valid[:14]},
 		{"truncated ARP", valid[:20]},
 		{"huge lengths", append(slices.Clone(valid[:18]), 0xff, 0xff, 0, 1)},
-		{"foreign request", req(arp.OperationRequest, client4, netip.MustParseAddr("192.0.2.99"))},
-		{"reply for the address", req(arp.OperationReply, client4, vip4)},
-		{"gratuitous request", req(arp.OperationRequest, vip4, vip4)},
+		{"foreign request", request(t, arp.OperationRequest, ifi.HardwareAddr, client4, netip.MustParseAddr("192.0.2.99"))},
+		{"reply for the address", request(t, arp.OperationReply, ifi.HardwareAddr, client4, vip4)},
+		{"gratuitous request", request(t, arp.OperationRequest, ifi.HardwareAddr, vip4, vip4)},
 	} {
 		if _, err := c.WriteTo(tc.frame, &packet.Addr{HardwareAddr: ethernet.Broadcast}); err != nil {
 			t.Fatalf("send %s: %v", tc.name, err)
@@ -245,23 +264,43 @@ func TestRobustness(t *testing.T) {
 		t.Errorf("stats after one valid request among junk = %+v, want 1 seen and 1 sent", st)
 	}
 
-	// The interface vanishes (deleting one end deletes the pair) ...
+	// The interface goes down and up again ...
+	node.Run(t, "ip", "link", "set", "vx0", "down")
+	waitDetached(t, r)
+	node.Run(t, "ip", "link", "set", "vx0", "up")
+	waitAttached(t, r)
+	if got := arping(t, client, "eth0", vip4, 1); !slices.Equal(got, []string{nodeMAC}) {
+		t.Errorf("arping %s after the link came up again: replies from %v, want 1 from %s", vip4, got, nodeMAC)
+	}
+	// ... vanishes (deleting one end deletes the pair) ...
 	node.Run(t, "ip", "link", "del", "vx0")
-	waitUntil(t, 5*time.Second, func() error {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if r.att != nil {
-			return fmt.Errorf("still attached")
-		}
-		return nil
-	})
-	// ... and comes back, with another hardware address.
+	waitDetached(t, r)
+	// ... and comes back, with another hardware address, which the
+	// responder announces again.
+	announced := r.Stats()[vip4].GratuitousSent
 	testbed.Link(t, client, "eth0", []string{"192.0.2.1/24"}, node, "vx0", nil)
 	waitAttached(t, r)
 	newMAC := node.Run(t, "cat", "/sys/class/net/vx0/address")
+	waitUntil(t, 5*time.Second, func() error {
+		if n := r.Stats()[vip4].GratuitousSent; n <= announced {
+			return fmt.Errorf("%s not announced again after reattaching (%d gratuitous sent)", vip4, n)
+		}
+		return nil
+	})
 	if got := arping(t, client, "eth0", vip4, 2); !slices.Equal(got, []string{newMAC, newMAC}) {
 		t.Errorf("arping %s after the link came back: replies from %v, want 2 from %s", vip4, got, newMAC)
 	}
+}
+
+// waitDetached waits until r has closed its sockets.
+func waitDetached(t testing.TB, r *Responder) {
+	t.Helper()
+	waitUntil(t, 5*time.Second, func() error {
+		if r.attachedMAC() != nil {
+			return fmt.Errorf("responder on %s still attached", r.cfg.Interface)
+		}
+		return nil
+	})
 }
 
 // readReply reads from c until an ARP reply for addr arrives and returns
