@@ -30,11 +30,13 @@ type FlowMod struct {
 	Flow string
 }
 
-// Transport carries flow programs to a bridge. [OfctlTransport] forks
-// ovs-ofctl; a native OpenFlow client can implement the same interface.
+// Transport carries flow programs to a bridge. [NativeTransport], the
+// default, speaks OpenFlow to the bridge itself; [OfctlTransport] forks
+// ovs-ofctl, as OVN-Kubernetes and Kube-OVN do, and remains as a fallback.
 type Transport interface {
 	// Dump returns the bridge's flows as `ovs-ofctl -O OpenFlow13
-	// --no-stats dump-flows` prints them.
+	// --no-stats dump-flows` prints them ([NativeTransport] gives flows
+	// outside the model opaque keys and actions instead).
 	Dump(ctx context.Context, bridge string) ([]byte, error)
 	// Replace atomically replaces every flow of the bridge by flows (one
 	// per line, canonical text).
@@ -77,7 +79,10 @@ type ApplierOptions struct {
 	// installed (another controller's flows). Otherwise the bridge ends
 	// with exactly the program.
 	KeepForeign bool
-	Logger      *slog.Logger
+	// RunDir is the directory of the bridge's <bridge>.mgmt socket for
+	// the default native transport (/var/run/openvswitch when empty).
+	RunDir string
+	Logger *slog.Logger
 }
 
 // Applier keeps a bridge's flows equal to a program. It remembers what it
@@ -87,6 +92,7 @@ type ApplierOptions struct {
 type Applier struct {
 	bridge string
 	tr     Transport
+	own    *NativeTransport // tr when NewApplier made it, closed by Close
 	ports  PortSource
 	opts   ApplierOptions
 	log    *slog.Logger
@@ -97,14 +103,31 @@ type Applier struct {
 	owned     map[uint64]bool   // cookies of flows this Applier installed
 }
 
-// NewApplier returns an Applier for bridge.
+// NewApplier returns an Applier for bridge. A nil tr picks the native
+// OpenFlow transport to the bridge's socket in opts.RunDir (close it with
+// [Applier.Close]); pass an [OfctlTransport] to use ovs-ofctl instead.
 func NewApplier(bridge string, tr Transport, ports PortSource, opts ApplierOptions) *Applier {
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Applier{bridge: bridge, tr: tr, ports: ports, opts: opts,
+	a := &Applier{bridge: bridge, tr: tr, ports: ports, opts: opts,
 		log: log.With("bridge", bridge), owned: map[uint64]bool{}}
+	if tr == nil {
+		a.own = NewNativeTransport(opts.RunDir, NativeOptions{Logger: log})
+		a.tr = a.own
+	}
+	return a
+}
+
+// Close drops the connection of the native transport NewApplier picked,
+// once [Applier.Run] has returned; a transport given to NewApplier is left
+// to its owner.
+func (a *Applier) Close() error {
+	if a.own == nil {
+		return nil
+	}
+	return a.own.Close()
 }
 
 // Apply makes the bridge hold p, sending only the difference from what the

@@ -28,5 +28,8 @@
 // An [Applier] applies a program to a bridge through a [Transport]: a full
 // atomic replace, or an incremental diff sent as one atomic bundle. Its
 // [Applier.Run] loop replays the program when ovs-vswitchd restarts and
-// rewrites it when an ofport changes.
+// rewrites it when an ofport changes. By default it speaks OpenFlow to the
+// bridge itself ([NativeTransport], package openflow: bundles, flow-stats
+// dumps decoded into the model, reconnects); [OfctlTransport] forks
+// ovs-ofctl instead, as OVN-Kubernetes does.
 package ovsflow

@@ -2,10 +2,12 @@ package ovsflow
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -26,6 +28,13 @@ type NativeOptions struct {
 	Logger *slog.Logger
 }
 
+func (o *NativeOptions) logger() *slog.Logger {
+	if o.Logger == nil {
+		return slog.Default()
+	}
+	return o.Logger
+}
+
 // NativeTransport is a [Transport] speaking OpenFlow to the bridge itself
 // (package openflow), without ovs-ofctl: a diff is one atomic bundle of
 // flow-mods, a replace is one bundle of a delete of every flow and the
@@ -38,6 +47,10 @@ type NativeTransport struct {
 
 	mu      sync.Mutex
 	clients map[string]*openflow.Client
+	// foreign holds, per bridge, the flows of the last Dump that the
+	// model cannot hold, by the opaque key Dump gave them, so that a
+	// delete_strict of that key can name them exactly.
+	foreign map[string]map[string]openflow.FlowStats
 }
 
 // NewNativeTransport returns a native transport for the bridges whose
@@ -50,7 +63,8 @@ func NewNativeTransport(runDir string, opts NativeOptions) *NativeTransport {
 	if opts.MaxVersion == 0 {
 		opts.MaxVersion = openflow.Version14
 	}
-	return &NativeTransport{runDir: runDir, opts: opts, clients: map[string]*openflow.Client{}}
+	return &NativeTransport{runDir: runDir, opts: opts, clients: map[string]*openflow.Client{},
+		foreign: map[string]map[string]openflow.FlowStats{}}
 }
 
 func (t *NativeTransport) client(bridge string) *openflow.Client {
@@ -62,11 +76,7 @@ func (t *NativeTransport) client(bridge string) *openflow.Client {
 		if t.opts.Target != nil {
 			network, addr = t.opts.Target(bridge)
 		}
-		log := t.opts.Logger
-		if log == nil {
-			log = slog.Default()
-		}
-		c = openflow.NewClient(network, addr, openflow.Options{MaxVersion: t.opts.MaxVersion, Logger: log.With("bridge", bridge)})
+		c = openflow.NewClient(network, addr, openflow.Options{MaxVersion: t.opts.MaxVersion, Logger: t.opts.logger().With("bridge", bridge)})
 		t.clients[bridge] = c
 	}
 	return c
@@ -101,16 +111,65 @@ func (t *NativeTransport) DumpFlows(ctx context.Context, bridge string) ([]Flow,
 }
 
 // Dump returns the bridge's flows as ovs-ofctl prints them, one per line.
+// A flow the model cannot hold (another controller's, with a field,
+// action or timeout of its own) gets an opaque key, table=T,
+// priority=P,opaque_match=<hex>, and opaque actions, so that an [Applier]
+// keeps it (KeepForeign), replaces it or deletes it like any other.
 func (t *NativeTransport) Dump(ctx context.Context, bridge string) ([]byte, error) {
-	flows, err := t.DumpFlows(ctx, bridge)
+	stats, err := t.client(bridge).DumpFlows(ctx)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("bridge %s: %w", bridge, err)
 	}
 	var b []byte
-	for i := range flows {
-		b = append(flows[i].AppendText(b), '\n')
+	foreign := map[string]openflow.FlowStats{}
+	for i := range stats {
+		s := &stats[i]
+		f, err := decodeFlow(s)
+		if err == nil {
+			b = append(f.AppendText(b), '\n')
+			continue
+		}
+		key := opaqueKey(s, i)
+		foreign[key] = *s
+		t.opts.logger().Debug("flow outside the model", "bridge", bridge, "key", key, "err", err)
+		b = appendCookie(b, s.Cookie)
+		b = append(b, key...)
+		b = append(b, " actions=opaque\n"...)
 	}
+	t.mu.Lock()
+	t.foreign[bridge] = foreign
+	t.mu.Unlock()
 	return b, nil
+}
+
+// opaqueKey is the key Dump gives the i-th flow of a dump when the model
+// cannot hold it, as parseDump reads it back.
+func opaqueKey(s *openflow.FlowStats, i int) string {
+	var b []byte
+	if s.Table != 0 {
+		b = append(b, "table="...)
+		b = strconv.AppendUint(b, uint64(s.Table), 10)
+		b = append(b, ", "...)
+	}
+	b = append(b, "priority="...)
+	b = strconv.AppendUint(b, uint64(s.Priority), 10)
+	b = append(b, ",opaque_match="...)
+	if s.MatchErr != nil { // unique in the dump, and never deleted by this key
+		return string(strconv.AppendInt(append(b, "undecoded#"...), int64(i), 10))
+	}
+	return string(hex.AppendEncode(b, openflow.AppendMatch(nil, s.Match)))
+}
+
+// foreignDelete is the delete_strict of a flow the last Dump found
+// outside the model, by its opaque key.
+func (t *NativeTransport) foreignDelete(bridge, key string) (openflow.FlowMod, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s, ok := t.foreign[bridge][key]
+	if s.MatchErr != nil {
+		return openflow.FlowMod{}, false // its match is unknown: deleting by key would hit another flow
+	}
+	return openflow.FlowMod{Command: openflow.FlowDeleteStrict, Table: s.Table, Priority: s.Priority, Match: s.Match}, ok
 }
 
 // Replace replaces every flow of the bridge in one atomic bundle: a delete
@@ -151,6 +210,12 @@ func (t *NativeTransport) Bundle(ctx context.Context, bridge string, mods []Flow
 	}
 	wire := make([]openflow.FlowMod, len(mods))
 	for i, m := range mods {
+		if m.Op == ModDeleteStrict {
+			if fm, ok := t.foreignDelete(bridge, m.Flow); ok {
+				wire[i] = fm
+				continue
+			}
+		}
 		text := m.Flow
 		if m.Op == ModDeleteStrict {
 			text += " actions=drop" // a delete names only the key

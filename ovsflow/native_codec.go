@@ -3,6 +3,7 @@ package ovsflow
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/bits"
 	"net"
@@ -332,6 +333,9 @@ func portOf(n uint32) Port {
 // the model cannot hold is an error, never dropped.
 func decodeFlow(s *openflow.FlowStats) (Flow, error) {
 	f := Flow{Table: s.Table, Priority: s.Priority, Cookie: s.Cookie}
+	if err := errors.Join(s.MatchErr, s.ActionsErr); err != nil {
+		return f, err
+	}
 	if s.IdleTimeout != 0 || s.HardTimeout != 0 || s.Flags != 0 {
 		return f, fmt.Errorf("timeouts and flags (idle %d, hard %d, flags %#x) are not in the model",
 			s.IdleTimeout, s.HardTimeout, s.Flags)

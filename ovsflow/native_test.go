@@ -3,6 +3,8 @@ package ovsflow_test
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -19,6 +21,33 @@ func nativeFor(t testing.TB, br *flowtest.Bridge, version uint8) *ovsflow.Native
 	tr := ovsflow.NewNativeTransport(br.RunDir, ovsflow.NativeOptions{MaxVersion: version, Logger: testLog(t).Logger})
 	t.Cleanup(func() { tr.Close() })
 	return tr
+}
+
+// defaultApplier is an Applier on br with the default, native transport,
+// closed with the test.
+func defaultApplier(t testing.TB, br *flowtest.Bridge, keepForeign bool) *ovsflow.Applier {
+	opts := testLog(t)
+	opts.RunDir, opts.KeepForeign = br.RunDir, keepForeign
+	a := ovsflow.NewApplier(br.Bridge, nil, ovsflow.StaticPorts(br.Ports()), opts)
+	t.Cleanup(func() { a.Close() })
+	return a
+}
+
+// wantDump fails the test unless br holds exactly want.
+func wantDump(t testing.TB, br *flowtest.Bridge, want []byte, what string) {
+	t.Helper()
+	if got := br.Dump(); string(got) != string(want) {
+		t.Errorf("%s:\n%s", what, flowtest.Diff(string(want), string(got)))
+	}
+}
+
+func readGolden(t testing.TB, file string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(goldenPath(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // Every golden program installed natively, in each OpenFlow version, dumps
@@ -195,4 +224,149 @@ func TestNativeReplayAfterKillMidBundle(t *testing.T) {
 	if d := dumped(); d != wantBig {
 		t.Errorf("bridge does not hold the full program:\n%s", flowtest.Diff(wantBig, d))
 	}
+	// The native dump of the whole program spans many multipart replies.
+	dump, err := native.Dump(ctx, br.Bridge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sorted, err := ovsflow.SortDump(dump); err != nil || string(sorted) != wantBig {
+		t.Errorf("native dump of %d flows differs from the program (%v):\n%s", big.Len(), err, flowtest.Diff(wantBig, string(sorted)))
+	}
+}
+
+// Each kind of flow-mod does on the bridge what ovs-ofctl's bundle of the
+// same line does.
+func TestNativeFlowMods(t *testing.T) {
+	t.Parallel()
+	br := seedBridge(t)
+	native := nativeFor(t, br, 0)
+	ctx := ctxFor(t)
+	base := []ovsflow.FlowMod{
+		{Op: ovsflow.ModAdd, Flow: "cookie=0x1, priority=10,ip actions=NORMAL"},
+		{Op: ovsflow.ModAdd, Flow: "cookie=0x1, priority=10,ip,nw_dst=10.0.0.0/8 actions=LOCAL"},
+		{Op: ovsflow.ModAdd, Flow: "cookie=0x2, table=1, priority=5,tcp,tp_dst=80 actions=output:1"},
+	}
+	for _, c := range []struct {
+		name string
+		mods []ovsflow.FlowMod
+	}{
+		{"modify_strict keeps the cookie, changes only the exact flow", []ovsflow.FlowMod{
+			{Op: ovsflow.ModModifyStrict, Flow: "cookie=0x9, priority=10,ip actions=drop"}}},
+		{"delete_strict removes only the exact flow", []ovsflow.FlowMod{
+			{Op: ovsflow.ModDeleteStrict, Flow: "priority=10,ip"}}},
+		{"add with a new cookie replaces the flow", []ovsflow.FlowMod{
+			{Op: ovsflow.ModAdd, Flow: "cookie=0x3, table=1, priority=5,tcp,tp_dst=80 actions=output:2"}}},
+		{"a bundle of each, in order", []ovsflow.FlowMod{
+			{Op: ovsflow.ModDeleteStrict, Flow: "table=1, priority=5,tcp,tp_dst=80"},
+			{Op: ovsflow.ModAdd, Flow: "cookie=0x4, table=1, priority=5,tcp,tp_dst=80 actions=resubmit(,2)"},
+			{Op: ovsflow.ModModifyStrict, Flow: "priority=10,ip,nw_dst=10.0.0.0/8 actions=ct(commit,zone=64000,nat(src=172.18.0.3)),output:1"}}},
+	} {
+		var want, got []byte
+		for _, tr := range []ovsflow.Transport{br.Transport, native} {
+			br.Ofctl("del-flows", br.Mgmt())
+			for _, mods := range [][]ovsflow.FlowMod{base, c.mods} {
+				if err := tr.Bundle(ctx, br.Bridge, mods); err != nil {
+					t.Fatalf("%s: %T: %v", c.name, tr, err)
+				}
+			}
+			want, got = got, br.Dump()
+		}
+		if string(got) != string(want) {
+			t.Errorf("%s: native bridge differs from ovs-ofctl's:\n%s", c.name, flowtest.Diff(string(want), string(got)))
+		}
+	}
+}
+
+// On a bridge that allows only OpenFlow 1.3, the default transport falls
+// back to it (bundles as ONF extensions) and installs the seed program
+// exactly as ovs-ofctl would.
+func TestNativeDefaultOnOpenFlow13Bridge(t *testing.T) {
+	t.Parallel()
+	br := seedBridge(t)
+	br.Vsctl("set", "Bridge", br.Bridge, "protocols=OpenFlow13")
+	a := defaultApplier(t, br, false)
+	golden := readGolden(t, "seed-node.flows")
+	p := seedProgram(t, seed.Parts{Base: true, Egress: true, Services: true})
+	if res, err := a.Apply(ctxFor(t), p); err != nil || res.Added+res.Modified != p.Len() {
+		t.Fatalf("apply: %+v, %v", res, err)
+	}
+	wantDump(t, br, golden, "program installed over OpenFlow 1.3 differs")
+}
+
+// Flows of another controller that the model cannot hold (a field, an
+// action or a timeout of its own) do not stop the native Applier: kept
+// with KeepForeign, deleted exactly without it.
+func TestNativeForeignFlows(t *testing.T) {
+	t.Parallel()
+	br := seedBridge(t)
+	ctx := ctxFor(t)
+	br.Ofctl("del-flows", br.Mgmt())
+	for _, f := range []string{
+		"cookie=0x77,priority=200,udp,actions=move:NXM_OF_IP_SRC[]->NXM_OF_IP_DST[],NORMAL",
+		"cookie=0x78,table=3,priority=201,reg0=0x1,actions=NORMAL",
+		"cookie=0x79,idle_timeout=600,priority=202,tcp,actions=NORMAL",
+	} {
+		br.Ofctl("add-flow", br.Mgmt(), f)
+	}
+	foreign, err := br.Transport.Dump(ctx, br.Bridge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := seedProgram(t, seed.Parts{Base: true, Egress: true, Services: true})
+	program, err := p.Render(br.Ports())
+	if err != nil {
+		t.Fatal(err)
+	}
+	both, err := ovsflow.SortDump(append(foreign, program...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep := defaultApplier(t, br, true)
+	if res, err := keep.Apply(ctx, p); err != nil || res != (ovsflow.Result{Added: p.Len()}) {
+		t.Fatalf("apply with foreign flows kept: %+v, %v", res, err)
+	}
+	wantDump(t, br, both, "foreign flows not kept")
+	exact := defaultApplier(t, br, false)
+	if res, err := exact.Apply(ctx, p); err != nil || res != (ovsflow.Result{Deleted: 3}) {
+		t.Fatalf("apply deleting foreign flows: %+v, %v", res, err)
+	}
+	wantDump(t, br, program, "foreign flows not deleted")
+}
+
+// The transport reaches a switch over TCP as over its unix socket (here
+// through a TCP relay to the bridge's management socket, as ovs-vswitchd
+// runs in a network namespace of its own).
+func TestNativeOverTCP(t *testing.T) {
+	t.Parallel()
+	br := seedBridge(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("unix", strings.TrimPrefix(br.Mgmt(), "unix:"))
+			if err != nil {
+				c.Close()
+				continue
+			}
+			go func() { _, _ = io.Copy(s, c); s.Close() }()
+			go func() { _, _ = io.Copy(c, s); c.Close() }()
+		}
+	}()
+	tr := ovsflow.NewNativeTransport("", ovsflow.NativeOptions{Logger: testLog(t).Logger,
+		Target: func(string) (string, string) { return "tcp", ln.Addr().String() }})
+	t.Cleanup(func() { tr.Close() })
+	p := seedProgram(t, seed.Parts{Base: true, Egress: true, Services: true})
+	a := ovsflow.NewApplier(br.Bridge, tr, ovsflow.StaticPorts(br.Ports()), testLog(t))
+	if _, err := a.Apply(ctxFor(t), p); err != nil {
+		t.Fatal(err)
+	}
+	golden := readGolden(t, "seed-node.flows")
+	wantDump(t, br, golden, "program applied over TCP differs")
 }

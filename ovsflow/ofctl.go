@@ -3,14 +3,12 @@ package ovsflow
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"fmt"
-	"io"
-	"net"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"time"
+
+	"github.com/ovnedge/ovnedge/ovsflow/openflow"
 )
 
 // OfctlTransport applies flows by running ovs-ofctl (OpenFlow 1.3), the way
@@ -77,72 +75,12 @@ func (t *OfctlTransport) Bundle(ctx context.Context, bridge string, mods []FlowM
 	return err
 }
 
-// Watch keeps an OpenFlow connection to the bridge's management socket,
-// answering echo requests, and signals every successful handshake: the
-// first one and each one after ovs-vswitchd restarted (the connection
-// drops when it exits). It is the liveness half of an OpenFlow client,
-// written here because the Go OpenFlow libraries are out of reach.
+// Watch keeps an OpenFlow connection to the bridge's management socket
+// (an [openflow.Client], which answers and sends echo requests and redials
+// with backoff) and signals every successful handshake: the first one and
+// each one after ovs-vswitchd restarted.
 func (t *OfctlTransport) Watch(ctx context.Context, bridge string) <-chan struct{} {
-	ch := make(chan struct{}, 1)
-	go func() {
-		defer close(ch)
-		for ctx.Err() == nil {
-			conn, err := (&net.Dialer{}).DialContext(ctx, "unix", t.sock(bridge))
-			if err == nil {
-				watchConn(ctx, conn, ch)
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
-	}()
-	return ch
-}
-
-// OpenFlow 1.3 message types used by watchConn.
-const (
-	ofVersion13   = 4
-	ofTypeHello   = 0
-	ofTypeEchoReq = 2
-	ofTypeEchoRep = 3
-	ofHeaderLen   = 8
-)
-
-// watchConn says hello, signals up when the switch answers, and answers
-// echo requests until the connection or ctx ends.
-func watchConn(ctx context.Context, conn net.Conn, up chan<- struct{}) {
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	defer stop()
-	defer conn.Close()
-	hello := []byte{ofVersion13, ofTypeHello, 0, ofHeaderLen, 0, 0, 0, 1}
-	if _, err := conn.Write(hello); err != nil {
-		return
-	}
-	hdr := make([]byte, ofHeaderLen)
-	for {
-		if _, err := io.ReadFull(conn, hdr); err != nil {
-			return
-		}
-		n := int(binary.BigEndian.Uint16(hdr[2:4]))
-		if n < ofHeaderLen {
-			return
-		}
-		body := make([]byte, n-ofHeaderLen)
-		if _, err := io.ReadFull(conn, body); err != nil {
-			return
-		}
-		switch hdr[1] {
-		case ofTypeHello:
-			select {
-			case up <- struct{}{}:
-			default: // a resync is already pending
-			}
-		case ofTypeEchoReq:
-			reply := append([]byte{hdr[0], ofTypeEchoRep, hdr[2], hdr[3], hdr[4], hdr[5], hdr[6], hdr[7]}, body...)
-			if _, err := conn.Write(reply); err != nil {
-				return
-			}
-		}
-	}
+	c := openflow.NewClient("unix", t.sock(bridge), openflow.Options{MaxVersion: openflow.Version13})
+	context.AfterFunc(ctx, func() { c.Close() })
+	return c.Watch(ctx)
 }

@@ -185,13 +185,16 @@ func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) time.
 	return time.Since(start)
 }
 
-// runApplier applies p and keeps the Applier's Run loop going for the test.
-func runApplier(t testing.TB, br *flowtest.Bridge, p *ovsflow.Program) []byte {
+// runApplier applies p through tr (nil: the default, native transport)
+// and keeps the Applier's Run loop going for the test.
+func runApplier(t testing.TB, br *flowtest.Bridge, tr ovsflow.Transport, p *ovsflow.Program) []byte {
 	ctx, cancel := context.WithCancel(context.Background())
-	a := ovsflow.NewApplier(br.Bridge, br.Transport, dialPorts(t, br), testLog(t))
+	opts := testLog(t)
+	opts.RunDir = br.RunDir
+	a := ovsflow.NewApplier(br.Bridge, tr, dialPorts(t, br), opts)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = a.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() { cancel(); <-done; a.Close() })
 	if _, err := a.Apply(ctx, p); err != nil {
 		t.Fatal(err)
 	}
@@ -202,32 +205,45 @@ func runApplier(t testing.TB, br *flowtest.Bridge, p *ovsflow.Program) []byte {
 	return want
 }
 
+// The program comes back after ovs-vswitchd restarts, with the default
+// native transport and with the ovs-ofctl fallback.
 func TestReplayAfterVswitchdRestart(t *testing.T) {
 	t.Parallel()
-	br := seedBridge(t)
-	want := runApplier(t, br, seedProgram(t, seed.Parts{Base: true, Egress: true, Services: true}))
-	for _, kill := range []struct {
+	for _, tc := range []struct {
 		name string
-		stop func()
-	}{{"SIGKILL", br.KillVswitchd}, {"graceful exit", br.StopVswitchd}} {
-		kill.stop()
-		br.StartVswitchd()
-		took := waitFor(t, 2*time.Second, "program replayed after "+kill.name, func() bool {
-			dump, err := br.Transport.Dump(context.Background(), br.Bridge)
-			if err != nil {
-				return false
+		tr   func(*flowtest.Bridge) ovsflow.Transport
+	}{
+		{"native", func(*flowtest.Bridge) ovsflow.Transport { return nil }},
+		{"ovs-ofctl", func(br *flowtest.Bridge) ovsflow.Transport { return br.Transport }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			br := seedBridge(t)
+			want := runApplier(t, br, tc.tr(br), seedProgram(t, seed.Parts{Base: true, Egress: true, Services: true}))
+			for _, kill := range []struct {
+				name string
+				stop func()
+			}{{"SIGKILL", br.KillVswitchd}, {"graceful exit", br.StopVswitchd}} {
+				kill.stop()
+				br.StartVswitchd()
+				took := waitFor(t, 2*time.Second, "program replayed after "+kill.name, func() bool {
+					dump, err := br.Transport.Dump(context.Background(), br.Bridge)
+					if err != nil {
+						return false
+					}
+					got, err := ovsflow.SortDump(dump)
+					return err == nil && string(got) == string(want)
+				})
+				t.Logf("after %s and restart of ovs-vswitchd: program back in %v", kill.name, took)
 			}
-			got, err := ovsflow.SortDump(dump)
-			return err == nil && string(got) == string(want)
 		})
-		t.Logf("after %s and restart of ovs-vswitchd: program back in %v", kill.name, took)
 	}
 }
 
 func TestRewriteOnOfportChange(t *testing.T) {
 	t.Parallel()
 	br := seedBridge(t)
-	runApplier(t, br, seedProgram(t, seed.Parts{Egress: true, Services: true}))
+	runApplier(t, br, nil, seedProgram(t, seed.Parts{Egress: true, Services: true}))
 	br.Vsctl("set", "Interface", seed.Uplink, "ofport_request=7")
 	took := waitFor(t, 5*time.Second, "flows rewritten for ofport 7", func() bool {
 		d := string(br.Dump())

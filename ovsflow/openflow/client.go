@@ -133,7 +133,7 @@ func (s *session) reader(log *slog.Logger) {
 		m, err := ReadMessage(r)
 		if err != nil {
 			s.fail(fmt.Errorf("read: %w", err))
-			log.Info("openflow connection closed", "err", err)
+			log.Info("openflow connection closed", "err", s.err) // the first cause, such as an echo timeout
 			return
 		}
 		s.lastRecv.Store(time.Now().UnixNano())

@@ -107,6 +107,11 @@ type FlowStats struct {
 	Cookie                   uint64
 	Match                    []OXM
 	Actions                  []Action
+	// MatchErr and ActionsErr say why the match or the instructions of
+	// a well-framed entry did not decode (another controller's field,
+	// action or instruction); Match or Actions is then empty. A reply
+	// with such entries still decodes whole.
+	MatchErr, ActionsErr error
 }
 
 // DecodeFlowStatsReply decodes one MULTIPART_REPLY of flow statistics in
@@ -163,10 +168,16 @@ func decodeFlowStats(version uint8, b []byte) (FlowStats, error) {
 		f.Flags, f.Cookie = binary.BigEndian.Uint16(b[18:]), binary.BigEndian.Uint64(b[24:])
 		rest = b[48:]
 	}
-	var n int
+	if len(rest) < matchHeaderLen {
+		return f, fmt.Errorf("flow stats entry: match: %w", errShort)
+	}
+	n := (int(binary.BigEndian.Uint16(rest[2:])) + 7) / 8 * 8
+	if n < matchHeaderLen || n > len(rest) {
+		return f, fmt.Errorf("flow stats entry: match of %d bytes: %w (%d bytes)", n, errShort, len(rest))
+	}
 	var err error
-	if f.Match, n, err = DecodeMatch(rest); err != nil {
-		return f, fmt.Errorf("flow stats entry: %w", err)
+	if f.Match, _, err = DecodeMatch(rest[:n]); err != nil {
+		f.MatchErr = err
 	}
 	rest = rest[n:]
 	if version >= Version15 { // skip ofp_stats
@@ -180,7 +191,7 @@ func decodeFlowStats(version uint8, b []byte) (FlowStats, error) {
 		rest = rest[k:]
 	}
 	if f.Actions, err = DecodeInstructions(rest); err != nil {
-		return f, fmt.Errorf("flow stats entry: %w", err)
+		f.ActionsErr = err
 	}
 	return f, nil
 }
