@@ -15,30 +15,25 @@ import (
 // apply writes the owners of batch in one transaction. An owner whose
 // operation the server rejects is recorded and the batch is retried
 // without it; a commit error that names no operation is isolated by
-// retrying each owner alone. A failed insert guard means the cache lags a
-// committed transaction: the batch is planned again once the cache has
-// caught up. A lost connection is retried once the client has
-// reconnected (to the new leader).
-func (s *syncer) apply(ctx context.Context, desired map[Owner]State, batch []Owner) error {
+// retrying each owner alone. A failed insert guard, or an insert refused
+// as a duplicate UUID, means the cache lags a committed transaction: the
+// batch is planned again once the cache has caught up. A lost connection
+// is retried once the client has reconnected (to the new leader).
+//
+// ready, when not nil, are the plans of batch made against the current
+// cache: the first attempt sends them instead of planning again.
+func (s *syncer) apply(ctx context.Context, desired map[Owner]State, batch []Owner, ready []*plan) error {
 	for attempt := 1; ; attempt++ {
-		batch = s.alive(batch)
-		sn, err := s.snapshot(ctx)
-		if err != nil {
-			return err
+		plans := ready
+		ready = nil
+		if plans == nil {
+			var err error
+			if plans, err = s.planBatch(ctx, desired, s.alive(batch)); err != nil {
+				return err
+			}
 		}
-		var plans []*plan
 		var ops []ovsdb.Operation
-		for _, o := range batch {
-			p, err := s.plan(sn, o, desired[o])
-			if err != nil {
-				s.fail(err)
-				continue
-			}
-			if len(p.ops) == 0 {
-				s.res.Owners++
-				continue
-			}
-			plans = append(plans, p)
+		for _, p := range plans {
 			ops = append(ops, p.ops...)
 		}
 		if len(ops) == 0 {
@@ -62,6 +57,7 @@ func (s *syncer) apply(ctx context.Context, desired map[Owner]State, batch []Own
 				s.res.add(p.res)
 				s.res.Owners++
 			}
+			s.c.log.Debug("ovsdbnb: transaction committed", "endpoint", s.c.Endpoint(), "owners", len(plans), "operations", len(ops))
 			return s.c.waitCache(ctx, ops, results)
 		}
 		p, i := failedOp(plans, results)
@@ -71,19 +67,20 @@ func (s *syncer) apply(ctx context.Context, desired map[Owner]State, batch []Own
 			return nil
 		case p == nil:
 			for _, q := range plans {
-				if err := s.apply(ctx, desired, []Owner{q.owner}); err != nil {
+				if err := s.apply(ctx, desired, []Owner{q.owner}, nil); err != nil {
 					return err
 				}
 			}
 			return nil
-		case p.guard[i] && attempt < maxAttempts:
+		case lagged(p, i, results[indexIn(plans, p)+i]) && attempt < maxAttempts:
 			// The row exists on the server but not yet in the cache.
-			s.c.log.Debug("ovsdbnb: insert guard failed, waiting for the cache", "owner", p.owner.String(), "row", p.rows[i])
+			s.res.Replans++
+			s.c.log.Debug("ovsdbnb: the cache lags the server, planning again", "owner", p.owner.String(), "row", p.rows[i])
 			if err := sleep(ctx, retryPause); err != nil {
 				return err
 			}
 			batch = owners(plans)
-		case p.guard[i]:
+		case lagged(p, i, results[indexIn(plans, p)+i]):
 			s.fail(&OwnerError{Owner: p.owner, Row: p.rows[i], Err: errors.New("the row exists on the server but never showed in the cache")})
 			batch = owners(plans)
 		default:
@@ -92,6 +89,36 @@ func (s *syncer) apply(ctx context.Context, desired map[Owner]State, batch []Own
 			batch = owners(plans)
 		}
 	}
+}
+
+// planBatch plans the owners of batch against a fresh snapshot of the
+// cache and returns the plans that have operations; owners already as
+// desired are counted, owners that cannot be planned recorded as failed.
+func (s *syncer) planBatch(ctx context.Context, desired map[Owner]State, batch []Owner) ([]*plan, error) {
+	sn, err := s.snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var plans []*plan
+	for _, o := range batch {
+		p, err := s.plan(sn, o, desired[o])
+		if err != nil {
+			s.fail(err)
+			continue
+		}
+		if len(p.ops) == 0 {
+			s.res.Owners++
+			continue
+		}
+		plans = append(plans, p)
+	}
+	return plans, nil
+}
+
+// lagged reports whether the failure r of p's operation i shows that the
+// cache lags the server: a failed wait guard, or a derived UUID taken.
+func lagged(p *plan, i int, r ovsdb.OperationResult) bool {
+	return p.lag[i] && (p.ops[i].Op == ovsdb.OperationWait || r.Error == "duplicate uuid")
 }
 
 // owners returns the owners of plans.
@@ -163,7 +190,7 @@ func (c *Client) waitConnected(ctx context.Context) error {
 // waitCache waits until the cache shows the rows the committed ops
 // inserted and no longer shows the rows they deleted, so the next plan
 // does not insert them again (libovsdb#212). On timeout it only logs: the
-// insert guards still keep duplicates out.
+// derived UUIDs and insert guards still keep duplicates out.
 func (c *Client) waitCache(ctx context.Context, ops []ovsdb.Operation, results []ovsdb.OperationResult) error {
 	type want struct {
 		table, uuid string

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -38,9 +39,9 @@ type Options struct {
 	AllowFollower bool
 	// ConnectTimeout bounds each connection attempt (DefaultConnectTimeout).
 	ConnectTimeout time.Duration
-	// InactivityProbe is how long an idle connection may stay silent
-	// before an echo is sent; a failed echo reconnects
-	// (DefaultInactivityProbe). It must exceed ConnectTimeout.
+	// InactivityProbe is how often an echo is sent; an echo not
+	// answered within ConnectTimeout reconnects (DefaultInactivityProbe).
+	// It must exceed ConnectTimeout.
 	InactivityProbe time.Duration
 	// MaxBackoff caps the exponential backoff between reconnection
 	// attempts (DefaultMaxBackoff).
@@ -55,6 +56,9 @@ type Options struct {
 type Client struct {
 	nb  client.Client
 	log *slog.Logger
+	// done is closed by Close; probed once the prober has stopped.
+	done, probed chan struct{}
+	closeOnce    sync.Once
 }
 
 // Tables are the NB tables the client monitors and caches.
@@ -120,9 +124,16 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	bo.MaxInterval = maxBackoff
 	bo.MaxElapsedTime = 0 // retry forever; Close stops it
 	lg := logr.FromSlogHandler(log.Handler())
+	if probe <= connect {
+		return nil, fmt.Errorf("ovsdbnb: dial: inactivity probe %v must exceed the connect timeout %v", probe, connect)
+	}
+	// Not client.WithInactivityCheck: in libovsdb v0.8.1 a disconnect
+	// racing a transaction can panic (send on closed channel,
+	// libovsdb#464, fixed after v0.8.1 by #488). Client.probe does the
+	// same job through Echo and Disconnect.
 	copts := []client.Option{
 		client.WithLeaderOnly(!opts.AllowFollower),
-		client.WithInactivityCheck(probe, connect, bo),
+		client.WithReconnect(connect, bo),
 		client.WithLogger(&lg),
 	}
 	ssl := false
@@ -158,7 +169,35 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 		return nil, fmt.Errorf("ovsdbnb: monitor %s: %w", nb.CurrentEndpoint(), err)
 	}
 	log.Info("ovsdbnb: connected", "endpoint", nb.CurrentEndpoint())
-	return &Client{nb: nb, log: log}, nil
+	c := &Client{nb: nb, log: log, done: make(chan struct{}), probed: make(chan struct{})}
+	go c.probe(probe, connect)
+	return c, nil
+}
+
+// probe sends an echo every interval and drops the connection when the
+// server does not answer within timeout, so that the client reconnects
+// (to the leader of the moment). It returns once Close is called.
+func (c *Client) probe(interval, timeout time.Duration) {
+	defer close(c.probed)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-tick.C:
+		}
+		if !c.nb.Connected() {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		err := c.nb.Echo(ctx)
+		cancel()
+		if err != nil && c.nb.Connected() {
+			c.log.Warn("ovsdbnb: inactivity probe failed, reconnecting", "endpoint", c.nb.CurrentEndpoint(), "err", err)
+			c.nb.Disconnect()
+		}
+	}
 }
 
 // tlsConfig loads the key pair and CA of opts.
@@ -189,4 +228,10 @@ func (c *Client) Endpoint() string { return c.nb.CurrentEndpoint() }
 func (c *Client) Connected() bool { return c.nb.Connected() }
 
 // Close disconnects for good.
-func (c *Client) Close() { c.nb.Close() }
+func (c *Client) Close() {
+	c.closeOnce.Do(func() {
+		close(c.done)
+		<-c.probed
+		c.nb.Close()
+	})
+}

@@ -1,11 +1,88 @@
 // Package ovsdbnb writes the OVN Northbound database the way OVN-Kubernetes
 // does: typed, idempotent transactions (over libovsdb) for load balancers and
-// their groups, logical router policies (reroute/allow), NAT rules and
-// address sets. Every row it writes carries its owner in external_ids
-// (OVN-Kubernetes' scheme), so one owner's rows can be diffed, replaced or
-// removed alone and rows written by anyone else are never touched.
+// their groups, logical router policies (allow/reroute/drop), NAT rules and
+// address sets, plus the router and switch attachments they need.
 //
-// Status: being built under issue 3.
+// # Client
+//
+// Dial connects to one or several endpoints ("unix:", "tcp:", "ssl:" with
+// a key, certificate and CA), only to the leader of a RAFT cluster unless
+// told otherwise, and follows the leader when it changes or dies. It
+// reconnects with exponential backoff, probes an idle connection with
+// echoes, and monitors only the tables in Tables, so its cache holds
+// nothing else (about 4 KB per load balancer).
+//
+// # Reconciler
+//
+// Sync takes the desired rows of many owners (an EgressIP, a Service, the
+// cluster-wide policies: see Owner and State) and makes each owner's rows
+// equal to them with the fewest operations: an insert per new row, an
+// update of the changed columns only, a mutation of the changed map keys
+// and set elements, a delete per row no longer wanted. Many owners go in
+// one transaction, bounded by SyncOptions.BatchOps; an owner is never
+// split. A second Sync with the same desired state sends nothing.
+//
+// Rows are found by owner through a client index, never by a remembered
+// UUID. Rows without the owner's stamp are never touched, nor are the map
+// keys another writer adds to an owned row (its external_ids, options or
+// vips): the keys Sync wrote are recorded in the row (KeyManaged) and only
+// those are ever changed or removed.
+//
+// An invalid owner (a match with a syntax error, a router that does not
+// exist, a VIP or load balancer name another owner holds, ...) fails alone
+// with an *OwnerError naming the owner and the row; the other owners of the
+// batch are written. Rows already programmed for the failed owner are left
+// as they are.
+//
+// The cache can lag a committed transaction (libovsdb#212): after its own
+// commits Sync waits until the cache shows them, and a row is inserted
+// with a UUID derived from its table, owner and identity, so that an
+// insert planned from a lagging cache (another instance wrote the row, or
+// a reply was lost when a RAFT leader died) is refused by the server as a
+// "duplicate uuid" and the batch is planned again once the cache has
+// caught up. Nothing is ever inserted twice.
+//
+// # OVN-Kubernetes conventions
+//
+// The rows are those OVN-Kubernetes writes (its default network
+// controller), so either can read what the other wrote:
+//
+//   - Logical_Router_Policy and NAT external_ids carry
+//     k8s.ovn.org/owner-controller (DefaultController),
+//     k8s.ovn.org/owner-type (e.g. "EgressIP", "DefaultNetworkController"),
+//     k8s.ovn.org/name (e.g. "<eip>_<podNs>/<podName>"), priority,
+//     ip-family ("ip4"/"ip6"), network ("default") and
+//     k8s.ovn.org/id = "<controller>:<type>:<name>:<priority>:<ip-family>:<network>".
+//   - Egress policies on ovn_cluster_router: 1004 reroute of a node's pods
+//     to its own host IP (via its management port), 102 allow of
+//     east-west, join-subnet and reply traffic (pkt_mark=1008), 100
+//     reroute of an EgressIP's pods to the gateway routers' join IPs (ECMP).
+//   - EgressIP SNAT: type=snat on GR_<node>, external_ip=<egress IP>,
+//     logical_ip=<pod IP>, logical_port=k8s-<node>, options:stateless=false.
+//   - Address_Set name: "a" + decimal FNV-1a 64 of its k8s.ovn.org/id
+//     (AddressSetName), referred to as "$<name>" in matches.
+//   - Load_Balancer: name "Service_<ns>/<name>_<PROTO>_cluster" (or
+//     _node_router_<node>, _node_switch_<node>), external_ids
+//     k8s.ovn.org/kind=Service and k8s.ovn.org/owner=<ns>/<name>, lowercase
+//     protocol, vips "<vip>:<port>" ("[v6]:port") to comma-joined
+//     "<ip>:<port>" backends, options reject=true, event=false,
+//     skip_snat=false, neighbor_responder=none; attached through the
+//     clusterLBGroup Load_Balancer_Group to every node switch and gateway
+//     router.
+//   - Topology (EnsureTopology): ovn_cluster_router with rtos-<node> to
+//     the node switch <node> (stor-<node>, management port k8s-<node>),
+//     the join switch, GR_<node> with rtoj-GR_<node> and rtoe-GR_<node> to
+//     ext_<node> (etor-GR_<node> with nat-addresses=router) and the
+//     localnet port breth0_<node> (network_name=physnet).
+//
+// Two keys are this package's own: KeyOwnedBy ("ovnedge.io/owner", the
+// owner) and KeyManaged (the map keys it wrote). OVN-Kubernetes ignores
+// them.
+//
+// # Models
+//
+// The nbdb package is generated by libovsdb's modelgen from the OVN 23.03
+// NB schema (7.0.0); `go generate ./ovsdbnb` reproduces it byte for byte.
 package ovsdbnb
 
 //go:generate go run github.com/ovn-kubernetes/libovsdb/cmd/modelgen -p nbdb -o nbdb /usr/share/ovn/ovn-nb.ovsschema

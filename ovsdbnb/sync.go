@@ -2,6 +2,7 @@ package ovsdbnb
 
 import (
 	"context"
+	"crypto/sha1"
 	"errors"
 	"fmt"
 	"sort"
@@ -29,10 +30,15 @@ const (
 
 // Result counts what Sync sent. Inserts, Updates, Mutates and Deletes are
 // OVSDB operations; Guards are the "wait" operations that make a duplicate
-// insert fail on the server when the cache lags.
+// insert fail on the server when the cache lags (only where an insert
+// cannot use its row's derived UUID, see insert).
 type Result struct {
 	Inserts, Updates, Mutates, Deletes int
 	Guards                             int
+	// Replans counts the batches planned again because the server showed
+	// that the cache lagged: an insert of a row that already exists was
+	// refused, and nothing of that transaction was written.
+	Replans int
 	// Transactions is the number of transactions committed.
 	Transactions int
 	// Owners is the number of owners whose rows are now as desired.
@@ -48,6 +54,7 @@ func (r *Result) add(o Result) {
 	r.Mutates += o.Mutates
 	r.Deletes += o.Deletes
 	r.Guards += o.Guards
+	r.Replans += o.Replans
 }
 
 // OwnerError is why one owner's rows were not written. The other owners
@@ -125,6 +132,7 @@ func (c *Client) SyncWith(ctx context.Context, desired map[Owner]State, opts Syn
 	}
 	sortOwners(owners)
 	s.checkVIPs(desired, owners)
+	s.checkLBNames(desired, s.alive(owners))
 	owners = s.alive(owners)
 
 	if err := s.syncGroups(ctx, desired, owners); err != nil {
@@ -133,35 +141,45 @@ func (c *Client) SyncWith(ctx context.Context, desired map[Owner]State, opts Syn
 	owners = s.alive(owners)
 
 	var batch []Owner
+	var plans []*plan
 	ops := 0
 	flush := func() error {
-		err := s.apply(ctx, desired, batch)
-		batch, ops = nil, 0
+		err := s.apply(ctx, desired, batch, plans)
+		batch, plans, ops = nil, nil, 0
 		return err
 	}
 	snap, err := s.snapshot(ctx)
 	if err != nil {
 		return s.res, err
 	}
-	for _, o := range owners {
+	// next plans o against snap: nil when o failed or is as desired.
+	next := func(o Owner) *plan {
 		p, err := s.plan(snap, o, desired[o])
-		if err != nil {
+		switch {
+		case err != nil:
 			s.fail(err)
-			continue
-		}
-		if len(p.ops) == 0 {
+			return nil
+		case len(p.ops) == 0:
 			s.res.Owners++
-			continue
+			return nil
 		}
-		if len(batch) > 0 && ops+len(p.ops) > opts.BatchOps {
+		return p
+	}
+	for _, o := range owners {
+		p := next(o)
+		if p != nil && len(batch) > 0 && ops+len(p.ops) > opts.BatchOps {
 			if err := flush(); err != nil {
 				return s.res, err
 			}
 			if snap, err = s.snapshot(ctx); err != nil {
 				return s.res, err
 			}
+			p = next(o) // against the cache the flush updated
 		}
-		batch = append(batch, o)
+		if p == nil {
+			continue
+		}
+		batch, plans = append(batch, o), append(plans, p)
 		ops += len(p.ops)
 	}
 	if len(batch) > 0 {
@@ -292,17 +310,18 @@ type plan struct {
 	ops   []ovsdb.Operation
 	rows  []string
 	res   Result
-	// guard[i] is true when ops[i] is an insert guard.
-	guard []bool
+	// lag[i] is true when ops[i] is a wait guard or an insert with a
+	// derived UUID: its failure means the cache lags the server.
+	lag []bool
 }
 
-func (p *plan) add(rowName string, guard bool, ops ...ovsdb.Operation) {
+func (p *plan) add(rowName string, lag bool, ops ...ovsdb.Operation) {
 	for _, op := range ops {
 		p.ops = append(p.ops, op)
 		p.rows = append(p.rows, rowName)
-		p.guard = append(p.guard, guard)
+		p.lag = append(p.lag, lag)
 		switch {
-		case guard:
+		case op.Op == ovsdb.OperationWait:
 			p.res.Guards++
 		case op.Op == ovsdb.OperationInsert:
 			p.res.Inserts++
@@ -459,9 +478,7 @@ func (s *syncer) planLBs(sn *snap, p *plan, want []LoadBalancer) error {
 			return &OwnerError{Owner: o, Row: rowName, Err: fmt.Errorf("a load balancer of that name exists (%s), owned by %q",
 				other.UUID, other.ExternalIDs[KeyOwnedBy])}
 		}
-		name := s.name()
-		p.add(rowName, true, guard(nbdb.LoadBalancerTable, nil, map[string]any{"name": lb.Name}))
-		p.add(rowName, false, insertOp(nbdb.LoadBalancerTable, name, r))
+		name := s.insert(p, nbdb.LoadBalancerTable, rowName, r, map[string]any{"name": lb.Name})
 		attach(p, rowName, name, "load_balancer", targets, nil)
 	}
 	for _, c := range cur {
@@ -486,6 +503,36 @@ func (s *syncer) lbByName(name string) (*nbdb.LoadBalancer, error) {
 		}
 	}
 	return nil, nil
+}
+
+// insert adds the insert of p's row r (named rowName, identified by the
+// columns key) and returns its named UUID. The row gets a UUID derived
+// from the table, the owner and rowName, so that inserting it again while
+// the cache lags a committed insert fails on the server ("duplicate
+// uuid", an index lookup) rather than writing a duplicate. When a cached
+// row holds that UUID (one this plan may delete, e.g. after someone
+// edited its identity columns), the insert is guarded by a wait on key
+// instead, which scans the table.
+func (s *syncer) insert(p *plan, table, rowName string, r row, key map[string]any) string {
+	name := s.name()
+	op := insertOp(table, name, r)
+	if u := rowUUID(table, p.owner, rowName); !s.c.nb.Cache().Table(table).HasRow(u) {
+		op.UUID = u
+		p.add(rowName, true, op)
+		return name
+	}
+	p.add(rowName, true, guard(table, &p.owner, key))
+	p.add(rowName, false, op)
+	return name
+}
+
+// rowUUID is the UUID an owner's row is inserted with: a version 5 style
+// UUID of the SHA-1 of table, owner and row name.
+func rowUUID(table string, o Owner, rowName string) string {
+	h := sha1.Sum([]byte(table + "\x00" + o.String() + "\x00" + rowName))
+	h[6] = h[6]&0x0f | 0x50
+	h[8] = h[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
 }
 
 // guard is the insert guard: a wait operation that fails the
@@ -537,13 +584,12 @@ func (s *syncer) planChildren(sn *snap, p *plan, table, col string, cur map[stri
 			continue
 		}
 		inserts = append(inserts, func() {
-			name := s.name()
-			p.add(w.id, true, guard(table, &p.owner, w.key))
-			p.add(w.id, false, insertOp(table, name, w.r), mutateRefs(lrRef, col, ovsdb.MutateOperationInsert, name))
+			name := s.insert(p, table, w.id, w.r, w.key)
+			p.add(w.id, false, mutateRefs(lrRef, col, ovsdb.MutateOperationInsert, name))
 		})
 	}
 	// Deletes go first: a row moving to another router is deleted
-	// before the guard of its replacement is evaluated.
+	// before the guard of its replacement, if any, is evaluated.
 	defer func() {
 		for _, f := range inserts {
 			f()
@@ -625,9 +671,9 @@ func (s *syncer) planAddressSets(p *plan, want []AddressSet) error {
 			p.add(rowName, false, diffOps(nbdb.AddressSetTable, c.UUID, addressSetRowOf(c), r)...)
 			continue
 		}
-		// Address_Set names are a unique index: the server itself
-		// refuses a duplicate insert, no guard needed.
-		p.add(rowName, false, insertOp(nbdb.AddressSetTable, s.name(), r))
+		// Address_Set names are also a unique index: another owner's set
+		// of the same name is refused at commit.
+		s.insert(p, nbdb.AddressSetTable, rowName, r, map[string]any{"name": a.Name()})
 	}
 	for _, r := range rows {
 		if !keep[r.UUID] {

@@ -137,10 +137,15 @@ func TestSeed002(t *testing.T) {
 	if got := normalize(o.Nbctl("lr-nat-list", "GR_ovn-control-plane")); got != "" {
 		t.Errorf("lr-nat-list GR_ovn-control-plane: %q, want none", got)
 	}
-	// lb-list cuts names to 16 characters.
-	wantLB := regexp.MustCompile(`(?m)^\S+ Service_default/ tcp 10.96.0.10:80 10.244.2.5:8080$`)
-	if got := normalize(o.Nbctl("lb-list")); !wantLB.MatchString(got) {
-		t.Errorf("lb-list:\n%s\nwant a line matching %s", got, wantLB)
+	// lb-list cuts names to 16 characters; the UUIDs are masked.
+	wantLB := "UUID LB PROTO VIP IPs\n<uuid> Service_default/ tcp 10.96.0.10:80 10.244.2.5:8080"
+	if got := uuidRE.ReplaceAllString(normalize(o.Nbctl("lb-list")), "<uuid>"); got != wantLB {
+		t.Errorf("lb-list:\n%s\nwant:\n%s", got, wantLB)
+	}
+	for _, sw := range []string{"ovn-control-plane", "ovn-worker", "ovn-worker2"} {
+		if got := o.Nbctl("--bare", "--columns=load_balancer_group", "list", "Logical_Switch", sw); got == "" {
+			t.Errorf("switch %s: clusterLBGroup not attached", sw)
+		}
 	}
 
 	// A pod 10.244.1.3 on ovn-worker; the external gateway's MAC known
@@ -173,6 +178,9 @@ func TestSeed002(t *testing.T) {
 		})
 	}
 }
+
+// uuidRE matches a row UUID.
+var uuidRE = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
 
 // matchAny reports whether out contains one of the |-separated
 // alternatives of w.

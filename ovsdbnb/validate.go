@@ -207,9 +207,12 @@ func validateNAT(n NAT) error {
 // checkVIPs fails the owners that claim a VIP (protocol and "vip:port")
 // another owner holds. The holder is the owner whose row in the NB holds
 // the VIP and still wants it, or else the first claiming owner by name.
+// The cache is scanned only for the VIPs that are new to their owner or
+// claimed twice, so a Sync that changes backends reads no other rows.
 func (s *syncer) checkVIPs(desired map[Owner]State, owners []Owner) {
 	claims := map[string][]Owner{} // vip -> claiming owners, sorted
 	wants := map[string]map[Owner]bool{}
+	var check []string // vips claimed twice or new to their owner
 	for _, o := range owners {
 		mine := map[string]bool{}
 		for _, lb := range desired[o].LoadBalancers {
@@ -221,15 +224,26 @@ func (s *syncer) checkVIPs(desired map[Owner]State, owners []Owner) {
 				}
 			}
 		}
+		if len(mine) == 0 {
+			continue
+		}
+		held := s.heldVIPs(o)
 		for k := range mine {
 			if wants[k] == nil {
 				wants[k] = map[Owner]bool{}
 			}
 			wants[k][o] = true
+			if !held[k] || len(claims[k]) == 2 {
+				check = append(check, k)
+			}
 		}
 	}
-	if len(claims) == 0 {
+	if len(check) == 0 {
 		return
+	}
+	need := map[string]bool{}
+	for _, k := range check {
+		need[k] = true
 	}
 	holder := map[string]string{} // vip -> owner string holding it in the NB
 	for _, m := range s.c.nb.Cache().Table(nbdb.LoadBalancerTable).RowsShallow() {
@@ -242,13 +256,12 @@ func (s *syncer) checkVIPs(desired map[Owner]State, owners []Owner) {
 			continue
 		}
 		for vip := range lb.Vips {
-			k := ptrString(lb.Protocol) + " " + vip
-			if claims[k] != nil {
+			if k := ptrString(lb.Protocol) + " " + vip; need[k] {
 				holder[k] = ob
 			}
 		}
 	}
-	for _, k := range sortedKeys(claims) {
+	for _, k := range sortedKeys(need) {
 		cl := claims[k]
 		winner := ""
 		if h, ok := holder[k]; ok {
@@ -268,6 +281,55 @@ func (s *syncer) checkVIPs(desired map[Owner]State, owners []Owner) {
 			}
 		}
 	}
+}
+
+// checkLBNames fails the owners that want a load balancer name another
+// owner of the same Sync wants too. The name goes to the owner whose row
+// holds it in the NB, or else to the first owner by name.
+func (s *syncer) checkLBNames(desired map[Owner]State, owners []Owner) {
+	claims := map[string][]Owner{}
+	for _, o := range owners {
+		for _, lb := range desired[o].LoadBalancers {
+			claims[lb.Name] = append(claims[lb.Name], o)
+		}
+	}
+	for _, name := range sortedKeys(claims) {
+		cl := claims[name]
+		if len(cl) < 2 {
+			continue
+		}
+		winner := cl[0].String()
+		if lb, err := s.lbByName(name); err == nil && lb != nil {
+			for _, o := range cl {
+				if o.String() == lb.ExternalIDs[KeyOwnedBy] {
+					winner = o.String()
+				}
+			}
+		}
+		for _, o := range cl {
+			if o.String() != winner {
+				s.fail(&OwnerError{Owner: o, Row: "load balancer " + name, Err: fmt.Errorf("also wanted by owner %s", winner)})
+			}
+		}
+	}
+}
+
+// heldVIPs returns the VIPs ("protocol vip:port") of owner o's cached
+// load balancers (none when the cache cannot be read: they are then
+// checked against every row).
+func (s *syncer) heldVIPs(o Owner) map[string]bool {
+	held := map[string]bool{}
+	rows, err := ownedRows(s, o, nbdb.LoadBalancerTable, &nbdb.LoadBalancer{ExternalIDs: ownerIDs(o)},
+		func(r *nbdb.LoadBalancer) map[string]string { return r.ExternalIDs })
+	if err != nil {
+		return held
+	}
+	for _, lb := range rows {
+		for vip := range lb.Vips {
+			held[ptrString(lb.Protocol)+" "+vip] = true
+		}
+	}
+	return held
 }
 
 // ownerByString finds the owner of desired whose String is s.

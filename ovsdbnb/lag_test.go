@@ -1,0 +1,131 @@
+package ovsdbnb_test
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ovnedge/ovnedge/internal/testbed"
+	"github.com/ovnedge/ovnedge/ovsdbnb"
+)
+
+// lagProxy relays a unix socket to an OVSDB server and, while held,
+// keeps back the server's update notifications (not the replies): the
+// client's cache then lags committed transactions, as in libovsdb#212.
+type lagProxy struct {
+	ln    net.Listener
+	queue chan json.RawMessage // held notifications, in order
+	held  atomic.Bool
+	mu    chan struct{} // a one-slot lock serialising writes to the client
+	cl    net.Conn
+}
+
+// newLagProxy listens on a socket in a temp dir and relays its first
+// connection to the server socket at server ("unix:<path>").
+func newLagProxy(t *testing.T, server string) (*lagProxy, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "p.sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &lagProxy{ln: ln, queue: make(chan json.RawMessage, 1<<16), mu: make(chan struct{}, 1)}
+	t.Cleanup(func() { ln.Close() })
+	go p.serve(t, strings.TrimPrefix(server, "unix:"))
+	return p, "unix:" + path
+}
+
+func (p *lagProxy) serve(t *testing.T, server string) {
+	cl, err := p.ln.Accept()
+	if err != nil {
+		return
+	}
+	defer cl.Close()
+	srv, err := net.Dial("unix", server)
+	if err != nil {
+		t.Errorf("proxy: %v", err)
+		return
+	}
+	defer srv.Close()
+	p.cl = cl
+	go func() { _, _ = io.Copy(srv, cl) }()
+	dec := json.NewDecoder(srv)
+	for {
+		var msg json.RawMessage
+		if err := dec.Decode(&msg); err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				t.Logf("proxy: %v", err)
+			}
+			return
+		}
+		var head struct{ Method string }
+		_ = json.Unmarshal(msg, &head)
+		p.mu <- struct{}{}
+		if p.held.Load() && strings.HasPrefix(head.Method, "update") {
+			p.queue <- msg
+		} else if _, err := cl.Write(msg); err != nil {
+			<-p.mu
+			return
+		}
+		<-p.mu
+	}
+}
+
+// hold starts keeping back update notifications.
+func (p *lagProxy) hold() { p.held.Store(true) }
+
+// release sends the held notifications and stops holding.
+func (p *lagProxy) release() {
+	p.mu <- struct{}{}
+	defer func() { <-p.mu }()
+	p.held.Store(false)
+	for {
+		select {
+		case msg := <-p.queue:
+			_, _ = p.cl.Write(msg)
+		default:
+			return
+		}
+	}
+}
+
+// TestCacheLagNoDuplicate syncs an owner through a client whose cache
+// lags: another client (another instance of the daemon) has just written
+// the same rows and the update has not reached the first client's cache.
+// The server refuses the inserts (derived UUIDs), nothing is written, and
+// once the cache catches up the plan is empty: no duplicate row.
+func TestCacheLagNoDuplicate(t *testing.T) {
+	o := testbed.StartOVN(t)
+	o.Nbctl("ls-add", "sw0", "--", "lr-add", "lr0")
+	proxy, endpoint := newLagProxy(t, o.NB)
+	lagging := dial(t, endpoint)
+	other := dial(t, o.NB)
+	want := map[ovsdbnb.Owner]ovsdbnb.State{svc: webState("10.244.1.5:8080"), eip: eipState("100.64.0.3")}
+
+	proxy.hold()
+	if res := sync(t, other, want); res.Inserts != 4 {
+		t.Fatalf("other client's sync: %+v, want 4 inserts", res)
+	}
+	release := time.AfterFunc(500*time.Millisecond, proxy.release)
+	defer release.Stop()
+	res := sync(t, lagging, want)
+	if res.Replans == 0 || res.Ops() != 0 || res.Transactions != 0 {
+		t.Errorf("lagging client's sync: %+v, want >= 1 replan and nothing written", res)
+	}
+	for _, args := range [][]string{
+		{"--bare", "--columns=name", "find", "Load_Balancer", "name=Service_default/web_TCP_cluster"},
+		{"--bare", "--columns=priority", "list", "Logical_Router_Policy"},
+		{"--bare", "--columns=external_ip", "list", "NAT"},
+		{"--bare", "--columns=name", "list", "Address_Set"},
+	} {
+		if got := strings.Fields(o.Nbctl(args...)); len(got) != 1 {
+			t.Errorf("%s: %q, want exactly one row", strings.Join(args, " "), got)
+		}
+	}
+}
