@@ -58,45 +58,62 @@ func BypassFlows(b ovsflow.Bypass, svcs []*corev1.Service) (map[string][]ovsflow
 	return out, nil
 }
 
-// VIPOwners is the opt-in VIP reachability the seeds leave to the
-// administrator (default off, as upstream): for every ExternalIP and
-// LoadBalancer ingress VIP, the one node that announces it (answers ARP/NDP
-// for it in L2 mode, or holds it on its host stack), elected with
-// arp.Elect among the healthy nodes; for an externalTrafficPolicy=Local
-// Service only among healthy nodes with a ready endpoint of it. The result
-// maps each owner node to its sorted VIPs; a VIP without a candidate has no
-// owner.
-func VIPOwners(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, healthy []string) map[string][]netip.Addr {
+// L2VIPs returns the opt-in L2 mode's VIPs (default off, as upstream):
+// every ExternalIP and LoadBalancer ingress VIP, answered on iface (e.g.
+// "br-ex", where the bypass sends their ARP/NDP requests). For an
+// externalTrafficPolicy=Local Service only the nodes with a ready endpoint
+// of it are Eligible (a non-nil empty slice when there is none: no node
+// answers). A VIP two Services share goes with the first by
+// namespace/name. Every node feeds the same list to its arp.Controller
+// (SetVIPs); arp.Owned then makes exactly one healthy node answer each
+// VIP, the node VIPOwners names.
+func L2VIPs(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, iface string) []arp.VIP {
 	bySvc := SlicesByService(eps)
-	healthy = slices.Clone(healthy)
-	slices.Sort(healthy)
-	healthy = slices.Compact(healthy)
-	owners := map[netip.Addr]string{}
-	out := map[string][]netip.Addr{}
 	sorted := slices.DeleteFunc(slices.Clone(svcs), func(s *corev1.Service) bool { return s == nil })
 	slices.SortFunc(sorted, func(a, b *corev1.Service) int {
 		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
 	})
+	seen := map[netip.Addr]bool{}
+	var out []arp.VIP
 	for _, svc := range sorted {
 		if svc.Spec.Type == corev1.ServiceTypeExternalName {
 			continue
 		}
 		ips, _ := parseIPs(svc)
-		if len(ips.external) == 0 {
-			continue
-		}
-		candidates := healthy
+		var eligible []string
 		if svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal {
-			candidates = readyNodes(svc, bySvc[svc.Namespace+"/"+svc.Name], healthy)
+			eligible = readyNodes(svc, bySvc[svc.Namespace+"/"+svc.Name])
 		}
 		for _, vip := range ips.external {
-			if _, done := owners[vip]; done {
-				continue // a VIP two Services share goes with the first by namespace/name
+			if !seen[vip] {
+				seen[vip] = true
+				out = append(out, arp.VIP{Addr: vip, Interface: iface, Eligible: eligible})
 			}
-			if node, ok := arp.Elect(vip, candidates); ok {
-				owners[vip] = node
-				out[node] = append(out[node], vip)
-			}
+		}
+	}
+	return out
+}
+
+// VIPOwners is the opt-in VIP reachability the seeds leave to the
+// administrator (default off, as upstream): for every ExternalIP and
+// LoadBalancer ingress VIP, the one node that announces it (answers ARP/NDP
+// for it in L2 mode, or holds it on its host stack), elected with
+// arp.Elect among the healthy nodes; for an externalTrafficPolicy=Local
+// Service only among healthy nodes with a ready endpoint of it (see
+// L2VIPs). The result maps each owner node to its sorted VIPs; a VIP
+// without a candidate has no owner.
+func VIPOwners(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, healthy []string) map[string][]netip.Addr {
+	healthy = slices.Clone(healthy)
+	slices.Sort(healthy)
+	healthy = slices.Compact(healthy)
+	out := map[string][]netip.Addr{}
+	for _, v := range L2VIPs(svcs, eps, "") {
+		candidates := healthy
+		if v.Eligible != nil {
+			candidates = slices.DeleteFunc(slices.Clone(healthy), func(n string) bool { return !slices.Contains(v.Eligible, n) })
+		}
+		if node, ok := arp.Elect(v.Addr, candidates); ok {
+			out[node] = append(out[node], v.Addr)
 		}
 	}
 	for _, vips := range out {
@@ -105,16 +122,17 @@ func VIPOwners(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, healthy
 	return out
 }
 
-// readyNodes returns the nodes of healthy hosting a ready endpoint of the
-// Service.
-func readyNodes(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, healthy []string) []string {
-	has := map[string]bool{}
+// readyNodes returns the sorted nodes hosting a ready endpoint of the
+// Service, never nil.
+func readyNodes(svc *corev1.Service, eps []*discoveryv1.EndpointSlice) []string {
+	nodes := []string{}
 	for _, sp := range svc.Spec.Ports {
 		for _, e := range portEndpoints(sp, eps) {
-			if e.ready {
-				has[e.node] = true
+			if e.ready && e.node != "" {
+				nodes = append(nodes, e.node)
 			}
 		}
 	}
-	return slices.DeleteFunc(slices.Clone(healthy), func(n string) bool { return !has[n] })
+	slices.Sort(nodes)
+	return slices.Compact(nodes)
 }

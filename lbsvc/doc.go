@@ -1,8 +1,73 @@
 // Package lbsvc turns Services and EndpointSlices into OVN load balancers
 // (ClusterIP, ExternalIPs, LoadBalancer ingress, externalTrafficPolicy),
-// the br-ex ARP/NDP bypass of every VIP, LoadBalancer IP allocation from
-// pools, Kube-OVN's LB Service mode and the MetalLB underlay mode. Like
-// package egress it computes desired state only, as pure functions.
+// the br-ex ARP/NDP bypass of every VIP, the opt-in L2 announcement of
+// VIPs, and the MetalLB underlay mode. Like package egress it computes
+// desired state only, as pure functions; the caller applies it with
+// ovsdbnb (Sync), ovsflow (a Program per bridge) and arp (a Controller per
+// node).
 //
-// Status: being built under issue 6; nothing is exported yet.
+// # Load balancers (reference §3)
+//
+// [Build] returns one ovsdbnb owner per Service ([ServiceOwner]) and the
+// cluster Load_Balancer_Group ([GroupState]): per Service and protocol a
+// cluster-wide load balancer Service_<ns>/<name>_<PROTO>_cluster holding
+// the ClusterIPs and, for externalTrafficPolicy=Cluster, the ExternalIPs and
+// LoadBalancer ingress IPs, attached through the group to every node
+// switch and gateway router; NodePorts on per-node node_router/node_switch
+// load balancers; for externalTrafficPolicy=Local per-node
+// node_local_router_<node> load balancers on each GR_<node> with only that
+// node's endpoints and skip_snat=true (no local endpoint: an empty backend
+// list, which options:reject=true turns into a reject). Every load
+// balancer has neighbor_responder=none, hairpin_snat_ip and, for
+// sessionAffinity=ClientIP, affinity_timeout. Endpoints are the ready ones
+// (or nil condition), else the serving and terminating ones; FQDN slices
+// are ignored; IPv4, IPv6 and dual-stack. [ServiceState] recomputes one
+// Service, so a changed endpoint costs one owner's Sync (one NB mutation).
+// Bad addresses and protocols become events ([event.Event]); the other
+// Services are unaffected.
+//
+// # br-ex bypass and L2 mode (reference §1.1, §6)
+//
+// [BypassFlows] gives each node's bridge the ARP/NDP bypass of every VIP
+// (ovsflow.ARPBypass) by owner. VIP reachability is left to the
+// administrator, as upstream, unless the opt-in L2 mode is on: [L2VIPs]
+// feeds every node's arp.Controller, which answers each VIP from exactly
+// one healthy node (for externalTrafficPolicy=Local one with a ready
+// endpoint); [VIPOwners] names that node, e.g. to put the VIP on its host
+// stack instead.
+//
+// # MetalLB underlay mode (seed 003, reference §5)
+//
+// An [UnderlaySubnet] with EnableExternalLBAddress (Kube-OVN's
+// enableExternalLBAddress) lets addresses of its CIDR be VIPs; they must
+// be in its excludeIps so that pod IPAM never hands them out (else a
+// warning event). [SteeringFlows] are the provider-bridge flows that steer
+// the VIP traffic from the underlay NIC into OVN, one per VIP and port.
+// The two Kube-OVN controller flags of seed 003 are Options fields:
+//
+//   - --enable-ovn-lb-prefer-local ([Options].PreferLocal): with it, an
+//     underlay VIP of an externalTrafficPolicy=Local Service is DNATed on
+//     the node it enters to a local endpoint only, without SNAT (client
+//     source IP kept). Kube-OVN gets this from patched OVN
+//     (options:prefer_local_backend, ip_port_mappings); stock OVN ignores
+//     those keys, so here the VIP gets the per-node node_local_router load
+//     balancers every other externalTrafficPolicy=Local VIP gets. Without
+//     it, underlay VIPs are load-balanced cluster-wide and SNATed, as on
+//     Kube-OVN without the flag.
+//   - --ls-ct-skip-dst-lport-ips ([Options].LSCtSkipDstLportIPs, on by
+//     default in Kube-OVN): Kube-OVN's OVN then skips conntrack on a
+//     logical switch for traffic to a logical port's IP, so underlay VIPs
+//     (addresses of the switch's subnet) miss the load balancer; seed 003
+//     sets it false. Stock OVN has no such skip and ovnedge never asks for
+//     one: the field records the setting, and true together with an
+//     underlay subnet that enables external LB addresses yields a warning
+//     event on each affected Service.
+//
+// # Subpackages
+//
+// Package lbsvc/ipam allocates LoadBalancer addresses from pools (and
+// rebuilds its bookkeeping from Service statuses after a restart);
+// lbsvc/kubeovn builds Kube-OVN's lb-svc-<service> Deployment for
+// Services annotated ovn.kubernetes.io/attachmentprovider; lbsvc/agent is
+// that Deployment's in-pod agent, `ovnedge lbsvc-agent`.
 package lbsvc

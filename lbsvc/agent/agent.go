@@ -1,0 +1,284 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"time"
+
+	"github.com/vishvananda/netlink"
+)
+
+// ErrGatewayUnreachable is wrapped by Apply's error when the gateway did
+// not answer ARP in the configured attempts. Everything else is
+// programmed; Status.Gateway says what was tried.
+var ErrGatewayUnreachable = errors.New("gateway unreachable")
+
+// GatewayStatus is the outcome of the gateway ARP check.
+type GatewayStatus struct {
+	Addr netip.Addr
+	// Checked is false for an IPv6 gateway, which is not checked.
+	Checked bool
+	// Reachable is true when the gateway answered; MAC is its address.
+	Reachable bool
+	MAC       net.HardwareAddr
+	// Attempts is the number of ARP requests sent.
+	Attempts int
+	// Err is the last attempt's error when the gateway did not answer.
+	Err string
+}
+
+// Status is what one Apply found and did.
+type Status struct {
+	// Address is net1's LoadBalancer address.
+	Address netip.Prefix
+	// AddressAdded is true when the address was not there yet.
+	AddressAdded bool
+	// RulesAdded and RulesRemoved count policy rules and iptables rules
+	// changed: zero when everything was already as configured.
+	RulesAdded, RulesRemoved int
+	// PodGateway is the next hop to the ClusterIP.
+	PodGateway netip.Addr
+	Gateway    GatewayStatus
+}
+
+// Changed reports whether Apply changed anything but routes (which it
+// replaces every time).
+func (s Status) Changed() bool { return s.AddressAdded || s.RulesAdded+s.RulesRemoved > 0 }
+
+// String is a one-line summary for logs and the pod's status.
+func (s Status) String() string {
+	gw := "not checked (IPv6)"
+	switch {
+	case s.Gateway.Reachable:
+		gw = fmt.Sprintf("%s is at %s (attempt %d)", s.Gateway.Addr, s.Gateway.MAC, s.Gateway.Attempts)
+	case s.Gateway.Checked:
+		gw = fmt.Sprintf("%s did not answer %d ARP requests: %s", s.Gateway.Addr, s.Gateway.Attempts, s.Gateway.Err)
+	}
+	return fmt.Sprintf("address %s, rules +%d -%d, pod gateway %s, gateway %s",
+		s.Address, s.RulesAdded, s.RulesRemoved, s.PodGateway, gw)
+}
+
+// Apply programs cfg in the calling thread's network namespace (see the
+// package documentation) and checks the gateway. It is idempotent. On a
+// silent gateway it returns the complete Status and an error wrapping
+// ErrGatewayUnreachable; any other error means a step failed, and the
+// steps before it stay programmed.
+func Apply(ctx context.Context, cfg Config) (Status, error) {
+	cfg, err := cfg.complete()
+	if err != nil {
+		return Status{}, err
+	}
+	return apply(ctx, cfg)
+}
+
+func apply(ctx context.Context, cfg Config) (Status, error) {
+	st := Status{Address: cfg.LBIP}
+	ext, err := netlink.LinkByName(cfg.External)
+	if err != nil {
+		return st, fmt.Errorf("agent: external interface %s: %w", cfg.External, err)
+	}
+	pod, err := netlink.LinkByName(cfg.Pod)
+	if err != nil {
+		return st, fmt.Errorf("agent: pod interface %s: %w", cfg.Pod, err)
+	}
+	if st.AddressAdded, err = ensureAddress(ext, cfg.LBIP); err != nil {
+		return st, err
+	}
+	if err := enableForwarding(cfg.LBIP.Addr().Is6()); err != nil {
+		return st, err
+	}
+	if st.PodGateway, err = podGateway(pod, cfg); err != nil {
+		return st, err
+	}
+	added, err := ensureRules(cfg)
+	st.RulesAdded += added
+	if err != nil {
+		return st, err
+	}
+	if err := ensureRoutes(ext, pod, st.PodGateway, cfg); err != nil {
+		return st, err
+	}
+	added, removed, err := ensureNAT(cfg)
+	st.RulesAdded += added
+	st.RulesRemoved += removed
+	if err != nil {
+		return st, err
+	}
+	st.Gateway = checkGateway(ctx, cfg)
+	if st.Gateway.Checked && !st.Gateway.Reachable {
+		return st, fmt.Errorf("agent: %w: %s", ErrGatewayUnreachable, st)
+	}
+	return st, nil
+}
+
+// Run applies cfg at once and every cfg.Resync until ctx ends, logging
+// each status; it returns nil when ctx ends. A silent gateway is logged
+// and tried again at the next resync, and so is an annotations file that
+// lacks the address yet (ErrNotAttached; the file is read again each
+// time); any other failure is returned.
+func Run(ctx context.Context, cfg Config) error {
+	base := cfg
+	cfg, err := cfg.complete()
+	if err != nil && !errors.Is(err, ErrNotAttached) {
+		return err
+	}
+	log := cfg.Logger.With("cluster_ip", cfg.ClusterIP)
+	t := time.NewTicker(cfg.Resync)
+	defer t.Stop()
+	for {
+		var st Status
+		if cfg, err = base.complete(); err == nil {
+			st, err = apply(ctx, cfg)
+		}
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, ErrNotAttached):
+			log.Warn("lbsvc-agent: waiting for the pod's address annotations", "err", err)
+		case errors.Is(err, ErrGatewayUnreachable):
+			log.Warn("lbsvc-agent: applied, but the gateway does not answer", "status", st.String())
+		case err != nil:
+			return err
+		case st.Changed():
+			log.Info("lbsvc-agent: applied", "status", st.String())
+		default:
+			log.Debug("lbsvc-agent: in sync", "status", st.String())
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// ensureAddress brings link up with addr on it.
+func ensureAddress(link netlink.Link, addr netip.Prefix) (bool, error) {
+	name := link.Attrs().Name
+	if err := netlink.LinkSetUp(link); err != nil {
+		return false, fmt.Errorf("agent: set %s up: %w", name, err)
+	}
+	addrs, err := netlink.AddrList(link, family(addr.Addr()))
+	if err != nil {
+		return false, fmt.Errorf("agent: addresses of %s: %w", name, err)
+	}
+	want := ipNet(addr)
+	for _, a := range addrs {
+		if a.IPNet.String() == want.String() {
+			return false, nil
+		}
+	}
+	if err := netlink.AddrReplace(link, &netlink.Addr{IPNet: want}); err != nil {
+		return false, fmt.Errorf("agent: add %s to %s: %w", addr, name, err)
+	}
+	return true, nil
+}
+
+// enableForwarding turns on IP forwarding of the namespace.
+func enableForwarding(v6 bool) error {
+	path := "/proc/sys/net/ipv4/ip_forward"
+	if v6 {
+		path = "/proc/sys/net/ipv6/conf/all/forwarding"
+	}
+	if b, err := os.ReadFile(path); err == nil && len(b) > 0 && b[0] == '1' {
+		return nil
+	}
+	if err := os.WriteFile(path, []byte("1"), 0o644); err != nil {
+		return fmt.Errorf("agent: enable forwarding: %w", err)
+	}
+	return nil
+}
+
+// podGateway returns cfg.PodGateway, or the gateway of the main table's
+// default route via the pod interface.
+func podGateway(pod netlink.Link, cfg Config) (netip.Addr, error) {
+	if cfg.PodGateway.IsValid() {
+		return cfg.PodGateway.Unmap(), nil
+	}
+	routes, err := netlink.RouteListFiltered(family(cfg.ClusterIP),
+		&netlink.Route{Table: 254, LinkIndex: pod.Attrs().Index}, netlink.RT_FILTER_TABLE|netlink.RT_FILTER_OIF)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("agent: routes of %s: %w", cfg.Pod, err)
+	}
+	for _, r := range routes {
+		if ones, _ := maskOf(r.Dst); ones == 0 && r.Gw != nil {
+			if gw, ok := netip.AddrFromSlice(r.Gw); ok {
+				return gw.Unmap(), nil
+			}
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("agent: no default route via %s in the main table: give the pod gateway", cfg.Pod)
+}
+
+func maskOf(n *net.IPNet) (int, int) {
+	if n == nil {
+		return 0, 0
+	}
+	return n.Mask.Size()
+}
+
+// ensureRules adds `ip rule iif <if> lookup <table>` for both interfaces.
+func ensureRules(cfg Config) (int, error) {
+	fam := family(cfg.LBIP.Addr())
+	rules, err := netlink.RuleList(fam)
+	if err != nil {
+		return 0, fmt.Errorf("agent: list rules: %w", err)
+	}
+	added := 0
+	for _, iif := range []string{cfg.External, cfg.Pod} {
+		exists := false
+		for _, r := range rules {
+			if r.IifName == iif && r.Table == cfg.Table && r.Src == nil && r.Dst == nil && r.Mark == 0 && !r.Invert {
+				exists = true
+			}
+		}
+		if exists {
+			continue
+		}
+		r := netlink.NewRule()
+		r.Family, r.IifName, r.Table = fam, iif, cfg.Table
+		if err := netlink.RuleAdd(r); err != nil {
+			return added, fmt.Errorf("agent: ip rule iif %s lookup %d: %w", iif, cfg.Table, err)
+		}
+		added++
+	}
+	return added, nil
+}
+
+// ensureRoutes sets table cfg.Table: default via the gateway on the
+// external interface, the ClusterIP via the pod gateway.
+func ensureRoutes(ext, pod netlink.Link, podGW netip.Addr, cfg Config) error {
+	def := netip.PrefixFrom(netip.IPv4Unspecified(), 0)
+	if cfg.LBIP.Addr().Is6() {
+		def = netip.PrefixFrom(netip.IPv6Unspecified(), 0)
+	}
+	for _, r := range []struct {
+		link netlink.Link
+		dst  netip.Prefix
+		gw   netip.Addr
+	}{
+		{ext, def, cfg.Gateway},
+		{pod, netip.PrefixFrom(cfg.ClusterIP, cfg.ClusterIP.BitLen()), podGW},
+	} {
+		route := &netlink.Route{LinkIndex: r.link.Attrs().Index, Dst: ipNet(r.dst), Gw: r.gw.AsSlice(), Table: cfg.Table}
+		if err := netlink.RouteReplace(route); err != nil {
+			return fmt.Errorf("agent: route %s via %s dev %s table %d: %w", r.dst, r.gw, r.link.Attrs().Name, cfg.Table, err)
+		}
+	}
+	return nil
+}
+
+func family(a netip.Addr) int {
+	if a.Is6() {
+		return netlink.FAMILY_V6
+	}
+	return netlink.FAMILY_V4
+}
+
+func ipNet(p netip.Prefix) *net.IPNet {
+	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
+}

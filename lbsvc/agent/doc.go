@@ -1,0 +1,31 @@
+// Package agent is the in-pod agent of Kube-OVN's LoadBalancer Service
+// mode (seed 004, reference §4), `ovnedge lbsvc-agent`, in Go instead of
+// Kube-OVN's exec'd lb-svc.sh. Running in the lb-svc-<service> pod, whose
+// second interface net1 sits on the external (macvlan) network, [Apply]
+// makes the pod forward LBIP:port to ClusterIP:port:
+//
+//   - net1 up with the LoadBalancer address (LBIP/subnet length);
+//   - `ip rule iif net1 lookup 100` and `ip rule iif eth0 lookup 100`;
+//   - table 100: default via the subnet gateway on net1, and the ClusterIP
+//     via eth0's gateway (the main table's default route unless given);
+//   - iptables nat: per service port `-d LBIP -p proto --dport port -j DNAT
+//     --to-destination ClusterIP:port` (chain OVNEDGE-LBSVC-DNAT, jumped to
+//     from PREROUTING) and `-d ClusterIP -j MASQUERADE` (chain
+//     OVNEDGE-LBSVC-SNAT, from POSTROUTING); rules of ports no longer
+//     configured are removed;
+//   - IP forwarding on;
+//   - an ARP check of the gateway on net1: a bounded number of attempts,
+//     each with a timeout, and a [Status] that says what answered (or
+//     not). A silent gateway never makes Apply loop: the rules stay
+//     programmed and the status says so.
+//
+// Every step is idempotent: a second Apply with the same [Config] changes
+// nothing and reports no added or removed rule. [Run] applies, then
+// re-applies every Resync until its context ends, so rules removed behind
+// its back come back. A [Config] is flag-friendly ([Config.RegisterFlags],
+// [Config.Args]) and can take the address and gateway from the pod's
+// Kube-OVN annotations through a downward-API file.
+//
+// The agent acts on the network namespace of the calling thread and
+// needs CAP_NET_ADMIN and the iptables binary.
+package agent

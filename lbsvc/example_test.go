@@ -1,0 +1,58 @@
+package lbsvc_test
+
+import (
+	"fmt"
+	"net/netip"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/ovnedge/ovnedge/lbsvc"
+)
+
+// A LoadBalancer Service with externalTrafficPolicy=Local: its ingress VIP
+// is only on the per-node load balancers, each with the node's own
+// endpoints and skip_snat=true.
+func ExampleBuild() {
+	web := svc("web", corev1.ServiceTypeLoadBalancer, []string{"10.96.0.10"}, port("http", corev1.ProtocolTCP, 80, 0, "8080"))
+	web.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	web.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "172.18.0.50"}}
+	eps := slice("web-a", "web", discoveryv1.AddressTypeIPv4, []discoveryv1.EndpointPort{sport("http", corev1.ProtocolTCP, 8080)},
+		ready("10.244.1.3", "node1"))
+	states, _ := lbsvc.Build(lbsvc.Input{
+		Services: []*corev1.Service{web}, EndpointSlices: []*discoveryv1.EndpointSlice{eps},
+		Nodes: []lbsvc.Node{{Name: "node1"}, {Name: "node2"}},
+	}, lbsvc.Options{})
+	for _, lb := range states[lbsvc.ServiceOwner("default", "web")].LoadBalancers {
+		fmt.Println(lb.Name, lb.VIPs, "skip_snat="+lb.Options["skip_snat"])
+	}
+	// Output:
+	// Service_default/web_TCP_cluster map[10.96.0.10:80:10.244.1.3:8080] skip_snat=false
+	// Service_default/web_TCP_node_local_router_node1 map[172.18.0.50:80:10.244.1.3:8080] skip_snat=true
+	// Service_default/web_TCP_node_local_router_node2 map[172.18.0.50:80:] skip_snat=true
+	// Service_default/web_TCP_node_switch_node1 map[172.18.0.50:80:10.244.1.3:8080] skip_snat=false
+	// Service_default/web_TCP_node_switch_node2 map[172.18.0.50:80:10.244.1.3:8080] skip_snat=false
+}
+
+// The L2 mode: every node feeds the same VIPs to its arp.Controller;
+// exactly one healthy node answers each.
+func ExampleL2VIPs() {
+	web := svc("web", corev1.ServiceTypeLoadBalancer, []string{"10.96.0.10"}, port("http", corev1.ProtocolTCP, 80, 0, "8080"))
+	web.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "172.18.0.50"}}
+	services := []*corev1.Service{web}
+	for _, v := range lbsvc.L2VIPs(services, nil, "br-ex") {
+		fmt.Println(v.Addr, v.Interface, v.Eligible == nil)
+	}
+	owners := lbsvc.VIPOwners(services, nil, []string{"node1", "node2", "node3"})
+	fmt.Println(len(owners), "owner:", owners[firstKey(owners)])
+	// Output:
+	// 172.18.0.50 br-ex true
+	// 1 owner: [172.18.0.50]
+}
+
+func firstKey(m map[string][]netip.Addr) string {
+	for k := range m {
+		return k
+	}
+	return ""
+}
