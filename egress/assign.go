@@ -16,6 +16,9 @@ const (
 	ReasonEgressIPConflict    = "EgressIPConflict"
 	ReasonUnsupportedRequest  = "UnsupportedRequest"
 	ReasonNoMatchingNodeFound = "NoMatchingNodeFound"
+	// ReasonInvalidSelector is ours: a selector the API server would
+	// normally refuse (e.g. an unknown operator).
+	ReasonInvalidSelector = "InvalidSelector"
 )
 
 // Result is the outcome of one assignment pass.
@@ -48,24 +51,28 @@ type Result struct {
 //
 // Nodes in broken (those ParseNodes could not parse) are left alone: their
 // items are kept as they are and they get no new ones, so one bad
-// annotation never empties other EgressIPs' status.
+// annotation never empties other EgressIPs' status. nodes may hold their
+// last good parse (KeepLastGood), so that their addresses still count as
+// conflicts and Compute keeps their rows.
 func Assign(eips []*egressv1.EgressIP, nodes []Node, reachable func(node string) bool, broken map[string]error) Result {
 	res := Result{Status: make(map[string][]egressv1.EgressIPStatusItem, len(eips))}
 	eips = slices.Clone(eips)
 	slices.SortFunc(eips, func(a, b *egressv1.EgressIP) int { return cmp.Compare(a.Name, b.Name) })
 
 	byName := make(map[string]*Node, len(nodes))
+	index := make(map[string]int, len(nodes))
 	hostIPs := map[netip.Addr]string{}
 	for i := range nodes {
 		n := &nodes[i]
-		byName[n.Name] = n
+		byName[n.Name], index[n.Name] = n, i
 		for _, a := range n.hostIPs() {
 			hostIPs[a] = n.Name
 		}
 	}
 	candidate := func(name string) bool {
 		n, ok := byName[name]
-		return ok && n.Assignable && n.Ready && (reachable == nil || reachable(name))
+		_, isBroken := broken[name]
+		return ok && !isBroken && n.Assignable && n.Ready && (reachable == nil || reachable(name))
 	}
 
 	type request struct {
@@ -74,7 +81,7 @@ func Assign(eips []*egressv1.EgressIP, nodes []Node, reachable func(node string)
 	}
 	reqs := make([]request, len(eips))
 	warn := func(eip *egressv1.EgressIP, reason, format string, args ...any) {
-		res.Events = append(res.Events, event.Warningf(event.Ref(egressv1.SchemeGroupVersion.String(), egressv1.Kind, eip), reason, format, args...))
+		res.Events = append(res.Events, warning(eip, reason, format, args...))
 	}
 	for i, eip := range eips {
 		reqs[i].eip = eip
@@ -119,27 +126,23 @@ func Assign(eips []*egressv1.EgressIP, nodes []Node, reachable func(node string)
 		})
 	}
 
-	// Load and per-family use of every node, counting what is kept.
+	// Load and per-family use of every node (by index), counting what is
+	// kept.
 	type load struct{ v4, v6 int }
-	loads := map[string]*load{}
+	loads := make([]load, len(nodes))
 	use := func(node string, a netip.Addr) {
-		l := loads[node]
-		if l == nil {
-			l = &load{}
-			loads[node] = l
+		i, ok := index[node]
+		if !ok {
+			return // a broken node without a last good parse
 		}
 		if a.Is6() {
-			l.v6++
+			loads[i].v6++
 		} else {
-			l.v4++
+			loads[i].v4++
 		}
 	}
-	hasRoom := func(n *Node, a netip.Addr) bool {
-		l := loads[n.Name]
-		if l == nil {
-			l = &load{}
-		}
-		c := n.Capacity
+	hasRoom := func(i int, a netip.Addr) bool {
+		l, c := loads[i], nodes[i].Capacity
 		fam, famCap := l.v4, c.IPv4
 		if a.Is6() {
 			fam, famCap = l.v6, c.IPv6
@@ -158,11 +161,10 @@ func Assign(eips []*egressv1.EgressIP, nodes []Node, reachable func(node string)
 			}
 			a = a.Unmap()
 			if _, isBroken := broken[it.Node]; !isBroken {
-				n := byName[it.Node]
 				if !candidate(it.Node) {
 					continue
 				}
-				if _, _, ok := n.Network(a); !ok || !hasRoom(n, a) {
+				if _, _, ok := byName[it.Node].Network(a); !ok || !hasRoom(index[it.Node], a) {
 					continue
 				}
 			}
@@ -172,44 +174,47 @@ func Assign(eips []*egressv1.EgressIP, nodes []Node, reachable func(node string)
 		}
 	}
 
-	order := make([]*Node, 0, len(nodes))
+	var candidates []int // indexes into nodes
 	for i := range nodes {
 		if candidate(nodes[i].Name) {
-			order = append(order, &nodes[i])
+			candidates = append(candidates, i)
 		}
 	}
-	total := func(n *Node) int {
-		if l := loads[n.Name]; l != nil {
-			return l.v4 + l.v6
-		}
-		return 0
-	}
+	total := func(i int) int { return loads[i].v4 + loads[i].v6 }
 	for i, r := range reqs {
-		used := map[string]bool{}
+		var used []int // indexes of the nodes holding an IP of r
 		for _, node := range assigned[i] {
-			used[node] = true
+			if j, ok := index[node]; ok {
+				used = append(used, j)
+			}
 		}
 		for _, a := range r.ips {
 			if assigned[i][a] != "" {
 				continue
 			}
-			slices.SortStableFunc(order, func(x, y *Node) int {
-				return cmp.Or(cmp.Compare(total(x), total(y)), cmp.Compare(x.Name, y.Name))
-			})
-			var chosen *Node
-			for _, n := range order {
-				if _, _, ok := n.Network(a); ok && !used[n.Name] && hasRoom(n, a) {
-					chosen = n
-					break
+			// The least loaded eligible candidate, ties by name: one scan,
+			// no sort per IP.
+			chosen := -1
+			for _, c := range candidates {
+				if chosen >= 0 {
+					if t, tc := total(c), total(chosen); t > tc || (t == tc && nodes[c].Name > nodes[chosen].Name) {
+						continue
+					}
+				}
+				if !hasRoom(c, a) || slices.Contains(used, c) {
+					continue
+				}
+				if _, _, ok := nodes[c].Network(a); ok {
+					chosen = c
 				}
 			}
-			if chosen == nil {
+			if chosen < 0 {
 				warn(r.eip, ReasonNoMatchingNodeFound, "no egress-assignable, ready and reachable node without another IP of this EgressIP has a network containing %s and room for it", a)
 				continue
 			}
-			assigned[i][a] = chosen.Name
-			used[chosen.Name] = true
-			use(chosen.Name, a)
+			assigned[i][a] = nodes[chosen].Name
+			used = append(used, chosen)
+			use(nodes[chosen].Name, a)
 		}
 		items := []egressv1.EgressIPStatusItem{}
 		for _, a := range r.ips {
@@ -220,6 +225,11 @@ func Assign(eips []*egressv1.EgressIP, nodes []Node, reachable func(node string)
 		res.Status[r.eip.Name] = items
 	}
 	return res
+}
+
+// warning is a Warning event on eip.
+func warning(eip *egressv1.EgressIP, reason, format string, args ...any) event.Event {
+	return event.Warningf(event.Ref(egressv1.SchemeGroupVersion.String(), egressv1.Kind, eip), reason, format, args...)
 }
 
 // parseEgressIP accepts a unicast IPv4 or IPv6 address.

@@ -35,6 +35,12 @@ var (
 	capacity      = func(v4 int) func(*egress.Node) {
 		return func(n *egress.Node) { n.Capacity.IPv4 = v4 }
 	}
+	capacityTotal = func(total int) func(*egress.Node) {
+		return func(n *egress.Node) { n.Capacity.Total = total }
+	}
+	cloud = func(network string) func(*egress.Node) {
+		return func(n *egress.Node) { n.Cloud = []netip.Prefix{netip.MustParsePrefix(network)} }
+	}
 	secondary = func(cidrs ...string) func(*egress.Node) {
 		return func(n *egress.Node) {
 			n.HostCIDRs = append([]netip.Prefix{}, n.HostCIDRs...)
@@ -182,6 +188,47 @@ func TestAssign(t *testing.T) {
 			nodes:  []egress.Node{node("w1", 2)},
 			broken: map[string]error{"bad": nil},
 			want:   want{status: map[string]string{"a": "bad=172.18.0.31", "b": "w1=172.18.0.32"}},
+		},
+		{
+			name: "broken node with its last good parse: kept, never a new candidate, its address still a conflict",
+			eips: []*egressv1.EgressIP{eip("a", []string{"172.18.0.31"}, "bad=172.18.0.31"),
+				eip("b", []string{"172.18.0.32", "172.18.0.9"}), eip("c", []string{"172.18.0.33"})},
+			nodes:  []egress.Node{node("bad", 9), node("w1", 2), node("w2", 3)},
+			broken: map[string]error{"bad": nil},
+			want: want{status: map[string]string{"a": "bad=172.18.0.31", "b": "w1=172.18.0.32", "c": "w2=172.18.0.33"},
+				events: []string{"b EgressIPConflict"}},
+		},
+		{
+			name: "node losing its label mid-assignment: its IPs move in the same pass, least loaded first, others stay",
+			eips: []*egressv1.EgressIP{
+				eip("a", []string{"172.18.0.31", "172.18.0.32"}, "w1=172.18.0.31", "w2=172.18.0.32"),
+				eip("b", []string{"172.18.0.41"}, "w1=172.18.0.41"),
+				eip("c", []string{"172.18.0.51"}, "w3=172.18.0.51"),
+			},
+			nodes: []egress.Node{node("w1", 2, notAssignable), node("w2", 3), node("w3", 5), node("w4", 6)},
+			want: want{status: map[string]string{
+				"a": "w4=172.18.0.31,w2=172.18.0.32", // w4 is empty; a already has w2
+				"b": "w2=172.18.0.41",                // w2, w3, w4 hold one each: by name
+				"c": "w3=172.18.0.51",
+			}},
+		},
+		{
+			name:  "total capacity over both families",
+			eips:  []*egressv1.EgressIP{eip("a", []string{"172.18.0.31"}), eip("b", []string{"fc00::31"})},
+			nodes: []egress.Node{node("w1", 2, capacityTotal(1), secondary("fc00::2/64"))},
+			want:  want{status: map[string]string{"a": "w1=172.18.0.31", "b": ""}, events: []string{"b NoMatchingNodeFound"}},
+		},
+		{
+			name:  "cloud node: only IPs of its cloud egress network",
+			eips:  []*egressv1.EgressIP{eip("a", []string{"172.18.0.31"}), eip("b", []string{"10.0.128.5"})},
+			nodes: []egress.Node{node("w1", 2, cloud("10.0.128.0/18"))},
+			want:  want{status: map[string]string{"a": "", "b": "w1=10.0.128.5"}, events: []string{"a NoMatchingNodeFound"}},
+		},
+		{
+			name:  "a not assignable node is never chosen",
+			eips:  []*egressv1.EgressIP{eip("a", []string{"172.18.0.31"})},
+			nodes: []egress.Node{node("w1", 2, notAssignable), node("w2", 3, notReady)},
+			want:  want{status: map[string]string{"a": ""}, events: []string{"a NoMatchingNodeFound"}},
 		},
 		{
 			name:  "status item for an IP no longer in spec is dropped",

@@ -131,6 +131,22 @@ func ParseNodes(nodes []*corev1.Node) ([]Node, map[string]error) {
 	return out, broken
 }
 
+// KeepLastGood returns parsed plus, for each node in broken, its last good
+// parse from prev (when there is one), sorted by name. Given to Assign
+// (with broken) and Compute, a node whose annotation turns bad keeps its
+// egress IPs, its rows and its addresses in the conflict checks, and gets
+// no new egress IP until it parses again: what is programmed is not lost.
+func KeepLastGood(prev, parsed []Node, broken map[string]error) []Node {
+	out := slices.Clone(parsed)
+	for _, n := range prev {
+		if _, ok := broken[n.Name]; ok && !slices.ContainsFunc(out, func(p Node) bool { return p.Name == n.Name }) {
+			out = append(out, n)
+		}
+	}
+	slices.SortFunc(out, func(a, b Node) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
+
 func annotationError(node, key string, err error) error {
 	return fmt.Errorf("node %s: annotation %s: %w", node, key, err)
 }

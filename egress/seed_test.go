@@ -204,14 +204,23 @@ func TestSeed002PrimaryNetwork(t *testing.T) {
 	flowtest.Golden(t, filepath.Join("..", "testdata", "egress", "seed002-primary.nb"), renderNB(d.NB))
 }
 
-func TestSeed002SecondaryHostNetwork(t *testing.T) {
+// seedSecondaryNodes are the seed's nodes with a secondary host network
+// 10.10.10.0/24 on the workers (ovn-worker 10.10.10.1, ovn-worker2
+// 10.10.10.2).
+func seedSecondaryNodes(t testing.TB) []egress.Node {
+	t.Helper()
 	nodes := seedNodes(t)
 	for i := range nodes {
 		if nodes[i].Assignable {
-			last := byte(nodes[i].Subnets[0].Addr().As4()[2])
+			last := nodes[i].Subnets[0].Addr().As4()[2]
 			nodes[i].HostCIDRs = append(nodes[i].HostCIDRs, netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 10, 10, last}), 24))
 		}
 	}
+	return nodes
+}
+
+func TestSeed002SecondaryHostNetwork(t *testing.T) {
+	nodes := seedSecondaryNodes(t)
 	_, d := seedDesired(t, nodes, "10.10.10.100", "10.10.10.101")
 	want := seedSets.Replace(seedPolicies + "100 ip4.src == 10.244.1.3 reroute 10.244.1.2, 10.244.2.2 pkt_mark=1009\n")
 	if got := strings.Join(policyList(d.NB), "\n") + "\n"; got != want {

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
+	"github.com/ovnedge/ovnedge/internal/event"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -100,4 +101,25 @@ func SelectPods(eip *egressv1.EgressIP, namespaces []*corev1.Namespace, pods []*
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
 	return out, nil
+}
+
+// Serve pairs every EgressIP with the pods it selects and its status items
+// (by name, as Assign returns them), ready for Compute. An EgressIP whose
+// selector is malformed gets an InvalidSelector event and is left out:
+// left out of the state given to ovsdbnb.Client.Sync, its rows stay as
+// they are, so a bad edit never tears down what is programmed. A
+// selector that selects nothing is not an error: the EgressIP keeps its
+// egress IPs and has no pod to reroute.
+func Serve(eips []*egressv1.EgressIP, status map[string][]egressv1.EgressIPStatusItem, namespaces []*corev1.Namespace, pods []*corev1.Pod) ([]Served, []event.Event) {
+	var served []Served
+	var events []event.Event
+	for _, eip := range eips {
+		ps, err := SelectPods(eip, namespaces, pods)
+		if err != nil {
+			events = append(events, warning(eip, ReasonInvalidSelector, "%v", err))
+			continue
+		}
+		served = append(served, Served{Name: eip.Name, Status: status[eip.Name], Pods: ps})
+	}
+	return served, events
 }

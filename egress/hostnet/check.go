@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/vishvananda/netlink"
@@ -74,6 +75,39 @@ func (m *Manager) check(a Assignment, egressIPs map[netip.Addr]bool) (netlink.Li
 		return nil, 0, reject(ReasonForwardingDisabled, nil, "net.%s.conf.%s.forwarding is 0", familyName(family), a.Link)
 	}
 	return link, plen, nil
+}
+
+// LinkOf returns the link holding network: the one link with an address
+// of global scope in exactly that network (egress.HostAssignment names
+// the node's host network of an egress IP, an Assignment its link). No
+// such link, or several, is an error.
+func (m *Manager) LinkOf(network netip.Prefix) (string, error) {
+	family := familyOf(network.Addr())
+	addrs, err := m.nl.AddrList(nil, family)
+	if err != nil {
+		return "", fmt.Errorf("link of %s: list addresses: %w", network, err)
+	}
+	var names []string
+	for _, ad := range addrs {
+		if ad.Scope != unix.RT_SCOPE_UNIVERSE || prefixOf(ad.IPNet, family).Masked() != network.Masked() {
+			continue
+		}
+		link, err := m.nl.LinkByIndex(ad.LinkIndex)
+		if err != nil {
+			return "", fmt.Errorf("link of %s: link %d: %w", network, ad.LinkIndex, err)
+		}
+		if name := link.Attrs().Name; !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	switch len(names) {
+	case 0:
+		return "", fmt.Errorf("link of %s: no link has an address in it", network)
+	case 1:
+		return names[0], nil
+	default:
+		return "", fmt.Errorf("link of %s: several links have addresses in it: %s", network, strings.Join(names, ", "))
+	}
 }
 
 // validate checks an assignment's addresses and link name.

@@ -34,6 +34,10 @@
 // pod is steered to a link only once its SNAT exists there; removals go
 // the other way (ip rules first, the address before its marker route).
 //
+// [Manager.LinkOf] finds the link of a host network (egress computes the
+// network of each egress IP, egress.HostAssignment; the daemon turns it
+// into an Assignment's link with it).
+//
 // Before use, each assignment is checked against the requirements of seed
 // 002: the link exists, is up (administratively and operationally), has
 // an address of global scope in a network that contains the egress IP,

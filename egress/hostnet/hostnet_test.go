@@ -299,14 +299,16 @@ func snapshot(t *testing.T, n *testbed.Netns) string {
 }
 
 // settled returns the namespace's snapshot once carrier changes and IPv6
-// link-local addresses of a fresh setup have stopped changing it.
+// link-local addresses of a fresh setup have stopped changing it: two
+// snapshots alike and no address still tentative (duplicate address
+// detection turns it into a plain one later).
 func settled(t *testing.T, n *testbed.Netns) string {
 	t.Helper()
 	prev := snapshot(t, n)
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
 		time.Sleep(300 * time.Millisecond)
 		cur := snapshot(t, n)
-		if cur == prev {
+		if cur == prev && !strings.Contains(cur, "tentative") {
 			return cur
 		}
 		prev = cur
@@ -374,6 +376,17 @@ func TestRequirements(t *testing.T) {
 			}
 			defer mgr.Close()
 			ctx := context.Background()
+			t.Run("LinkOf", func(t *testing.T) {
+				for network, want := range map[string]string{
+					"192.168.100.0/24": "eg0", "192.168.102.0/24": "fwoff0", "fd00:102::/64": "fwoff6",
+					"192.168.100.0/25": "", "10.99.0.0/16": "",
+				} {
+					got, err := mgr.LinkOf(netip.MustParsePrefix(network))
+					if got != want || (err != nil) != (want == "") {
+						t.Errorf("LinkOf(%s) = %q, %v; want %q", network, got, err, want)
+					}
+				}
+			})
 			before := settled(t, node)
 			for _, tc := range bad {
 				t.Run(tc.name, func(t *testing.T) {

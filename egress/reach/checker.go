@@ -10,8 +10,12 @@ import (
 	"time"
 )
 
-// DefaultInterval is OVN-Kubernetes' fixed check interval.
-const DefaultInterval = 5 * time.Second
+// DefaultInterval is OVN-Kubernetes' fixed check interval, and
+// DefaultTimeout the default of egressip-reachability-total-timeout.
+const (
+	DefaultInterval = 5 * time.Second
+	DefaultTimeout  = time.Second
+)
 
 // Config configures a Checker, from the daemon's flags and config file
 // ([ovnkubernetesfeature] egressip-reachability-total-timeout and
@@ -30,6 +34,34 @@ type Config struct {
 	Dial DialFunc
 	// Logger, slog.Default when nil.
 	Logger *slog.Logger
+}
+
+// DefaultConfig is OVN-Kubernetes' default: the DISCARD probe every
+// DefaultInterval, each within DefaultTimeout.
+func DefaultConfig() Config {
+	return Config{Interval: DefaultInterval, Timeout: DefaultTimeout}
+}
+
+// NewConfig makes a Config from the settings as OVN-Kubernetes spells
+// them (flags, or the config file section [ovnkubernetesfeature]):
+// totalTimeout is egressip-reachability-total-timeout in seconds (0: no
+// probe, every node is reachable), port is egressip-node-healthcheck-port
+// (0: the DISCARD probe, else gRPC on that port, with tls when its files
+// are set) and interval the check interval (0: DefaultInterval). Out of
+// range values are an error naming the setting.
+func NewConfig(totalTimeout, port int, interval time.Duration, tls TLSFiles) (Config, error) {
+	switch {
+	case totalTimeout < 0:
+		return Config{}, fmt.Errorf("egressip-reachability-total-timeout %d: negative", totalTimeout)
+	case port < 0 || port > 65535:
+		return Config{}, fmt.Errorf("egressip-node-healthcheck-port %d: not a TCP port", port)
+	case interval < 0:
+		return Config{}, fmt.Errorf("egress node check interval %v: negative", interval)
+	}
+	if interval == 0 {
+		interval = DefaultInterval
+	}
+	return Config{Interval: interval, Timeout: time.Duration(totalTimeout) * time.Second, Port: port, TLS: tls}, nil
 }
 
 // Target is a node to probe at its management IP.

@@ -17,6 +17,11 @@
 //     within the total timeout (0 = every node is reachable, no probe), and
 //     reports changes through a callback: a node that stops answering is
 //     reported down within one interval plus the timeout.
+//   - [NewConfig] makes a Checker's Config from the settings as
+//     OVN-Kubernetes names them: egressip-reachability-total-timeout
+//     (seconds, default 1, 0 = no probe), egressip-node-healthcheck-port
+//     (0 = DISCARD) and the check interval (default 5 s); [DefaultConfig]
+//     is the default.
 //
 // Everything here opens real sockets; the tests run against real
 // listeners on loopback and in network namespaces.

@@ -14,7 +14,9 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -420,5 +422,38 @@ func newCerts(t *testing.T) testCerts {
 		server:  reach.TLSFiles{CertFile: sc, KeyFile: sk, CAFile: caFile},
 		client:  reach.TLSFiles{CertFile: cc, KeyFile: ck, CAFile: caFile},
 		otherCA: reach.TLSFiles{CertFile: oc, KeyFile: ok, CAFile: otherFile},
+	}
+}
+
+func TestNewConfig(t *testing.T) {
+	tests := []struct {
+		name          string
+		timeout, port int
+		interval      time.Duration
+		want          reach.Config
+		err           string
+	}{
+		{name: "defaults as the daemon parses them", timeout: 1, want: reach.DefaultConfig()},
+		{name: "0 skips reachability", timeout: 0, interval: time.Second,
+			want: reach.Config{Interval: time.Second}},
+		{name: "gRPC port", timeout: 3, port: 9107, interval: 2 * time.Second,
+			want: reach.Config{Interval: 2 * time.Second, Timeout: 3 * time.Second, Port: 9107}},
+		{name: "negative timeout", timeout: -1, err: "egressip-reachability-total-timeout -1"},
+		{name: "port out of range", port: 65536, err: "egressip-node-healthcheck-port 65536"},
+		{name: "negative interval", interval: -time.Second, err: "interval -1s"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := reach.NewConfig(tc.timeout, tc.port, tc.interval, reach.TLSFiles{})
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want one containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("NewConfig = %+v, %v; want %+v", got, err, tc.want)
+			}
+		})
 	}
 }

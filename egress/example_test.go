@@ -1,0 +1,117 @@
+package egress_test
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/ovnedge/ovnedge/egress"
+	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// exampleNodes are seed 002's two egress-assignable workers.
+func exampleNodes() []*corev1.Node {
+	return []*corev1.Node{
+		k8sNode("ovn-worker", "10.244.1.0/24", "172.18.0.2/16", "100.64.0.3/16", true),
+		k8sNode("ovn-worker2", "10.244.2.0/24", "172.18.0.3/16", "100.64.0.4/16", true),
+	}
+}
+
+// Seed 002's EgressIP over its two workers: each IP on its own node,
+// least loaded first; an invalid IP and a node's own address are refused
+// with an event and do not stop the others.
+func ExampleAssign() {
+	nodes, broken := egress.ParseNodes(exampleNodes())
+	eip := &egressv1.EgressIP{
+		ObjectMeta: metav1.ObjectMeta{Name: "egressip-prod"},
+		Spec:       egressv1.EgressIPSpec{EgressIPs: []string{"172.18.0.33", "172.18.0.44", "172.18.0.300", "172.18.0.3"}},
+	}
+	res := egress.Assign([]*egressv1.EgressIP{eip}, nodes, nil, broken)
+	for _, it := range res.Status[eip.Name] {
+		fmt.Println(it.Node, it.EgressIP)
+	}
+	for _, e := range res.Events {
+		fmt.Println(e.Reason+":", e.Message)
+	}
+	// Output:
+	// ovn-worker 172.18.0.33
+	// ovn-worker2 172.18.0.44
+	// InvalidEgressIP: egress IP "172.18.0.300": not an IP address
+	// EgressIPConflict: egress IP 172.18.0.3 is an address of node ovn-worker2
+}
+
+// The egress node ovn-worker stops answering its reachability probe: its
+// IP moves to the other candidate in the same pass.
+func ExampleAssign_failover() {
+	nodes, _ := egress.ParseNodes(append(exampleNodes(),
+		k8sNode("ovn-worker3", "10.244.3.0/24", "172.18.0.5/16", "100.64.0.5/16", true)))
+	eip := &egressv1.EgressIP{
+		ObjectMeta: metav1.ObjectMeta{Name: "egressip-prod"},
+		Spec:       egressv1.EgressIPSpec{EgressIPs: []string{"172.18.0.33", "172.18.0.44"}},
+		Status: egressv1.EgressIPStatus{Items: []egressv1.EgressIPStatusItem{
+			{Node: "ovn-worker", EgressIP: "172.18.0.33"}, {Node: "ovn-worker2", EgressIP: "172.18.0.44"},
+		}},
+	}
+	reachable := func(node string) bool { return node != "ovn-worker" }
+	res := egress.Assign([]*egressv1.EgressIP{eip}, nodes, reachable, nil)
+	fmt.Println(res.Status[eip.Name])
+	// Output:
+	// [{ovn-worker3 172.18.0.33} {ovn-worker2 172.18.0.44}]
+}
+
+// The NB rows of seed 002's EgressIP: the pod's reroute to both gateway
+// routers (ECMP) and one SNAT per egress node.
+func ExampleCompute() {
+	nodes, _ := egress.ParseNodes(exampleNodes())
+	status := []egressv1.EgressIPStatusItem{{Node: "ovn-worker", EgressIP: "172.18.0.33"}, {Node: "ovn-worker2", EgressIP: "172.18.0.44"}}
+	pod := egress.Pod{Namespace: "default", Name: "web", Node: "ovn-worker", IPs: []netip.Addr{netip.MustParseAddr("10.244.1.3")}}
+	c := egress.Cluster{ClusterSubnets: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}}
+	d, err := egress.Compute(c, nodes, []egress.Served{{Name: "egressip-prod", Status: status, Pods: []egress.Pod{pod}}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for o, st := range d.NB {
+		if o.Type != egress.OwnerEgressIP {
+			continue
+		}
+		for _, p := range st.Policies {
+			fmt.Println(p.Priority, p.Match, p.Action, p.Nexthops)
+		}
+		for _, n := range st.NATs {
+			fmt.Println(n.Router, n.Type, n.ExternalIP, n.LogicalIP)
+		}
+	}
+	// Output:
+	// 100 ip4.src == 10.244.1.3 reroute [100.64.0.3 100.64.0.4]
+	// GR_ovn-worker snat 172.18.0.33 10.244.1.3
+	// GR_ovn-worker2 snat 172.18.0.44 10.244.1.3
+}
+
+// Seed 002's selectors: pods labelled app=web in namespaces without
+// environment=development.
+func ExampleSelectPods() {
+	pods, err := egress.SelectPods(seedEgressIP("172.18.0.33"), seedNamespaces, seedPods)
+	fmt.Println(pods, err)
+	// Output:
+	// [{default web ovn-worker [10.244.1.3]}] <nil>
+}
+
+// A node whose annotation turns bad keeps its last good parse: its egress
+// IPs and rows stay, and it gets no new egress IP until it parses again.
+func ExampleKeepLastGood() {
+	prev, _ := egress.ParseNodes(exampleNodes())
+	bad := exampleNodes()
+	bad[0].Annotations[egress.AnnotationNodeSubnets] = "{not json"
+	parsed, broken := egress.ParseNodes(bad)
+	var names []string
+	for _, n := range egress.KeepLastGood(prev, parsed, broken) {
+		names = append(names, n.Name)
+	}
+	fmt.Println(len(parsed), names)
+	fmt.Println(broken["ovn-worker"] != nil)
+	// Output:
+	// 1 [ovn-worker ovn-worker2]
+	// true
+}
