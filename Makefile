@@ -8,7 +8,7 @@ BENCHTIME ?= 1s
 .PHONY: help deps test demo bench lint update-golden
 
 help:
-	@echo "make demo           print the seed node's br-ex flow program"
+	@echo "make demo           run ovnedge on examples/demo/*.yaml in a local OVN/OVS sandbox and show the result"
 	@echo "make test           install dependencies, run every test with -race (real OVS/OVN)"
 	@echo "make bench          run the benchmarks (BENCH=regexp BENCHTIME=1s)"
 	@echo "make lint           gofmt, go vet, staticcheck"
@@ -21,7 +21,7 @@ test: deps
 	$(GO) test -race -count=1 ./...
 
 demo: deps
-	$(GO) run ./examples/seed
+	$(GO) run ./examples/demo -manifests examples/demo
 
 bench: deps
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -benchmem ./...

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"gopkg.in/gcfg.v1"
+
+	"github.com/ovnedge/ovnedge/lbsvc/ipam"
 )
 
 // ClusterSubnet is one `--cluster-subnets` entry: a pod network and the
@@ -38,7 +40,19 @@ type Config struct {
 	OVSDB     string // Open_vSwitch database endpoint
 	OVSRunDir string // directory of <bridge>.mgmt
 	Bridge    string
-	CTZone    uint16
+	// Uplink is the bridge port of the physical NIC; PatchPort the patch
+	// port to br-int ("" means OVN-Kubernetes' name,
+	// patch-<bridge>_<node>-to-br-int).
+	Uplink, PatchPort string
+	CTZone            uint16
+
+	// HostNetns is the network namespace (a path) whose links host the
+	// egress IPs of secondary host networks; "" is ovnedge's own.
+	HostNetns string
+
+	// LBPools are the LoadBalancer address pools; none disables LB IPAM
+	// (Services keep the ingress they have).
+	LBPools []*ipam.Pool
 
 	// EgressIP reachability, as OVN-Kubernetes names it.
 	ReachabilityTotalTimeout int // seconds; 0 = always reachable
@@ -47,6 +61,10 @@ type Config struct {
 
 	EnableEgressIP   bool
 	EnableL2Announce bool
+
+	// LeaderElect campaigns for the Lease and runs the cluster-wide
+	// work when elected; off for node-only instances (the DaemonSet).
+	LeaderElect bool
 
 	MetricsAddr string
 	Pprof       bool
@@ -86,6 +104,14 @@ var options = []option{
 		func(c *Config, v string) error { c.OVSRunDir = v; return nil }},
 	{"bridge", "ovnedge", "bridge", "br-ex", "the external bridge (br-ex or breth0)",
 		func(c *Config, v string) error { c.Bridge = v; return nil }},
+	{"uplink", "ovnedge", "uplink", "eth0", "the bridge port of the physical NIC",
+		func(c *Config, v string) error { c.Uplink = v; return nil }},
+	{"patch-port", "ovnedge", "patch-port", "", "the bridge's patch port to br-int; empty: patch-<bridge>_<node>-to-br-int",
+		func(c *Config, v string) error { c.PatchPort = v; return nil }},
+	{"host-netns", "ovnedge", "host-netns", "", "network namespace (path) holding the node's host links for egress IPs on secondary host networks; empty: ovnedge's own",
+		func(c *Config, v string) error { c.HostNetns = v; return nil }},
+	{"lb-pools", "ovnedge", "lb-pools", "", "LoadBalancer IP pools, comma-separated NAME=CIDR; empty disables LB IPAM",
+		func(c *Config, v string) (err error) { c.LBPools, err = ParseLBPools(v); return err }},
 	{"conntrack-zone", "ovnedge", "conntrack-zone", "64000", "conntrack zone of the bridge's host and egress traffic",
 		func(c *Config, v string) error { n, err := parseUint(v, 1, 65535); c.CTZone = uint16(n); return err }},
 	{"egressip-reachability-total-timeout", "ovnkubernetesfeature", "egressip-reachability-total-timeout", "1",
@@ -103,15 +129,22 @@ var options = []option{
 		func(c *Config, v string) (err error) { c.EnableEgressIP, err = strconv.ParseBool(v); return err }},
 	{"enable-l2-announce", "ovnedge", "enable-l2-announce", "false", "answer ARP/NDP for ExternalIP and LoadBalancer VIPs from one elected node (off, as upstream)",
 		func(c *Config, v string) (err error) { c.EnableL2Announce, err = strconv.ParseBool(v); return err }},
+	{"leader-elect", "ovnedge", "leader-elect", "true", "campaign for the kube-system/ovnedge Lease and do the cluster-wide work (EgressIP assignment, NB, LB IPAM) while leading",
+		func(c *Config, v string) (err error) { c.LeaderElect, err = strconv.ParseBool(v); return err }},
 	{"metrics-address", "ovnedge", "metrics-address", ":9476", "address of /metrics, /healthz and /readyz; empty disables",
 		func(c *Config, v string) error { c.MetricsAddr = v; return nil }},
 	{"enable-pprof", "ovnedge", "enable-pprof", "false", "serve /debug/pprof on the metrics address",
 		func(c *Config, v string) (err error) { c.Pprof, err = strconv.ParseBool(v); return err }},
 }
 
+// aliases are other names of some flags: the issue's spelling of the
+// render and sync commands (`--node`, `--ovn-nb`).
+var aliases = map[string]string{"node": "node-name", "ovn-nb": "nb-address"}
+
 // ParseConfig reads args (without the program and subcommand names) and
 // the config file they name. Errors name the flag or file key at fault.
-func ParseConfig(name string, args []string) (*Config, *flag.FlagSet, error) {
+// extra registers a subcommand's own flags on the same FlagSet.
+func ParseConfig(name string, args []string, extra ...func(*flag.FlagSet)) (*Config, *flag.FlagSet, error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	given := map[string]string{}
 	for _, o := range options {
@@ -119,6 +152,12 @@ func ParseConfig(name string, args []string) (*Config, *flag.FlagSet, error) {
 			given[o.name] = v
 			return o.set(&Config{}, v) // validate now, apply in order below
 		})
+	}
+	for alias, canonical := range aliases {
+		fs.Func(alias, "same as --"+canonical, func(v string) error { return fs.Set(canonical, v) })
+	}
+	for _, f := range extra {
+		f(fs)
 	}
 	if err := fs.Parse(args); err != nil {
 		return nil, fs, err
@@ -190,12 +229,17 @@ type rawSection struct {
 	OVSDB                            *string `gcfg:"ovs-db"`
 	OVSRundir                        *string `gcfg:"ovs-rundir"`
 	Bridge                           *string `gcfg:"bridge"`
+	Uplink                           *string `gcfg:"uplink"`
+	PatchPort                        *string `gcfg:"patch-port"`
+	LBPools                          *string `gcfg:"lb-pools"`
+	HostNetns                        *string `gcfg:"host-netns"`
 	ConntrackZone                    *string `gcfg:"conntrack-zone"`
 	EgressIPReachabilityTotalTimeout *string `gcfg:"egressip-reachability-total-timeout"`
 	EgressIPNodeHealthcheckPort      *string `gcfg:"egressip-node-healthcheck-port"`
 	EgressIPCheckInterval            *string `gcfg:"egressip-check-interval"`
 	EnableEgressIP                   *string `gcfg:"enable-egress-ip"`
 	EnableL2Announce                 *string `gcfg:"enable-l2-announce"`
+	LeaderElect                      *string `gcfg:"leader-elect"`
 	MetricsAddress                   *string `gcfg:"metrics-address"`
 	EnablePprof                      *string `gcfg:"enable-pprof"`
 }
@@ -284,4 +328,34 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// ParseLBPools parses `--lb-pools`: comma-separated NAME=CIDR entries
+// such as "public=172.18.0.200/29". Pools must not overlap.
+func ParseLBPools(s string) ([]*ipam.Pool, error) {
+	var pools []*ipam.Pool
+	for _, entry := range splitList(s) {
+		name, cidr, ok := strings.Cut(entry, "=")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("lb pool %q: want NAME=CIDR", entry)
+		}
+		p, err := ipam.NewPool(name, cidr, nil)
+		if err != nil {
+			return nil, fmt.Errorf("lb pool %q: %w", entry, err)
+		}
+		pools = append(pools, p)
+	}
+	if _, err := ipam.NewAllocator(pools...); err != nil {
+		return nil, fmt.Errorf("lb pools: %w", err)
+	}
+	return pools, nil
+}
+
+// Patch returns the bridge's patch port to br-int: PatchPort, or
+// OVN-Kubernetes' name for it.
+func (c *Config) Patch() string {
+	if c.PatchPort != "" {
+		return c.PatchPort
+	}
+	return "patch-" + c.Bridge + "_" + c.NodeName + "-to-br-int"
 }

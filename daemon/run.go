@@ -38,6 +38,9 @@ type Env struct {
 	// ManifestPoll is how often the manifests directory is checked for
 	// changes (default 500 ms).
 	ManifestPoll time.Duration
+	// Wake, when not nil, asks for a cluster reconcile on every receive
+	// (e.g. when an egress node's reachability changes).
+	Wake <-chan struct{}
 }
 
 // Clients are the API clients the daemon watches through.
@@ -154,6 +157,18 @@ func Run(ctx context.Context, cfg *Config, c *Clients, r Reconcilers, env Env) e
 			return r.Cluster(ctx, s)
 		})
 	}()
+	if env.Wake != nil {
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-env.Wake:
+					clusterQ.Add("cluster")
+				}
+			}
+		}()
+	}
 	lease := env.Lease
 	if lease.Identity == "" {
 		host, _ := os.Hostname()
@@ -161,6 +176,10 @@ func Run(ctx context.Context, cfg *Config, c *Clients, r Reconcilers, env Env) e
 	}
 	go func() {
 		defer func() { done <- struct{}{} }()
+		if !cfg.LeaderElect {
+			log.Info("leader election off: node work only")
+			return
+		}
 		err := RunLeader(ctx, c.Typed, lease, log, func(lctx context.Context) {
 			leading.Store(true)
 			clusterQ.Add("cluster")

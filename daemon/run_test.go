@@ -15,7 +15,7 @@ func TestRun(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	dir := t.TempDir()
 	putFile(t, dir, "eip.yaml", eipYAML)
-	cfg := &Config{Manifests: dir, NodeName: "ovn-worker"}
+	cfg := &Config{Manifests: dir, NodeName: "ovn-worker", LeaderElect: true}
 	c, err := Connect(cfg, log)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,284 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/ovnedge/ovnedge/egress/reach"
+	"github.com/ovnedge/ovnedge/internal/event"
+	"github.com/ovnedge/ovnedge/lbsvc/agent"
+)
+
+const usage = `ovnedge makes Kubernetes edge traffic work on OVN/Open vSwitch: EgressIPs out,
+LoadBalancer and ExternalIP VIPs in.
+
+Usage:
+  ovnedge <command> [flags]
+
+Commands:
+  daemon    watch Kubernetes (or --manifests DIR) and keep the dataplane programmed:
+            the elected leader writes the OVN Northbound database and the EgressIP
+            status, every instance programs its own node's bridge (--node-name).
+  render    print the desired state of a manifests directory without touching anything:
+            --what flows  the node's bridge flows (ovs-ofctl syntax, one per line)
+            --what nb     the Northbound rows (one JSON object per line)
+  sync      apply the desired state of a manifests directory once and exit 0 when the
+            dataplane matches it (--once is required).
+  lbsvc-agent
+            inside a Kube-OVN LoadBalancer Service pod: forward LBIP:port on net1 to the
+            ClusterIP (address, rules and NAT as Kube-OVN's lb-svc.sh sets them).
+  version   print the version.
+
+Examples:
+  ovnedge render --manifests examples/demo --node ovn-worker2 --what flows
+  ovnedge render --manifests examples/demo --what nb --cluster-subnets 10.244.0.0/16/24
+  ovnedge sync --manifests examples/demo --nb-address unix:/var/run/ovn/ovnnb_db.sock \
+      --ovs-db unix:/var/run/openvswitch/db.sock --bridge br-ex --node-name ovn-worker2 --once
+  ovnedge daemon --kubeconfig ~/.kube/config --node-name ovn-worker2 \
+      --nb-address tcp:172.18.0.10:6641 --cluster-subnets 10.244.0.0/16/24
+
+daemon, render and sync take the same flags (and --config-file); run
+"ovnedge <command> -h" for them.
+`
+
+// Main runs the ovnedge command line (args without the program name) and
+// returns its exit code: 0 on success, 1 on failure, 2 on a usage error.
+// ctx ends the daemon; logs go to stderr, output to stdout. client-go's
+// klog is process-wide: a program routes it to slog once, before Main
+// (see daemon/cmd/ovnedge).
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	cmd, args := args[0], args[1:]
+	var err error
+	switch cmd {
+	case "daemon":
+		err = runDaemon(ctx, args, stderr, log)
+	case "render":
+		err = runRender(ctx, args, stdout, stderr, log)
+	case "sync":
+		err = runSync(ctx, args, stderr, log)
+	case "lbsvc-agent":
+		err = runLBSvcAgent(ctx, args, stderr, log)
+	case "version":
+		fmt.Fprintln(stdout, "ovnedge", Version())
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+	default:
+		fmt.Fprintf(stderr, "ovnedge: unknown command %q\n\n%s", cmd, usage)
+		return 2
+	}
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, new(usageError)):
+		fmt.Fprintf(stderr, "ovnedge %s: %v\n", cmd, err)
+		return 2
+	}
+	log.Error("ovnedge "+cmd+" failed", "err", err)
+	return 1
+}
+
+// usageError is a command line the command cannot run with.
+type usageError struct{ error }
+
+// summaries head each command's -h.
+var summaries = map[string]string{
+	"daemon": "keep the dataplane programmed from Kubernetes (--kubeconfig, in-cluster by default) or --manifests DIR",
+	"render": "print the desired flows (--what flows --node NAME) or Northbound rows (--what nb) of --manifests DIR",
+	"sync":   "apply --manifests DIR once to --nb-address (and, with --node-name, to --bridge) and check it",
+}
+
+func parse(name string, args []string, stderr io.Writer, extra ...func(*flag.FlagSet)) (*Config, error) {
+	extra = append(extra, func(fs *flag.FlagSet) {
+		fs.SetOutput(stderr)
+		fs.Usage = func() {
+			fmt.Fprintf(stderr, "Usage: ovnedge %s [flags]\n\n%s.\n\nFlags (also settable in --config-file; flags win):\n", name, summaries[name])
+			fs.PrintDefaults()
+		}
+	})
+	cfg, _, err := ParseConfig("ovnedge "+name, args, extra...)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		return nil, usageError{err}
+	}
+	return cfg, err
+}
+
+// Version returns the module version and VCS revision the binary was
+// built from.
+func Version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(unknown)"
+	}
+	v := bi.Main.Version
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" {
+			v += " " + s.Value
+		}
+	}
+	return strings.TrimSpace(v)
+}
+
+func runDaemon(ctx context.Context, args []string, stderr io.Writer, log *slog.Logger) error {
+	cfg, err := parse("daemon", args, stderr)
+	if err != nil {
+		return err
+	}
+	if cfg.LeaderElect && len(cfg.NBAddress) == 0 {
+		log.Warn("no --nb-address: the leader assigns EgressIPs and LoadBalancer addresses but writes no Northbound rows")
+	}
+	if cfg.NodeName == "" {
+		log.Warn("no --node-name: no node work (bridge flows, ARP/NDP)")
+	}
+	c, err := Connect(cfg, log)
+	if err != nil {
+		return err
+	}
+	m := NewMetrics()
+	rec, stop := NewRecorder(c.Typed, !c.FromManifests, log)
+	defer stop()
+	d := NewDataplane(cfg, c, rec, m, log)
+	defer d.Close()
+	wake := make(chan struct{}, 1)
+	if cfg.EnableEgressIP && cfg.ReachabilityTotalTimeout > 0 {
+		chk, err := reach.NewChecker(reach.Config{Interval: cfg.CheckInterval,
+			Timeout: time.Duration(cfg.ReachabilityTotalTimeout) * time.Second, Port: cfg.HealthCheckPort, Logger: log},
+			func(node string, up bool) {
+				log.Info("egress node reachability", "node", node, "reachable", up)
+				select {
+				case wake <- struct{}{}:
+				default:
+				}
+			})
+		if err != nil {
+			return fmt.Errorf("reachability checker: %w", err)
+		}
+		d.Reachable = chk.Reachable
+		d.Targets = chk.SetTargets
+		go chk.Run(ctx)
+	}
+	return Run(ctx, cfg, c, d.Reconcilers(), Env{Log: log, Metrics: m, Wake: wake})
+}
+
+func runRender(ctx context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger) error {
+	var what string
+	cfg, err := parse("render", args, stderr, func(fs *flag.FlagSet) {
+		fs.StringVar(&what, "what", "flows", "what to print: flows (the node's bridge flows) or nb (the Northbound rows)")
+	})
+	if err != nil {
+		return err
+	}
+	if cfg.Manifests == "" {
+		return usageError{errors.New("--manifests DIR is required")}
+	}
+	if what != "flows" && what != "nb" {
+		return usageError{fmt.Errorf("--what %q: want flows or nb", what)}
+	}
+	if what == "flows" && cfg.NodeName == "" {
+		return usageError{errors.New("--what flows needs --node NAME")}
+	}
+	s, _, err := LoadSnapshot(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	p := ParamsFrom(cfg)
+	var out []byte
+	if what == "flows" {
+		ns, err := ComputeNode(s, p, cfg.NodeName)
+		if err != nil {
+			return err
+		}
+		logEvents(log, ns.Events)
+		if out, err = RenderFlows(ns); err != nil {
+			return err
+		}
+	} else {
+		cs, err := ComputeCluster(s, p, nil, nil)
+		if err != nil {
+			return err
+		}
+		logEvents(log, cs.Events)
+		if out, err = RenderNB(cs.NB()); err != nil {
+			return err
+		}
+	}
+	_, err = stdout.Write(out)
+	return err
+}
+
+func logEvents(log *slog.Logger, events []event.Event) {
+	for _, e := range events {
+		log.Warn("event", "event", e.String())
+	}
+}
+
+func runSync(ctx context.Context, args []string, stderr io.Writer, log *slog.Logger) error {
+	var once bool
+	cfg, err := parse("sync", args, stderr, func(fs *flag.FlagSet) {
+		fs.BoolVar(&once, "once", false, "apply once and exit (required; for a loop, run `ovnedge daemon`)")
+	})
+	if err != nil {
+		return err
+	}
+	if !once {
+		return usageError{errors.New("--once is required (`ovnedge daemon --manifests DIR` keeps syncing)")}
+	}
+	if cfg.Manifests == "" || len(cfg.NBAddress) == 0 {
+		return usageError{errors.New("--manifests DIR and --nb-address (or --ovn-nb) ENDPOINTS are required")}
+	}
+	return SyncOnce(ctx, cfg, log)
+}
+
+func runLBSvcAgent(ctx context.Context, args []string, stderr io.Writer, log *slog.Logger) error {
+	var cfg agent.Config
+	fs := flag.NewFlagSet("ovnedge lbsvc-agent", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg.RegisterFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	cfg.Logger = log
+	return agent.Run(ctx, cfg)
+}
+
+// SyncOnce applies the desired state of cfg's manifests once, the way
+// `ovnedge sync --once` does: the NB rows and EgressIP statuses, and with
+// cfg.NodeName the bridge flows of that node. It returns nil when the
+// dataplane then matches the desired state.
+func SyncOnce(ctx context.Context, cfg *Config, log *slog.Logger) error {
+	s, c, err := LoadSnapshot(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	rec, stop := NewRecorder(c.Typed, false, log)
+	defer stop()
+	d := NewDataplane(cfg, c, rec, NewMetrics(), log)
+	defer d.Close()
+	if err := d.Cluster(ctx, s); err != nil {
+		return err
+	}
+	if err := d.Node(ctx, s); err != nil {
+		return err
+	}
+	if err := d.Verify(ctx, s); err != nil {
+		return err
+	}
+	log.Info("dataplane matches the manifests", "manifests", cfg.Manifests, "node", cfg.NodeName)
+	return nil
+}

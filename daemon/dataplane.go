@@ -1,0 +1,521 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/ovnedge/ovnedge/arp"
+	"github.com/ovnedge/ovnedge/egress"
+	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
+	"github.com/ovnedge/ovnedge/egress/hostnet"
+	"github.com/ovnedge/ovnedge/egress/reach"
+	"github.com/ovnedge/ovnedge/internal/event"
+	"github.com/ovnedge/ovnedge/lbsvc"
+	"github.com/ovnedge/ovnedge/ovsdbnb"
+	"github.com/ovnedge/ovnedge/ovsflow"
+)
+
+// Dataplane is the I/O edge of the daemon: it computes the desired state
+// of a Snapshot (ComputeCluster, ComputeNode) and writes it to the
+// Northbound database, the bridge, the ARP responder and the API server.
+// Its cluster and node halves may run at the same time.
+type Dataplane struct {
+	cfg     *Config
+	params  Params
+	clients *Clients
+	rec     record.EventRecorder
+	log     *slog.Logger
+	m       *Metrics
+
+	// Reachable says whether an egress node answers its reachability
+	// checks; nil means every node does.
+	Reachable func(node string) bool
+	// Targets, when not nil, is given the egress-assignable nodes to
+	// check on every cluster reconcile.
+	Targets func([]reach.Target)
+
+	cmu       sync.Mutex // the cluster half
+	nb        *ovsdbnb.Client
+	lastEIP   map[ovsdbnb.Owner]ovsdbnb.State // egress rows last synced
+	lbOwners  map[ovsdbnb.Owner]bool          // load balancer owners last synced
+	lastNodes []egress.Node                   // egress nodes last computed
+	// stale holds the owners found in the NB when the client connected
+	// (rows of a previous run); those no longer wanted are deleted by the
+	// first sync, so objects deleted while the daemon was down lose
+	// their rows too.
+	stale   []ovsdbnb.Owner
+	emitted map[string]bool // events already recorded
+
+	nmu       sync.Mutex // the node half
+	ports     *ovsflow.OVSDBPorts
+	transport *ovsflow.NativeTransport
+	applier   *ovsflow.Applier
+	program   ovsflow.Program
+	responder *arp.Responder
+	hostnet   *hostnet.Manager
+	nemitted  map[string]bool
+
+	bgStop []context.CancelFunc // stop the background goroutines
+	bg     sync.WaitGroup
+}
+
+// NewDataplane returns a Dataplane for cfg writing through clients;
+// events go to rec (see NewRecorder). Connections are opened on first use.
+func NewDataplane(cfg *Config, clients *Clients, rec record.EventRecorder, m *Metrics, log *slog.Logger) *Dataplane {
+	return &Dataplane{cfg: cfg, params: ParamsFrom(cfg), clients: clients, rec: rec, log: log, m: m,
+		lastEIP: map[ovsdbnb.Owner]ovsdbnb.State{}, lbOwners: map[ovsdbnb.Owner]bool{},
+		emitted: map[string]bool{}, nemitted: map[string]bool{}}
+}
+
+// Reconcilers returns the Dataplane's cluster and node work for Run. The
+// node work is skipped when cfg.NodeName is empty, the NB sync when
+// cfg.NBAddress is.
+func (d *Dataplane) Reconcilers() Reconcilers {
+	return Reconcilers{Cluster: d.Cluster, Node: d.Node}
+}
+
+// Close closes the Dataplane's connections. It changes nothing in the
+// dataplane.
+func (d *Dataplane) Close() {
+	d.cmu.Lock()
+	if d.nb != nil {
+		d.nb.Close()
+		d.nb = nil
+	}
+	d.cmu.Unlock()
+	d.nmu.Lock()
+	for _, stop := range d.bgStop {
+		stop()
+	}
+	d.bg.Wait()
+	if d.ports != nil {
+		d.ports.Close()
+	}
+	if d.transport != nil {
+		_ = d.transport.Close()
+	}
+	if d.hostnet != nil {
+		_ = d.hostnet.Close()
+	}
+	d.nmu.Unlock()
+}
+
+// Cluster is the leader's work: EgressIP assignment and status, LB IPAM
+// and the Northbound rows of the EgressIPs and load balancers.
+func (d *Dataplane) Cluster(ctx context.Context, s Snapshot) error {
+	d.cmu.Lock()
+	defer d.cmu.Unlock()
+	cs, err := ComputeCluster(s, d.params, d.Reachable, d.lastNodes)
+	if err != nil {
+		return err
+	}
+	d.lastNodes = cs.Nodes
+	events := cs.Events
+	if d.Targets != nil {
+		d.Targets(reachTargets(s.Nodes))
+	}
+	var errs []error
+	if err := d.writeEgressStatus(ctx, s, cs.Status); err != nil {
+		errs = append(errs, err)
+	}
+	if err := d.writeIngress(ctx, s, cs.Ingress); err != nil {
+		errs = append(errs, err)
+	}
+	if len(d.cfg.NBAddress) > 0 {
+		nbEvents, err := d.syncNB(ctx, s, &cs)
+		events = append(events, nbEvents...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	d.record(d.emitted, events)
+	return errors.Join(errs...)
+}
+
+// reachTargets are the egress-assignable nodes' primary addresses.
+func reachTargets(nodes []*corev1.Node) []reach.Target {
+	parsed, _ := egress.ParseNodes(nodes)
+	var out []reach.Target
+	for _, n := range parsed {
+		if !n.Assignable {
+			continue
+		}
+		for _, v6 := range []bool{false, true} {
+			if ip, ok := n.PrimaryIP(v6); ok {
+				out = append(out, reach.Target{Node: n.Name, Addr: ip})
+				break
+			}
+		}
+	}
+	return out
+}
+
+// record records events not recorded before: a reconcile recomputes
+// everything, and an event repeated on every pass would flood.
+func (d *Dataplane) record(seen map[string]bool, events []event.Event) {
+	now := map[string]bool{}
+	for _, e := range events {
+		k := e.String()
+		now[k] = true
+		if !seen[k] {
+			ref := e.Object
+			d.rec.Event(&ref, e.Type, e.Reason, e.Message)
+		}
+	}
+	clear(seen)
+	maps.Copy(seen, now)
+}
+
+// writeEgressStatus writes the EgressIPs' new status items. In manifests
+// mode they are logged (and kept in the in-memory API, so the assignment
+// sticks). A conflict is returned: the reconcile is retried on the fresh
+// object.
+func (d *Dataplane) writeEgressStatus(ctx context.Context, s Snapshot, status map[string][]egressv1.EgressIPStatusItem) error {
+	var errs []error
+	for _, u := range s.EgressIPs {
+		items, ok := status[u.GetName()]
+		if !ok {
+			continue
+		}
+		old, err := egressv1.FromUnstructured(u)
+		if err != nil {
+			continue // recorded as an event by ComputeCluster
+		}
+		if equality.Semantic.DeepEqual(old.Status.Items, items) || (len(old.Status.Items) == 0 && len(items) == 0) {
+			continue
+		}
+		d.m.Failovers.Add(float64(failovers(old.Status.Items, items)))
+		n := old.DeepCopy()
+		n.Status.Items = items
+		obj, err := egressv1.ToUnstructured(n)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("status of EgressIP %s: %w", n.Name, err))
+			continue
+		}
+		d.log.Info("EgressIP status", "egressip", n.Name, "items", fmt.Sprint(items), "manifests", d.clients.FromManifests)
+		if _, err := d.clients.Dynamic.Resource(EgressIPResource).UpdateStatus(ctx, obj, metav1.UpdateOptions{}); err != nil {
+			errs = append(errs, fmt.Errorf("status of EgressIP %s: %w", n.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// failovers counts the egress IPs of old that now have another node.
+func failovers(old, items []egressv1.EgressIPStatusItem) int {
+	n := 0
+	for _, o := range old {
+		for _, i := range items {
+			if i.EgressIP == o.EgressIP && i.Node != o.Node {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// writeIngress writes the LoadBalancer Services' ingress addresses.
+func (d *Dataplane) writeIngress(ctx context.Context, s Snapshot, ingress map[string][]corev1.LoadBalancerIngress) error {
+	var errs []error
+	for _, svc := range s.Services {
+		ing, ok := ingress[svc.Namespace+"/"+svc.Name]
+		if !ok {
+			continue
+		}
+		c := svc.DeepCopy()
+		c.Status.LoadBalancer.Ingress = ing
+		d.log.Info("Service load balancer ingress", "service", svc.Namespace+"/"+svc.Name, "ingress", fmt.Sprint(ing),
+			"manifests", d.clients.FromManifests)
+		if _, err := d.clients.Typed.CoreV1().Services(svc.Namespace).UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
+			errs = append(errs, fmt.Errorf("status of Service %s/%s: %w", svc.Namespace, svc.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// syncNB writes the NB rows: the EgressIP rows make-before-break from the
+// last synced ones, the load balancers with them. Owners gone since the
+// last sync get an empty State, which deletes their rows. An owner the
+// server refuses (e.g. GR_<node> missing) is an event on its object and
+// an error, so the reconcile is retried with backoff; the others are
+// written. The events say which owners were refused.
+func (d *Dataplane) syncNB(ctx context.Context, s Snapshot, cs *ClusterState) ([]event.Event, error) {
+	if d.nb == nil {
+		c, err := ovsdbnb.Dial(ctx, ovsdbnb.Options{Endpoints: d.cfg.NBAddress, PrivateKey: d.cfg.NBPrivKey,
+			Certificate: d.cfg.NBCert, CACert: d.cfg.NBCA, Logger: d.log})
+		if err != nil {
+			return nil, fmt.Errorf("northbound: %w", err)
+		}
+		stale, err := c.Owners(egress.OwnerEgressIP, egress.OwnerNode, egress.OwnerClusterPolicies, lbsvc.OwnerService)
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("northbound: %w", err)
+		}
+		d.nb, d.stale = c, stale
+	}
+	lb := maps.Clone(cs.LB)
+	for o := range d.lbOwners {
+		if _, ok := lb[o]; !ok {
+			lb[o] = ovsdbnb.State{}
+		}
+	}
+	for _, o := range d.stale {
+		_, wanted := cs.Egress[o]
+		if _, ok := lb[o]; !ok && !wanted && !slices.Contains(cs.Keep, o) {
+			lb[o] = ovsdbnb.State{}
+		}
+	}
+	for _, o := range cs.Keep {
+		if st, ok := d.lastEIP[o]; ok {
+			cs.Egress[o] = st
+		}
+	}
+	steps := egress.MakeBeforeBreak(d.lastEIP, cs.Egress)
+	if len(steps) == 0 {
+		steps = []map[ovsdbnb.Owner]ovsdbnb.State{{}}
+	}
+	maps.Copy(steps[0], lb)
+	var events []event.Event
+	var syncErr error
+	for _, step := range steps {
+		res, err := d.nb.Sync(ctx, step)
+		d.countNB(res)
+		var se *ovsdbnb.SyncError
+		if errors.As(err, &se) {
+			for _, oe := range se.Owners {
+				events = append(events, ownerEvent(s, oe))
+			}
+			syncErr = err
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("northbound sync: %w", err)
+		}
+	}
+	d.lastEIP = maps.Clone(cs.Egress)
+	if syncErr == nil {
+		d.stale = nil
+	}
+	clear(d.lbOwners)
+	for o, st := range cs.LB {
+		if !isEmpty(st) {
+			d.lbOwners[o] = true
+		}
+	}
+	if syncErr != nil {
+		return events, fmt.Errorf("northbound sync: %w", syncErr)
+	}
+	return events, nil
+}
+
+func isEmpty(s ovsdbnb.State) bool {
+	return len(s.LoadBalancers)+len(s.Groups)+len(s.Policies)+len(s.NATs)+len(s.AddressSets) == 0
+}
+
+func (d *Dataplane) countNB(r ovsdbnb.Result) {
+	for op, n := range map[string]int{"insert": r.Inserts, "update": r.Updates, "mutate": r.Mutates, "delete": r.Deletes} {
+		if n > 0 {
+			d.m.NBOps.WithLabelValues(op).Add(float64(n))
+		}
+	}
+}
+
+// ownerEvent is the Warning event of an owner whose rows the server
+// refused, on the object that owns them.
+func ownerEvent(s Snapshot, oe *ovsdbnb.OwnerError) event.Event {
+	ref := corev1.ObjectReference{Kind: oe.Owner.Type, Name: oe.Owner.Name}
+	switch oe.Owner.Type {
+	case egress.OwnerEgressIP:
+		ref = corev1.ObjectReference{APIVersion: egressv1.SchemeGroupVersion.String(), Kind: egressv1.Kind, Name: oe.Owner.Name}
+		for _, u := range s.EgressIPs {
+			if u.GetName() == oe.Owner.Name {
+				ref = event.Ref(egressv1.SchemeGroupVersion.String(), egressv1.Kind, u)
+			}
+		}
+	case lbsvc.OwnerService:
+		ns, name, _ := strings.Cut(oe.Owner.Name, "/")
+		ref = corev1.ObjectReference{APIVersion: "v1", Kind: "Service", Namespace: ns, Name: name}
+	case egress.OwnerNode:
+		ref = corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: oe.Owner.Name}
+	}
+	return event.Warningf(ref, ReasonNBSyncFailed, "northbound rows not written (retrying): %v", oe)
+}
+
+// Node is this node's work: the bridge's flows and, with L2 announce
+// enabled, the ARP/NDP responder of the VIPs this node owns.
+func (d *Dataplane) Node(ctx context.Context, s Snapshot) error {
+	if d.cfg.NodeName == "" {
+		return nil
+	}
+	d.nmu.Lock()
+	defer d.nmu.Unlock()
+	ns, err := ComputeNode(s, d.params, d.cfg.NodeName)
+	if errors.Is(err, ErrUnknownNode) {
+		d.log.Warn("this node is not (yet) known; its flows stay as they are", "node", d.cfg.NodeName)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	d.record(d.nemitted, ns.Events)
+	if err := d.applyFlows(ctx, &ns); err != nil {
+		return err
+	}
+	if err := d.convergeHost(ctx, ns.Host); err != nil {
+		return err
+	}
+	if d.cfg.EnableL2Announce {
+		return d.announce(ctx, ns.Announce)
+	}
+	return nil
+}
+
+// applyFlows makes the bridge hold the node's flows, sending only the
+// difference in one bundle.
+func (d *Dataplane) applyFlows(ctx context.Context, ns *NodeState) error {
+	if d.applier == nil {
+		ports, err := ovsflow.DialOVSDBPorts(ctx, d.cfg.OVSDB)
+		if err != nil {
+			return fmt.Errorf("open_vswitch database: %w", err)
+		}
+		d.ports = ports
+		d.transport = ovsflow.NewNativeTransport(d.cfg.OVSRunDir, ovsflow.NativeOptions{Logger: d.log})
+		d.applier = ovsflow.NewApplier(d.cfg.Bridge, d.transport, ports, ovsflow.ApplierOptions{KeepForeign: true, Logger: d.log})
+		d.background(ctx, func(ctx context.Context) {
+			if err := d.applier.Run(ctx); err != nil && ctx.Err() == nil {
+				d.log.Error("bridge replay stopped", "bridge", d.cfg.Bridge, "err", err)
+			}
+		})
+	}
+	p := d.program.Clone()
+	if err := ns.Update(p); err != nil {
+		return err
+	}
+	res, err := d.applier.Apply(ctx, p)
+	if err != nil {
+		return fmt.Errorf("bridge %s: %w", d.cfg.Bridge, err)
+	}
+	d.program = *p
+	for op, n := range map[string]int{"add": res.Added, "modify": res.Modified, "delete": res.Deleted} {
+		if n > 0 {
+			d.m.FlowOps.WithLabelValues(op).Add(float64(n))
+		}
+	}
+	if res.Changed() {
+		d.log.Info("bridge flows applied", "bridge", d.cfg.Bridge, "added", res.Added, "modified", res.Modified,
+			"deleted", res.Deleted, "flows", p.Len())
+	}
+	return nil
+}
+
+// convergeHost makes the node's host links hold its egress IPs on
+// secondary host networks (addresses, ip rules, SNAT). Nothing is opened
+// until the node has one.
+func (d *Dataplane) convergeHost(ctx context.Context, host []egress.HostAssignment) error {
+	if d.hostnet == nil && len(host) == 0 {
+		return nil
+	}
+	if d.hostnet == nil {
+		snat, err := hostnet.NewNFTables(d.cfg.HostNetns)
+		if err != nil {
+			return fmt.Errorf("host egress: %w", err)
+		}
+		m, err := hostnet.New(hostnet.Config{Netns: d.cfg.HostNetns, SNAT: snat, Logger: d.log})
+		if err != nil {
+			return fmt.Errorf("host egress: %w", err)
+		}
+		d.hostnet = m
+	}
+	var state hostnet.State
+	var errs []error
+	for _, h := range host {
+		link, err := d.hostnet.LinkOf(h.Network)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("egress IP %s of %s: %w", h.EgressIP, h.EgressIPName, err))
+			continue
+		}
+		state = append(state, hostnet.Assignment{Link: link, EgressIP: h.EgressIP, PodIPs: h.PodIPs})
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...) // keep what is there until every link is found
+	}
+	res, err := d.hostnet.Converge(ctx, state)
+	if res.Changes() > 0 {
+		d.log.Info("host egress converged", "addresses+", res.AddrsAdded, "addresses-", res.AddrsRemoved,
+			"rules+", res.RulesAdded, "rules-", res.RulesRemoved, "snat+", res.SNATAdded, "snat-", res.SNATRemoved)
+	}
+	if err != nil {
+		return fmt.Errorf("host egress: %w", err)
+	}
+	return nil
+}
+
+// background runs f until ctx ends or Close is called.
+func (d *Dataplane) background(ctx context.Context, f func(context.Context)) {
+	ctx, cancel := context.WithCancel(ctx)
+	d.bgStop = append(d.bgStop, cancel)
+	d.bg.Add(1)
+	go func() {
+		defer d.bg.Done()
+		f(ctx)
+	}()
+}
+
+// announce makes the bridge's responder own addrs.
+func (d *Dataplane) announce(ctx context.Context, addrs []netip.Addr) error {
+	if d.responder == nil {
+		r, err := arp.New(arp.Config{Interface: d.cfg.Bridge, Logger: d.log})
+		if err != nil {
+			return fmt.Errorf("arp responder: %w", err)
+		}
+		d.responder = r
+		d.background(ctx, func(ctx context.Context) {
+			if err := r.Run(ctx); err != nil {
+				d.log.Error("arp responder stopped", "interface", d.cfg.Bridge, "err", err)
+			}
+		})
+	}
+	if err := d.responder.SetAddresses(addrs); err != nil {
+		return fmt.Errorf("arp responder: %w", err)
+	}
+	return nil
+}
+
+// Verify reports whether the dataplane holds what was last written: a
+// second NB sync sends nothing and the bridge holds the program.
+func (d *Dataplane) Verify(ctx context.Context, s Snapshot) error {
+	var errs []error
+	if d.nb != nil {
+		cs, err := ComputeCluster(s, d.params, d.Reachable, d.lastNodes)
+		if err != nil {
+			return err
+		}
+		res, err := d.nb.Sync(ctx, cs.NB())
+		if err != nil {
+			errs = append(errs, fmt.Errorf("northbound: %w", err))
+		} else if res.Ops() > 0 {
+			errs = append(errs, fmt.Errorf("northbound did not match: %d operations were still needed", res.Ops()))
+		}
+	}
+	if d.applier != nil {
+		res, err := d.applier.Resync(ctx)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("bridge %s: %w", d.cfg.Bridge, err))
+		} else if res.Changed() {
+			errs = append(errs, fmt.Errorf("bridge %s did not match: %d added, %d modified, %d deleted",
+				d.cfg.Bridge, res.Added, res.Modified, res.Deleted))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,360 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/ovnedge/ovnedge/internal/testbed"
+	"github.com/ovnedge/ovnedge/ovsdbnb"
+)
+
+// loadDemo returns the demo manifests (with edits) as a snapshot and the
+// in-memory API holding them.
+func loadDemo(t *testing.T, cfg *Config, edits map[string]string) (Snapshot, *Clients) {
+	t.Helper()
+	cfg.Manifests = demoDir(t, edits)
+	s, c, err := LoadSnapshot(context.Background(), cfg, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, c
+}
+
+func demoConfig(t *testing.T, args ...string) *Config {
+	t.Helper()
+	cfg, _, err := ParseConfig("test", append([]string{"--cluster-subnets", "10.244.0.0/16/24", "--metrics-address", ""}, args...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func eipStatus(t *testing.T, c *Clients, name string) string {
+	t.Helper()
+	u, err := c.Dynamic.Resource(EgressIPResource).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	items, _, _ := unstructured.NestedSlice(u.Object, "status", "items")
+	var out []string
+	for _, it := range items {
+		m := it.(map[string]any)
+		out = append(out, m["node"].(string)+"="+m["egressIP"].(string))
+	}
+	return strings.Join(out, ",")
+}
+
+// TestClusterStatusConflict: a conflicting status write is an error (the
+// loop retries with backoff) and the retry writes it.
+func TestClusterStatusConflict(t *testing.T) {
+	cfg := demoConfig(t)
+	s, c := loadDemo(t, cfg, nil)
+	conflicts := 1
+	c.Source.Dynamic.PrependReactor("update", "egressips", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "status" || conflicts == 0 {
+			return false, nil, nil
+		}
+		conflicts--
+		return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "k8s.ovn.org", Resource: "egressips"}, "egress-prod", errors.New("stale"))
+	})
+	d := NewDataplane(cfg, c, record.NewFakeRecorder(100), NewMetrics(), quiet)
+	defer d.Close()
+	if err := d.Cluster(context.Background(), s); !apierrors.IsConflict(err) {
+		t.Fatalf("first reconcile: %v, want a conflict", err)
+	}
+	if err := d.Cluster(context.Background(), s); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if got := eipStatus(t, c, "egress-prod"); got != "ovn-worker2=172.18.0.44" {
+		t.Errorf("status %q", got)
+	}
+}
+
+// startNB starts OVN with the demo's topology.
+func startNB(t *testing.T) *testbed.OVN {
+	ovn := testbed.StartOVN(t)
+	ctx := context.Background()
+	c, err := ovsdbnb.Dial(ctx, ovsdbnb.Options{Endpoints: []string{ovn.NB}, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	err = ovsdbnb.EnsureTopology(ctx, c, ovsdbnb.Topology{ClusterSubnet: "10.244.0.0/16", JoinRouterIP: "100.64.0.1/16",
+		Nodes: []ovsdbnb.Node{
+			{Name: "ovn-worker", Subnet: "10.244.1.0/24", JoinIP: "100.64.0.3/16", ExternalIP: "172.18.0.2/24"},
+			{Name: "ovn-worker2", Subnet: "10.244.2.0/24", JoinIP: "100.64.0.4/16", ExternalIP: "172.18.0.3/24"},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ovn
+}
+
+const malformedEgressIP = `apiVersion: k8s.ovn.org/v1
+kind: EgressIP
+metadata:
+  name: egress-prod
+spec:
+  egressIPs: "172.18.0.44"
+`
+
+const thirdNode = `apiVersion: v1
+kind: Node
+metadata:
+  name: ovn-worker3
+  annotations:
+    k8s.ovn.org/node-subnets: '{"default":["10.244.3.0/24"]}'
+    k8s.ovn.org/node-primary-ifaddr: '{"ipv4":"172.18.0.4/24"}'
+    k8s.ovn.org/node-gateway-router-lrp-ifaddr: '{"ipv4":"100.64.0.5/16"}'
+status:
+  conditions: [{type: Ready, status: "True"}]
+  addresses: [{type: InternalIP, address: 172.18.0.4}]
+`
+
+// TestClusterNB runs the leader's work against a real NB: the first pass
+// writes the rows and the status, a resync sends nothing, a deleted
+// EgressIP's rows go, and a node without GR_<node> is an event and an
+// error (retried) while the other owners are written.
+func TestClusterNB(t *testing.T) {
+	ovn := startNB(t)
+	ctx := context.Background()
+	cfg := demoConfig(t, "--nb-address", ovn.NB)
+	s, c := loadDemo(t, cfg, nil)
+	rec := record.NewFakeRecorder(100)
+	m := NewMetrics()
+	d := NewDataplane(cfg, c, rec, m, quiet)
+	defer d.Close()
+
+	if err := d.Cluster(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if p := ovn.Nbctl("lr-policy-list", ovsdbnb.ClusterRouter); !strings.Contains(p, "reroute                100.64.0.4") {
+		t.Errorf("no reroute to the egress node:\n%s", p)
+	}
+	if n := ovn.Nbctl("lr-nat-list", "GR_ovn-worker2"); !strings.Contains(n, "172.18.0.44") {
+		t.Errorf("no SNAT on GR_ovn-worker2:\n%s", n)
+	}
+	if got := eipStatus(t, c, "egress-prod"); got != "ovn-worker2=172.18.0.44" {
+		t.Errorf("status %q", got)
+	}
+	ops := value(t, m.NBOps.WithLabelValues("insert"))
+	if ops == 0 {
+		t.Error("nb insert operations not counted")
+	}
+
+	if err := d.Cluster(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Verify(ctx, s); err != nil {
+		t.Errorf("resync: %v", err)
+	}
+	if after := value(t, m.NBOps.WithLabelValues("insert")); after != ops {
+		t.Errorf("a resync inserted %v rows", after-ops)
+	}
+
+	malformed, _ := loadDemo(t, demoConfig(t), map[string]string{"egressip.yaml": malformedEgressIP})
+	if err := d.Cluster(ctx, malformed); err != nil {
+		t.Fatal(err)
+	}
+	if p := ovn.Nbctl("lr-policy-list", ovsdbnb.ClusterRouter); !strings.Contains(p, "reroute                100.64.0.4") {
+		t.Errorf("a malformed EgressIP lost its programmed reroute:\n%s", p)
+	}
+	if !strings.Contains(drain(rec), ReasonInvalidObject) {
+		t.Error("no event for the malformed EgressIP")
+	}
+
+	gone, _ := loadDemo(t, demoConfig(t), map[string]string{"egressip.yaml": ""})
+	if err := d.Cluster(ctx, gone); err != nil {
+		t.Fatal(err)
+	}
+	if p := ovn.Nbctl("lr-policy-list", ovsdbnb.ClusterRouter); strings.Contains(p, "reroute                100.64.0.4") {
+		t.Errorf("the deleted EgressIP's reroute stays:\n%s", p)
+	}
+	if n := ovn.Nbctl("lr-nat-list", "GR_ovn-worker2"); strings.Contains(n, "172.18.0.44") {
+		t.Errorf("the deleted EgressIP's SNAT stays:\n%s", n)
+	}
+
+	third, _ := loadDemo(t, demoConfig(t), map[string]string{"node3.yaml": thirdNode})
+	err := d.Cluster(ctx, third)
+	var se *ovsdbnb.SyncError
+	if !errors.As(err, &se) {
+		t.Fatalf("missing GR_ovn-worker3: %v, want a SyncError", err)
+	}
+	if !strings.Contains(drain(rec), ReasonNBSyncFailed) {
+		t.Error("no event for the owner the NB refused")
+	}
+	if lbs := ovn.Nbctl("lb-list"); !strings.Contains(lbs, "172.18.0.201:443") {
+		t.Errorf("the other Services' load balancers were not written:\n%s", lbs)
+	}
+}
+
+func drain(rec *record.FakeRecorder) string {
+	var b strings.Builder
+	for {
+		select {
+		case e := <-rec.Events:
+			b.WriteString(e + "\n")
+		default:
+			return b.String()
+		}
+	}
+}
+
+// TestNodeFlows runs the node work against a real bridge: the node's
+// egress and VIP bypass flows go in, a deleted Service's flows go out,
+// another controller's flow stays.
+func TestNodeFlows(t *testing.T) {
+	ovs := testbed.StartOVS(t, testbed.OVSOptions{Bridge: "br-ex", Node: "ovn-worker2", HostIP: "172.18.0.3/24"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg := demoConfig(t, "--ovs-db", ovs.DB, "--ovs-rundir", ovs.RunDir, "--bridge", ovs.Bridge,
+		"--node-name", "ovn-worker2", "--uplink", ovs.Uplink, "--patch-port", ovs.Patch)
+	s, c := loadDemo(t, cfg, nil)
+	m := NewMetrics()
+	d := NewDataplane(cfg, c, record.NewFakeRecorder(100), m, quiet)
+	defer d.Close()
+	ovs.Ofctl("add-flow", ovs.Mgmt(), "cookie=0x77,priority=7,udp,actions=drop")
+
+	if err := d.Node(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	dump := ovs.Ofctl("--no-stats", "dump-flows", ovs.Mgmt())
+	for _, want := range []string{"arp_tpa=172.18.0.200", "arp_tpa=172.18.0.201", "nat(src=172.18.0.3)", "cookie=0x77"} {
+		if !strings.Contains(dump, want) {
+			t.Errorf("bridge lacks %q:\n%s", want, dump)
+		}
+	}
+	if value(t, m.FlowOps.WithLabelValues("add")) != 6 {
+		t.Errorf("flow adds counted %v, want 6", value(t, m.FlowOps.WithLabelValues("add")))
+	}
+	if err := d.Verify(ctx, s); err != nil {
+		t.Error(err)
+	}
+
+	noSvc, _ := loadDemo(t, demoConfig(t), map[string]string{"services.yaml": ""})
+	if err := d.Node(ctx, noSvc); err != nil {
+		t.Fatal(err)
+	}
+	dump = ovs.Ofctl("--no-stats", "dump-flows", ovs.Mgmt())
+	if strings.Contains(dump, "arp_tpa=172.18.0.200") || !strings.Contains(dump, "nat(src=172.18.0.3)") || !strings.Contains(dump, "cookie=0x77") {
+		t.Errorf("after deleting the Services:\n%s", dump)
+	}
+}
+
+// value reads a counter.
+func value(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+// secondaryEgressIP is an EgressIP the leader assigned to ovn-worker2 on
+// its secondary host network 192.168.100.0/24.
+const secondaryEgressIP = `apiVersion: k8s.ovn.org/v1
+kind: EgressIP
+metadata:
+  name: egress-prod
+spec:
+  egressIPs: ["192.168.100.50"]
+  namespaceSelector:
+    matchLabels: {env: prod}
+status:
+  items:
+  - {node: ovn-worker2, egressIP: 192.168.100.50}
+`
+
+// TestNodeHostEgress: an egress IP on a secondary host network is put on
+// the node's link holding that network, and removed with the EgressIP.
+func TestNodeHostEgress(t *testing.T) {
+	testbed.Require(t, "ip", "sysctl", "nft")
+	node := testbed.NewNetns(t, "dhnode")
+	peer := testbed.NewNetns(t, "dhpeer")
+	testbed.Link(t, node, "eg0", []string{"192.168.100.2/24"}, peer, "p0", []string{"192.168.100.1/24"})
+	node.Run(t, "sysctl", "-qw", "net.ipv4.conf.eg0.forwarding=1") // a host egress link forwards, as on a real node
+	nodes, err := os.ReadFile("../examples/demo/nodes.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	withHost := strings.Replace(string(nodes), `k8s.ovn.org/host-cidrs: '["172.18.0.3/24"]'`,
+		`k8s.ovn.org/host-cidrs: '["172.18.0.3/24","192.168.100.2/24"]'`, 1)
+	edits := map[string]string{"nodes.yaml": withHost, "egressip.yaml": secondaryEgressIP}
+	cfg := demoConfig(t, "--node-name", "ovn-worker2", "--host-netns", "/var/run/netns/"+node.Name)
+	s, c := loadDemo(t, cfg, edits)
+	d := NewDataplane(cfg, c, record.NewFakeRecorder(100), NewMetrics(), quiet)
+	defer d.Close()
+	ctx := context.Background()
+
+	ns, err := ComputeNode(s, d.params, "ovn-worker2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ns.Host) != 1 || ns.Host[0].EgressIP.String() != "192.168.100.50" {
+		t.Fatalf("host assignments %+v", ns.Host)
+	}
+	if err := d.convergeHost(ctx, ns.Host); err != nil {
+		t.Fatal(err)
+	}
+	if addrs := node.Run(t, "ip", "-4", "addr", "show", "eg0"); !strings.Contains(addrs, "192.168.100.50") {
+		t.Errorf("egress IP not on eg0:\n%s", addrs)
+	}
+	edits["egressip.yaml"] = ""
+	gone, _ := loadDemo(t, demoConfig(t), edits)
+	ns, err = ComputeNode(gone, d.params, "ovn-worker2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.convergeHost(ctx, ns.Host); err != nil {
+		t.Fatal(err)
+	}
+	if addrs := node.Run(t, "ip", "-4", "addr", "show", "eg0"); strings.Contains(addrs, "192.168.100.50") {
+		t.Errorf("egress IP still on eg0 after the EgressIP's deletion:\n%s", addrs)
+	}
+}
+
+// TestClusterRestartRemovesStale: objects deleted while the daemon was
+// down lose their rows on the first sync after a restart; a malformed
+// object keeps what it had.
+func TestClusterRestartRemovesStale(t *testing.T) {
+	ovn := startNB(t)
+	ctx := context.Background()
+	cfg := demoConfig(t, "--nb-address", ovn.NB)
+	s, c := loadDemo(t, cfg, nil)
+	first := NewDataplane(cfg, c, record.NewFakeRecorder(100), NewMetrics(), quiet)
+	if err := first.Cluster(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	first.Close()
+	if lbs := ovn.Nbctl("lb-list"); !strings.Contains(lbs, "10.96.0.10:80") {
+		t.Fatalf("no load balancer for Service web:\n%s", lbs)
+	}
+
+	down, c2 := loadDemo(t, cfg, map[string]string{"services.yaml": "", "egressip.yaml": malformedEgressIP})
+	second := NewDataplane(cfg, c2, record.NewFakeRecorder(100), NewMetrics(), quiet)
+	defer second.Close()
+	if err := second.Cluster(ctx, down); err != nil {
+		t.Fatal(err)
+	}
+	if lbs := ovn.Nbctl("lb-list"); strings.Contains(lbs, "10.96.0.10:80") {
+		t.Errorf("the Service deleted while the daemon was down keeps its load balancer:\n%s", lbs)
+	}
+	if p := ovn.Nbctl("lr-policy-list", ovsdbnb.ClusterRouter); !strings.Contains(p, "reroute                100.64.0.4") {
+		t.Errorf("the malformed EgressIP lost its reroute over the restart:\n%s", p)
+	}
+}

@@ -1,0 +1,64 @@
+package daemon
+
+import (
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// TestDeployManifests decodes every manifest of deploy/ strictly (an
+// unknown field is an error), checks that each workload runs as an
+// existing ServiceAccount, and that its arguments are flags ovnedge knows.
+func TestDeployManifests(t *testing.T) {
+	files, err := LoadManifests("../deploy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accounts := map[string]bool{}
+	var pods []corev1.PodSpec
+	kinds := map[string]int{}
+	for path, objs := range files {
+		for _, o := range objs {
+			if u, ok := o.(*unstructured.Unstructured); ok {
+				t.Errorf("%s: %s %s is not a built-in kind", path, u.GetKind(), u.GetName())
+			}
+			kinds[o.GetObjectKind().GroupVersionKind().Kind]++
+			switch o := o.(type) {
+			case *corev1.ServiceAccount:
+				accounts[o.Namespace+"/"+o.Name] = true
+			case *appsv1.DaemonSet:
+				pods = append(pods, o.Spec.Template.Spec)
+			case *appsv1.Deployment:
+				pods = append(pods, o.Spec.Template.Spec)
+			case *rbacv1.ClusterRole:
+				for _, r := range o.Rules {
+					for _, v := range r.Verbs {
+						if v == "*" || v == "delete" || v == "deletecollection" {
+							t.Errorf("ClusterRole %s grants %q: not least privilege", o.Name, v)
+						}
+					}
+				}
+			}
+		}
+	}
+	for _, k := range []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "DaemonSet", "Deployment"} {
+		if kinds[k] == 0 {
+			t.Errorf("deploy/ has no %s", k)
+		}
+	}
+	for _, p := range pods {
+		if !accounts["kube-system/"+p.ServiceAccountName] {
+			t.Errorf("ServiceAccount %s is not defined", p.ServiceAccountName)
+		}
+		for _, c := range p.Containers {
+			args := strings.NewReplacer("$(NODE_NAME)", "node1").Replace(strings.Join(c.Args, "\x00"))
+			if _, _, err := ParseConfig("deploy", strings.Split(args, "\x00")); err != nil {
+				t.Errorf("container %s: %v", c.Name, err)
+			}
+		}
+	}
+}

@@ -1,0 +1,378 @@
+package daemon
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+
+	"github.com/ovnedge/ovnedge/egress"
+	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
+	"github.com/ovnedge/ovnedge/internal/event"
+	"github.com/ovnedge/ovnedge/lbsvc"
+	"github.com/ovnedge/ovnedge/lbsvc/ipam"
+	"github.com/ovnedge/ovnedge/ovsdbnb"
+	"github.com/ovnedge/ovnedge/ovsflow"
+)
+
+// Event reasons the daemon itself records.
+const (
+	ReasonInvalidNode   = "InvalidNodeAnnotations"
+	ReasonInvalidObject = "InvalidObject"
+	ReasonNBSyncFailed  = "NorthboundSyncFailed"
+)
+
+// ErrUnknownNode is returned by ComputeNode for a node the snapshot does
+// not hold.
+var ErrUnknownNode = errors.New("node not found")
+
+// Params are the settings the desired state depends on besides the
+// Kubernetes objects.
+type Params struct {
+	Egress egress.Cluster
+	LB     lbsvc.Options
+	// Pools are the LoadBalancer IP pools; none leaves every Service's
+	// ingress as it is.
+	Pools []*ipam.Pool
+	// Bridge, Uplink and Patch name the external bridge and its NIC and
+	// patch ports; Zone is its conntrack zone.
+	Bridge, Uplink, Patch string
+	Zone                  uint16
+	EnableEgressIP        bool
+}
+
+// ParamsFrom returns the Params of a configuration.
+func ParamsFrom(cfg *Config) Params {
+	p := Params{Pools: cfg.LBPools, Bridge: cfg.Bridge, Uplink: cfg.Uplink, Patch: cfg.Patch(),
+		Zone: cfg.CTZone, EnableEgressIP: cfg.EnableEgressIP}
+	for _, cs := range cfg.ClusterSubnets {
+		p.Egress.ClusterSubnets = append(p.Egress.ClusterSubnets, cs.CIDR)
+	}
+	if cfg.JoinSubnet.IsValid() {
+		p.Egress.JoinSubnets = []netip.Prefix{cfg.JoinSubnet}
+	}
+	return p
+}
+
+// ClusterState is the desired cluster-wide state: what the leader writes.
+type ClusterState struct {
+	// Egress are the EgressIP rows, LB the load balancer rows, by owner.
+	Egress, LB map[ovsdbnb.Owner]ovsdbnb.State
+	// Status is the new status of every EgressIP, by name.
+	Status map[string][]egressv1.EgressIPStatusItem
+	// Ingress is the status.loadBalancer.ingress of every LoadBalancer
+	// Service LB IPAM gives addresses to, by "<namespace>/<name>".
+	Ingress map[string][]corev1.LoadBalancerIngress
+	// Host are the egress IPs hosted on non-OVN host networks.
+	Host []egress.HostAssignment
+	// Keep are the owners of objects that could not be read this time:
+	// their rows stay as they are.
+	Keep []ovsdbnb.Owner
+	// Nodes are the egress nodes used, for the next computation's prev.
+	Nodes  []egress.Node
+	Events []event.Event
+}
+
+// NB returns the Egress and LB rows in one map.
+func (c *ClusterState) NB() map[ovsdbnb.Owner]ovsdbnb.State {
+	out := make(map[ovsdbnb.Owner]ovsdbnb.State, len(c.Egress)+len(c.LB))
+	for o, s := range c.Egress {
+		out[o] = s
+	}
+	for o, s := range c.LB {
+		out[o] = s
+	}
+	return out
+}
+
+// ComputeCluster returns the cluster-wide desired state of a snapshot:
+// the EgressIP assignment and NB rows, the LoadBalancer addresses and the
+// load balancers. It is a pure function of its inputs (reachable nil means
+// every node is reachable). prev are the egress nodes of the previous
+// computation (ClusterState.Nodes): a node whose annotations turn bad keeps
+// its last good parse, so what it hosts is not lost. Bad objects become
+// events and are skipped; the error is reserved for bad Params.
+func ComputeCluster(s Snapshot, p Params, reachable func(node string) bool, prev []egress.Node) (ClusterState, error) {
+	cs := ClusterState{Status: map[string][]egressv1.EgressIPStatusItem{}, Ingress: map[string][]corev1.LoadBalancerIngress{}}
+	nodes, broken := egress.ParseNodes(s.Nodes)
+	for _, n := range s.Nodes {
+		if err := broken[n.Name]; err != nil {
+			cs.Events = append(cs.Events, event.Warningf(event.Ref("v1", "Node", n), ReasonInvalidNode,
+				"node skipped for egress IPs: %v", err))
+		}
+	}
+
+	if p.EnableEgressIP {
+		eips := make([]*egressv1.EgressIP, 0, len(s.EgressIPs))
+		for _, u := range s.EgressIPs {
+			e, err := egressv1.FromUnstructured(u)
+			if err != nil {
+				cs.Events = append(cs.Events, event.Warningf(event.Ref(u.GetAPIVersion(), u.GetKind(), u),
+					ReasonInvalidObject, "EgressIP skipped, its rows stay as they are: %v", err))
+				cs.Keep = append(cs.Keep, ovsdbnb.Owner{Type: egress.OwnerEgressIP, Name: u.GetName()})
+				continue
+			}
+			eips = append(eips, e)
+		}
+		eNodes := egress.KeepLastGood(prev, nodes, broken)
+		cs.Nodes = eNodes
+		res := egress.Assign(eips, eNodes, reachable, broken)
+		cs.Events = append(cs.Events, res.Events...)
+		cs.Status = res.Status
+		served, events := egress.Serve(eips, res.Status, s.Namespaces, s.Pods)
+		cs.Events = append(cs.Events, events...)
+		for _, e := range eips {
+			if !slices.ContainsFunc(served, func(sv egress.Served) bool { return sv.Name == e.Name }) {
+				cs.Keep = append(cs.Keep, ovsdbnb.Owner{Type: egress.OwnerEgressIP, Name: e.Name})
+			}
+		}
+		d, err := egress.Compute(p.Egress, eNodes, served)
+		if err != nil {
+			return cs, fmt.Errorf("egress: %w", err)
+		}
+		cs.Egress, cs.Host = d.NB, d.Host
+	}
+
+	svcs, events, err := allocate(s.Services, p.Pools, cs.Ingress)
+	if err != nil {
+		return cs, err
+	}
+	cs.Events = append(cs.Events, events...)
+	svcs, events = dedupIngress(svcs)
+	cs.Events = append(cs.Events, events...)
+	// A node without the OVN-Kubernetes annotations has no gateway router
+	// or switch yet: it gets no per-node load balancers.
+	lbNodes := make([]lbsvc.Node, 0, len(s.Nodes))
+	for _, n := range s.Nodes {
+		if broken[n.Name] == nil {
+			lbNodes = append(lbNodes, lbsvc.Node{Name: n.Name, IPs: nodeIPs(n)})
+		}
+	}
+	var lbEvents []event.Event
+	cs.LB, lbEvents = lbsvc.Build(lbsvc.Input{Services: svcs, EndpointSlices: s.EndpointSlices, Nodes: lbNodes}, p.LB)
+	cs.Events = append(cs.Events, lbEvents...)
+	return cs, nil
+}
+
+// allocate runs LB IPAM over svcs, oldest first, and returns the Services
+// as the load balancers see them: with the ingress IPAM gives them. New
+// ingress lists are stored in ingress by "<namespace>/<name>".
+func allocate(svcs []*corev1.Service, pools []*ipam.Pool, ingress map[string][]corev1.LoadBalancerIngress) ([]*corev1.Service, []event.Event, error) {
+	if len(pools) == 0 {
+		return svcs, nil, nil
+	}
+	alloc, err := ipam.NewAllocator(pools...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("lb pools: %w", err)
+	}
+	events := alloc.Rebuild(svcs)
+	sorted := slices.Clone(svcs)
+	slices.SortFunc(sorted, olderFirst)
+	for i, svc := range sorted {
+		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+			continue
+		}
+		res := alloc.Allocate(svc)
+		events = append(events, res.Events...)
+		if equality.Semantic.DeepEqual(res.Ingress, svc.Status.LoadBalancer.Ingress) {
+			continue
+		}
+		ingress[svc.Namespace+"/"+svc.Name] = res.Ingress
+		c := svc.DeepCopy()
+		c.Status.LoadBalancer.Ingress = res.Ingress
+		sorted[i] = c
+	}
+	return sorted, events, nil
+}
+
+// dedupIngress keeps every LoadBalancer ingress IP with one Service, the
+// oldest (then first by name) claiming it: a younger Service's claim is a
+// Warning event and is left out of its load balancers, so it never takes
+// the VIP's traffic from the holder.
+func dedupIngress(svcs []*corev1.Service) ([]*corev1.Service, []event.Event) {
+	order := slices.Clone(svcs)
+	slices.SortStableFunc(order, olderFirst)
+	holder := map[string]*corev1.Service{}
+	replaced := map[*corev1.Service]*corev1.Service{}
+	var events []event.Event
+	for _, svc := range order {
+		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+			continue
+		}
+		var keep []corev1.LoadBalancerIngress
+		for _, ing := range svc.Status.LoadBalancer.Ingress {
+			if h, taken := holder[ing.IP]; taken && ing.IP != "" {
+				events = append(events, event.Warningf(event.Ref("v1", "Service", svc), ipam.ReasonDuplicate,
+					"LoadBalancer IP %s belongs to Service %s/%s; it is not programmed for this Service", ing.IP, h.Namespace, h.Name))
+				continue
+			}
+			holder[ing.IP] = svc
+			keep = append(keep, ing)
+		}
+		if len(keep) != len(svc.Status.LoadBalancer.Ingress) {
+			c := svc.DeepCopy()
+			c.Status.LoadBalancer.Ingress = keep
+			replaced[svc] = c
+		}
+	}
+	if len(replaced) == 0 {
+		return svcs, events
+	}
+	out := slices.Clone(svcs)
+	for i, svc := range out {
+		if c, ok := replaced[svc]; ok {
+			out[i] = c
+		}
+	}
+	return out, events
+}
+
+func olderFirst(a, b *corev1.Service) int {
+	if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+}
+
+// nodeIPs returns a node's InternalIP and ExternalIP addresses.
+func nodeIPs(n *corev1.Node) []netip.Addr {
+	var out []netip.Addr
+	for _, a := range n.Status.Addresses {
+		if a.Type != corev1.NodeInternalIP && a.Type != corev1.NodeExternalIP {
+			continue
+		}
+		if ip, err := netip.ParseAddr(a.Address); err == nil {
+			out = append(out, ip)
+		}
+	}
+	return out
+}
+
+// Flow program owners of the node work.
+const (
+	OwnerEgressFlows = "egress"
+	ownerServicePfx  = "service/"
+)
+
+// NodeState is the desired state of one node's bridge.
+type NodeState struct {
+	// Sets are the flow sets by program owner; an owner of the program
+	// not listed here (and not in Keep) is deleted.
+	Sets map[string][]ovsflow.Flow
+	// Keep are owners whose input was bad this time: what is programmed
+	// for them stays.
+	Keep []string
+	// Announce are the VIPs this node answers ARP/NDP for (L2 announce).
+	Announce []netip.Addr
+	// Host are the egress IPs the leader assigned to this node on a
+	// secondary (non-OVN) host network.
+	Host   []egress.HostAssignment
+	Events []event.Event
+}
+
+// ComputeNode returns the desired bridge state of node: the EgressIP flows
+// (109/105/104/100) and the ARP/NDP bypass of every Service VIP, and the
+// VIPs it announces. It is a pure function of its inputs.
+func ComputeNode(s Snapshot, p Params, node string) (NodeState, error) {
+	ns := NodeState{Sets: map[string][]ovsflow.Flow{}}
+	i := slices.IndexFunc(s.Nodes, func(n *corev1.Node) bool { return n.Name == node })
+	if i < 0 {
+		return ns, fmt.Errorf("%w: %q", ErrUnknownNode, node)
+	}
+	if p.EnableEgressIP {
+		n, err := egress.ParseNode(s.Nodes[i])
+		var e ovsflow.Egress
+		if err == nil {
+			e, err = egress.NodeFlows(p.Egress, &n, p.Uplink, p.Patch)
+		}
+		var flows []ovsflow.Flow
+		if err == nil {
+			e.Zone = p.Zone
+			flows, err = ovsflow.EgressFlows(e)
+		}
+		if err != nil {
+			ns.Keep = append(ns.Keep, OwnerEgressFlows)
+			ns.Events = append(ns.Events, event.Warningf(event.Ref("v1", "Node", s.Nodes[i]), ReasonInvalidNode,
+				"egress flows of %s kept as they are: %v", node, err))
+		} else {
+			ns.Sets[OwnerEgressFlows] = flows
+		}
+		ns.Host = hostAssignments(s, p, node)
+	}
+	bypass, err := lbsvc.BypassFlows(ovsflow.Bypass{Uplink: p.Uplink}, s.Services)
+	if err != nil {
+		return ns, fmt.Errorf("vip bypass flows: %w", err)
+	}
+	for owner, flows := range bypass {
+		ns.Sets[owner] = flows
+	}
+	var healthy []string
+	for _, n := range s.Nodes {
+		if nodeReady(n) {
+			healthy = append(healthy, n.Name)
+		}
+	}
+	ns.Announce = lbsvc.VIPOwners(s.Services, s.EndpointSlices, healthy)[node]
+	return ns, nil
+}
+
+// hostAssignments are node's egress IPs on secondary host networks, as
+// the EgressIPs' status (the leader's assignment) says.
+func hostAssignments(s Snapshot, p Params, node string) []egress.HostAssignment {
+	parsed, _ := egress.ParseNodes(s.Nodes)
+	nodes := make(map[string]*egress.Node, len(parsed))
+	for i := range parsed {
+		nodes[parsed[i].Name] = &parsed[i]
+	}
+	var out []egress.HostAssignment
+	for _, u := range s.EgressIPs {
+		e, err := egressv1.FromUnstructured(u)
+		if err != nil || len(e.Status.Items) == 0 {
+			continue // bad objects are the leader's to report
+		}
+		pods, _ := egress.SelectPods(e, s.Namespaces, s.Pods)
+		_, host := egress.EgressIPState(p.Egress, egress.Served{Name: e.Name, Status: e.Status.Items, Pods: pods}, nodes)
+		for _, h := range host {
+			if h.Node == node {
+				out = append(out, h)
+			}
+		}
+	}
+	return out
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// Update makes p hold the state: every set of Sets, and no other owner of
+// the node work except those in Keep. Owners of others (not "egress" nor
+// "service/...") are left alone. On error p may hold part of the update.
+func (ns *NodeState) Update(p *ovsflow.Program) error {
+	for _, owner := range p.Owners() {
+		if _, ok := ns.Sets[owner]; ok || slices.Contains(ns.Keep, owner) {
+			continue
+		}
+		if owner == OwnerEgressFlows || strings.HasPrefix(owner, ownerServicePfx) {
+			p.Delete(owner)
+		}
+	}
+	var errs []error
+	for _, owner := range slices.Sorted(maps.Keys(ns.Sets)) {
+		if err := p.Set(owner, ns.Sets[owner]); err != nil {
+			errs = append(errs, fmt.Errorf("flows of %s: %w", owner, err))
+		}
+	}
+	return errors.Join(errs...)
+}

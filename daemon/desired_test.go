@@ -1,0 +1,253 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ovnedge/ovnedge/egress"
+	"github.com/ovnedge/ovnedge/lbsvc/ipam"
+	"github.com/ovnedge/ovnedge/ovsdbnb"
+	"github.com/ovnedge/ovnedge/ovsflow"
+	"github.com/ovnedge/ovnedge/ovsflow/flowtest"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// demoDir copies examples/demo's manifests to a temporary directory and
+// applies edits: file name -> new content ("" deletes the file).
+func demoDir(t *testing.T, edits map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	files, err := filepath.Glob("../examples/demo/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("demo manifests: %v", err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		putFile(t, dir, filepath.Base(f), string(b))
+	}
+	for name, content := range edits {
+		if content == "" {
+			if err := os.Remove(filepath.Join(dir, name)); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		putFile(t, dir, name, content)
+	}
+	return dir
+}
+
+func demoSnapshot(t *testing.T, edits map[string]string) Snapshot {
+	t.Helper()
+	s, _, err := LoadSnapshot(context.Background(), &Config{Manifests: demoDir(t, edits)}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func demoParams(t *testing.T, args ...string) Params {
+	t.Helper()
+	cfg, _, err := ParseConfig("test", append([]string{"--cluster-subnets", "10.244.0.0/16/24"}, args...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ParamsFrom(cfg)
+}
+
+const badNode = `apiVersion: v1
+kind: Node
+metadata:
+  name: ovn-worker3
+  labels: {k8s.ovn.org/egress-assignable: ""}
+  annotations:
+    k8s.ovn.org/node-subnets: 'not json'
+status:
+  conditions: [{type: Ready, status: "True"}]
+`
+
+const dupService = `apiVersion: v1
+kind: Service
+metadata:
+  name: web-dup
+  namespace: prod
+spec:
+  type: LoadBalancer
+  clusterIP: 10.96.0.12
+  clusterIPs: [10.96.0.12]
+  selector: {app: web}
+  ports:
+  - {name: http, protocol: TCP, port: 80, targetPort: 8080, nodePort: 30081}
+status:
+  loadBalancer:
+    ingress:
+    - ip: 172.18.0.200
+`
+
+const badEgressIP = `apiVersion: k8s.ovn.org/v1
+kind: EgressIP
+metadata:
+  name: egress-bad
+spec:
+  egressIPs: ["300.1.2.3"]
+  namespaceSelector:
+    matchLabels: {env: prod}
+`
+
+// TestComputeCluster checks the leader's desired state of the demo and of
+// bad input: a bad node or EgressIP is an event, everything else is as
+// without it.
+func TestComputeCluster(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		edits      map[string]string
+		args       []string
+		wantEvents []string // reasons
+		wantStatus string
+		wantIngr   string
+	}{
+		{name: "demo", wantStatus: "[{ovn-worker2 172.18.0.44}]"},
+		{name: "node without annotations", edits: map[string]string{"bad-node.yaml": badNode},
+			wantEvents: []string{ReasonInvalidNode}, wantStatus: "[{ovn-worker2 172.18.0.44}]"},
+		{name: "invalid egress IP", edits: map[string]string{"bad-eip.yaml": badEgressIP},
+			wantEvents: []string{egress.ReasonInvalidEgressIP}, wantStatus: "[{ovn-worker2 172.18.0.44}]"},
+		{name: "conflicting LoadBalancer IP", edits: map[string]string{"dup.yaml": dupService},
+			wantEvents: []string{ipam.ReasonDuplicate}, wantStatus: "[{ovn-worker2 172.18.0.44}]"},
+		{name: "egress IPs off", args: []string{"--enable-egress-ip=false"}, wantStatus: ""},
+		{name: "LB IPAM keeps an ingress inside its pool", args: []string{"--lb-pools", "pub=172.18.0.192/26"},
+			wantStatus: "[{ovn-worker2 172.18.0.44}]"},
+		{name: "LB IPAM replaces an ingress outside its pool", args: []string{"--lb-pools", "pub=172.18.0.208/29"},
+			wantStatus: "[{ovn-worker2 172.18.0.44}]", wantIngr: "172.18.0.209"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs, err := ComputeCluster(demoSnapshot(t, tc.edits), demoParams(t, tc.args...), nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var reasons []string
+			for _, e := range cs.Events {
+				reasons = append(reasons, e.Reason)
+			}
+			for _, r := range tc.wantEvents {
+				if !slices.Contains(reasons, r) {
+					t.Errorf("events %v lack %s", cs.Events, r)
+				}
+			}
+			if got := fmtStatus(cs); got != tc.wantStatus {
+				t.Errorf("egress-prod status %s, want %s", got, tc.wantStatus)
+			}
+			ing := cs.Ingress["prod/web"]
+			if tc.wantIngr == "" && ing != nil || tc.wantIngr != "" && (len(ing) != 1 || ing[0].IP != tc.wantIngr) {
+				t.Errorf("prod/web ingress %v, want %q", ing, tc.wantIngr)
+			}
+			if len(cs.LB[ovsdbnb.Owner{Type: "Service", Name: "prod/web"}].LoadBalancers) == 0 {
+				t.Errorf("no load balancer for prod/web")
+			}
+			for o, st := range cs.LB {
+				for _, lb := range st.LoadBalancers {
+					if slices.Contains(lb.Routers, "GR_ovn-worker3") {
+						t.Errorf("%s: load balancer %s on the gateway router of a node without annotations", o, lb.Name)
+					}
+					if o.Name == "prod/web-dup" && strings.Contains(fmt.Sprint(lb.VIPs), "172.18.0.200") {
+						t.Errorf("the younger Service took VIP 172.18.0.200: %v", lb.VIPs)
+					}
+				}
+			}
+		})
+	}
+}
+
+func fmtStatus(cs ClusterState) string {
+	items, ok := cs.Status["egress-prod"]
+	if !ok {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("[")
+	for i, it := range items {
+		if i > 0 {
+			b.WriteString(" ")
+		}
+		b.WriteString("{" + it.Node + " " + it.EgressIP + "}")
+	}
+	return b.String() + "]"
+}
+
+// TestComputeNode checks one node's flow sets and that bad annotations
+// keep the programmed egress flows instead of deleting them.
+func TestComputeNode(t *testing.T) {
+	p := demoParams(t)
+	ns, err := ComputeNode(demoSnapshot(t, nil), p, "ovn-worker2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ns.Sets[OwnerEgressFlows]) != 4 || len(ns.Sets["service/prod/web"]) != 1 || len(ns.Sets["service/prod/api"]) != 1 {
+		t.Errorf("flow sets %v", ns.Sets)
+	}
+	// Every VIP is announced by exactly one of the two Ready nodes.
+	other, err := ComputeNode(demoSnapshot(t, nil), p, "ovn-worker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	announced := append(slices.Clone(ns.Announce), other.Announce...)
+	slices.SortFunc(announced, netip.Addr.Compare)
+	if want := []netip.Addr{netip.MustParseAddr("172.18.0.200"), netip.MustParseAddr("172.18.0.201")}; !slices.Equal(announced, want) {
+		t.Errorf("announced VIPs %v, want each of %v once", announced, want)
+	}
+	if _, err := ComputeNode(demoSnapshot(t, nil), p, "nope"); err == nil {
+		t.Error("an unknown node must be an error")
+	}
+
+	bad, err := ComputeNode(demoSnapshot(t, map[string]string{"bad-node.yaml": badNode}), p, "ovn-worker3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(bad.Keep, OwnerEgressFlows) || len(bad.Events) != 1 {
+		t.Fatalf("bad node: keep %v, events %v", bad.Keep, bad.Events)
+	}
+	var prog ovsflow.Program
+	if err := ns.Update(&prog); err != nil {
+		t.Fatal(err)
+	}
+	if err := prog.Set("someone-else", []ovsflow.Flow{{Priority: 5}}); err != nil {
+		t.Fatal(err)
+	}
+	bad.Sets = map[string][]ovsflow.Flow{} // and the Services are gone
+	if err := bad.Update(&prog); err != nil {
+		t.Fatal(err)
+	}
+	if got := prog.Owners(); !slices.Equal(got, []string{OwnerEgressFlows, "someone-else"}) {
+		t.Errorf("owners after update %v: egress kept, services deleted, others untouched", got)
+	}
+}
+
+// TestRenderGolden pins `ovnedge render` of the demo manifests.
+func TestRenderGolden(t *testing.T) {
+	dir := demoDir(t, nil)
+	for _, what := range []string{"flows", "nb"} {
+		var out, errOut strings.Builder
+		code := Main(context.Background(), []string{"render", "--manifests", dir, "--node", "ovn-worker2",
+			"--what", what, "--cluster-subnets", "10.244.0.0/16/24"}, &out, &errOut)
+		if code != 0 {
+			t.Fatalf("render --what %s: exit %d: %s", what, code, errOut.String())
+		}
+		golden(t, "testdata/render-"+what+".golden", out.String())
+	}
+}
+
+func golden(t *testing.T, path, got string) {
+	t.Helper()
+	flowtest.Golden(t, path, []byte(got))
+}
