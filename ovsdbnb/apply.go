@@ -265,7 +265,7 @@ func (s *syncer) syncGroups(ctx context.Context, desired map[Owner]State, owners
 		uuid := ""
 		var holders []ref
 		if g := sn.groups[name]; g != nil {
-			uuid, holders = g.UUID, sn.holders[g.UUID]
+			uuid, holders = g.UUID, sn.holders(g.UUID)
 		} else {
 			uuid = s.name()
 			p.add("load balancer group "+name, false, ovsdb.Operation{Op: ovsdb.OperationInsert,

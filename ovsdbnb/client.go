@@ -59,6 +59,7 @@ type Client struct {
 	// done is closed by Close; probed once the prober has stopped.
 	done, probed chan struct{}
 	closeOnce    sync.Once
+	members      members // reference sets of the cached shared rows
 }
 
 // Tables are the NB tables the client monitors and caches.

@@ -250,58 +250,69 @@ type snap struct {
 	routers  map[string]*nbdb.LogicalRouter
 	switches map[string]*nbdb.LogicalSwitch
 	groups   map[string]*nbdb.LoadBalancerGroup
-	// parent maps a policy or NAT UUID to its router.
-	parent map[string]ref
-	// holders maps a load balancer or group UUID to the rows whose
-	// load_balancer / load_balancer_group column holds it.
-	holders map[string][]ref
+	// children are the routers with the policies and NATs they hold.
+	children []holder
+	// lbHolders are the routers, switches and groups with the load
+	// balancers and groups their load_balancer / load_balancer_group
+	// columns hold.
+	lbHolders []holder
 }
 
-// snapshot reads the shared tables from the cache.
-func (s *syncer) snapshot(ctx context.Context) (*snap, error) {
-	var lrs []nbdb.LogicalRouter
-	var lss []nbdb.LogicalSwitch
-	var lbgs []nbdb.LoadBalancerGroup
-	for _, l := range []any{&lrs, &lss, &lbgs} {
-		if err := s.c.nb.List(ctx, l); err != nil {
-			return nil, fmt.Errorf("ovsdbnb: read cache: %w", err)
-		}
+// parent returns the router holding the policy or NAT u.
+func (sn *snap) parent(u string) (ref, bool) {
+	if rs := holdersOf(sn.children, u); len(rs) > 0 {
+		return rs[0], true
 	}
+	return ref{}, false
+}
+
+// holders returns the rows holding the load balancer or group u.
+func (sn *snap) holders(u string) []ref { return holdersOf(sn.lbHolders, u) }
+
+// snapshot reads the shared tables from the cache. The rows are the
+// cache's own, read without cloning (routers holding tens of thousands of
+// policies and NATs would otherwise be deep-copied on every Sync) and
+// never written; their reference sets come from the client's members
+// cache.
+func (s *syncer) snapshot(_ context.Context) (*snap, error) {
 	sn := &snap{routers: map[string]*nbdb.LogicalRouter{}, switches: map[string]*nbdb.LogicalSwitch{},
-		groups: map[string]*nbdb.LoadBalancerGroup{}, parent: map[string]ref{}, holders: map[string][]ref{}}
-	for i := range lrs {
-		lr := &lrs[i]
-		sn.routers[lr.Name] = lr
-		r := ref{nbdb.LogicalRouterTable, lr.UUID, lr.Name}
-		for _, u := range slicesConcat(lr.Policies, lr.Nat) {
-			sn.parent[u] = r
+		groups: map[string]*nbdb.LoadBalancerGroup{}}
+	m := &s.c.members
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	keep := map[any]map[string]bool{}
+	for _, t := range []string{nbdb.LogicalRouterTable, nbdb.LogicalSwitchTable, nbdb.LoadBalancerGroupTable} {
+		tc := s.c.nb.Cache().Table(t)
+		if tc == nil {
+			return nil, fmt.Errorf("ovsdbnb: read cache: table %s is not monitored", t)
 		}
-		for _, u := range slicesConcat(lr.LoadBalancer, lr.LoadBalancerGroup) {
-			sn.holders[u] = append(sn.holders[u], r)
+		for _, row := range tc.RowsShallow() {
+			switch r := row.(type) {
+			case *nbdb.LogicalRouter:
+				sn.routers[r.Name] = r
+				self := ref{nbdb.LogicalRouterTable, r.UUID, r.Name}
+				sn.children = append(sn.children, holder{self, m.of(&r.Policies, keep, r.Policies, r.Nat)})
+				sn.lbHolders = append(sn.lbHolders, holder{self, m.of(&r.LoadBalancer, keep, r.LoadBalancer, r.LoadBalancerGroup)})
+			case *nbdb.LogicalSwitch:
+				sn.switches[r.Name] = r
+				sn.lbHolders = append(sn.lbHolders, holder{ref{nbdb.LogicalSwitchTable, r.UUID, r.Name},
+					m.of(r, keep, r.LoadBalancer, r.LoadBalancerGroup)})
+			case *nbdb.LoadBalancerGroup:
+				sn.groups[r.Name] = r
+				sn.lbHolders = append(sn.lbHolders, holder{ref{nbdb.LoadBalancerGroupTable, r.UUID, r.Name},
+					m.of(r, keep, r.LoadBalancer)})
+			}
 		}
 	}
-	for i := range lss {
-		ls := &lss[i]
-		sn.switches[ls.Name] = ls
-		r := ref{nbdb.LogicalSwitchTable, ls.UUID, ls.Name}
-		for _, u := range slicesConcat(ls.LoadBalancer, ls.LoadBalancerGroup) {
-			sn.holders[u] = append(sn.holders[u], r)
-		}
-	}
-	for i := range lbgs {
-		g := &lbgs[i]
-		sn.groups[g.Name] = g
-		r := ref{nbdb.LoadBalancerGroupTable, g.UUID, g.Name}
-		for _, u := range g.LoadBalancer {
-			sn.holders[u] = append(sn.holders[u], r)
-		}
-	}
+	m.sets = keep
 	return sn, nil
 }
 
-// slicesConcat joins two string slices into a new one.
-func slicesConcat(a, b []string) []string {
-	return append(append(make([]string, 0, len(a)+len(b)), a...), b...)
+// parentName is the name of the router holding the policy or NAT u, ""
+// for none.
+func parentName(sn *snap, u string) string {
+	r, _ := sn.parent(u)
+	return r.name
 }
 
 // plan is the operations of one owner. rows[i] names the row of ops[i].
@@ -469,7 +480,7 @@ func (s *syncer) planLBs(sn *snap, p *plan, want []LoadBalancer) error {
 		if c := byName[lb.Name]; c != nil {
 			keep[c.UUID] = true
 			p.add(rowName, false, diffOps(nbdb.LoadBalancerTable, c.UUID, lbRowOf(c), r)...)
-			attach(p, rowName, c.UUID, "load_balancer", targets, sn.holders[c.UUID])
+			attach(p, rowName, c.UUID, "load_balancer", targets, sn.holders(c.UUID))
 			continue
 		}
 		if other, err := s.lbByName(lb.Name); err != nil {
@@ -484,7 +495,7 @@ func (s *syncer) planLBs(sn *snap, p *plan, want []LoadBalancer) error {
 	for _, c := range cur {
 		if !keep[c.UUID] {
 			rowName := "load balancer " + c.Name
-			attach(p, rowName, c.UUID, "load_balancer", nil, sn.holders[c.UUID])
+			attach(p, rowName, c.UUID, "load_balancer", nil, sn.holders(c.UUID))
 			p.add(rowName, false, ovsdb.Operation{Op: ovsdb.OperationDelete, Table: nbdb.LoadBalancerTable, Where: whereUUID(c.UUID)})
 		}
 	}
@@ -578,7 +589,7 @@ func (s *syncer) planChildren(sn *snap, p *plan, table, col string, cur map[stri
 			u := uuids[0]
 			keep[u] = true
 			p.add(w.id, false, diffOps(table, u, curRows[u], w.r)...)
-			if parent, ok := sn.parent[u]; !ok || parent.uuid != lr.UUID {
+			if parent, ok := sn.parent(u); !ok || parent.uuid != lr.UUID {
 				p.add(w.id, false, mutateRefs(lrRef, col, ovsdb.MutateOperationInsert, u))
 			}
 			continue
@@ -600,7 +611,7 @@ func (s *syncer) planChildren(sn *snap, p *plan, table, col string, cur map[stri
 			if keep[u] {
 				continue
 			}
-			if parent, ok := sn.parent[u]; ok {
+			if parent, ok := sn.parent(u); ok {
 				p.add(id, false, mutateRefs(parent, col, ovsdb.MutateOperationDelete, u))
 			}
 			p.add(id, false, ovsdb.Operation{Op: ovsdb.OperationDelete, Table: table, Where: whereUUID(u)})
@@ -618,7 +629,7 @@ func (s *syncer) planPolicies(sn *snap, p *plan, want []RouterPolicy) error {
 	}
 	cur, curRows := map[string][]string{}, map[string]row{}
 	for _, r := range rows {
-		id := policyID(sn.parent[r.UUID].name, r.Priority, r.Match)
+		id := policyID(parentName(sn, r.UUID), r.Priority, r.Match)
 		cur[id] = append(cur[id], r.UUID)
 		curRows[r.UUID] = policyRowOf(r)
 	}
@@ -639,7 +650,7 @@ func (s *syncer) planNATs(sn *snap, p *plan, want []NAT) error {
 	}
 	cur, curRows := map[string][]string{}, map[string]row{}
 	for _, r := range rows {
-		id := natID(sn.parent[r.UUID].name, r.Type, r.ExternalIP, r.LogicalIP)
+		id := natID(parentName(sn, r.UUID), r.Type, r.ExternalIP, r.LogicalIP)
 		cur[id] = append(cur[id], r.UUID)
 		curRows[r.UUID] = natRowOf(r)
 	}
