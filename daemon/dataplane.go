@@ -205,7 +205,9 @@ func (d *Dataplane) writeEgressStatus(ctx context.Context, s Snapshot, status ma
 			continue
 		}
 		d.log.Info("EgressIP status", "egressip", n.Name, "items", fmt.Sprint(items), "manifests", d.clients.FromManifests)
-		if _, err := d.clients.Dynamic.Resource(EgressIPResource).UpdateStatus(ctx, obj, metav1.UpdateOptions{}); err != nil {
+		// The CRD has no status subresource (as in OVN-Kubernetes): the
+		// status is written with the object.
+		if _, err := d.clients.Dynamic.Resource(EgressIPResource).Update(ctx, obj, metav1.UpdateOptions{}); err != nil {
 			errs = append(errs, fmt.Errorf("status of EgressIP %s: %w", n.Name, err))
 		}
 	}

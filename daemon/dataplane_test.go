@@ -65,7 +65,7 @@ func TestClusterStatusConflict(t *testing.T) {
 	s, c := loadDemo(t, cfg, nil)
 	conflicts := 1
 	c.Source.Dynamic.PrependReactor("update", "egressips", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if a.GetSubresource() != "status" || conflicts == 0 {
+		if conflicts == 0 {
 			return false, nil, nil
 		}
 		conflicts--

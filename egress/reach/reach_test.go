@@ -2,18 +2,9 @@ package reach_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"reflect"
 	"runtime"
 	"strings"
@@ -21,9 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netns"
+
 	"github.com/ovnedge/ovnedge/egress/reach"
 	"github.com/ovnedge/ovnedge/internal/testbed"
-	"github.com/vishvananda/netns"
 )
 
 // inNetns runs f on a thread inside the named namespace: sockets f creates
@@ -360,68 +352,18 @@ type testCerts struct {
 }
 
 // newCerts writes a CA, a server certificate for "node.egress" and
-// 127.0.0.1, a client certificate, and a second CA.
+// 127.0.0.1, a client certificate, and a client certificate of a second CA.
 func newCerts(t *testing.T) testCerts {
 	t.Helper()
 	dir := t.TempDir()
-	write := func(name, typ string, der []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
+	ca, other := testbed.WriteCert(t, dir, "ca", nil), testbed.WriteCert(t, dir, "other-ca", nil)
+	files := func(c, ca *testbed.Cert) reach.TLSFiles {
+		return reach.TLSFiles{CertFile: c.CertFile, KeyFile: c.KeyFile, CAFile: ca.CertFile}
 	}
-	newKey := func() *ecdsa.PrivateKey {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	serial := int64(1)
-	sign := func(tmpl, parent *x509.Certificate, key *ecdsa.PrivateKey, parentKey *ecdsa.PrivateKey) (*x509.Certificate, []byte) {
-		serial++
-		tmpl.SerialNumber = big.NewInt(serial)
-		tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
-		if parent == nil {
-			parent, parentKey = tmpl, key
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := x509.ParseCertificate(der)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c, der
-	}
-	newCA := func(name string) (*x509.Certificate, *ecdsa.PrivateKey, string) {
-		k := newKey()
-		c, der := sign(&x509.Certificate{Subject: pkix.Name{CommonName: name}, IsCA: true, BasicConstraintsValid: true,
-			KeyUsage: x509.KeyUsageCertSign}, nil, k, nil)
-		return c, k, write(name+".pem", "CERTIFICATE", der)
-	}
-	leaf := func(name string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, usage x509.ExtKeyUsage) (string, string) {
-		k := newKey()
-		_, der := sign(&x509.Certificate{Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
-			IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-			KeyUsage: x509.KeyUsageDigitalSignature}, ca, k, caKey)
-		kder, err := x509.MarshalECPrivateKey(k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return write(name+".pem", "CERTIFICATE", der), write(name+"-key.pem", "EC PRIVATE KEY", kder)
-	}
-	ca, caKey, caFile := newCA("ca")
-	other, otherKey, otherFile := newCA("other-ca")
-	sc, sk := leaf("node.egress", ca, caKey, x509.ExtKeyUsageServerAuth)
-	cc, ck := leaf("leader.egress", ca, caKey, x509.ExtKeyUsageClientAuth)
-	oc, ok := leaf("stranger.egress", other, otherKey, x509.ExtKeyUsageClientAuth)
 	return testCerts{
-		server:  reach.TLSFiles{CertFile: sc, KeyFile: sk, CAFile: caFile},
-		client:  reach.TLSFiles{CertFile: cc, KeyFile: ck, CAFile: caFile},
-		otherCA: reach.TLSFiles{CertFile: oc, KeyFile: ok, CAFile: otherFile},
+		server:  files(testbed.WriteCert(t, dir, "node.egress", ca), ca),
+		client:  files(testbed.WriteCert(t, dir, "leader.egress", ca), ca),
+		otherCA: files(testbed.WriteCert(t, dir, "stranger.egress", other), other),
 	}
 }
 

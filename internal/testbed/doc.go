@@ -11,6 +11,15 @@
 // deleted, and the directory is removed unless the test failed, in which
 // case its path and the tails of the daemons' logs are logged.
 //
+// On top of these: StartNBCluster runs a 3-member RAFT NB cluster on
+// loopback (Leader, Kill, WaitLeader); StartChassis runs ovn-controller on
+// a bridge's userspace OVS with br-ex mapped as physnet, AddPod plugs a
+// "pod" network namespace into br-int and NewExternal makes an external
+// host on br-ex's segment; NewNetns, Link and Netns.Do give tests hosts on
+// an L2 segment. They take the small T interface, so a program (make
+// demo) can run them too. StartKubeAPI runs etcd and a kube-apiserver
+// (built by scripts/kube-apiserver.sh) for end-to-end tests.
+//
 // The daemons run as child processes of the test binary (no --detach), so
 // they are reaped by the test and killing them by PID cannot hit an
 // unrelated process.

@@ -1,0 +1,105 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"path"
+	"slices"
+	"testing"
+
+	"github.com/ovnedge/ovnedge/daemon"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// TestWatcherSeesAPIObjects applies the CRD and the demo objects through a
+// real API server and checks that the daemon's informers (daemon.Watcher)
+// see every kind, with status and without managedFields, and follow
+// deletes and adds.
+func TestWatcherSeesAPIObjects(t *testing.T) {
+	t.Parallel()
+	k := startKube(t)
+	k.apply(t, demoDir)
+
+	w := daemon.NewWatcher(k.cs, k.dyn, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	q := w.Queue("e2e")
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s, err := w.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		kind string
+		got  []string
+		want []string // the API server adds some objects of its own
+	}{
+		{"Node", names(s.Nodes), []string{"ovn-worker", "ovn-worker2"}},
+		{"Namespace", names(s.Namespaces), []string{"prod", "default"}},
+		{"Pod", names(s.Pods), []string{"prod/web-0"}},
+		{"Service", names(s.Services), []string{"prod/web", "prod/api", "default/kubernetes"}},
+		{"EndpointSlice", names(s.EndpointSlices), []string{"prod/web-abcde", "prod/api-fghij"}},
+		{"EgressIP", names(s.EgressIPs), []string{"egress-prod"}},
+	} {
+		for _, w := range c.want {
+			if !slices.Contains(c.got, w) {
+				t.Errorf("%s %s not in the informers' cache, which has %q", c.kind, w, c.got)
+			}
+		}
+	}
+	for _, p := range s.Pods {
+		if p.Status.PodIP != "10.244.1.3" || p.Status.Phase != corev1.PodRunning || len(p.ManagedFields) > 0 {
+			t.Errorf("pod %s/%s: podIP %q, phase %q, %d managedFields; want 10.244.1.3, Running, none",
+				p.Namespace, p.Name, p.Status.PodIP, p.Status.Phase, len(p.ManagedFields))
+		}
+	}
+	for _, n := range s.Nodes {
+		if n.Annotations["k8s.ovn.org/node-subnets"] == "" || len(n.Status.Addresses) == 0 {
+			t.Errorf("node %s lacks its annotations or addresses: %v %v", n.Name, n.Annotations, n.Status.Addresses)
+		}
+	}
+	for _, e := range s.EgressIPs {
+		ips, _, _ := unstructured.NestedStringSlice(e.Object, "spec", "egressIPs")
+		if len(ips) != 1 || ips[0] != "172.18.0.44" || len(e.GetManagedFields()) > 0 {
+			t.Errorf("EgressIP %s: egressIPs %v, %d managedFields; want [172.18.0.44], none", e.GetName(), ips, len(e.GetManagedFields()))
+		}
+	}
+	if q.Len() == 0 {
+		t.Errorf("no reconcile request queued after the informers synced")
+	}
+
+	// Follow a delete and an add.
+	zero := int64(0)
+	if err := k.cs.CoreV1().Pods("prod").Delete(ctx, "web-0", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "bare"}}
+	if _, err := k.cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	k.poll(t, "the informers to see the pod deleted and the node added", func(context.Context) error {
+		s, err := w.Snapshot()
+		if err != nil {
+			return err
+		}
+		if len(s.Pods) != 0 || len(s.Nodes) != 3 {
+			return fmt.Errorf("%d pods, %d nodes; want 0, 3 (bare added)", len(s.Pods), len(s.Nodes))
+		}
+		return nil
+	})
+}
+
+// names returns the objects' "namespace/name" (or "name").
+func names[O metav1.Object](objs []O) []string {
+	out := make([]string, len(objs))
+	for i, o := range objs {
+		out[i] = path.Join(o.GetNamespace(), o.GetName())
+	}
+	return out
+}
