@@ -170,7 +170,7 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer, log *slog.L
 		d.Targets = chk.SetTargets
 		go chk.Run(ctx)
 	}
-	return Run(ctx, cfg, c, d.Reconcilers(), Env{Log: log, Metrics: m, Wake: wake})
+	return Run(ctx, cfg, c, d.Reconcilers(), Env{Log: log, Metrics: m, Wake: wake, ManifestPoll: cfg.ManifestsPoll})
 }
 
 func runRender(ctx context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger) error {

@@ -29,6 +29,8 @@ type Config struct {
 	NodeName   string
 	Kubeconfig string
 	Manifests  string
+	// ManifestsPoll is how often the manifests directory is checked.
+	ManifestsPoll time.Duration
 
 	ClusterSubnets []ClusterSubnet
 	JoinSubnet     netip.Prefix
@@ -86,6 +88,8 @@ var options = []option{
 		func(c *Config, v string) error { c.Kubeconfig = v; return nil }},
 	{"manifests", "ovnedge", "manifests", "", "read Kubernetes objects from YAML files in this directory instead of an API server",
 		func(c *Config, v string) error { c.Manifests = v; return nil }},
+	{"manifests-poll", "ovnedge", "manifests-poll", "500ms", "how often the --manifests directory is checked for changes",
+		func(c *Config, v string) (err error) { c.ManifestsPoll, err = parseDuration(v); return err }},
 	{"cluster-subnets", "default", "cluster-subnets", "10.128.0.0/14/23", "pod networks, comma-separated CIDR[/hostPrefix]",
 		func(c *Config, v string) (err error) { c.ClusterSubnets, err = ParseClusterSubnets(v); return err }},
 	{"join-subnet", "gateway", "v4-join-subnet", "100.64.0.0/16", "subnet of the join switch between ovn_cluster_router and the gateway routers",

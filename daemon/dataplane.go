@@ -7,9 +7,11 @@ import (
 	"log/slog"
 	"maps"
 	"net/netip"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -51,6 +53,11 @@ type Dataplane struct {
 	lastEIP   map[ovsdbnb.Owner]ovsdbnb.State // egress rows last synced
 	lbOwners  map[ovsdbnb.Owner]bool          // load balancer owners last synced
 	lastNodes []egress.Node                   // egress nodes last computed
+	// synced is each owner's desired state as last written; between
+	// full resyncs (every fullResync, repairing rows changed behind our
+	// back) only owners whose state differs are synced.
+	synced   map[ovsdbnb.Owner]ovsdbnb.State
+	fullSync time.Time
 	// stale holds the owners found in the NB when the client connected
 	// (rows of a previous run); those no longer wanted are deleted by the
 	// first sync, so objects deleted while the daemon was down lose
@@ -283,7 +290,30 @@ func (d *Dataplane) syncNB(ctx context.Context, s Snapshot, cs *ClusterState) ([
 			cs.Egress[o] = st
 		}
 	}
-	steps := egress.MakeBeforeBreak(d.lastEIP, cs.Egress)
+	full := d.synced == nil || time.Since(d.fullSync) > fullResync
+	if full {
+		d.synced = map[ovsdbnb.Owner]ovsdbnb.State{}
+	}
+	// The make-before-break steps of the EgressIP owners that changed
+	// (all of them on a full resync): an unchanged owner is not sent.
+	oldEIP, newEIP := d.lastEIP, cs.Egress
+	if !full {
+		oldEIP, newEIP = map[ovsdbnb.Owner]ovsdbnb.State{}, map[ovsdbnb.Owner]ovsdbnb.State{}
+		for o, st := range cs.Egress {
+			if prev, ok := d.lastEIP[o]; !ok || !reflect.DeepEqual(prev, st) {
+				newEIP[o] = st
+				if ok {
+					oldEIP[o] = prev
+				}
+			}
+		}
+		for o, prev := range d.lastEIP {
+			if _, ok := cs.Egress[o]; !ok {
+				oldEIP[o] = prev
+			}
+		}
+	}
+	steps := egress.MakeBeforeBreak(oldEIP, newEIP)
 	if len(steps) == 0 {
 		steps = []map[ovsdbnb.Owner]ovsdbnb.State{{}}
 	}
@@ -291,23 +321,46 @@ func (d *Dataplane) syncNB(ctx context.Context, s Snapshot, cs *ClusterState) ([
 	var events []event.Event
 	var syncErr error
 	for _, step := range steps {
-		res, err := d.nb.Sync(ctx, step)
+		// Between full resyncs only the owners whose desired rows
+		// changed are sent: one Service or pod change costs one
+		// owner's sync, not every owner's.
+		send := map[ovsdbnb.Owner]ovsdbnb.State{}
+		for o, st := range step {
+			if prev, ok := d.synced[o]; !ok || !reflect.DeepEqual(prev, st) {
+				send[o] = st
+			}
+		}
+		if len(send) == 0 {
+			continue
+		}
+		res, err := d.nb.Sync(ctx, send)
 		d.countNB(res)
 		var se *ovsdbnb.SyncError
-		if errors.As(err, &se) {
+		if err != nil && !errors.As(err, &se) {
+			d.synced = nil // unknown: resend everything
+			return nil, fmt.Errorf("northbound sync: %w", err)
+		}
+		for o, st := range send {
+			if isEmpty(st) {
+				delete(d.synced, o)
+			} else {
+				d.synced[o] = st
+			}
+		}
+		if se != nil {
 			for _, oe := range se.Owners {
+				delete(d.synced, oe.Owner) // retried
 				events = append(events, ownerEvent(s, oe))
 			}
 			syncErr = err
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("northbound sync: %w", err)
 		}
 	}
 	d.lastEIP = maps.Clone(cs.Egress)
 	if syncErr == nil {
 		d.stale = nil
+		if full {
+			d.fullSync = time.Now()
+		}
 	}
 	clear(d.lbOwners)
 	for o, st := range cs.LB {
@@ -320,6 +373,10 @@ func (d *Dataplane) syncNB(ctx context.Context, s Snapshot, cs *ClusterState) ([
 	}
 	return events, nil
 }
+
+// fullResync is how often the leader syncs every owner's NB rows, not only
+// the changed ones, so rows another writer changed or deleted come back.
+const fullResync = 5 * time.Minute
 
 func isEmpty(s ovsdbnb.State) bool {
 	return len(s.LoadBalancers)+len(s.Groups)+len(s.Policies)+len(s.NATs)+len(s.AddressSets) == 0
@@ -482,6 +539,9 @@ func (d *Dataplane) announce(ctx context.Context, addrs []netip.Addr) error {
 			return fmt.Errorf("arp responder: %w", err)
 		}
 		d.responder = r
+		if d.m != nil {
+			d.m.SetARPStats(r.Stats)
+		}
 		d.background(ctx, func(ctx context.Context) {
 			if err := r.Run(ctx); err != nil {
 				d.log.Error("arp responder stopped", "interface", d.cfg.Bridge, "err", err)

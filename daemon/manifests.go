@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -39,6 +40,12 @@ func (e *ManifestError) Unwrap() error { return e.Err }
 // returned (joined with the others), so a caller can keep that file's
 // previous objects; the other files' objects are returned.
 func LoadManifests(dir string) (map[string][]runtime.Object, error) {
+	return loadManifests(dir, nil)
+}
+
+// loadManifests is LoadManifests; reuse, when not nil, is asked first for
+// each file and may return its objects without the file being read again.
+func loadManifests(dir string, reuse func(path string, info fs.FileInfo) ([]runtime.Object, bool)) (map[string][]runtime.Object, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("manifests: %w", err)
@@ -51,6 +58,14 @@ func LoadManifests(dir string) (map[string][]runtime.Object, error) {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
+		if reuse != nil {
+			if info, err := e.Info(); err == nil {
+				if objs, ok := reuse(path, info); ok {
+					out[path] = objs
+					continue
+				}
+			}
+		}
 		objs, err := loadFile(path)
 		if err != nil {
 			errs = append(errs, err)

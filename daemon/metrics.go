@@ -3,11 +3,14 @@ package daemon
 import (
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ovnedge/ovnedge/arp"
 )
 
 // Metrics are the daemon's Prometheus metrics and its health state.
@@ -24,6 +27,7 @@ type Metrics struct {
 	Failovers prometheus.Counter
 
 	ready atomic.Bool
+	arp   arpCollector
 }
 
 // NewMetrics registers the daemon's metrics, plus Go runtime and process
@@ -49,9 +53,49 @@ func NewMetrics() *Metrics {
 			Help: "Egress IPs moved from one node to another.",
 		}),
 	}
-	m.Registry.MustRegister(m.Reconcile, m.NBOps, m.FlowOps, m.Failovers,
+	m.Registry.MustRegister(m.Reconcile, m.NBOps, m.FlowOps, m.Failovers, &m.arp,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// SetARPStats makes /metrics export the per-address counters stats
+// returns (arp.Responder.Stats) as ovnedge_arp_requests_total,
+// ovnedge_arp_replies_total and ovnedge_arp_gratuitous_total.
+func (m *Metrics) SetARPStats(stats func() map[netip.Addr]arp.Stats) { m.arp.stats.Store(&stats) }
+
+// arpCollector exports the ARP/NDP responder's counters, by address.
+type arpCollector struct {
+	stats atomic.Pointer[func() map[netip.Addr]arp.Stats]
+}
+
+var (
+	arpRequests = prometheus.NewDesc("ovnedge_arp_requests_total",
+		"ARP requests and IPv6 neighbour solicitations seen for an owned address.", []string{"address"}, nil)
+	arpReplies = prometheus.NewDesc("ovnedge_arp_replies_total",
+		"ARP replies and solicited neighbour advertisements sent for an owned address.", []string{"address"}, nil)
+	arpGratuitous = prometheus.NewDesc("ovnedge_arp_gratuitous_total",
+		"Gratuitous ARP frames and unsolicited neighbour advertisements sent for an owned address.", []string{"address"}, nil)
+)
+
+func (c *arpCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- arpRequests
+	ch <- arpReplies
+	ch <- arpGratuitous
+}
+
+func (c *arpCollector) Collect(ch chan<- prometheus.Metric) {
+	f := c.stats.Load()
+	if f == nil {
+		return
+	}
+	for a, s := range (*f)() {
+		for _, v := range []struct {
+			d *prometheus.Desc
+			n uint64
+		}{{arpRequests, s.RequestsSeen}, {arpReplies, s.RepliesSent}, {arpGratuitous, s.GratuitousSent}} {
+			ch <- prometheus.MustNewConstMetric(v.d, prometheus.CounterValue, float64(v.n), a.String())
+		}
+	}
 }
 
 // SetReady sets what /readyz answers: 200 once the informers have synced

@@ -4,13 +4,19 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/ovnedge/ovnedge/arp"
 )
 
 func TestMetricsHandler(t *testing.T) {
 	m := NewMetrics()
 	m.NBOps.WithLabelValues("insert").Add(3)
+	m.SetARPStats(func() map[netip.Addr]arp.Stats {
+		return map[netip.Addr]arp.Stats{netip.MustParseAddr("172.18.0.200"): {RequestsSeen: 7, RepliesSent: 6, GratuitousSent: 10}}
+	})
 	for _, tc := range []struct {
 		name       string
 		pprof      bool
@@ -23,6 +29,9 @@ func TestMetricsHandler(t *testing.T) {
 		{"not ready", false, false, "/readyz", 503, "not ready"},
 		{"ready", false, true, "/readyz", 200, "ok"},
 		{"metrics", false, false, "/metrics", 200, `ovnedge_nb_operations_total{op="insert"} 3`},
+		{"arp requests", false, false, "/metrics", 200, `ovnedge_arp_requests_total{address="172.18.0.200"} 7`},
+		{"arp replies", false, false, "/metrics", 200, `ovnedge_arp_replies_total{address="172.18.0.200"} 6`},
+		{"arp gratuitous", false, false, "/metrics", 200, `ovnedge_arp_gratuitous_total{address="172.18.0.200"} 10`},
 		{"pprof off", false, false, "/debug/pprof/", 404, ""},
 		{"pprof on", true, false, "/debug/pprof/", 200, "goroutine"},
 	} {

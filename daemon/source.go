@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -16,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -39,6 +42,9 @@ type ManifestSource struct {
 	files   map[string][]runtime.Object // last good content of each file
 	objects map[objKey]runtime.Object   // what the trackers hold
 	stamp   string                      // directory fingerprint at the last reload
+	// read holds the size and mtime of each file when its objects in
+	// files were read: an unchanged file is not parsed again.
+	read map[string]string
 }
 
 type objKey struct {
@@ -46,8 +52,19 @@ type objKey struct {
 	namespace, name string
 }
 
+// watchBuffer is how many events a watcher of the in-memory API holds
+// before client-go's fake watcher panics ("channel full"): its default,
+// 100, is overrun by one reload of a large file or one pass of status
+// writes at scale. The fakes offer no other setting than this global, so
+// it is raised once, before the first watcher exists; one change of more
+// than this many objects at once is still refused by the fake.
+const watchBuffer = 1 << 15
+
+var raiseWatchBuffer sync.Once
+
 // NewManifestSource returns an empty source for dir; call Reload to load it.
 func NewManifestSource(dir string, log *slog.Logger) *ManifestSource {
+	raiseWatchBuffer.Do(func() { watch.DefaultChanSize = watchBuffer })
 	return &ManifestSource{
 		Clientset: fake.NewClientset(),
 		Dynamic: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
@@ -56,6 +73,7 @@ func NewManifestSource(dir string, log *slog.Logger) *ManifestSource {
 		log:     log.With("manifests", dir),
 		files:   map[string][]runtime.Object{},
 		objects: map[objKey]runtime.Object{},
+		read:    map[string]string{},
 	}
 }
 
@@ -65,7 +83,13 @@ func NewManifestSource(dir string, log *slog.Logger) *ManifestSource {
 // error is returned; so is an object defined by two files (the first file
 // in name order wins).
 func (s *ManifestSource) Reload() error {
-	loaded, loadErr := LoadManifests(s.dir)
+	stamps := map[string]string{}
+	loaded, loadErr := loadManifests(s.dir, func(path string, info fs.FileInfo) ([]runtime.Object, bool) {
+		stamp := fmt.Sprintf("%d %d", info.Size(), info.ModTime().UnixNano())
+		stamps[path] = stamp
+		objs, ok := s.files[path]
+		return objs, ok && s.read[path] == stamp
+	})
 	if loaded == nil {
 		return loadErr
 	}
@@ -82,6 +106,14 @@ func (s *ManifestSource) Reload() error {
 		}
 	}
 	maps.Copy(s.files, loaded)
+	for path := range s.read {
+		if _, ok := loaded[path]; !ok {
+			delete(s.read, path)
+		}
+	}
+	for path := range loaded {
+		s.read[path] = stamps[path]
+	}
 
 	want := map[objKey]runtime.Object{}
 	errs := []error{loadErr}
@@ -101,7 +133,7 @@ func (s *ManifestSource) Reload() error {
 	}
 	for k, obj := range want {
 		old, exists := s.objects[k]
-		if exists && equality.Semantic.DeepEqual(old, obj) {
+		if exists && (old == obj || equality.Semantic.DeepEqual(old, obj)) { // == : from a file not read again
 			continue
 		}
 		if err := s.put(k, obj, exists); err != nil {

@@ -165,6 +165,7 @@ func RunLoop(ctx context.Context, q workqueue.TypedRateLimitingInterface[string]
 			result = "error"
 		}
 		m.Reconcile.WithLabelValues(loop, result).Observe(time.Since(start).Seconds())
+		log.Debug("reconciled", "loop", loop, "duration", time.Since(start), "result", result)
 		if err != nil && ctx.Err() == nil {
 			log.Warn("reconcile failed; retrying with backoff", "loop", loop, "retries", q.NumRequeues(key), "err", err)
 			q.AddRateLimited(key)

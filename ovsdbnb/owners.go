@@ -40,7 +40,7 @@ func (c *Client) Owners(types ...string) ([]Owner, error) {
 		if tc == nil {
 			return nil, fmt.Errorf("ovsdbnb: owners: table %s is not monitored", t.name)
 		}
-		for _, m := range tc.Rows() {
+		for _, m := range tc.RowsShallow() { // read only
 			t.rows(m)
 		}
 	}
