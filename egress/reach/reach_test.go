@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"reflect"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -120,9 +121,9 @@ func TestProbeDiscard(t *testing.T) {
 
 // serveHealth serves the health service on address (a loopback address)
 // until the test ends or stop is called.
-func serveHealth(t *testing.T, address string, files reach.TLSFiles) (stop func()) {
+func serveHealth(t *testing.T, host string, port int, files reach.TLSFiles) (stop func(), bound int) {
 	t.Helper()
-	l, err := net.Listen("tcp", address)
+	l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +136,7 @@ func serveHealth(t *testing.T, address string, files reach.TLSFiles) (stop func(
 	var once sync.Once
 	stop = func() { once.Do(func() { s.Stop(); wg.Wait() }) }
 	t.Cleanup(stop)
-	return stop
+	return stop, l.Addr().(*net.TCPAddr).Port
 }
 
 func freePort(t *testing.T, host string) int {
@@ -169,9 +170,11 @@ func TestHealthCheck(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			port := freePort(t, "127.0.0.1")
-			if !tc.noServer {
-				serveHealth(t, fmt.Sprintf("127.0.0.1:%d", port), tc.server)
+			var port int
+			if tc.noServer {
+				port = freePort(t, "127.0.0.1")
+			} else {
+				_, port = serveHealth(t, "127.0.0.1", 0, tc.server)
 			}
 			c, err := reach.NewClient(port, tc.client, nil)
 			if err != nil {
@@ -192,10 +195,8 @@ func withName(f reach.TLSFiles, name string) reach.TLSFiles { f.ServerName = nam
 // server that stays down is, within one timeout.
 func TestHealthCheckBouncedSession(t *testing.T) {
 	t.Parallel()
-	port := freePort(t, "127.0.0.1")
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	lo := netip.MustParseAddr("127.0.0.1")
-	stop := serveHealth(t, addr, reach.TLSFiles{})
+	stop, port := serveHealth(t, "127.0.0.1", 0, reach.TLSFiles{})
 	c, err := reach.NewClient(port, reach.TLSFiles{}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -206,7 +207,7 @@ func TestHealthCheckBouncedSession(t *testing.T) {
 		t.Fatalf("first check: %v", err)
 	}
 	stop()
-	serveHealth(t, addr, reach.TLSFiles{})
+	serveHealth(t, "127.0.0.1", port, reach.TLSFiles{}) // the same port: the session bounces
 	if up, err := c.Check(ctx, lo, time.Second); !up {
 		t.Errorf("check after the session bounced: down (%v)", err)
 	}
@@ -292,8 +293,7 @@ func TestCheckerDiscard(t *testing.T) {
 // second without server; stopping the first is reported.
 func TestCheckerGRPC(t *testing.T) {
 	t.Parallel()
-	port := freePort(t, "127.0.0.2")
-	stop := serveHealth(t, fmt.Sprintf("127.0.0.2:%d", port), reach.TLSFiles{})
+	stop, port := serveHealth(t, "127.0.0.2", 0, reach.TLSFiles{})
 	var mu sync.Mutex
 	state := map[string]bool{}
 	changes := make(chan struct{}, 16)
