@@ -6,15 +6,14 @@ import (
 	"net"
 	"net/netip"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/mdlayher/packet"
+
 	"github.com/ovnedge/ovnedge/internal/testbed"
-	"github.com/vishvananda/netns"
 )
 
 // Test addresses (documentation ranges), on links inside the test's own
@@ -70,25 +69,11 @@ func waitUntil(t testing.TB, timeout time.Duration, cond func() error) {
 	}
 }
 
-// inNetns runs fn on a goroutine locked to an OS thread inside ns. The
-// thread is never unlocked, so the runtime discards it when fn returns
-// instead of reusing it in the wrong namespace.
+// inNetns runs fn inside ns (testbed.Netns.Do) on a goroutine of its own
+// and returns its result when it ends.
 func inNetns(ns *testbed.Netns, fn func() error) <-chan error {
 	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		h, err := netns.GetFromName(ns.Name)
-		if err != nil {
-			done <- fmt.Errorf("open namespace %s: %w", ns.Name, err)
-			return
-		}
-		defer h.Close()
-		if err := netns.Set(h); err != nil {
-			done <- fmt.Errorf("enter namespace %s: %w", ns.Name, err)
-			return
-		}
-		done <- fn()
-	}()
+	go func() { done <- ns.Do(fn) }()
 	return done
 }
 

@@ -2,56 +2,23 @@ package reach_test
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"net/netip"
 	"reflect"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netns"
-
 	"github.com/ovnedge/ovnedge/egress/reach"
 	"github.com/ovnedge/ovnedge/internal/testbed"
 )
 
-// inNetns runs f on a thread inside the named namespace: sockets f creates
-// live there.
-func inNetns(name string, f func() error) error {
-	runtime.LockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		runtime.UnlockOSThread()
-		return err
-	}
-	defer orig.Close()
-	target, err := netns.GetFromName(name)
-	if err != nil {
-		runtime.UnlockOSThread()
-		return fmt.Errorf("netns %s: %w", name, err)
-	}
-	defer target.Close()
-	if err := netns.Set(target); err != nil {
-		runtime.UnlockOSThread()
-		return err
-	}
-	ferr := f()
-	if err := netns.Set(orig); err != nil {
-		// Leave the thread locked: it dies with the goroutine.
-		return fmt.Errorf("restore netns: %w", err)
-	}
-	runtime.UnlockOSThread()
-	return ferr
-}
-
-// nsDialer dials from the named namespace.
-func nsDialer(name string) reach.DialFunc {
+// nsDialer dials from ns.
+func nsDialer(ns *testbed.Netns) reach.DialFunc {
 	return func(ctx context.Context, network, address string) (conn net.Conn, err error) {
-		if e := inNetns(name, func() error {
+		if e := ns.Do(func() error {
 			conn, err = (&net.Dialer{}).DialContext(ctx, network, address)
 			return nil
 		}); e != nil {
@@ -61,11 +28,11 @@ func nsDialer(name string) reach.DialFunc {
 	}
 }
 
-// nsListen listens on address inside the named namespace.
-func nsListen(t *testing.T, name, address string) net.Listener {
+// nsListen listens on address inside ns.
+func nsListen(t *testing.T, ns *testbed.Netns, address string) net.Listener {
 	t.Helper()
 	var l net.Listener
-	if err := inNetns(name, func() (err error) { l, err = net.Listen("tcp", address); return err }); err != nil {
+	if err := ns.Do(func() (err error) { l, err = net.Listen("tcp", address); return err }); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
@@ -101,10 +68,10 @@ func TestProbeDiscard(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.listen {
-				nsListen(t, b.Name, "192.0.2.2:9")
+				nsListen(t, b, "192.0.2.2:9")
 			}
 			start := time.Now()
-			up, err := reach.ProbeDiscard(context.Background(), nsDialer(a.Name), netip.MustParseAddr(tc.addr), 300*time.Millisecond)
+			up, err := reach.ProbeDiscard(context.Background(), nsDialer(a), netip.MustParseAddr(tc.addr), 300*time.Millisecond)
 			if up != tc.up {
 				t.Errorf("up = %v (%v), want %v", up, err, tc.up)
 			}
@@ -234,7 +201,7 @@ func TestCheckerDiscard(t *testing.T) {
 		at   time.Time
 	}
 	changes := make(chan change, 16)
-	c, err := reach.NewChecker(reach.Config{Interval: interval, Timeout: timeout, Dial: nsDialer(a.Name)},
+	c, err := reach.NewChecker(reach.Config{Interval: interval, Timeout: timeout, Dial: nsDialer(a)},
 		func(node string, up bool) { changes <- change{node, up, time.Now()} })
 	if err != nil {
 		t.Fatal(err)

@@ -5,11 +5,8 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"time"
-
-	"github.com/vishvananda/netns"
 )
 
 // External is an "external host": a network namespace whose Linux bridge
@@ -197,27 +194,4 @@ func (c *Chassis) AddPod(o PodOptions) *Netns {
 func (c *Chassis) WaitHV(timeout time.Duration) {
 	c.t.Helper()
 	c.OVN.Nbctl("--wait=hv", "--timeout="+strconv.Itoa(max(1, int(timeout.Seconds()))), "sync")
-}
-
-// Do runs f on a fresh OS thread switched into the namespace: sockets
-// f opens (listeners, dialled connections, packet sockets) stay in the
-// namespace and may be used from any goroutine afterwards. The thread is
-// never switched back; it ends with f.
-func (n *Netns) Do(f func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread exits with this goroutine
-		target, err := netns.GetFromName(n.Name)
-		if err != nil {
-			errc <- fmt.Errorf("netns %s: %w", n.Name, err)
-			return
-		}
-		defer target.Close()
-		if err := netns.Set(target); err != nil {
-			errc <- fmt.Errorf("enter netns %s: %w", n.Name, err)
-			return
-		}
-		errc <- f()
-	}()
-	return <-errc
 }

@@ -1,7 +1,11 @@
 package testbed
 
 import (
+	"fmt"
+	"runtime"
 	"strings"
+
+	"github.com/vishvananda/netns"
 )
 
 // Netns is a network namespace of the test's own, deleted on cleanup: a
@@ -54,4 +58,27 @@ func Link(t T, a *Netns, ifA string, addrsA []string, b *Netns, ifB string, addr
 		}
 		mustRun(t, nil, "ip", "-n", end.ns.Name, "link", "set", end.name, "up")
 	}
+}
+
+// Do runs f on a fresh OS thread switched into the namespace: sockets
+// f opens (listeners, dialled connections, packet sockets) stay in the
+// namespace and may be used from any goroutine afterwards. The thread is
+// never switched back; it ends with f.
+func (n *Netns) Do(f func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread exits with this goroutine
+		target, err := netns.GetFromName(n.Name)
+		if err != nil {
+			errc <- fmt.Errorf("netns %s: %w", n.Name, err)
+			return
+		}
+		defer target.Close()
+		if err := netns.Set(target); err != nil {
+			errc <- fmt.Errorf("enter netns %s: %w", n.Name, err)
+			return
+		}
+		errc <- f()
+	}()
+	return <-errc
 }

@@ -9,38 +9,13 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netns"
-
 	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/lbsvc/agent"
 )
-
-// within runs fn on a new OS thread that has entered ns, and waits for
-// it. The thread is never returned to the runtime's pool (it stays
-// locked when the goroutine exits, so the runtime drops it).
-func within(t *testing.T, ns *testbed.Netns, fn func() error) error {
-	t.Helper()
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		h, err := netns.GetFromName(ns.Name)
-		if err == nil {
-			err = netns.Set(h)
-			h.Close()
-		}
-		if err != nil {
-			errc <- fmt.Errorf("enter %s: %w", ns.Name, err)
-			return
-		}
-		errc <- fn()
-	}()
-	return <-errc
-}
 
 // pod is the lb-svc pod and its surroundings:
 //
@@ -61,7 +36,7 @@ func newPod(t *testing.T) *pod {
 	// address it sees.
 	for _, port := range []int{80, 8443} {
 		var ln net.Listener
-		if err := within(t, p.cluster, func() (err error) {
+		if err := p.cluster.Do(func() (err error) {
 			ln, err = net.Listen("tcp", fmt.Sprintf("10.96.0.10:%d", port))
 			return err
 		}); err != nil {
@@ -87,7 +62,7 @@ func newPod(t *testing.T) *pod {
 func (p *pod) get(t *testing.T, addr string) (string, error) {
 	t.Helper()
 	var line string
-	err := within(t, p.ext, func() error {
+	err := p.ext.Do(func() error {
 		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
 		if err != nil {
 			return err
@@ -103,7 +78,7 @@ func (p *pod) get(t *testing.T, addr string) (string, error) {
 func (p *pod) apply(t *testing.T, cfg agent.Config) (agent.Status, error) {
 	t.Helper()
 	var st agent.Status
-	err := within(t, p.pod, func() (err error) {
+	err := p.pod.Do(func() (err error) {
 		st, err = agent.Apply(context.Background(), cfg)
 		return err
 	})
@@ -210,7 +185,7 @@ func TestRunResyncs(t *testing.T) {
 		Resync: 100 * time.Millisecond}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- within(t, p.pod, func() error { return agent.Run(ctx, cfg) }) }()
+	go func() { done <- p.pod.Do(func() error { return agent.Run(ctx, cfg) }) }()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {
