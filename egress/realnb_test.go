@@ -74,7 +74,7 @@ func (r *realNB) sync(t testing.TB, desired map[ovsdbnb.Owner]ovsdbnb.State) ovs
 // collapsed, without its header.
 func (r *realNB) policies(t testing.TB) string {
 	t.Helper()
-	out := normalize(r.ovn.Nbctl("lr-policy-list", egress.ClusterRouter))
+	out := testbed.Blanks(r.ovn.Nbctl("lr-policy-list", egress.ClusterRouter))
 	return strings.TrimPrefix(strings.TrimPrefix(out, "Routing Policies"), "\n")
 }
 
@@ -83,7 +83,7 @@ func (r *realNB) policies(t testing.TB) string {
 func (r *realNB) nats(t testing.TB, router string) string {
 	t.Helper()
 	var rows []string
-	for _, l := range strings.Split(normalize(r.ovn.Nbctl("lr-nat-list", router)), "\n") {
+	for _, l := range strings.Split(testbed.Blanks(r.ovn.Nbctl("lr-nat-list", router)), "\n") {
 		if l != "" && !strings.HasPrefix(l, "TYPE ") {
 			rows = append(rows, l)
 		}
@@ -100,17 +100,6 @@ func (r *realNB) checkNATs(t testing.TB, when string, want map[string]string) {
 			t.Errorf("%s: lr-nat-list %s:\n%s\nwant:\n%s", when, router, got, w)
 		}
 	}
-}
-
-// normalize collapses runs of blanks and drops empty lines.
-func normalize(s string) string {
-	var lines []string
-	for _, l := range strings.Split(s, "\n") {
-		if l = strings.Join(strings.Fields(l), " "); l != "" {
-			lines = append(lines, l)
-		}
-	}
-	return strings.Join(lines, "\n")
 }
 
 // addSeedPod adds the seed's pod 10.244.1.3 on ovn-worker and tells both

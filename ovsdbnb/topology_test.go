@@ -89,17 +89,6 @@ func seedState() map[ovsdbnb.Owner]ovsdbnb.State {
 	}
 }
 
-// normalize collapses runs of blanks so nbctl tables compare by content.
-func normalize(s string) string {
-	var lines []string
-	for _, l := range strings.Split(s, "\n") {
-		if l = strings.Join(strings.Fields(l), " "); l != "" {
-			lines = append(lines, l)
-		}
-	}
-	return strings.Join(lines, "\n")
-}
-
 func TestSeed002(t *testing.T) {
 	o := testbed.StartOVN(t)
 	c := dial(t, o.NB)
@@ -125,21 +114,21 @@ func TestSeed002(t *testing.T) {
 102 ip4.src == 10.244.0.0/16 && ip4.dst == 10.244.0.0/16 allow
 102 ip4.src == 10.244.0.0/16 && ip4.dst == 100.64.0.0/16 allow
 100 ip4.src == 10.244.1.3 reroute 100.64.0.3, 100.64.0.4`
-	if got := normalize(o.Nbctl("lr-policy-list", ovsdbnb.ClusterRouter)); got != wantPolicies {
+	if got := testbed.Blanks(o.Nbctl("lr-policy-list", ovsdbnb.ClusterRouter)); got != wantPolicies {
 		t.Errorf("lr-policy-list %s:\n%s\nwant (seed 002):\n%s", ovsdbnb.ClusterRouter, got, wantPolicies)
 	}
 	for gr, eip := range map[string]string{"GR_ovn-worker": "172.18.0.33", "GR_ovn-worker2": "172.18.0.44"} {
 		want := "TYPE GATEWAY_PORT EXTERNAL_IP EXTERNAL_PORT LOGICAL_IP EXTERNAL_MAC LOGICAL_PORT\nsnat " + eip + " 10.244.1.3"
-		if got := normalize(o.Nbctl("lr-nat-list", gr)); got != want {
+		if got := testbed.Blanks(o.Nbctl("lr-nat-list", gr)); got != want {
 			t.Errorf("lr-nat-list %s:\n%s\nwant:\n%s", gr, got, want)
 		}
 	}
-	if got := normalize(o.Nbctl("lr-nat-list", "GR_ovn-control-plane")); got != "" {
+	if got := testbed.Blanks(o.Nbctl("lr-nat-list", "GR_ovn-control-plane")); got != "" {
 		t.Errorf("lr-nat-list GR_ovn-control-plane: %q, want none", got)
 	}
 	// lb-list cuts names to 16 characters; the UUIDs are masked.
 	wantLB := "UUID LB PROTO VIP IPs\n<uuid> Service_default/ tcp 10.96.0.10:80 10.244.2.5:8080"
-	if got := uuidRE.ReplaceAllString(normalize(o.Nbctl("lb-list")), "<uuid>"); got != wantLB {
+	if got := uuidRE.ReplaceAllString(testbed.Blanks(o.Nbctl("lb-list")), "<uuid>"); got != wantLB {
 		t.Errorf("lb-list:\n%s\nwant:\n%s", got, wantLB)
 	}
 	for _, sw := range []string{"ovn-control-plane", "ovn-worker", "ovn-worker2"} {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"time"
 )
 
@@ -102,4 +103,16 @@ func (n *OVN) Trace(args ...string) string {
 	n.t.Helper()
 	argv := append([]string{"ovn-trace", "--db=" + n.SB}, args...)
 	return mustRun(n.t, logPaths(n.Dir, "sb", "northd"), argv...)
+}
+
+// Blanks collapses runs of blanks and drops empty lines, so ovn-nbctl
+// tables compare by content, not by column widths.
+func Blanks(s string) string {
+	var lines []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.Join(strings.Fields(l), " "); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines, "\n")
 }
