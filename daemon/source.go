@@ -85,7 +85,7 @@ func NewManifestSource(dir string, log *slog.Logger) *ManifestSource {
 func (s *ManifestSource) Reload() error {
 	stamps := map[string]string{}
 	loaded, loadErr := loadManifests(s.dir, func(path string, info fs.FileInfo) ([]runtime.Object, bool) {
-		stamp := fmt.Sprintf("%d %d", info.Size(), info.ModTime().UnixNano())
+		stamp := fileStamp(info)
 		stamps[path] = stamp
 		objs, ok := s.files[path]
 		return objs, ok && s.read[path] == stamp
@@ -239,7 +239,12 @@ func dirStamp(dir string) (string, error) {
 		if err != nil {
 			continue
 		}
-		b = fmt.Appendf(b, "%s %d %d\n", filepath.Join(dir, e.Name()), info.Size(), info.ModTime().UnixNano())
+		b = fmt.Appendf(b, "%s %s\n", filepath.Join(dir, e.Name()), fileStamp(info))
 	}
 	return string(b), nil
+}
+
+// fileStamp fingerprints a file by size and mtime.
+func fileStamp(info fs.FileInfo) string {
+	return fmt.Sprintf("%d %d", info.Size(), info.ModTime().UnixNano())
 }
