@@ -20,8 +20,9 @@ import (
 // batch is planned again once the cache has caught up. A lost connection
 // is retried once the client has reconnected (to the new leader).
 //
-// ready, when not nil, are the plans of batch made against the current
-// cache: the first attempt sends them instead of planning again.
+// ready, when not nil, are the plans of batch made against the cache at
+// the start of the Sync (the other batches in flight hold other owners):
+// the first attempt sends them instead of planning again.
 func (s *syncer) apply(ctx context.Context, desired map[Owner]State, batch []Owner, ready []*plan) error {
 	for attempt := 1; ; attempt++ {
 		plans := ready

@@ -2,9 +2,11 @@ package ovsdbnb_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -60,5 +62,37 @@ func TestSyncBatchBound(t *testing.T) {
 					res, largest.Load(), tc.transactions, tc.largest)
 			}
 		})
+	}
+}
+
+// TestSyncPipelinedFailure: while several batches are in flight, an owner
+// the server rejects (a second address set of the same name, in another
+// batch) fails alone; every other owner of every batch is written.
+func TestSyncPipelinedFailure(t *testing.T) {
+	o := testbed.StartOVN(t)
+	c := dial(t, o.NB)
+	desired := services(100)
+	shared := ovsdbnb.State{AddressSets: []ovsdbnb.AddressSet{{ExternalIDs: map[string]string{ovsdbnb.KeyID: "shared"}}}}
+	first, last := ovsdbnb.Owner{Type: "AAA", Name: "first"}, ovsdbnb.Owner{Type: "ZZZ", Name: "last"}
+	desired[first], desired[last] = shared, shared
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := c.SyncWith(ctx, desired, ovsdbnb.SyncOptions{BatchOps: 10})
+	var se *ovsdbnb.SyncError
+	if !errors.As(err, &se) || len(se.Owners) != 1 || !strings.Contains(se.Error(), "constraint violation") {
+		t.Fatalf("Sync: %v, want one owner refused with a constraint violation", err)
+	}
+	if got := se.Owners[0].Owner; got != first && got != last {
+		t.Errorf("refused owner %s, want %s or %s", got, first, last)
+	}
+	if res.Owners != 101 || res.Inserts != 101 || res.Transactions < 11 {
+		t.Errorf("result %+v, want 101 owners and inserts in at least 11 transactions", res)
+	}
+	if n := len(strings.Fields(o.Nbctl("--bare", "--columns=_uuid", "list", "Load_Balancer"))); n != 100 {
+		t.Errorf("%d load balancers in the NB, want 100", n)
+	}
+	// Idempotent: again, only the refused owner has work and fails again.
+	if res, err := c.SyncWith(ctx, desired, ovsdbnb.SyncOptions{BatchOps: 10}); !errors.As(err, &se) || res.Owners != 101 || res.Inserts != 0 {
+		t.Errorf("second Sync: %+v, %v; want 101 owners as desired, no insert and the refused owner again", res, err)
 	}
 }

@@ -20,7 +20,12 @@
 // update of the changed columns only, a mutation of the changed map keys
 // and set elements, a delete per row no longer wanted. Many owners go in
 // one transaction, bounded by SyncOptions.BatchOps; an owner is never
-// split. A second Sync with the same desired state sends nothing.
+// split. A large Sync pipelines its transactions: two are in flight, so
+// the client plans and encodes the next batch and decodes the update of
+// the last one while the server commits. Batches hold disjoint owners and
+// change the rows they share (routers, switches, groups) only by
+// mutation, so the order of their commits does not matter. A second Sync
+// with the same desired state sends nothing.
 //
 // Rows are found by owner through a client index, never by a remembered
 // UUID. Rows without the owner's stamp are never touched, nor are the map

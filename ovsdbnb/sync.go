@@ -18,8 +18,11 @@ import (
 
 // DefaultBatchOps bounds the operations of one Sync transaction; an
 // owner's operations are never split, so a transaction exceeds it only
-// when one owner alone does.
-const DefaultBatchOps = 5000
+// when one owner alone does. Batches of about a thousand operations keep
+// the pipeline full (see doc.go) and the server's cost per operation
+// lowest: creating 10,000 load balancers took 1.0-1.1 s in batches of
+// 1,000 and 1.5 s in batches of 5,000 (BenchmarkCreateLoadBalancers).
+const DefaultBatchOps = 1000
 
 // Limits of the retries of one batch.
 const (
@@ -140,52 +143,39 @@ func (c *Client) SyncWith(ctx context.Context, desired map[Owner]State, opts Syn
 	}
 	owners = s.alive(owners)
 
-	var batch []Owner
-	var plans []*plan
-	ops := 0
-	flush := func() error {
-		err := s.apply(ctx, desired, batch, plans)
-		batch, plans, ops = nil, nil, 0
-		return err
-	}
 	snap, err := s.snapshot(ctx)
 	if err != nil {
 		return s.res, err
 	}
-	// next plans o against snap: nil when o failed or is as desired.
-	next := func(o Owner) *plan {
+	pl := newPipeline(s, desired)
+	var batch []Owner
+	var plans []*plan
+	ops := 0
+	for _, o := range owners {
+		if pl.stopped() {
+			break
+		}
 		p, err := s.plan(snap, o, desired[o])
 		switch {
 		case err != nil:
 			s.fail(err)
-			return nil
+			continue
 		case len(p.ops) == 0:
 			s.res.Owners++
-			return nil
-		}
-		return p
-	}
-	for _, o := range owners {
-		p := next(o)
-		if p != nil && len(batch) > 0 && ops+len(p.ops) > opts.BatchOps {
-			if err := flush(); err != nil {
-				return s.res, err
-			}
-			if snap, err = s.snapshot(ctx); err != nil {
-				return s.res, err
-			}
-			p = next(o) // against the cache the flush updated
-		}
-		if p == nil {
 			continue
+		}
+		if len(batch) > 0 && ops+len(p.ops) > opts.BatchOps {
+			pl.send(ctx, batch, plans)
+			batch, plans, ops = nil, nil, 0
 		}
 		batch, plans = append(batch, o), append(plans, p)
 		ops += len(p.ops)
 	}
-	if len(batch) > 0 {
-		if err := flush(); err != nil {
-			return s.res, err
-		}
+	if len(batch) > 0 && !pl.stopped() {
+		pl.send(ctx, batch, plans)
+	}
+	if err := pl.wait(); err != nil {
+		return s.res, err
 	}
 	return s.res, s.err()
 }
