@@ -54,7 +54,8 @@ daemon, render and sync take the same flags (and --config-file); run
 // klog is process-wide: a program routes it to slog once, before Main
 // (see daemon/cmd/ovnedge).
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	log := slog.New(slog.NewTextHandler(stderr, nil))
+	level := new(slog.LevelVar) // set from --log-level once parsed
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
@@ -63,11 +64,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var err error
 	switch cmd {
 	case "daemon":
-		err = runDaemon(ctx, args, stderr, log)
+		err = runDaemon(ctx, args, stderr, log, level)
 	case "render":
-		err = runRender(ctx, args, stdout, stderr, log)
+		err = runRender(ctx, args, stdout, stderr, log, level)
 	case "sync":
-		err = runSync(ctx, args, stderr, log)
+		err = runSync(ctx, args, stderr, log, level)
 	case "lbsvc-agent":
 		err = runLBSvcAgent(ctx, args, stderr, log)
 	case "version":
@@ -101,7 +102,8 @@ var summaries = map[string]string{
 	"sync":   "apply --manifests DIR once to --nb-address (and, with --node-name, to --bridge) and check it",
 }
 
-func parse(name string, args []string, stderr io.Writer, extra ...func(*flag.FlagSet)) (*Config, error) {
+// parse parses a command's flags and sets level from --log-level.
+func parse(name string, args []string, stderr io.Writer, level *slog.LevelVar, extra ...func(*flag.FlagSet)) (*Config, error) {
 	extra = append(extra, func(fs *flag.FlagSet) {
 		fs.SetOutput(stderr)
 		fs.Usage = func() {
@@ -112,6 +114,9 @@ func parse(name string, args []string, stderr io.Writer, extra ...func(*flag.Fla
 	cfg, _, err := ParseConfig("ovnedge "+name, args, extra...)
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		return nil, usageError{err}
+	}
+	if cfg != nil {
+		level.Set(cfg.LogLevel)
 	}
 	return cfg, err
 }
@@ -132,8 +137,8 @@ func Version() string {
 	return strings.TrimSpace(v)
 }
 
-func runDaemon(ctx context.Context, args []string, stderr io.Writer, log *slog.Logger) error {
-	cfg, err := parse("daemon", args, stderr)
+func runDaemon(ctx context.Context, args []string, stderr io.Writer, log *slog.Logger, level *slog.LevelVar) error {
+	cfg, err := parse("daemon", args, stderr, level)
 	if err != nil {
 		return err
 	}
@@ -173,9 +178,9 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer, log *slog.L
 	return Run(ctx, cfg, c, d.Reconcilers(), Env{Log: log, Metrics: m, Wake: wake, ManifestPoll: cfg.ManifestsPoll})
 }
 
-func runRender(ctx context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger) error {
+func runRender(ctx context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger, level *slog.LevelVar) error {
 	var what string
-	cfg, err := parse("render", args, stderr, func(fs *flag.FlagSet) {
+	cfg, err := parse("render", args, stderr, level, func(fs *flag.FlagSet) {
 		fs.StringVar(&what, "what", "flows", "what to print: flows (the node's bridge flows) or nb (the Northbound rows)")
 	})
 	if err != nil {
@@ -225,9 +230,9 @@ func logEvents(log *slog.Logger, events []event.Event) {
 	}
 }
 
-func runSync(ctx context.Context, args []string, stderr io.Writer, log *slog.Logger) error {
+func runSync(ctx context.Context, args []string, stderr io.Writer, log *slog.Logger, level *slog.LevelVar) error {
 	var once bool
-	cfg, err := parse("sync", args, stderr, func(fs *flag.FlagSet) {
+	cfg, err := parse("sync", args, stderr, level, func(fs *flag.FlagSet) {
 		fs.BoolVar(&once, "once", false, "apply once and exit (required; for a loop, run `ovnedge daemon`)")
 	})
 	if err != nil {

@@ -63,7 +63,8 @@ func TestMainSyncOnce(t *testing.T) {
 }
 
 // TestMainDaemonManifests runs `ovnedge daemon --manifests DIR` against a
-// real NB: the EgressIP's rows appear, and go when its file is deleted.
+// real NB: the EgressIP's rows appear, and go when its file is deleted;
+// --log-level debug shows each reconcile.
 func TestMainDaemonManifests(t *testing.T) {
 	ovn := startNB(t)
 	dir := demoDir(t, nil)
@@ -72,7 +73,7 @@ func TestMainDaemonManifests(t *testing.T) {
 	var errOut lockedBuilder
 	go func() {
 		done <- Main(ctx, []string{"daemon", "--manifests", dir, "--nb-address", ovn.NB,
-			"--cluster-subnets", "10.244.0.0/16/24", "--metrics-address", "127.0.0.1:0"}, io.Discard, &errOut)
+			"--cluster-subnets", "10.244.0.0/16/24", "--metrics-address", "127.0.0.1:0", "--log-level", "debug"}, io.Discard, &errOut)
 	}()
 	defer func() {
 		cancel()
@@ -100,6 +101,9 @@ func TestMainDaemonManifests(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor("the reroute's removal", func(p string) bool { return !reroute(p) })
+	if !strings.Contains(errOut.String(), "level=DEBUG msg=reconciled loop=cluster") {
+		t.Errorf("--log-level debug: no reconcile logged:\n%s", errOut.String())
+	}
 }
 
 // lockedBuilder is a strings.Builder safe for a writer and a reader.

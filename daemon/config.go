@@ -3,6 +3,7 @@ package daemon
 import (
 	"flag"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"reflect"
 	"strconv"
@@ -70,6 +71,8 @@ type Config struct {
 
 	MetricsAddr string
 	Pprof       bool
+	// LogLevel is the lowest level logged.
+	LogLevel slog.Level
 }
 
 // option is one setting: its flag, its place in the config file and how to
@@ -139,6 +142,8 @@ var options = []option{
 		func(c *Config, v string) error { c.MetricsAddr = v; return nil }},
 	{"enable-pprof", "ovnedge", "enable-pprof", "false", "serve /debug/pprof on the metrics address",
 		func(c *Config, v string) (err error) { c.Pprof, err = strconv.ParseBool(v); return err }},
+	{"log-level", "ovnedge", "log-level", "info", "lowest level logged: debug, info, warn or error",
+		func(c *Config, v string) error { return c.LogLevel.UnmarshalText([]byte(v)) }},
 }
 
 // aliases are other names of some flags: the issue's spelling of the
@@ -246,6 +251,8 @@ type rawSection struct {
 	LeaderElect                      *string `gcfg:"leader-elect"`
 	MetricsAddress                   *string `gcfg:"metrics-address"`
 	EnablePprof                      *string `gcfg:"enable-pprof"`
+	ManifestsPoll                    *string `gcfg:"manifests-poll"`
+	LogLevel                         *string `gcfg:"log-level"`
 }
 
 // get returns the value of key, nil when the file does not set it.

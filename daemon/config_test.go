@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -37,6 +38,8 @@ address = ssl:10.0.0.1:6641,ssl:10.0.0.2:6641
 
 [ovnedge]
 bridge = breth0
+log-level = warn
+manifests-poll = 2s
 `)
 	c, _, err := ParseConfig("daemon", []string{"--config-file", file, "--egressip-reachability-total-timeout=0", "--node-name", "n1"})
 	if err != nil {
@@ -49,7 +52,7 @@ bridge = breth0
 	if c.ReachabilityTotalTimeout != 0 {
 		t.Errorf("the flag must override the file: timeout %d", c.ReachabilityTotalTimeout)
 	}
-	if c.HealthCheckPort != 9107 || c.Bridge != "breth0" || c.NodeName != "n1" {
+	if c.HealthCheckPort != 9107 || c.Bridge != "breth0" || c.NodeName != "n1" || c.LogLevel != slog.LevelWarn || c.ManifestsPoll != 2*time.Second {
 		t.Errorf("file/flag values lost: %+v", c)
 	}
 	if got := strings.Join(c.NBAddress, " "); got != "ssl:10.0.0.1:6641 ssl:10.0.0.2:6641" {
@@ -70,6 +73,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{[]string{"--cluster-subnets", "10.244.0.0/16/8"}, "host prefix"},
 		{[]string{"--join-subnet", "nonsense"}, "join-subnet"},
 		{[]string{"--conntrack-zone", "0"}, "conntrack-zone"},
+		{[]string{"--log-level", "loud"}, "log-level"},
 		{[]string{"--config-file", bad}, "egressip-node-healthcheck-port"},
 		{[]string{"--config-file", "/nonexistent/ovnedge.conf"}, "config file"},
 	}

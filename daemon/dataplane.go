@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"maps"
 	"net/netip"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -300,7 +299,7 @@ func (d *Dataplane) syncNB(ctx context.Context, s Snapshot, cs *ClusterState) ([
 	if !full {
 		oldEIP, newEIP = map[ovsdbnb.Owner]ovsdbnb.State{}, map[ovsdbnb.Owner]ovsdbnb.State{}
 		for o, st := range cs.Egress {
-			if prev, ok := d.lastEIP[o]; !ok || !reflect.DeepEqual(prev, st) {
+			if prev, ok := d.lastEIP[o]; !ok || !prev.Equal(st) {
 				newEIP[o] = st
 				if ok {
 					oldEIP[o] = prev
@@ -326,7 +325,7 @@ func (d *Dataplane) syncNB(ctx context.Context, s Snapshot, cs *ClusterState) ([
 		// owner's sync, not every owner's.
 		send := map[ovsdbnb.Owner]ovsdbnb.State{}
 		for o, st := range step {
-			if prev, ok := d.synced[o]; !ok || !reflect.DeepEqual(prev, st) {
+			if prev, ok := d.synced[o]; !ok || !prev.Equal(st) {
 				send[o] = st
 			}
 		}

@@ -6,16 +6,14 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/ovn-kubernetes/libovsdb/cache"
 	"github.com/ovn-kubernetes/libovsdb/client"
-	"github.com/ovn-kubernetes/libovsdb/model"
 	"github.com/ovn-kubernetes/libovsdb/ovsdb"
 	"github.com/ovnedge/ovnedge/egress"
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
+	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 	"github.com/ovnedge/ovnedge/ovsdbnb/nbdb"
 	corev1 "k8s.io/api/core/v1"
@@ -242,7 +240,8 @@ func BenchmarkLabelChange(b *testing.B) {
 func BenchmarkLabelChangeNB(b *testing.B) {
 	f := newLabelChange(b)
 	nb := startRealNBWith(b, topologyOf("10.128.0.0/9", f.nodes, ""), ovsdbnb.Options{ConnectTimeout: time.Minute, InactivityProbe: 10 * time.Minute})
-	w := watchPolicies(b, nb.ovn.NB)
+	w := testbed.WatchNB(b, nb.ovn.NB, nbdb.LogicalRouterPolicyTable, &nbdb.LogicalRouterPolicy{},
+		func(p *nbdb.LogicalRouterPolicy) string { return p.Match })
 
 	target := f.pods[4242]
 	match := "ip4.src == " + target.Status.PodIPs[0].IP
@@ -257,7 +256,7 @@ func BenchmarkLabelChangeNB(b *testing.B) {
 		}
 	}
 	start := time.Now()
-	rows := loadForeign(b, w.cl, foreign)
+	rows := loadForeign(b, w.Client(), foreign)
 	res := nb.sync(b, owned)
 	b.Logf("initial load: %d foreign rows, %d synced, in %v", rows, res.Inserts, time.Since(start).Round(time.Millisecond))
 	ownedOnly := func(m map[ovsdbnb.Owner]ovsdbnb.State) map[ovsdbnb.Owner]ovsdbnb.State {
@@ -280,7 +279,7 @@ func BenchmarkLabelChangeNB(b *testing.B) {
 					b.Fatal("the pod was not selected before the iteration")
 				}
 				nb.sync(b, c.desired())
-				w.wait(b, match, false)
+				w.Wait(b, match, false, 30*time.Second)
 				b.StartTimer()
 
 				begin := time.Now()
@@ -289,7 +288,7 @@ func BenchmarkLabelChangeNB(b *testing.B) {
 				recompute = append(recompute, time.Since(begin))
 				nb.sync(b, desired)
 				synced = append(synced, time.Since(begin))
-				w.wait(b, match, true)
+				w.Wait(b, match, true, 30*time.Second)
 				lat = append(lat, time.Since(begin))
 			}
 			p := func(d []time.Duration, q int) float64 {
@@ -364,67 +363,4 @@ func loadForeign(b *testing.B, cl client.Client, states []ovsdbnb.State) int {
 		flush()
 	}
 	return rows
-}
-
-// policyWatch is an NB client of its own that monitors the router
-// policies, as another NB reader (northd, a second daemon) sees them.
-type policyWatch struct {
-	cl      client.Client
-	mu      sync.Mutex
-	matches map[string]int // match -> rows
-	changed chan struct{}
-}
-
-func watchPolicies(b *testing.B, endpoint string) *policyWatch {
-	b.Helper()
-	dbm, err := model.NewClientDBModel("OVN_Northbound", map[string]model.Model{nbdb.LogicalRouterPolicyTable: &nbdb.LogicalRouterPolicy{}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	cl, err := client.NewOVSDBClient(dbm, client.WithEndpoint(endpoint))
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := cl.Connect(ctx); err != nil {
-		b.Fatalf("watch: connect: %v", err)
-	}
-	b.Cleanup(cl.Close)
-	w := &policyWatch{cl: cl, matches: map[string]int{}, changed: make(chan struct{}, 1)}
-	count := func(m model.Model, d int) {
-		w.mu.Lock()
-		w.matches[m.(*nbdb.LogicalRouterPolicy).Match] += d
-		w.mu.Unlock()
-		select {
-		case w.changed <- struct{}{}:
-		default:
-		}
-	}
-	cl.Cache().AddEventHandler(&cache.EventHandlerFuncs{
-		AddFunc:    func(_ string, m model.Model) { count(m, 1) },
-		DeleteFunc: func(_ string, m model.Model) { count(m, -1) },
-	})
-	if _, err := cl.Monitor(ctx, cl.NewMonitor(client.WithTable(&nbdb.LogicalRouterPolicy{}))); err != nil {
-		b.Fatalf("watch: monitor: %v", err)
-	}
-	return w
-}
-
-// wait returns once a policy with match exists (or no longer does).
-func (w *policyWatch) wait(b *testing.B, match string, exists bool) {
-	deadline := time.After(30 * time.Second)
-	for {
-		w.mu.Lock()
-		n := w.matches[match]
-		w.mu.Unlock()
-		if (n > 0) == exists {
-			return
-		}
-		select {
-		case <-w.changed:
-		case <-deadline:
-			b.Fatalf("policy %q exists=%v never seen", match, exists)
-		}
-	}
 }

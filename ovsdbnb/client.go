@@ -124,7 +124,10 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	bo.InitialInterval = 50 * time.Millisecond
 	bo.MaxInterval = maxBackoff
 	bo.MaxElapsedTime = 0 // retry forever; Close stops it
-	lg := logr.FromSlogHandler(log.Handler())
+	// libovsdb logs its connection news at V(0) and dumps every
+	// transaction at V(4): one step down makes the first Debug and the
+	// second invisible even at Debug.
+	lg := logr.FromSlogHandler(log.Handler()).V(1)
 	if probe <= connect {
 		return nil, fmt.Errorf("ovsdbnb: dial: inactivity probe %v must exceed the connect timeout %v", probe, connect)
 	}

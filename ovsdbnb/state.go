@@ -2,6 +2,8 @@ package ovsdbnb
 
 import (
 	"hash/fnv"
+	"maps"
+	"slices"
 	"strconv"
 )
 
@@ -125,4 +127,39 @@ func AddressSetName(id string) string {
 	h := fnv.New64a()
 	h.Write([]byte(id))
 	return "a" + strconv.FormatUint(h.Sum64(), 10)
+}
+
+// Equal reports whether s and t are the same rows: the same elements in
+// the same order, a nil map or slice equal to an empty one.
+func (s State) Equal(t State) bool {
+	return slices.EqualFunc(s.LoadBalancers, t.LoadBalancers, LoadBalancer.equal) &&
+		slices.EqualFunc(s.Groups, t.Groups, LoadBalancerGroup.equal) &&
+		slices.EqualFunc(s.Policies, t.Policies, RouterPolicy.equal) &&
+		slices.EqualFunc(s.NATs, t.NATs, NAT.equal) &&
+		slices.EqualFunc(s.AddressSets, t.AddressSets, AddressSet.equal)
+}
+
+func (a LoadBalancer) equal(b LoadBalancer) bool {
+	return a.Name == b.Name && a.Protocol == b.Protocol && maps.Equal(a.VIPs, b.VIPs) &&
+		maps.Equal(a.Options, b.Options) && slices.Equal(a.SelectionFields, b.SelectionFields) &&
+		maps.Equal(a.ExternalIDs, b.ExternalIDs) && slices.Equal(a.Switches, b.Switches) &&
+		slices.Equal(a.Routers, b.Routers) && slices.Equal(a.Groups, b.Groups)
+}
+
+func (a LoadBalancerGroup) equal(b LoadBalancerGroup) bool {
+	return a.Name == b.Name && slices.Equal(a.Switches, b.Switches) && slices.Equal(a.Routers, b.Routers)
+}
+
+func (a RouterPolicy) equal(b RouterPolicy) bool {
+	return a.Router == b.Router && a.Priority == b.Priority && a.Match == b.Match && a.Action == b.Action &&
+		slices.Equal(a.Nexthops, b.Nexthops) && maps.Equal(a.Options, b.Options) && maps.Equal(a.ExternalIDs, b.ExternalIDs)
+}
+
+func (a NAT) equal(b NAT) bool {
+	return a.Router == b.Router && a.Type == b.Type && a.ExternalIP == b.ExternalIP && a.LogicalIP == b.LogicalIP &&
+		a.LogicalPort == b.LogicalPort && maps.Equal(a.Options, b.Options) && maps.Equal(a.ExternalIDs, b.ExternalIDs)
+}
+
+func (a AddressSet) equal(b AddressSet) bool {
+	return slices.Equal(a.Addresses, b.Addresses) && maps.Equal(a.ExternalIDs, b.ExternalIDs)
 }
