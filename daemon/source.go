@@ -66,7 +66,11 @@ var raiseWatchBuffer sync.Once
 func NewManifestSource(dir string, log *slog.Logger) *ManifestSource {
 	raiseWatchBuffer.Do(func() { watch.DefaultChanSize = watchBuffer })
 	return &ManifestSource{
-		Clientset: fake.NewClientset(),
+		// Not NewClientset: its field-managed tracker builds a REST
+		// mapper on every Create (1.6 ms each, 15 s for 9,350 objects),
+		// and ovnedge never applies server-side.
+		//lint:ignore SA1019 the plain object tracker is the one that scales
+		Clientset: fake.NewSimpleClientset(),
 		Dynamic: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 			map[schema.GroupVersionResource]string{EgressIPResource: "EgressIPList"}),
 		dir:     dir,

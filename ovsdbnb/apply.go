@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -33,10 +34,7 @@ func (s *syncer) apply(ctx context.Context, desired map[Owner]State, batch []Own
 				return err
 			}
 		}
-		var ops []ovsdb.Operation
-		for _, p := range plans {
-			ops = append(ops, p.ops...)
-		}
+		ops, at, absorbed := assemble(plans)
 		if len(ops) == 0 {
 			return nil
 		}
@@ -58,10 +56,16 @@ func (s *syncer) apply(ctx context.Context, desired map[Owner]State, batch []Own
 				s.res.add(p.res)
 				s.res.Owners++
 			}
+			s.res.Mutates -= absorbed
 			s.c.log.Debug("ovsdbnb: transaction committed", "endpoint", s.c.Endpoint(), "owners", len(plans), "operations", len(ops))
 			return s.c.waitCache(ctx, ops, results)
 		}
-		p, i := failedOp(plans, results)
+		k := failedOp(results)
+		var p *plan
+		var i int
+		if k >= 0 && k < len(at) {
+			p, i = at[k].p, at[k].i
+		}
 		switch {
 		case p == nil && len(plans) == 1:
 			s.fail(&OwnerError{Owner: plans[0].owner, Row: "transaction", Err: commitError(results, len(ops))})
@@ -73,7 +77,7 @@ func (s *syncer) apply(ctx context.Context, desired map[Owner]State, batch []Own
 				}
 			}
 			return nil
-		case lagged(p, i, results[indexIn(plans, p)+i]) && attempt < maxAttempts:
+		case lagged(p, i, results[k]) && attempt < maxAttempts:
 			// The row exists on the server but not yet in the cache.
 			s.res.Replans++
 			s.c.log.Debug("ovsdbnb: the cache lags the server, planning again", "owner", p.owner.String(), "row", p.rows[i])
@@ -81,11 +85,11 @@ func (s *syncer) apply(ctx context.Context, desired map[Owner]State, batch []Own
 				return err
 			}
 			batch = owners(plans)
-		case lagged(p, i, results[indexIn(plans, p)+i]):
+		case lagged(p, i, results[k]):
 			s.fail(&OwnerError{Owner: p.owner, Row: p.rows[i], Err: errors.New("the row exists on the server but never showed in the cache")})
 			batch = owners(plans)
 		default:
-			r := results[indexIn(plans, p)+i]
+			r := results[k]
 			s.fail(&OwnerError{Owner: p.owner, Row: p.rows[i], Err: fmt.Errorf("%s: %s", r.Error, r.Details)})
 			batch = owners(plans)
 		}
@@ -131,31 +135,65 @@ func owners(plans []*plan) []Owner {
 	return out
 }
 
-// indexIn returns the index of p's first operation in the transaction.
-func indexIn(plans []*plan, p *plan) int {
-	n := 0
-	for _, q := range plans {
-		if q == p {
-			return n
+// failedOp returns the index of the first failed operation, -1 when
+// only the commit failed.
+func failedOp(results []ovsdb.OperationResult) int {
+	for k, r := range results {
+		if r.Error != "" {
+			return k
 		}
-		n += len(q.ops)
 	}
-	return n
+	return -1
 }
 
-// failedOp returns the plan and the index within it of the first failed
-// operation, or nil when only the commit failed.
-func failedOp(plans []*plan, results []ovsdb.OperationResult) (*plan, int) {
-	n := 0
-	for _, p := range plans {
-		for i := range p.ops {
-			if n+i < len(results) && results[n+i].Error != "" {
-				return p, i
-			}
-		}
-		n += len(p.ops)
+// opRef is where an operation of a transaction comes from: operation i
+// of plan p.
+type opRef struct {
+	p *plan
+	i int
+}
+
+// assemble lays out the operations of plans as one transaction, with
+// where each comes from. The mutations that add rows to, or take them
+// from, a reference column (a router's policies and nat, a switch's or
+// router's load_balancer, ...) are merged into one mutation per row,
+// column and direction, after all other operations: ovsdb-server
+// rewrites the whole set on each mutation, so a thousand policies added
+// to a router holding forty thousand cost a thousand rewrites. Only the
+// commit checks references, so the order within the transaction does not
+// matter to them. A merged mutation is attributed to the first one it
+// absorbed; absorbed counts the mutations merged away.
+func assemble(plans []*plan) (ops []ovsdb.Operation, at []opRef, absorbed int) {
+	type key struct {
+		table, uuid, column string
+		mutator             ovsdb.Mutator
 	}
-	return nil, 0
+	var refs []ovsdb.Operation
+	var refAt []opRef
+	merged := map[key]int{} // -> index in refs
+	for _, p := range plans {
+		for i, op := range p.ops {
+			if !p.ref[i] {
+				ops, at = append(ops, op), append(at, opRef{p, i})
+				continue
+			}
+			m := op.Mutations[0]
+			k := key{op.Table, op.Where[0].Value.(ovsdb.UUID).GoUUID, m.Column, m.Mutator}
+			uuids := m.Value.(ovsdb.OvsSet).GoSet
+			if j, ok := merged[k]; ok {
+				set := refs[j].Mutations[0].Value.(ovsdb.OvsSet)
+				set.GoSet = append(set.GoSet, uuids...)
+				refs[j].Mutations[0].Value = set
+				absorbed++
+				continue
+			}
+			merged[k] = len(refs)
+			op.Mutations = []ovsdb.Mutation{{Column: m.Column, Mutator: m.Mutator,
+				Value: ovsdb.OvsSet{GoSet: slices.Clone(uuids)}}}
+			refs, refAt = append(refs, op), append(refAt, opRef{p, i})
+		}
+	}
+	return append(ops, refs...), append(at, refAt...), absorbed
 }
 
 // commitError is the error of a transaction that failed at commit.
@@ -285,7 +323,7 @@ func (s *syncer) syncGroups(ctx context.Context, desired map[Owner]State, owners
 		}
 		for _, t := range targets {
 			if !has[t.uuid] {
-				p.add("load balancer group "+name, false, mutateRefs(t, "load_balancer_group", ovsdb.MutateOperationInsert, uuid))
+				p.addRef("load balancer group "+name, t, "load_balancer_group", ovsdb.MutateOperationInsert, uuid)
 			}
 		}
 	}

@@ -314,6 +314,16 @@ type plan struct {
 	// lag[i] is true when ops[i] is a wait guard or an insert with a
 	// derived UUID: its failure means the cache lags the server.
 	lag []bool
+	// ref[i] is true when ops[i] (from mutateRefs) adds a row to, or
+	// takes it from, a reference column: see assemble.
+	ref []bool
+}
+
+// addRef adds the mutation inserting uuid into, or deleting it from, h's
+// column col.
+func (p *plan) addRef(rowName string, h ref, col string, mutator ovsdb.Mutator, uuid string) {
+	p.add(rowName, false, mutateRefs(h, col, mutator, uuid))
+	p.ref[len(p.ref)-1] = true
 }
 
 func (p *plan) add(rowName string, lag bool, ops ...ovsdb.Operation) {
@@ -321,6 +331,7 @@ func (p *plan) add(rowName string, lag bool, ops ...ovsdb.Operation) {
 		p.ops = append(p.ops, op)
 		p.rows = append(p.rows, rowName)
 		p.lag = append(p.lag, lag)
+		p.ref = append(p.ref, false)
 		switch {
 		case op.Op == ovsdb.OperationWait:
 			p.res.Guards++
@@ -401,12 +412,12 @@ func attach(p *plan, rowName, uuid, col string, want []ref, now []ref) {
 	for _, h := range now {
 		has[h.table+h.uuid] = true
 		if !wanted[h.table+h.uuid] {
-			p.add(rowName, false, mutateRefs(h, col, ovsdb.MutateOperationDelete, uuid))
+			p.addRef(rowName, h, col, ovsdb.MutateOperationDelete, uuid)
 		}
 	}
 	for _, w := range want {
 		if !has[w.table+w.uuid] {
-			p.add(rowName, false, mutateRefs(w, col, ovsdb.MutateOperationInsert, uuid))
+			p.addRef(rowName, w, col, ovsdb.MutateOperationInsert, uuid)
 			has[w.table+w.uuid] = true
 		}
 	}
@@ -580,13 +591,13 @@ func (s *syncer) planChildren(sn *snap, p *plan, table, col string, cur map[stri
 			keep[u] = true
 			p.add(w.id, false, diffOps(table, u, curRows[u], w.r)...)
 			if parent, ok := sn.parent(u); !ok || parent.uuid != lr.UUID {
-				p.add(w.id, false, mutateRefs(lrRef, col, ovsdb.MutateOperationInsert, u))
+				p.addRef(w.id, lrRef, col, ovsdb.MutateOperationInsert, u)
 			}
 			continue
 		}
 		inserts = append(inserts, func() {
 			name := s.insert(p, table, w.id, w.r, w.key)
-			p.add(w.id, false, mutateRefs(lrRef, col, ovsdb.MutateOperationInsert, name))
+			p.addRef(w.id, lrRef, col, ovsdb.MutateOperationInsert, name)
 		})
 	}
 	// Deletes go first: a row moving to another router is deleted
@@ -602,7 +613,7 @@ func (s *syncer) planChildren(sn *snap, p *plan, table, col string, cur map[stri
 				continue
 			}
 			if parent, ok := sn.parent(u); ok {
-				p.add(id, false, mutateRefs(parent, col, ovsdb.MutateOperationDelete, u))
+				p.addRef(id, parent, col, ovsdb.MutateOperationDelete, u)
 			}
 			p.add(id, false, ovsdb.Operation{Op: ovsdb.OperationDelete, Table: table, Where: whereUUID(u)})
 		}
