@@ -335,10 +335,9 @@ func TestSetChanges(t *testing.T) {
 		}
 		close(stop)
 		changes := <-churned
-		st := p.r.Stats()[other]
-		if seen, sent := st.RequestsSeen-start.RequestsSeen, st.RepliesSent-start.RepliesSent; seen != requests || sent != requests {
-			t.Errorf("counters moved by %d seen and %d sent, want %d", seen, sent, requests)
-		}
+		waitStats(t, p.r, other, fmt.Sprintf("%d more requests seen and replies sent than %+v", requests, start), func(st Stats) bool {
+			return st.RequestsSeen-start.RequestsSeen == requests && st.RepliesSent-start.RepliesSent == requests
+		})
 		t.Logf("%d requests answered during %d changes of the owned set", requests, changes)
 	})
 }

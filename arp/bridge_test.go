@@ -30,7 +30,7 @@ func TestOVSBridge(t *testing.T) {
 	if got := ndisc(t, ext, "eth0", vip6); !slices.Equal(got, []string{brMAC}) {
 		t.Errorf("ndisc6 %s across %s: advertisements from %v, want one from %s", vip6, s.Bridge, got, brMAC)
 	}
-	if st := r.Stats()[vip]; st.RequestsSeen != 2 || st.RepliesSent != 2 {
-		t.Errorf("stats for %s = %+v, want 2 requests seen and 2 replies sent", vip, st)
-	}
+	waitStats(t, r, vip, "2 requests seen and 2 replies sent", func(st Stats) bool {
+		return st.RequestsSeen == 2 && st.RepliesSent == 2
+	})
 }

@@ -54,6 +54,19 @@ func newLAN(t *testing.T) *lan {
 
 // waitUntil polls cond every 20 ms until it returns nil, failing the test
 // with cond's last error after timeout.
+// waitStats waits until r's counters for addr satisfy ok. A reply is
+// counted once its send returns, which can be after the client has read
+// it and the test has gone on.
+func waitStats(t testing.TB, r *Responder, addr netip.Addr, want string, ok func(Stats) bool) {
+	t.Helper()
+	waitUntil(t, 2*time.Second, func() error {
+		if st := r.Stats()[addr]; !ok(st) {
+			return fmt.Errorf("stats for %s = %+v, want %s", addr, st, want)
+		}
+		return nil
+	})
+}
+
 func waitUntil(t testing.TB, timeout time.Duration, cond func() error) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)

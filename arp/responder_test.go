@@ -85,10 +85,9 @@ func TestLANElection(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("arping %s: replies from %v, want %v (owner %s)", vip4, got, want, nodeNames[own4])
 		}
-		st := resp[own4].Stats()[vip4]
-		if st.RequestsSeen < 3 || st.RepliesSent < 3 || st.GratuitousSent < 2 {
-			t.Errorf("owner's stats for %s = %+v, want >= 3 requests and replies, >= 2 gratuitous", vip4, st)
-		}
+		waitStats(t, resp[own4], vip4, ">= 3 requests and replies, >= 2 gratuitous", func(st Stats) bool {
+			return st.RequestsSeen >= 3 && st.RepliesSent >= 3 && st.GratuitousSent >= 2
+		})
 		if st, ok := resp[1-own4].Stats()[vip4]; ok {
 			t.Errorf("non-owner has stats for %s: %+v", vip4, st)
 		}
@@ -99,9 +98,9 @@ func TestLANElection(t *testing.T) {
 		if want := []string{l.nodeMAC[own6]}; !slices.Equal(got, want) {
 			t.Fatalf("ndisc6 %s: advertisements from %v, want %v (owner %s)", vip6, got, want, nodeNames[own6])
 		}
-		if st := resp[own6].Stats()[vip6]; st.RepliesSent < 1 || st.GratuitousSent < 1 {
-			t.Errorf("owner's stats for %s = %+v", vip6, st)
-		}
+		waitStats(t, resp[own6], vip6, ">= 1 reply and gratuitous", func(st Stats) bool {
+			return st.RepliesSent >= 1 && st.GratuitousSent >= 1
+		})
 	})
 
 	t.Run("failover moves the client's neighbour entry", func(t *testing.T) {
@@ -260,9 +259,9 @@ func TestRobustness(t *testing.T) {
 	if got := readReply(t, c, vip4); got.String() != nodeMAC {
 		t.Fatalf("reply for %s from %s, want %s", vip4, got, nodeMAC)
 	}
-	if st := r.Stats()[vip4]; st.RequestsSeen != 1 || st.RepliesSent != 1 {
-		t.Errorf("stats after one valid request among junk = %+v, want 1 seen and 1 sent", st)
-	}
+	waitStats(t, r, vip4, "1 seen and 1 sent after one valid request among junk", func(st Stats) bool {
+		return st.RequestsSeen == 1 && st.RepliesSent == 1
+	})
 
 	// The interface goes down and up again ...
 	node.Run(t, "ip", "link", "set", "vx0", "down")
