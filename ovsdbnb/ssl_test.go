@@ -2,11 +2,9 @@ package ovsdbnb_test
 
 import (
 	"context"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -26,13 +24,7 @@ func TestDialSSL(t *testing.T) {
 	if out, err := exec.Command("ovsdb-tool", "create", f("nb.db"), "/usr/share/ovn/ovn-nb.ovsschema").CombinedOutput(); err != nil {
 		t.Fatalf("ovsdb-tool create: %v: %s", err, out)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	l.Close()
-	server := exec.Command("ovsdb-server", f("nb.db"), "--remote=pssl:"+port+":127.0.0.1",
+	server := exec.Command("ovsdb-server", f("nb.db"), "--remote=pssl:0:127.0.0.1",
 		"--private-key="+f("server.key"), "--certificate="+f("server.crt"), "--ca-cert="+f("ca.crt"),
 		"--unixctl="+f("nb.ctl"), "--log-file="+f("nb.log"), "--no-chdir", "-vconsole:off")
 	if err := server.Start(); err != nil {
@@ -43,10 +35,11 @@ func TestDialSSL(t *testing.T) {
 		_ = server.Wait()
 	})
 
+	endpoint := "ssl:127.0.0.1:" + testbed.ListeningPort(t, f("nb.log"))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	endpoint := "ssl:127.0.0.1:" + port
 	var c *ovsdbnb.Client
+	var err error
 	for c == nil {
 		if c, err = ovsdbnb.Dial(ctx, ovsdbnb.Options{Endpoints: []string{endpoint}, ConnectTimeout: time.Second,
 			PrivateKey: f("client.key"), Certificate: f("client.crt"), CACert: f("ca.crt")}); err != nil {

@@ -18,8 +18,40 @@ const (
 // ovnBins are the binaries StartOVN needs.
 var ovnBins = []string{"ovsdb-tool", "ovsdb-server", "ovn-northd", "ovn-nbctl", "ovn-sbctl", "ovn-trace"}
 
-// listeningRE finds the port of a ptcp:0 remote in an ovsdb-server log.
+// listeningRE finds the port of a ptcp:0 or pssl:0 remote in an
+// ovsdb-server log.
 var listeningRE = regexp.MustCompile(`listening on port (\d+)`)
+
+// ListeningPort waits until the ovsdb-server logging to log has bound the
+// port of its ptcp:0 or pssl:0 remote, and returns it. Letting the server
+// pick the port leaves no window in which another process can take it.
+func ListeningPort(t T, log string) string {
+	t.Helper()
+	port, err := logPort(log, func(err error) error { return err })
+	if err != nil {
+		t.Fatalf("testbed: listening port: %v", err)
+	}
+	return port
+}
+
+// logPort waits for the port in log; check sees every failed attempt (a
+// dead server can end the wait at once).
+func logPort(log string, check func(error) error) (string, error) {
+	var port string
+	err := waitFor(readyTimeout, func() error {
+		data, err := os.ReadFile(log)
+		if err != nil {
+			return check(err)
+		}
+		m := listeningRE.FindSubmatch(data)
+		if m == nil {
+			return check(fmt.Errorf("no %q in %s", listeningRE, log))
+		}
+		port = string(m[1])
+		return nil
+	})
+	return port, err
+}
 
 // OVN is a running OVN central, made by StartOVN: NB and SB
 // ovsdb-servers and ovn-northd. Its methods fail the test on error and
@@ -49,21 +81,11 @@ func StartOVN(t T) *OVN {
 		NB: "unix:" + filepath.Join(dir, "nb.sock"), SB: "unix:" + filepath.Join(dir, "sb.sock")}
 	nb := startOVSDB(t, dir, "nb", nbSchema, filepath.Join(dir, "nb.sock"), "ptcp:0:127.0.0.1")
 	startOVSDB(t, dir, "sb", sbSchema, filepath.Join(dir, "sb.sock"))
-	err := waitFor(readyTimeout, func() error {
-		data, err := os.ReadFile(nb.log)
-		if err != nil {
-			return nb.check(err)
-		}
-		m := listeningRE.FindSubmatch(data)
-		if m == nil {
-			return nb.check(fmt.Errorf("no %q in %s", listeningRE, nb.log))
-		}
-		n.NBTCP = "tcp:127.0.0.1:" + string(m[1])
-		return nil
-	})
+	port, err := logPort(nb.log, nb.check)
 	if err != nil {
 		t.Fatalf("testbed: NB TCP port: %v", err)
 	}
+	n.NBTCP = "tcp:127.0.0.1:" + port
 
 	file := filepath.Join(dir, "northd")
 	northd := startDaemon(t, "ovn-northd", file+".log", []string{"OVN_RUNDIR=" + dir},

@@ -1,11 +1,15 @@
 package testbed
 
 import (
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -195,12 +199,25 @@ func (c *NBCluster) Nbctl(args ...string) string {
 }
 
 // freePorts returns n distinct loopback TCP ports that were free a
-// moment ago.
+// moment ago, picked below the kernel's ephemeral port range: the local
+// port of every outgoing connection comes from that range, so no client
+// connection of a parallel test can take one of these before the daemon
+// it is meant for binds it (only another test's pick could, a 1 in
+// thousands chance). When the range starts too low to leave room, the
+// kernel picks.
 func freePorts(t T, n int) []int {
 	t.Helper()
+	low := ephemeralLow()
 	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for len(ports) < n {
+		addr := "127.0.0.1:0"
+		if low > minPickedPort+1000 {
+			addr = "127.0.0.1:" + strconv.Itoa(minPickedPort+rand.IntN(low-minPickedPort))
+		}
+		l, err := net.Listen("tcp", addr)
+		if errors.Is(err, syscall.EADDRINUSE) {
+			continue
+		}
 		if err != nil {
 			t.Fatalf("testbed: free port: %v", err)
 			return nil
@@ -209,4 +226,26 @@ func freePorts(t T, n int) []int {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports
+}
+
+// minPickedPort is the lowest port freePorts picks: above the well-known
+// and most registered service ports.
+const minPickedPort = 20000
+
+// ephemeralLow is the first port of the kernel's ephemeral range (32768
+// when it cannot be read, the Linux default).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 32768
+	}
+	low, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 32768
+	}
+	return low
 }
