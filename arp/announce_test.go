@@ -301,6 +301,9 @@ func TestSetChanges(t *testing.T) {
 	})
 
 	t.Run("no request lost while the set changes", func(t *testing.T) {
+		// Every request answered so far is counted as sent (the last
+		// reply may still be in flight), then the counters are taken.
+		waitStats(t, p.r, other, "every request seen answered", func(st Stats) bool { return st.RepliesSent == st.RequestsSeen })
 		start := p.r.Stats()[other]
 		stop := make(chan struct{})
 		churned := make(chan int)
