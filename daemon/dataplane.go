@@ -80,7 +80,9 @@ type Dataplane struct {
 // NewDataplane returns a Dataplane for cfg writing through clients;
 // events go to rec (see NewRecorder). Connections are opened on first use.
 func NewDataplane(cfg *Config, clients *Clients, rec record.EventRecorder, m *Metrics, log *slog.Logger) *Dataplane {
-	return &Dataplane{cfg: cfg, params: ParamsFrom(cfg), clients: clients, rec: rec, log: log, m: m,
+	p := ParamsFrom(cfg)
+	p.LBCache = &lbsvc.Cache{} // used under cmu only
+	return &Dataplane{cfg: cfg, params: p, clients: clients, rec: rec, log: log, m: m,
 		lastEIP: map[ovsdbnb.Owner]ovsdbnb.State{}, lbOwners: map[ovsdbnb.Owner]bool{},
 		emitted: map[string]bool{}, nemitted: map[string]bool{}}
 }
@@ -556,19 +558,7 @@ func (d *Dataplane) announce(ctx context.Context, addrs []netip.Addr) error {
 // Verify reports whether the dataplane holds what was last written: a
 // second NB sync sends nothing and the bridge holds the program.
 func (d *Dataplane) Verify(ctx context.Context, s Snapshot) error {
-	var errs []error
-	if d.nb != nil {
-		cs, err := ComputeCluster(s, d.params, d.Reachable, d.lastNodes)
-		if err != nil {
-			return err
-		}
-		res, err := d.nb.Sync(ctx, cs.NB())
-		if err != nil {
-			errs = append(errs, fmt.Errorf("northbound: %w", err))
-		} else if res.Ops() > 0 {
-			errs = append(errs, fmt.Errorf("northbound did not match: %d operations were still needed", res.Ops()))
-		}
-	}
+	errs := []error{d.verifyNB(ctx, s)}
 	if d.applier != nil {
 		res, err := d.applier.Resync(ctx)
 		if err != nil {
@@ -579,4 +569,25 @@ func (d *Dataplane) Verify(ctx context.Context, s Snapshot) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// verifyNB reports whether a second NB sync sends nothing.
+func (d *Dataplane) verifyNB(ctx context.Context, s Snapshot) error {
+	d.cmu.Lock()
+	defer d.cmu.Unlock()
+	if d.nb == nil {
+		return nil
+	}
+	cs, err := ComputeCluster(s, d.params, d.Reachable, d.lastNodes)
+	if err != nil {
+		return err
+	}
+	res, err := d.nb.Sync(ctx, cs.NB())
+	if err != nil {
+		return fmt.Errorf("northbound: %w", err)
+	}
+	if res.Ops() > 0 {
+		return fmt.Errorf("northbound did not match: %d operations were still needed", res.Ops())
+	}
+	return nil
 }

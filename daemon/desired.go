@@ -45,6 +45,10 @@ type Params struct {
 	Bridge, Uplink, Patch string
 	Zone                  uint16
 	EnableEgressIP        bool
+	// LBCache, when not nil, keeps each Service's load balancers between
+	// ComputeCluster calls over an informer's objects, so only the
+	// Services that changed are computed again (see lbsvc.Cache).
+	LBCache *lbsvc.Cache
 }
 
 // ParamsFrom returns the Params of a configuration.
@@ -155,7 +159,7 @@ func ComputeCluster(s Snapshot, p Params, reachable func(node string) bool, prev
 		}
 	}
 	var lbEvents []event.Event
-	cs.LB, lbEvents = lbsvc.Build(lbsvc.Input{Services: svcs, EndpointSlices: s.EndpointSlices, Nodes: lbNodes}, p.LB)
+	cs.LB, lbEvents = p.LBCache.Build(lbsvc.Input{Services: svcs, EndpointSlices: s.EndpointSlices, Nodes: lbNodes}, p.LB)
 	cs.Events = append(cs.Events, lbEvents...)
 	return cs, nil
 }

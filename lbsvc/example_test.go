@@ -34,6 +34,29 @@ func ExampleBuild() {
 	// Service_default/web_TCP_node_switch_node2 map[172.18.0.50:80:10.244.1.3:8080] skip_snat=false
 }
 
+// A controller keeps one Cache across reconciles: after an EndpointSlice
+// changes (a new object, as an informer stores it), only its Service is
+// computed again.
+func ExampleCache() {
+	web := svc("web", corev1.ServiceTypeClusterIP, []string{"10.96.0.10"}, port("http", corev1.ProtocolTCP, 80, 0, "8080"))
+	db := svc("db", corev1.ServiceTypeClusterIP, []string{"10.96.0.20"}, port("pg", corev1.ProtocolTCP, 5432, 0, "5432"))
+	in := lbsvc.Input{Services: []*corev1.Service{web, db}, EndpointSlices: []*discoveryv1.EndpointSlice{
+		slice("web-a", "web", discoveryv1.AddressTypeIPv4, []discoveryv1.EndpointPort{sport("http", corev1.ProtocolTCP, 8080)},
+			ready("10.244.1.3", "node1")),
+	}, Nodes: []lbsvc.Node{{Name: "node1"}}}
+	var cache lbsvc.Cache
+	cache.Build(in, lbsvc.Options{})
+
+	in.EndpointSlices = []*discoveryv1.EndpointSlice{
+		slice("web-a", "web", discoveryv1.AddressTypeIPv4, []discoveryv1.EndpointPort{sport("http", corev1.ProtocolTCP, 8080)},
+			ready("10.244.1.3", "node1"), ready("10.244.2.3", "node2")),
+	}
+	states, _ := cache.Build(in, lbsvc.Options{})
+	fmt.Println(states[lbsvc.ServiceOwner("default", "web")].LoadBalancers[0].VIPs)
+	// Output:
+	// map[10.96.0.10:80:10.244.1.3:8080,10.244.2.3:8080]
+}
+
 // The L2 mode: every node feeds the same VIPs to its arp.Controller;
 // exactly one healthy node answers each.
 func ExampleL2VIPs() {

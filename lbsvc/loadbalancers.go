@@ -100,22 +100,9 @@ func ServiceOwner(namespace, name string) ovsdbnb.Owner {
 // rows go) and the cluster Load_Balancer_Group attached to every node
 // switch and gateway router (reference §3). EndpointSlices belong to the
 // Service their kubernetes.io/service-name label names in their namespace.
+// A Cache builds again faster.
 func Build(in Input, opts Options) (map[ovsdbnb.Owner]ovsdbnb.State, []event.Event) {
-	bySvc := SlicesByService(in.EndpointSlices)
-	nodes := sortedNodes(in.Nodes)
-	out := make(map[ovsdbnb.Owner]ovsdbnb.State, len(in.Services)+1)
-	var events []event.Event
-	for _, svc := range in.Services {
-		if svc == nil {
-			continue
-		}
-		st, ev := serviceState(svc, bySvc[svc.Namespace+"/"+svc.Name], nodes, opts)
-		out[ServiceOwner(svc.Namespace, svc.Name)] = st
-		events = append(events, ev...)
-	}
-	owner, st := GroupState(in.Nodes, opts)
-	out[owner] = st
-	return out, events
+	return (*Cache)(nil).Build(in, opts)
 }
 
 // SlicesByService indexes EndpointSlices by "<namespace>/<service>" from
