@@ -337,8 +337,8 @@ func hostAssignments(s Snapshot, p Params, node string) []egress.HostAssignment 
 	var out []egress.HostAssignment
 	for _, u := range s.EgressIPs {
 		e, err := egressv1.FromUnstructured(u)
-		if err != nil || len(e.Status.Items) == 0 {
-			continue // bad objects are the leader's to report
+		if err != nil || !slices.ContainsFunc(e.Status.Items, func(it egressv1.EgressIPStatusItem) bool { return it.Node == node }) {
+			continue // bad objects are the leader's to report; the others, other nodes' work
 		}
 		pods, _ := egress.SelectPods(e, s.Namespaces, s.Pods)
 		_, host := egress.EgressIPState(p.Egress, egress.Served{Name: e.Name, Status: e.Status.Items, Pods: pods}, nodes)

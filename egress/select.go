@@ -77,24 +77,39 @@ func (s *Selector) Selects(ns *corev1.Namespace, pod *corev1.Pod) bool {
 // and name. A malformed selector is an error; a selector that selects
 // nothing is not.
 func SelectPods(eip *egressv1.EgressIP, namespaces []*corev1.Namespace, pods []*corev1.Pod) ([]Pod, error) {
+	return selectPods(eip, namespaces, podsByNamespace(pods))
+}
+
+// podsByNamespace indexes pods by namespace.
+func podsByNamespace(pods []*corev1.Pod) map[string][]*corev1.Pod {
+	m := map[string][]*corev1.Pod{}
+	for _, p := range pods {
+		if p != nil {
+			m[p.Namespace] = append(m[p.Namespace], p)
+		}
+	}
+	return m
+}
+
+// selectPods is SelectPods over pods indexed by namespace: only the
+// pods of the namespaces the selector selects are looked at.
+func selectPods(eip *egressv1.EgressIP, namespaces []*corev1.Namespace, pods map[string][]*corev1.Pod) ([]Pod, error) {
 	sel, err := NewSelector(&eip.Spec)
 	if err != nil {
 		return nil, fmt.Errorf("egressip %s: %w", eip.Name, err)
 	}
-	byName := make(map[string]*corev1.Namespace, len(namespaces))
-	for _, ns := range namespaces {
-		if sel.SelectsNamespace(ns) {
-			byName[ns.Name] = ns
-		}
-	}
 	var out []Pod
-	for _, p := range pods {
-		ns, ok := byName[p.Namespace]
-		if !ok || !sel.Selects(ns, p) {
+	for _, ns := range namespaces {
+		if !sel.SelectsNamespace(ns) {
 			continue
 		}
-		if ep, ok := PodFromK8s(p); ok {
-			out = append(out, ep)
+		for _, p := range pods[ns.Name] {
+			if !sel.Selects(ns, p) {
+				continue
+			}
+			if ep, ok := PodFromK8s(p); ok {
+				out = append(out, ep)
+			}
 		}
 	}
 	slices.SortFunc(out, func(a, b Pod) int {
@@ -113,8 +128,9 @@ func SelectPods(eip *egressv1.EgressIP, namespaces []*corev1.Namespace, pods []*
 func Serve(eips []*egressv1.EgressIP, status map[string][]egressv1.EgressIPStatusItem, namespaces []*corev1.Namespace, pods []*corev1.Pod) ([]Served, []event.Event) {
 	var served []Served
 	var events []event.Event
+	byNS := podsByNamespace(pods)
 	for _, eip := range eips {
-		ps, err := SelectPods(eip, namespaces, pods)
+		ps, err := selectPods(eip, namespaces, byNS)
 		if err != nil {
 			events = append(events, warning(eip, ReasonInvalidSelector, "%v", err))
 			continue

@@ -106,16 +106,6 @@ func serveHealth(t *testing.T, host string, port int, files reach.TLSFiles) (sto
 	return stop, l.Addr().(*net.TCPAddr).Port
 }
 
-func freePort(t *testing.T, host string) int {
-	t.Helper()
-	l, err := net.Listen("tcp", host+":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 func TestHealthCheck(t *testing.T) {
 	t.Parallel()
 	certs := newCerts(t)
@@ -139,7 +129,7 @@ func TestHealthCheck(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var port int
 			if tc.noServer {
-				port = freePort(t, "127.0.0.1")
+				port = testbed.FreePorts(t, 1)[0]
 			} else {
 				_, port = serveHealth(t, "127.0.0.1", 0, tc.server)
 			}
@@ -163,7 +153,9 @@ func withName(f reach.TLSFiles, name string) reach.TLSFiles { f.ServerName = nam
 func TestHealthCheckBouncedSession(t *testing.T) {
 	t.Parallel()
 	lo := netip.MustParseAddr("127.0.0.1")
-	stop, port := serveHealth(t, "127.0.0.1", 0, reach.TLSFiles{})
+	// A port no client connection can be given while the server is
+	// down (below the ephemeral range), as it is served again.
+	stop, port := serveHealth(t, "127.0.0.1", testbed.FreePorts(t, 1)[0], reach.TLSFiles{})
 	c, err := reach.NewClient(port, reach.TLSFiles{}, nil)
 	if err != nil {
 		t.Fatal(err)

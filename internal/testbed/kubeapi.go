@@ -95,7 +95,7 @@ func StartKubeAPI(t T) *KubeAPI {
 	begin := time.Now()
 	dir := newDir(t)
 	k := &KubeAPI{Dir: dir}
-	ports := freePorts(t, 3) // shared with StartNBCluster
+	ports := FreePorts(t, 3) // shared with StartNBCluster
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(ports[0])
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(ports[1])
 	k.URL = "https://127.0.0.1:" + strconv.Itoa(ports[2])

@@ -56,7 +56,7 @@ func StartNBCluster(t T, n int) *NBCluster {
 	}
 	begin := time.Now()
 	dir := newDir(t)
-	ports := freePorts(t, 2*n)
+	ports := FreePorts(t, 2*n)
 	c := &NBCluster{Dir: dir, t: t}
 	for i := range n {
 		c.Members = append(c.Members, &NBMember{
@@ -198,14 +198,16 @@ func (c *NBCluster) Nbctl(args ...string) string {
 	return mustRun(c.t, logPaths(c.Dir, c.names()...), argv...)
 }
 
-// freePorts returns n distinct loopback TCP ports that were free a
-// moment ago, picked below the kernel's ephemeral port range: the local
+// FreePorts returns n distinct loopback TCP ports that were free a
+// moment ago, for a process told its port in advance (a RAFT member,
+// etcd) or a server a test stops and starts again on the same port. They
+// are picked below the kernel's ephemeral port range: the local
 // port of every outgoing connection comes from that range, so no client
 // connection of a parallel test can take one of these before the daemon
 // it is meant for binds it (only another test's pick could, a 1 in
 // thousands chance). When the range starts too low to leave room, the
 // kernel picks.
-func freePorts(t T, n int) []int {
+func FreePorts(t T, n int) []int {
 	t.Helper()
 	low := ephemeralLow()
 	var ports []int
@@ -228,7 +230,7 @@ func freePorts(t T, n int) []int {
 	return ports
 }
 
-// minPickedPort is the lowest port freePorts picks: above the well-known
+// minPickedPort is the lowest port FreePorts picks: above the well-known
 // and most registered service ports.
 const minPickedPort = 20000
 
