@@ -3,6 +3,7 @@ package egress
 import (
 	"cmp"
 	"fmt"
+	"iter"
 	"net/netip"
 	"slices"
 
@@ -77,45 +78,46 @@ func (s *Selector) Selects(ns *corev1.Namespace, pod *corev1.Pod) bool {
 // and name. A malformed selector is an error; a selector that selects
 // nothing is not.
 func SelectPods(eip *egressv1.EgressIP, namespaces []*corev1.Namespace, pods []*corev1.Pod) ([]Pod, error) {
-	return selectPods(eip, namespaces, podsByNamespace(pods))
-}
-
-// podsByNamespace indexes pods by namespace.
-func podsByNamespace(pods []*corev1.Pod) map[string][]*corev1.Pod {
-	m := map[string][]*corev1.Pod{}
-	for _, p := range pods {
-		if p != nil {
-			m[p.Namespace] = append(m[p.Namespace], p)
-		}
+	sel, selected, err := selectNamespaces(eip, namespaces)
+	if err != nil {
+		return nil, err
 	}
-	return m
+	return selectPods(sel, selected, slices.Values(pods)), nil
 }
 
-// selectPods is SelectPods over pods indexed by namespace: only the
-// pods of the namespaces the selector selects are looked at.
-func selectPods(eip *egressv1.EgressIP, namespaces []*corev1.Namespace, pods map[string][]*corev1.Pod) ([]Pod, error) {
+// selectNamespaces returns eip's selector and the namespaces it selects,
+// by name.
+func selectNamespaces(eip *egressv1.EgressIP, namespaces []*corev1.Namespace) (*Selector, map[string]*corev1.Namespace, error) {
 	sel, err := NewSelector(&eip.Spec)
 	if err != nil {
-		return nil, fmt.Errorf("egressip %s: %w", eip.Name, err)
+		return nil, nil, fmt.Errorf("egressip %s: %w", eip.Name, err)
 	}
-	var out []Pod
+	selected := make(map[string]*corev1.Namespace)
 	for _, ns := range namespaces {
-		if !sel.SelectsNamespace(ns) {
+		if sel.SelectsNamespace(ns) {
+			selected[ns.Name] = ns
+		}
+	}
+	return sel, selected, nil
+}
+
+// selectPods returns the candidates sel selects in the selected
+// namespaces, sorted by namespace and name.
+func selectPods(sel *Selector, selected map[string]*corev1.Namespace, candidates iter.Seq[*corev1.Pod]) []Pod {
+	var out []Pod
+	for p := range candidates {
+		ns, ok := selected[p.Namespace]
+		if !ok || !sel.Selects(ns, p) {
 			continue
 		}
-		for _, p := range pods[ns.Name] {
-			if !sel.Selects(ns, p) {
-				continue
-			}
-			if ep, ok := PodFromK8s(p); ok {
-				out = append(out, ep)
-			}
+		if ep, ok := PodFromK8s(p); ok {
+			out = append(out, ep)
 		}
 	}
 	slices.SortFunc(out, func(a, b Pod) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
-	return out, nil
+	return out
 }
 
 // Serve pairs every EgressIP with the pods it selects and its status items
@@ -128,13 +130,29 @@ func selectPods(eip *egressv1.EgressIP, namespaces []*corev1.Namespace, pods map
 func Serve(eips []*egressv1.EgressIP, status map[string][]egressv1.EgressIPStatusItem, namespaces []*corev1.Namespace, pods []*corev1.Pod) ([]Served, []event.Event) {
 	var served []Served
 	var events []event.Event
-	byNS := podsByNamespace(pods)
+	// Pods by namespace, once: an EgressIP looks only at the pods of
+	// the namespaces it selects.
+	byNS := map[string][]*corev1.Pod{}
+	for _, p := range pods {
+		if p != nil {
+			byNS[p.Namespace] = append(byNS[p.Namespace], p)
+		}
+	}
 	for _, eip := range eips {
-		ps, err := selectPods(eip, namespaces, byNS)
+		sel, selected, err := selectNamespaces(eip, namespaces)
 		if err != nil {
 			events = append(events, warning(eip, ReasonInvalidSelector, "%v", err))
 			continue
 		}
+		ps := selectPods(sel, selected, func(yield func(*corev1.Pod) bool) {
+			for name := range selected {
+				for _, p := range byNS[name] {
+					if !yield(p) {
+						return
+					}
+				}
+			}
+		})
 		served = append(served, Served{Name: eip.Name, Status: status[eip.Name], Pods: ps})
 	}
 	return served, events
