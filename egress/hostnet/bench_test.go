@@ -18,15 +18,7 @@ func benchNode(b *testing.B, be backend) *Manager {
 	peer := testbed.NewNetns(b, "hnpeer")
 	testbed.Link(b, node, "eg0", []string{"192.168.100.2/24"}, peer, "p0", nil)
 	node.Run(b, "sysctl", "-qw", "net.ipv4.ip_forward=1")
-	snat, err := be.open(nsPath(node))
-	if err != nil {
-		b.Fatal(err)
-	}
-	mgr, err := New(Config{Netns: nsPath(node), SNAT: snat})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = mgr.Close(); _ = snat.Close() })
+	_, mgr := openManager(b, be, node, nil)
 	return mgr
 }
 

@@ -94,20 +94,28 @@ func newTopology(t *testing.T, b backend) *topology {
 // open (re)opens the backend and the Manager, as a restarted daemon would.
 func (tp *topology) open(t *testing.T, b backend) {
 	t.Helper()
-	snat, err := b.open(nsPath(tp.node))
+	tp.snat, tp.mgr = openManager(t, b, tp.node, tp.ann)
+}
+
+// openManager opens b's SNAT backend in node and a Manager on it
+// announcing through ann (nil: none), both closed by t's cleanup.
+func openManager(t testing.TB, b backend, node *testbed.Netns, ann Announcer) (snatCloser, *Manager) {
+	t.Helper()
+	snat, err := b.open(nsPath(node))
 	if err != nil {
 		t.Fatalf("open %s backend: %v", b.name, err)
 	}
-	mgr, err := New(Config{Netns: nsPath(tp.node), SNAT: snat, Announcer: tp.ann})
+	mgr, err := New(Config{Netns: nsPath(node), SNAT: snat, Announcer: ann})
 	if err != nil {
+		_ = snat.Close()
 		t.Fatalf("New: %v", err)
 	}
-	tp.snat, tp.mgr = snat, mgr
 	t.Cleanup(func() {
 		if err := errors.Join(mgr.Close(), snat.Close()); err != nil {
 			t.Errorf("close: %v", err)
 		}
 	})
+	return snat, mgr
 }
 
 // sourceSeen opens a TCP connection from the pod to the far host and
@@ -365,16 +373,7 @@ func TestRequirements(t *testing.T) {
 	}
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
-			snat, err := b.open(nsPath(node))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer snat.Close()
-			mgr, err := New(Config{Netns: nsPath(node), SNAT: snat})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer mgr.Close()
+			_, mgr := openManager(t, b, node, nil)
 			ctx := context.Background()
 			t.Run("LinkOf", func(t *testing.T) {
 				for network, want := range map[string]string{
@@ -478,16 +477,7 @@ func TestChanges(t *testing.T) {
 			testbed.Link(t, node, "eg0", []string{"192.168.100.2/24", "fd00:100::2/64"}, peer, "p0", nil)
 			node.Run(t, "sysctl", "-qw", "net.ipv4.ip_forward=1")
 			node.Run(t, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1")
-			snat, err := b.open(nsPath(node))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer snat.Close()
-			mgr, err := New(Config{Netns: nsPath(node), SNAT: snat})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer mgr.Close()
+			_, mgr := openManager(t, b, node, nil)
 			for _, s := range steps {
 				res, err := mgr.Converge(context.Background(), s.state)
 				if len(res.Rejected) != s.rejected || (s.rejected == 0 && err != nil) {
