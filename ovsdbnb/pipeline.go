@@ -37,8 +37,8 @@ func (pl *pipeline) stopped() bool {
 	return pl.err != nil
 }
 
-// send applies batch, whose plans were made against the current cache,
-// once fewer than pipelineDepth batches are in flight.
+// send applies batch, whose plans were made against the cache at the
+// start of the Sync, once fewer than pipelineDepth batches are in flight.
 func (pl *pipeline) send(ctx context.Context, batch []Owner, plans []*plan) {
 	pl.slots <- struct{}{}
 	s := &syncer{c: pl.parent.c, opts: pl.parent.opts, failed: map[Owner]*OwnerError{}}
@@ -63,8 +63,6 @@ func (pl *pipeline) wait() error {
 	p := pl.parent
 	for _, s := range pl.done {
 		p.res.add(s.res)
-		p.res.Transactions += s.res.Transactions
-		p.res.Owners += s.res.Owners
 		for o, oe := range s.failed {
 			if p.failed[o] == nil {
 				p.failed[o] = oe

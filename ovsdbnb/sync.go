@@ -58,6 +58,8 @@ func (r *Result) add(o Result) {
 	r.Deletes += o.Deletes
 	r.Guards += o.Guards
 	r.Replans += o.Replans
+	r.Transactions += o.Transactions
+	r.Owners += o.Owners
 }
 
 // OwnerError is why one owner's rows were not written. The other owners
