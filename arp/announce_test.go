@@ -184,7 +184,7 @@ func TestAnnounceSchedule(t *testing.T) {
 	if err := p.r.SetAddresses([]netip.Addr{vip4, vip6}); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 5*time.Second, func() error {
+	testbed.Eventually(t, 5*time.Second, func() error {
 		st := p.r.Stats()
 		if st[vip4].GratuitousSent < 2*rounds || st[vip6].GratuitousSent < rounds {
 			return fmt.Errorf("stats %+v", st)
@@ -225,7 +225,7 @@ func TestAnnounceSchedule(t *testing.T) {
 	if err := p.r.Add(vip4); err != nil { // taken over again: announced again
 		t.Fatal(err)
 	}
-	waitUntil(t, 5*time.Second, func() error {
+	testbed.Eventually(t, 5*time.Second, func() error {
 		if n := len(c.of(vip4, "garp-request", "garp-reply")); n == before {
 			return fmt.Errorf("no announcement after the second takeover")
 		}

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ovnedge/ovnedge/internal/testbed"
 )
 
 var quietLog = slog.New(slog.DiscardHandler)
@@ -153,7 +155,7 @@ func TestController(t *testing.T) {
 	// picks among healthy, and no other.
 	wantOwners := func(vips []VIP, healthy []string) {
 		t.Helper()
-		waitUntil(t, 5*time.Second, func() error {
+		testbed.Eventually(t, 5*time.Second, func() error {
 			for _, v := range vips {
 				owner, _ := Elect(v.Addr, healthy)
 				for _, n := range nodes {
@@ -192,7 +194,7 @@ func TestController(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitUntil(t, 5*time.Second, func() error {
+	testbed.Eventually(t, 5*time.Second, func() error {
 		for _, n := range nodes {
 			if slices.Contains(rec[n].get(), vipAddrs[0]) {
 				return fmt.Errorf("%s still holds %s", n, vipAddrs[0])

@@ -59,27 +59,12 @@ func newLAN(t *testing.T) *lan {
 // it and the test has gone on.
 func waitStats(t testing.TB, r *Responder, addr netip.Addr, want string, ok func(Stats) bool) {
 	t.Helper()
-	waitUntil(t, 2*time.Second, func() error {
+	testbed.Eventually(t, 2*time.Second, func() error {
 		if st := r.Stats()[addr]; !ok(st) {
 			return fmt.Errorf("stats for %s = %+v, want %s", addr, st, want)
 		}
 		return nil
 	})
-}
-
-func waitUntil(t testing.TB, timeout time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %v", timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // inNetns runs fn inside ns (testbed.Netns.Do) on a goroutine of its own
@@ -110,7 +95,7 @@ func startResponder(t testing.TB, ns *testbed.Netns, r *Responder) (stop func())
 // waitAttached waits until r has its sockets open.
 func waitAttached(t testing.TB, r *Responder) {
 	t.Helper()
-	waitUntil(t, 10*time.Second, func() error {
+	testbed.Eventually(t, 10*time.Second, func() error {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if r.att == nil {

@@ -72,7 +72,7 @@ func TestLANElection(t *testing.T) {
 	}
 	own4 := ownerIndex(t, vip4, nodeNames[:])
 	own6 := ownerIndex(t, vip6, nodeNames[:])
-	waitUntil(t, 5*time.Second, func() error {
+	testbed.Eventually(t, 5*time.Second, func() error {
 		if !slices.Contains(resp[own4].Addresses(), vip4) || !slices.Contains(resp[own6].Addresses(), vip6) {
 			return fmt.Errorf("owners not set yet: %v %v", resp[0].Addresses(), resp[1].Addresses())
 		}
@@ -154,7 +154,7 @@ func TestLANElection(t *testing.T) {
 		if err := ctrl[own4].SetVIPs(vips[1:]); err != nil {
 			t.Fatal(err)
 		}
-		waitUntil(t, 5*time.Second, func() error {
+		testbed.Eventually(t, 5*time.Second, func() error {
 			if slices.Contains(resp[own4].Addresses(), vip4) {
 				return fmt.Errorf("%s still owned", vip4)
 			}
@@ -280,7 +280,7 @@ func TestRobustness(t *testing.T) {
 	testbed.Link(t, client, "eth0", []string{"192.0.2.1/24"}, node, "vx0", nil)
 	waitAttached(t, r)
 	newMAC := node.Run(t, "cat", "/sys/class/net/vx0/address")
-	waitUntil(t, 5*time.Second, func() error {
+	testbed.Eventually(t, 5*time.Second, func() error {
 		if n := r.Stats()[vip4].GratuitousSent; n <= announced {
 			return fmt.Errorf("%s not announced again after reattaching (%d gratuitous sent)", vip4, n)
 		}
@@ -294,7 +294,7 @@ func TestRobustness(t *testing.T) {
 // waitDetached waits until r has closed its sockets.
 func waitDetached(t testing.TB, r *Responder) {
 	t.Helper()
-	waitUntil(t, 5*time.Second, func() error {
+	testbed.Eventually(t, 5*time.Second, func() error {
 		if r.attachedMAC() != nil {
 			return fmt.Errorf("responder on %s still attached", r.cfg.Interface)
 		}

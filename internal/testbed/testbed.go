@@ -145,6 +145,15 @@ func waitFor(timeout time.Duration, cond func() error) error {
 	}
 }
 
+// Eventually polls cond every 20 ms until it returns nil, and fails t
+// with cond's last error when timeout passes first.
+func Eventually(t T, timeout time.Duration, cond func() error) {
+	t.Helper()
+	if err := waitFor(timeout, cond); err != nil {
+		t.Fatalf("%v", err)
+	}
+}
+
 // newDir creates a short directory under /tmp (unix socket paths must
 // stay below 108 bytes). Its cleanup, which runs after the daemons' as it
 // is registered first, removes it, or keeps it when the test failed and
