@@ -1,0 +1,582 @@
+package testbed
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// The cluster's fixed address plan (IPv4). Node i (1-based) gets the pod
+// subnet 10.244.<i>.0/24 (router port .1, management port .2, pods from
+// .3), the join address 100.64.0.<i+2>, the external address
+// 172.18.0.<i+1> (shared by the host's breth0 and GR_<node>, as
+// OVN-Kubernetes' shared gateway mode does) and the underlay (geneve)
+// address 192.168.100.<i>.
+const (
+	ClusterSubnet    = "10.244.0.0/16"
+	ClusterJoin      = "100.64.0.0/16"
+	ClusterJoinRtr   = "100.64.0.1"
+	ClusterExtPrefix = 24
+	// ClusterGatewayIP is the router namespace's address on the external
+	// segment: every node's and gateway router's default route.
+	ClusterGatewayIP = "172.18.0.1"
+	// ClusterClientIP is the external client's address on the segment.
+	ClusterClientIP = "172.18.0.100"
+	// ClusterRemoteNet is the network behind the router namespace, where
+	// routed clients live; ClusterRemoteClientIP is one of them.
+	ClusterRemoteNet      = "192.168.250.0/24"
+	ClusterRemoteRouterIP = "192.168.250.1"
+	ClusterRemoteClientIP = "192.168.250.10"
+	// ClusterPhysnet is the localnet network name mapped to breth0.
+	ClusterPhysnet = "physnet"
+	// ClusterBridge is every node's external bridge.
+	ClusterBridge = "breth0"
+	// ClusterUplink is the bridge port of every node's "NIC".
+	ClusterUplink = "eth1"
+)
+
+// ClusterOptions shape StartCluster; zero fields take the defaults noted.
+type ClusterOptions struct {
+	// Nodes is the number of nodes (default 3, at most 200).
+	Nodes int
+	// Names are the node names (default ovn-worker, ovn-worker2, ...,
+	// as kind names OVN-Kubernetes' nodes).
+	Names []string
+}
+
+// Cluster is a multi-node OVN-Kubernetes-shaped cluster in network
+// namespaces, made by StartCluster: one OVN central (NB, SB, northd) and
+// per node a real chassis (ovsdb-server, ovs-vswitchd on the userspace
+// datapath, ovn-controller) with breth0 on a shared external L2 segment
+// and geneve tunnels over an underlay segment; the logical topology
+// ovnkube-master would create (ovn_cluster_router, join, node switches,
+// GR_<node> bound to its chassis, ext_<node> with a localnet port to
+// breth0, management ports ovn-k8s-mp0); an external client on the
+// segment and a router namespace with a routed client behind it.
+// ovnedge (or the test) programs everything else: no br-ex flow and no
+// load balancer, policy or NAT beyond the topology is created here.
+type Cluster struct {
+	OVN *OVN
+	// Nodes in order; Node(name) finds one.
+	Nodes []*ClusterNode
+	// Segment is the external L2 switch (a Linux bridge "br0" in its own
+	// namespace, with no address of its own).
+	Segment *Netns
+	// Client is a host on the external segment (ClusterClientIP), Router
+	// the segment's gateway (ClusterGatewayIP) which routes to
+	// RemoteClient (ClusterRemoteClientIP) on ClusterRemoteNet.
+	Client, Router, RemoteClient *Netns
+	// Underlay is the geneve segment's switch namespace.
+	Underlay *Netns
+
+	t      T
+	mu     sync.Mutex
+	pods   map[string]*Pod
+	uplink int
+}
+
+// ClusterNode is one node of a Cluster: a chassis in its own network
+// namespace NS, whose host stack holds breth0 (the node IP) and the
+// management port ovn-k8s-mp0.
+type ClusterNode struct {
+	// Name is the node name, also the chassis name (system-id).
+	Name string
+	// Index is the node's 1-based number in the address plan.
+	Index int
+	// NS is the node's network namespace ("the host").
+	NS *Netns
+	// Dir holds the node's databases, sockets and logs; DB is its
+	// Open_vSwitch database, RunDir ovs-vswitchd's OVS_RUNDIR.
+	Dir, DB, RunDir string
+	// IP is the node IP (on breth0 and on GR_<node>'s external port),
+	// MAC breth0's MAC (also GR_<node>'s external port's).
+	IP  netip.Addr
+	MAC string
+	// Subnet is the node's pod subnet; MgmtIP the management port's
+	// address in it; JoinIP GR_<node>'s address on the join switch;
+	// UnderlayIP the tunnel endpoint.
+	Subnet                     netip.Prefix
+	MgmtIP, JoinIP, UnderlayIP netip.Addr
+	// Patch is breth0's patch port to br-int (made by ovn-controller).
+	Patch string
+
+	c                    *Cluster
+	ovsdb, vswitchd, ctl *daemon
+	nextPod              int
+}
+
+// Pod is a pod of a Cluster: a network namespace whose eth0 is a port of
+// its node's br-int bound to the logical switch port <namespace>_<name>.
+type Pod struct {
+	*Netns
+	Namespace, Name, Node string
+	IP                    netip.Addr
+	MAC                   string
+	port                  string // the veth end on br-int
+}
+
+// LSP is the pod's logical switch port name, as OVN-Kubernetes names it.
+func (p *Pod) LSP() string { return p.Namespace + "_" + p.Name }
+
+// clusterBins are the binaries StartCluster needs.
+var clusterBins = append(append([]string{}, ovsBins...), "ovn-controller", "ovn-nbctl", "ovn-sbctl", "ethtool", "ping")
+
+// StartCluster builds the cluster of o (see Cluster) and returns once
+// every chassis is registered, the topology is in the NB, every chassis
+// has installed it (ovn-nbctl --wait=hv) and the tunnels carried a first
+// packet. Everything is removed when the test ends; daemons are stopped
+// by the PID this package started.
+func StartCluster(t T, o ClusterOptions) *Cluster {
+	t.Helper()
+	Require(t, clusterBins...)
+	begin := time.Now()
+	n := cmp.Or(o.Nodes, len(o.Names), 3)
+	if n < 1 || n > 200 {
+		t.Fatalf("testbed: StartCluster: %d nodes, want 1-200", n)
+	}
+	c := &Cluster{OVN: StartOVN(t), t: t, pods: map[string]*Pod{}}
+	c.Segment = NewNetns(t, "ovcs")
+	c.Segment.Run(t, "ip", "link", "add", "br0", "type", "bridge")
+	c.Segment.Run(t, "ip", "link", "set", "br0", "up")
+	c.Underlay = NewNetns(t, "ovcu")
+	c.Underlay.Run(t, "ip", "link", "add", "br0", "type", "bridge")
+	c.Underlay.Run(t, "ip", "link", "set", "br0", "up")
+
+	c.Router = NewNetns(t, "ovcr")
+	c.segmentHost(c.Router, "eth0", ClusterGatewayIP)
+	c.Router.Run(t, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+	c.RemoteClient = NewNetns(t, "ovcc")
+	Link(t, c.Router, "eth1", []string{ClusterRemoteRouterIP + "/24"}, c.RemoteClient, "eth0", []string{ClusterRemoteClientIP + "/24"})
+	c.RemoteClient.Run(t, "ip", "route", "add", "default", "via", ClusterRemoteRouterIP)
+	for _, ns := range []*Netns{c.Router, c.RemoteClient} {
+		ns.Run(t, "ethtool", "-K", "eth0", "tx", "off")
+	}
+	c.Client = NewNetns(t, "ovcx")
+	c.segmentHost(c.Client, "eth0", ClusterClientIP)
+	c.Client.Run(t, "ip", "route", "add", "default", "via", ClusterGatewayIP)
+
+	for i := 1; i <= n; i++ {
+		name := "ovn-worker"
+		if i > 1 {
+			name += strconv.Itoa(i)
+		}
+		if i <= len(o.Names) {
+			name = o.Names[i-1]
+		}
+		c.Nodes = append(c.Nodes, c.startNode(i, name))
+	}
+	c.topology()
+	for _, nd := range c.Nodes {
+		nd.waitPatch()
+		nd.plugManagementPort()
+	}
+	c.WaitHV(30 * time.Second)
+	c.warmTunnels()
+	t.Logf("testbed: cluster of %d nodes up in %v (NB %s)", n, time.Since(begin).Round(time.Millisecond), c.OVN.NB)
+	return c
+}
+
+// segmentHost plugs ns into the external segment with addr on ifname.
+func (c *Cluster) segmentHost(ns *Netns, ifname, addr string) {
+	c.t.Helper()
+	peer := c.nextUplink()
+	mustRun(c.t, nil, "ip", "-n", ns.Name, "link", "add", ifname, "type", "veth", "peer", "name", peer, "netns", c.Segment.Name)
+	c.Segment.Run(c.t, "ip", "link", "set", peer, "master", "br0", "up")
+	c.Segment.Run(c.t, "ethtool", "-K", peer, "tx", "off")
+	ns.Run(c.t, "ip", "addr", "add", addr+"/"+strconv.Itoa(ClusterExtPrefix), "dev", ifname)
+	ns.Run(c.t, "ip", "link", "set", ifname, "up")
+	ns.Run(c.t, "ethtool", "-K", ifname, "tx", "off")
+}
+
+func (c *Cluster) nextUplink() string {
+	c.uplink++
+	return "p" + strconv.Itoa(c.uplink)
+}
+
+// Node returns the node called name, failing the test if there is none.
+func (c *Cluster) Node(name string) *ClusterNode {
+	c.t.Helper()
+	for _, n := range c.Nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	c.t.Fatalf("testbed: no cluster node %q", name)
+	return nil
+}
+
+// startNode starts node i's chassis.
+func (c *Cluster) startNode(i int, name string) *ClusterNode {
+	t := c.t
+	t.Helper()
+	dir := newDir(t)
+	nd := &ClusterNode{Name: name, Index: i, c: c, Dir: dir, RunDir: dir,
+		DB:         "unix:" + filepath.Join(dir, "db.sock"),
+		NS:         NewNetns(t, fmt.Sprintf("ovc%d-", i)),
+		IP:         netip.AddrFrom4([4]byte{172, 18, 0, byte(i + 1)}),
+		MAC:        fmt.Sprintf("02:00:ac:12:00:%02x", i+1),
+		Subnet:     netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 244, byte(i), 0}), 24),
+		MgmtIP:     netip.AddrFrom4([4]byte{10, 244, byte(i), 2}),
+		JoinIP:     netip.AddrFrom4([4]byte{100, 64, 0, byte(i + 2)}),
+		UnderlayIP: netip.AddrFrom4([4]byte{192, 168, 100, byte(i)}),
+		Patch:      fmt.Sprintf("patch-%s_%s-to-br-int", ClusterBridge, name),
+		nextPod:    3,
+	}
+	nd.ovsdb = startOVSDB(t, dir, "ovsdb-server", vswitchSchema, filepath.Join(dir, "db.sock"))
+	nd.Vsctl("--no-wait", "init")
+	// No userspace TSO: it breaks TCP over geneve in OVS 3.1; the
+	// non-OVS veth ends have tx offload off instead.
+	nd.startVswitchd()
+	t.Cleanup(nd.stopVswitchd)
+
+	ns := nd.NS.Name
+	// Underlay: the tunnel endpoint sits on br-phy's LOCAL port.
+	ul := c.nextUplink()
+	mustRun(t, nil, "ip", "-n", ns, "link", "add", "ul", "type", "veth", "peer", "name", ul, "netns", c.Underlay.Name)
+	c.Underlay.Run(t, "ip", "link", "set", ul, "master", "br0", "up")
+	mustRun(t, nil, "ip", "-n", ns, "link", "set", "ul", "arp", "off", "up")
+	// External segment: breth0's uplink.
+	up := c.nextUplink()
+	mustRun(t, nil, "ip", "-n", ns, "link", "add", ClusterUplink, "type", "veth", "peer", "name", up, "netns", c.Segment.Name)
+	c.Segment.Run(t, "ip", "link", "set", up, "master", "br0", "up")
+	c.Segment.Run(t, "ethtool", "-K", up, "tx", "off")
+	mustRun(t, nil, "ip", "-n", ns, "link", "set", ClusterUplink, "arp", "off", "up")
+
+	nd.Vsctl("add-br", "br-phy", "--", "set", "Bridge", "br-phy", "datapath_type=netdev",
+		"--", "add-port", "br-phy", "ul",
+		"--", "add-br", ClusterBridge, "--", "set", "Bridge", ClusterBridge, "datapath_type=netdev",
+		"other_config:hwaddr="+nd.MAC,
+		"--", "add-port", ClusterBridge, ClusterUplink, "--", "set", "Interface", ClusterUplink, "ofport_request=1")
+	nd.NS.Run(t, "ip", "addr", "add", netip.PrefixFrom(nd.UnderlayIP, 24).String(), "dev", "br-phy")
+	nd.NS.Run(t, "ip", "link", "set", "br-phy", "up")
+	nd.NS.Run(t, "ip", "addr", "add", netip.PrefixFrom(nd.IP, ClusterExtPrefix).String(), "dev", ClusterBridge)
+	nd.NS.Run(t, "ip", "link", "set", ClusterBridge, "up")
+	nd.NS.Run(t, "ip", "route", "add", "default", "via", ClusterGatewayIP)
+
+	nd.Vsctl("set", "Open_vSwitch", ".",
+		"external_ids:system-id="+name,
+		"external_ids:hostname="+name,
+		"external_ids:ovn-remote="+c.OVN.SB,
+		"external_ids:ovn-encap-type=geneve",
+		"external_ids:ovn-encap-ip="+nd.UnderlayIP.String(),
+		"external_ids:ovn-bridge-datapath-type=netdev",
+		"external_ids:ovn-bridge-mappings="+ClusterPhysnet+":"+ClusterBridge)
+	nd.startController()
+	return nd
+}
+
+// Vsctl runs ovs-vsctl against the node's database.
+func (n *ClusterNode) Vsctl(args ...string) string {
+	n.c.t.Helper()
+	argv := append([]string{"ovs-vsctl", "--db=" + n.DB, "--timeout=30"}, args...)
+	return mustRun(n.c.t, logPaths(n.Dir, "ovsdb-server", "ovs-vswitchd"), argv...)
+}
+
+// Ofctl runs ovs-ofctl -O OpenFlow13 args... against the bridge named
+// first in args ("breth0" becomes its management socket).
+func (n *ClusterNode) Ofctl(cmd, bridge string, args ...string) string {
+	n.c.t.Helper()
+	argv := append([]string{"ovs-ofctl", "-O", "OpenFlow13", cmd, n.Mgmt(bridge)}, args...)
+	return mustRun(n.c.t, logPaths(n.Dir, "ovs-vswitchd"), argv...)
+}
+
+// Mgmt is a bridge's OpenFlow socket on this node.
+func (n *ClusterNode) Mgmt(bridge string) string {
+	return "unix:" + filepath.Join(n.RunDir, bridge+".mgmt")
+}
+
+// Appctl runs ovs-appctl against the node's ovs-vswitchd.
+func (n *ClusterNode) Appctl(args ...string) string {
+	n.c.t.Helper()
+	argv := append([]string{"ovs-appctl", "-t", filepath.Join(n.Dir, "ovs-vswitchd.ctl")}, args...)
+	return mustRun(n.c.t, logPaths(n.Dir, "ovs-vswitchd"), argv...)
+}
+
+func (n *ClusterNode) startVswitchd() {
+	file := filepath.Join(n.Dir, "ovs-vswitchd")
+	n.vswitchd = startDaemon(n.c.t, "ovs-vswitchd", file+".log", []string{"OVS_RUNDIR=" + n.RunDir},
+		"ip", "netns", "exec", n.NS.Name, "ovs-vswitchd", n.DB,
+		"--pidfile="+file+".pid", "--log-file="+file+".log", "--unixctl="+file+".ctl",
+		"--no-chdir", "--disable-system", "-vconsole:off")
+	if err := n.vswitchd.waitSocket(file + ".ctl"); err != nil {
+		n.c.t.Fatalf("testbed: node %s: start ovs-vswitchd: %v", n.Name, err)
+	}
+}
+
+// stopVswitchd stops ovs-vswitchd gracefully (removing its taps) at
+// cleanup, or kills it.
+func (n *ClusterNode) stopVswitchd() {
+	d := n.vswitchd
+	if d == nil || !d.alive() {
+		return
+	}
+	if _, err := run("ovs-appctl", "--timeout=5", "-t", filepath.Join(n.Dir, "ovs-vswitchd.ctl"), "exit", "--cleanup"); err == nil && d.exited(stopTimeout) {
+		return
+	}
+	if err := d.kill(); err != nil {
+		n.c.t.Errorf("testbed: %v", err)
+	}
+}
+
+func (n *ClusterNode) startController() {
+	file := filepath.Join(n.Dir, "ovn-controller")
+	n.ctl = startDaemon(n.c.t, "ovn-controller", file+".log",
+		[]string{"OVS_RUNDIR=" + n.RunDir, "OVN_RUNDIR=" + n.Dir},
+		"ip", "netns", "exec", n.NS.Name, "ovn-controller", n.DB,
+		"--pidfile="+file+".pid", "--log-file="+file+".log", "--no-chdir", "-vconsole:off")
+	stopOnCleanup(n.c.t, n.ctl)
+	err := waitFor(readyTimeout, func() error {
+		if out, err := run("ovn-sbctl", "--db="+n.c.OVN.SB, "--bare", "--columns=name", "find", "Chassis", "name="+n.Name); err != nil || out != n.Name {
+			return n.ctl.check(fmt.Errorf("chassis %s not in SB (%q, %v)", n.Name, out, err))
+		}
+		if _, err := run("ovs-vsctl", "--db="+n.DB, "br-exists", "br-int"); err != nil {
+			return n.ctl.check(fmt.Errorf("no br-int yet: %w", err))
+		}
+		return nil
+	})
+	if err != nil {
+		n.c.t.Fatalf("testbed: chassis %s not registered: %v%s", n.Name, err, tails(logPaths(n.Dir, "ovn-controller")))
+	}
+}
+
+// waitPatch waits until ovn-controller has made breth0's patch port to
+// br-int (it does once ext_<node>'s localnet port exists).
+func (n *ClusterNode) waitPatch() {
+	n.c.t.Helper()
+	err := waitFor(readyTimeout, func() error {
+		if _, err := run("ovs-vsctl", "--db="+n.DB, "get", "Interface", n.Patch, "ofport"); err != nil {
+			return n.ctl.check(err)
+		}
+		return nil
+	})
+	if err != nil {
+		n.c.t.Fatalf("testbed: node %s: no patch port %s: %v", n.Name, n.Patch, err)
+	}
+}
+
+// plugManagementPort makes ovn-k8s-mp0, the host's port on its node
+// switch (logical port k8s-<node>), with routes to the cluster and join
+// subnets through it, as ovnkube-node does.
+func (n *ClusterNode) plugManagementPort() {
+	t := n.c.t
+	t.Helper()
+	mac := ovnMAC(n.MgmtIP)
+	n.Vsctl("add-port", "br-int", "ovn-k8s-mp0", "--", "set", "Interface", "ovn-k8s-mp0", "type=internal",
+		"mac=\""+mac+"\"", "external_ids:iface-id=k8s-"+n.Name)
+	err := waitFor(readyTimeout, func() error {
+		_, err := run("ip", "-n", n.NS.Name, "link", "show", "ovn-k8s-mp0")
+		return err
+	})
+	if err != nil {
+		t.Fatalf("testbed: node %s: ovn-k8s-mp0: %v", n.Name, err)
+	}
+	n.NS.Run(t, "ip", "link", "set", "ovn-k8s-mp0", "address", mac, "mtu", "1400")
+	n.NS.Run(t, "ip", "addr", "add", netip.PrefixFrom(n.MgmtIP, n.Subnet.Bits()).String(), "dev", "ovn-k8s-mp0")
+	n.NS.Run(t, "ip", "link", "set", "ovn-k8s-mp0", "up")
+	rtr := n.Subnet.Addr().Next().String()
+	n.NS.Run(t, "ip", "route", "add", ClusterSubnet, "via", rtr, "dev", "ovn-k8s-mp0")
+	n.NS.Run(t, "ip", "route", "add", ClusterJoin, "via", rtr, "dev", "ovn-k8s-mp0")
+}
+
+// ovnMAC is the MAC OVN-Kubernetes derives from an IPv4 address.
+func ovnMAC(ip netip.Addr) string {
+	b := ip.As4()
+	return fmt.Sprintf("0a:58:%02x:%02x:%02x:%02x", b[0], b[1], b[2], b[3])
+}
+
+// topology writes the logical topology in one ovn-nbctl transaction.
+func (c *Cluster) topology() {
+	c.t.Helper()
+	args := []string{
+		"lr-add", "ovn_cluster_router",
+		"--", "lrp-add", "ovn_cluster_router", "rtoj-ovn_cluster_router", ovnMAC(netip.MustParseAddr(ClusterJoinRtr)), ClusterJoinRtr + "/16",
+		"--", "ls-add", "join",
+		"--", "lsp-add", "join", "jtor-ovn_cluster_router", "--", "lsp-set-type", "jtor-ovn_cluster_router", "router",
+		"--", "lsp-set-addresses", "jtor-ovn_cluster_router", "router",
+		"--", "lsp-set-options", "jtor-ovn_cluster_router", "router-port=rtoj-ovn_cluster_router",
+	}
+	for _, n := range c.Nodes {
+		gr, ext := "GR_"+n.Name, "ext_"+n.Name
+		rtr := n.Subnet.Addr().Next()
+		args = append(args,
+			"--", "ls-add", n.Name, "--", "set", "Logical_Switch", n.Name, "other_config:subnet="+n.Subnet.String(),
+			"--", "lrp-add", "ovn_cluster_router", "rtos-"+n.Name, ovnMAC(rtr), netip.PrefixFrom(rtr, n.Subnet.Bits()).String(),
+			"--", "lsp-add", n.Name, "stor-"+n.Name, "--", "lsp-set-type", "stor-"+n.Name, "router",
+			"--", "lsp-set-addresses", "stor-"+n.Name, "router",
+			"--", "lsp-set-options", "stor-"+n.Name, "router-port=rtos-"+n.Name,
+			"--", "lsp-add", n.Name, "k8s-"+n.Name,
+			"--", "lsp-set-addresses", "k8s-"+n.Name, ovnMAC(n.MgmtIP)+" "+n.MgmtIP.String(),
+			"--", "lr-add", gr,
+			"--", "set", "Logical_Router", gr, "options:chassis="+n.Name, "options:lb_force_snat_ip=router_ip",
+			"options:always_learn_from_arp_request=false", "options:dynamic_neigh_routers=true",
+			"--", "lrp-add", gr, "rtoj-"+gr, ovnMAC(n.JoinIP), n.JoinIP.String()+"/16",
+			"--", "lsp-add", "join", "jtor-"+gr, "--", "lsp-set-type", "jtor-"+gr, "router",
+			"--", "lsp-set-addresses", "jtor-"+gr, "router", "--", "lsp-set-options", "jtor-"+gr, "router-port=rtoj-"+gr,
+			"--", "lrp-add", gr, "rtoe-"+gr, n.MAC, netip.PrefixFrom(n.IP, ClusterExtPrefix).String(),
+			"--", "ls-add", ext,
+			"--", "lsp-add", ext, "etor-"+gr, "--", "lsp-set-type", "etor-"+gr, "router",
+			"--", "lsp-set-addresses", "etor-"+gr, "router",
+			"--", "lsp-set-options", "etor-"+gr, "router-port=rtoe-"+gr, "nat-addresses=router",
+			"--", "lsp-add", ext, ClusterBridge+"_"+n.Name, "--", "lsp-set-type", ClusterBridge+"_"+n.Name, "localnet",
+			"--", "lsp-set-addresses", ClusterBridge+"_"+n.Name, "unknown",
+			"--", "lsp-set-options", ClusterBridge+"_"+n.Name, "network_name="+ClusterPhysnet,
+			"--", "lr-route-add", gr, ClusterSubnet, ClusterJoinRtr,
+			"--", "lr-route-add", gr, "0.0.0.0/0", ClusterGatewayIP, "rtoe-"+gr,
+			"--", "--policy=src-ip", "lr-route-add", "ovn_cluster_router", n.Subnet.String(), n.JoinIP.String(),
+			"--", "lr-nat-add", gr, "snat", n.IP.String(), ClusterSubnet,
+		)
+	}
+	c.OVN.Nbctl(args...)
+}
+
+// WaitHV waits, up to timeout, until every chassis has installed the
+// flows of the current NB contents.
+func (c *Cluster) WaitHV(timeout time.Duration) {
+	c.t.Helper()
+	c.OVN.Nbctl("--wait=hv", "--timeout="+strconv.Itoa(max(1, int(timeout.Seconds()))), "sync")
+}
+
+// warmTunnels pings every node's tunnel endpoint from every other node:
+// the first packet over a new geneve tunnel is dropped (neighbor miss).
+func (c *Cluster) warmTunnels() {
+	for _, a := range c.Nodes {
+		for _, b := range c.Nodes {
+			if a != b {
+				_, _ = a.NS.RunErr("ping", "-c1", "-W1", b.UnderlayIP.String())
+			}
+		}
+	}
+}
+
+// ClusterPodOptions shape Cluster.AddPod.
+type ClusterPodOptions struct {
+	// IP is the pod's address; the next free one of the node's subnet
+	// when not valid.
+	IP netip.Addr
+}
+
+// AddPod creates pod namespace/name on node: its logical switch port
+// <namespace>_<name> on the node switch (addresses MAC + IP as
+// OVN-Kubernetes derives them), a network namespace whose eth0 is a port
+// of the node's br-int bound to it, and its default route. It returns
+// once the chassis has claimed the port and reports it up.
+func (c *Cluster) AddPod(node, namespace, name string, o ClusterPodOptions) *Pod {
+	t := c.t
+	t.Helper()
+	n := c.Node(node)
+	c.mu.Lock()
+	if _, dup := c.pods[namespace+"/"+name]; dup {
+		c.mu.Unlock()
+		t.Fatalf("testbed: pod %s/%s exists", namespace, name)
+	}
+	ip := o.IP
+	if !ip.IsValid() {
+		b := n.Subnet.Addr().As4()
+		b[3] = byte(n.nextPod)
+		n.nextPod++
+		ip = netip.AddrFrom4(b)
+	}
+	c.mu.Unlock()
+	p := &Pod{Namespace: namespace, Name: name, Node: node, IP: ip, MAC: ovnMAC(ip),
+		Netns: NewNetns(t, "ovcp"), port: "p" + randomHex(t)}
+	c.OVN.Nbctl("lsp-add", node, p.LSP(), "--", "lsp-set-addresses", p.LSP(), p.MAC+" "+ip.String())
+	ns := n.NS.Name
+	mustRun(t, nil, "ip", "-n", ns, "link", "add", p.port, "type", "veth", "peer", "name", "eth0", "netns", p.Netns.Name)
+	mustRun(t, nil, "ip", "-n", ns, "link", "set", p.port, "up")
+	n.Vsctl("add-port", "br-int", p.port, "--", "set", "Interface", p.port, "external_ids:iface-id="+p.LSP())
+	p.Run(t, "ip", "link", "set", "eth0", "address", p.MAC, "mtu", "1400")
+	p.Run(t, "ethtool", "-K", "eth0", "tx", "off")
+	p.Run(t, "ip", "addr", "add", netip.PrefixFrom(ip, n.Subnet.Bits()).String(), "dev", "eth0")
+	p.Run(t, "ip", "link", "set", "eth0", "up")
+	p.Run(t, "ip", "route", "add", "default", "via", n.Subnet.Addr().Next().String())
+	err := waitFor(readyTimeout, func() error {
+		out, err := run("ovn-nbctl", "--db="+c.OVN.NB, "get", "Logical_Switch_Port", p.LSP(), "up")
+		if err != nil || out != "true" {
+			return n.ctl.check(fmt.Errorf("port %s not up (%q, %v)", p.LSP(), out, err))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("testbed: pod %s/%s: %v%s", namespace, name, err, tails(logPaths(n.Dir, "ovn-controller")))
+	}
+	c.mu.Lock()
+	c.pods[namespace+"/"+name] = p
+	c.mu.Unlock()
+	return p
+}
+
+// Pod returns pod namespace/name, or nil.
+func (c *Cluster) Pod(namespace, name string) *Pod {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pods[namespace+"/"+name]
+}
+
+// DeletePod removes the pod's port from br-int and NB. Its namespace
+// goes at cleanup.
+func (c *Cluster) DeletePod(namespace, name string) {
+	t := c.t
+	t.Helper()
+	c.mu.Lock()
+	p := c.pods[namespace+"/"+name]
+	delete(c.pods, namespace+"/"+name)
+	c.mu.Unlock()
+	if p == nil {
+		return
+	}
+	n := c.Node(p.Node)
+	if n.vswitchd.alive() {
+		n.Vsctl("--if-exists", "del-port", "br-int", p.port)
+	}
+	c.OVN.Nbctl("--if-exists", "lsp-del", p.LSP())
+}
+
+// Alive reports whether the node's chassis processes all run.
+func (n *ClusterNode) Alive() bool {
+	return n.ovsdb.alive() && n.vswitchd.alive() && n.ctl.alive()
+}
+
+// Kill stops the node's chassis as a crash would: ovn-controller,
+// ovs-vswitchd and ovsdb-server get SIGKILL. Its namespace, links and
+// addresses stay (a dead machine's cable stays plugged in).
+func (n *ClusterNode) Kill() {
+	n.c.t.Helper()
+	for _, d := range []*daemon{n.ctl, n.vswitchd, n.ovsdb} {
+		if d.alive() {
+			if err := d.kill(); err != nil {
+				n.c.t.Fatalf("testbed: node %s: %v", n.Name, err)
+			}
+		}
+	}
+}
+
+// SetUplink takes the node's breth0 uplink (its "NIC") down or up.
+func (n *ClusterNode) SetUplink(up bool) {
+	n.c.t.Helper()
+	state := "down"
+	if up {
+		state = "up"
+	}
+	n.NS.Run(n.c.t, "ip", "link", "set", ClusterUplink, state)
+}
+
+// Env is the environment a process on the node needs to find the node's
+// OVS and OVN sockets (OVS_RUNDIR, OVN_RUNDIR).
+func (n *ClusterNode) Env() []string {
+	return []string{"OVS_RUNDIR=" + n.RunDir, "OVN_RUNDIR=" + n.Dir}
+}
+
+// Trace runs ofproto/trace on a bridge of the node.
+func (n *ClusterNode) Trace(bridge, flow string) string {
+	n.c.t.Helper()
+	return n.Appctl("ofproto/trace", bridge, flow)
+}
+
+// String names the node for messages.
+func (n *ClusterNode) String() string {
+	return fmt.Sprintf("%s (%s, netns %s)", n.Name, n.IP, n.NS.Name)
+}

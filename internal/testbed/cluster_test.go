@@ -1,0 +1,33 @@
+package testbed
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestCluster brings up three nodes and checks the overlay: a pod reaches
+// a pod and the management port of other nodes over geneve, and the
+// external client reaches the routed client through the router.
+func TestCluster(t *testing.T) {
+	c := StartCluster(t, ClusterOptions{})
+	if len(c.Nodes) != 3 || c.Nodes[1].Name != "ovn-worker2" {
+		t.Fatalf("nodes: %v", c.Nodes)
+	}
+	a := c.AddPod("ovn-worker", "default", "a", ClusterPodOptions{})
+	b := c.AddPod("ovn-worker3", "default", "b", ClusterPodOptions{})
+	if a.IP.String() != "10.244.1.3" || b.IP.String() != "10.244.3.3" {
+		t.Fatalf("pod IPs %s %s", a.IP, b.IP)
+	}
+	for _, dst := range []string{b.IP.String(), c.Nodes[1].MgmtIP.String()} {
+		if out, err := a.RunErr("ping", "-c2", "-i0.2", "-W2", dst); err != nil || !strings.Contains(out, " 0% packet loss") {
+			t.Errorf("pod a -> %s: %v\n%s", dst, err, out)
+		}
+	}
+	if out, err := c.Client.RunErr("ping", "-c1", "-W2", ClusterRemoteClientIP); err != nil {
+		t.Errorf("client -> remote client: %v\n%s", err, out)
+	}
+	c.DeletePod("default", "b")
+	if out, err := a.RunErr("ping", "-c1", "-W1", b.IP.String()); err == nil {
+		t.Errorf("deleted pod still answers:\n%s", out)
+	}
+}
