@@ -2,6 +2,8 @@ package testbed
 
 import (
 	"fmt"
+	"io"
+	"net"
 	"runtime"
 	"strings"
 
@@ -81,4 +83,39 @@ func (n *Netns) Do(f func() error) error {
 		errc <- f()
 	}()
 	return <-errc
+}
+
+// Forward makes addr (host:port) inside the namespace lead to addr in
+// the test's own namespace: a listener opened in the namespace whose
+// connections are spliced to a connection dialled from the test process.
+// A process in the namespace then reaches a loopback-only server of the
+// test (the kube-apiserver) at the same address, TLS names included. It
+// stops at cleanup.
+func (n *Netns) Forward(t T, addr string) {
+	t.Helper()
+	var ln net.Listener
+	if err := n.Do(func() (err error) { ln, err = net.Listen("tcp", addr); return err }); err != nil {
+		t.Fatalf("testbed: forward %s in %s: %v", addr, n.Name, err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer in.Close()
+				out, err := net.Dial("tcp", addr)
+				if err != nil {
+					return
+				}
+				defer out.Close()
+				done := make(chan struct{}, 2)
+				go func() { _, _ = io.Copy(out, in); done <- struct{}{} }()
+				go func() { _, _ = io.Copy(in, out); done <- struct{}{} }()
+				<-done
+			}()
+		}
+	}()
 }

@@ -1,0 +1,695 @@
+// Package e2e runs ovnedge end to end on a multi-node cluster: the
+// network namespaces, chassis and OVN central of testbed.StartCluster, a
+// real etcd and kube-apiserver (testbed.StartKubeAPI), and the `ovnedge`
+// binary started the way deploy/ starts it: one node instance per node
+// (the DaemonSet's arguments, inside the node's network namespace, as its
+// ServiceAccount ovnedge-node) and the leader (the Deployment's
+// arguments, in a pod network namespace on the first node, as
+// ovnedge-leader), with deploy/rbac.yaml applied. Nothing but ovnedge
+// programs the dataplane beyond the topology ovnkube-master would have
+// created.
+//
+// The harness plays the parts of Kubernetes that do not run here: Node
+// objects with the annotations ovnkube-node writes, a kubelet (CreatePod:
+// every Pod bound to a node gets a network namespace on that node's br-int, its IP
+// and a Ready status, and a TCP server on each container port answering
+// "<pod name> <client address>"), and an endpoint controller (one
+// EndpointSlice per Service with a selector, of its ready pods).
+//
+// Start needs root, the OVS/OVN binaries and the apiserver built by
+// scripts/kube-apiserver.sh; without them a test is skipped, or fails
+// when CI=true (testbed.Require).
+package e2e
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	"github.com/ovnedge/ovnedge/internal/testbed"
+)
+
+// Timeout bounds the harness's waits.
+const Timeout = 60 * time.Second
+
+// Options shape Start.
+type Options struct {
+	// Nodes is the number of nodes (default 3).
+	Nodes int
+	// EgressNodes are labelled k8s.ovn.org/egress-assignable.
+	EgressNodes []string
+	// NodeArgs and LeaderArgs are added to the node instances' and the
+	// leader's `ovnedge daemon` arguments (after deploy/'s).
+	NodeArgs, LeaderArgs []string
+	// Bin is the ovnedge binary; Start builds ./daemon/cmd/ovnedge when
+	// empty (or uses $OVNEDGE_BIN).
+	Bin string
+}
+
+// Env is a running cluster with ovnedge.
+type Env struct {
+	*testbed.Cluster
+	Kube *testbed.KubeAPI
+	CS   kubernetes.Interface
+	Dyn  dynamic.Interface
+	// Bin is the ovnedge binary the instances run.
+	Bin string
+	// Leader runs in LeaderPod, a pod network namespace on the first node.
+	Leader    *Instance
+	LeaderPod *testbed.Pod
+
+	t        testbed.T
+	root     string
+	mapper   meta.RESTMapper
+	ctx      context.Context
+	mu       *sync.Mutex // shared by every With copy
+	nodes    map[string]*Instance
+	kubecfgs map[string]string // ServiceAccount -> kubeconfig
+	opts     Options
+}
+
+// Instance is one running `ovnedge daemon`.
+type Instance struct {
+	*testbed.Process
+	// Node is the node name ("" for the leader), NS the namespace it
+	// runs in, Log its log file, Args its arguments.
+	Node string
+	NS   *testbed.Netns
+	Log  string
+	Args []string
+}
+
+// Start builds the cluster, the API server and the ovnedge instances,
+// and returns once every instance serves /readyz.
+func Start(t testbed.T, o Options) *Env {
+	t.Helper()
+	begin := time.Now()
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatalf("e2e: %v", err)
+	}
+	bin := cmp.Or(o.Bin, os.Getenv("OVNEDGE_BIN"))
+	if bin == "" {
+		bin = Build(t, root)
+	}
+	e := &Env{t: t, root: root, Bin: bin, mu: &sync.Mutex{}, nodes: map[string]*Instance{}, kubecfgs: map[string]string{}, opts: o}
+	e.Cluster = testbed.StartCluster(t, testbed.ClusterOptions{Nodes: o.Nodes})
+	e.Kube = testbed.StartKubeAPI(t)
+	e.CS = kubernetes.NewForConfigOrDie(e.Kube.Config)
+	e.Dyn = dynamic.NewForConfigOrDie(e.Kube.Config)
+	dc := discovery.NewDiscoveryClientForConfigOrDie(e.Kube.Config)
+	e.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	e.ctx = ctx
+
+	e.ApplyFile(filepath.Join(root, "deploy", "crds"))
+	e.ApplyFile(filepath.Join(root, "deploy", "rbac.yaml"))
+	for _, n := range e.Nodes {
+		e.createNode(n, slices.Contains(o.EgressNodes, n.Name))
+	}
+	e.startEndpoints()
+
+	// The leader is a Deployment pod: a pod on the first node.
+	e.CreatePod(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "ovnedge-leader",
+		Labels: map[string]string{"app.kubernetes.io/name": "ovnedge", "app.kubernetes.io/component": "leader"}},
+		Spec: corev1.PodSpec{NodeName: e.Nodes[0].Name, ServiceAccountName: "ovnedge-leader",
+			Containers: []corev1.Container{{Name: "ovnedge", Image: "ovnedge"}}}})
+	e.LeaderPod = e.WaitPod("kube-system", "ovnedge-leader")
+	e.Leader = e.StartLeader()
+	for _, n := range e.Nodes {
+		e.StartNode(n.Name)
+	}
+	t.Logf("e2e: cluster with ovnedge up in %v", time.Since(begin).Round(time.Millisecond))
+	return e
+}
+
+// RepoRoot finds the repository root (the directory of go.mod) above the
+// working directory.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+var buildOnce struct {
+	sync.Mutex
+	bin string
+}
+
+// Build builds ./daemon/cmd/ovnedge once per process into a temporary
+// directory and returns its path.
+func Build(t testbed.T, root string) string {
+	t.Helper()
+	buildOnce.Lock()
+	defer buildOnce.Unlock()
+	if buildOnce.bin != "" {
+		return buildOnce.bin
+	}
+	dir, err := os.MkdirTemp("", "ovnedge-bin")
+	if err != nil {
+		t.Fatalf("e2e: %v", err)
+	}
+	bin := filepath.Join(dir, "ovnedge")
+	cmd := exec.Command("go", "build", "-o", bin, "./daemon/cmd/ovnedge")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("e2e: go build ./daemon/cmd/ovnedge: %v\n%s", err, out)
+	}
+	buildOnce.bin = bin
+	return bin
+}
+
+// kubeconfig returns a kubeconfig of ServiceAccount kube-system/sa.
+func (e *Env) kubeconfig(sa string) string {
+	e.t.Helper()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if p, ok := e.kubecfgs[sa]; ok {
+		return p
+	}
+	tr, err := e.CS.CoreV1().ServiceAccounts("kube-system").CreateToken(e.ctx, sa,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](7200)}},
+		metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatalf("e2e: token of ServiceAccount kube-system/%s: %v", sa, err)
+	}
+	p := e.Kube.KubeconfigFor(e.t, sa, tr.Status.Token)
+	e.kubecfgs[sa] = p
+	return p
+}
+
+// LeaderArgs are deploy/deployment.yaml's arguments as this cluster
+// needs them, plus Options.LeaderArgs.
+func (e *Env) LeaderArgs() []string {
+	return append([]string{"--leader-elect=true", "--nb-address=" + e.OVN.NB,
+		"--cluster-subnets=" + testbed.ClusterSubnet + "/24", "--join-subnet=" + testbed.ClusterJoin,
+		"--metrics-address=127.0.0.1:9476"}, e.opts.LeaderArgs...)
+}
+
+// NodeArgs are deploy/daemonset.yaml's arguments for node, plus
+// Options.NodeArgs.
+func (e *Env) NodeArgs(node string) []string {
+	n := e.Node(node)
+	return append([]string{"--node-name=" + node, "--leader-elect=false",
+		"--ovs-db=" + n.DB, "--ovs-rundir=" + n.RunDir, "--bridge=" + testbed.ClusterBridge,
+		"--uplink=" + testbed.ClusterUplink, "--cluster-subnets=" + testbed.ClusterSubnet + "/24",
+		"--metrics-address=127.0.0.1:9476"}, e.opts.NodeArgs...)
+}
+
+// StartLeader starts the leader instance in LeaderPod.
+func (e *Env) StartLeader() *Instance {
+	e.t.Helper()
+	return e.start("leader", "", e.LeaderPod.Netns, "ovnedge-leader", e.LeaderArgs())
+}
+
+// StartNode starts (or restarts) node's instance in the node's namespace.
+func (e *Env) StartNode(node string) *Instance {
+	e.t.Helper()
+	i := e.start("node-"+node, node, e.Node(node).NS, "ovnedge-node", e.NodeArgs(node))
+	e.mu.Lock()
+	e.nodes[node] = i
+	e.mu.Unlock()
+	return i
+}
+
+// Instance returns node's running instance.
+func (e *Env) Instance(node string) *Instance {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.nodes[node]
+}
+
+var started sync.Map // namespace name -> the apiserver is forwarded there
+
+func (e *Env) start(name, node string, ns *testbed.Netns, sa string, args []string) *Instance {
+	e.t.Helper()
+	if _, done := started.LoadOrStore(ns.Name, true); !done {
+		ns.Forward(e.t, strings.TrimPrefix(e.Kube.URL, "https://"))
+	}
+	args = append([]string{"daemon", "--kubeconfig=" + e.kubeconfig(sa)}, args...)
+	log := filepath.Join(e.Kube.Dir, name+".log")
+	argv := append([]string{"ip", "netns", "exec", ns.Name, e.Bin}, args...)
+	p := testbed.StartProcess(e.t, "ovnedge "+name, log, nil, argv...)
+	i := &Instance{Process: p, Node: node, NS: ns, Log: log, Args: args}
+	err := poll(Timeout, func() error {
+		if !p.Alive() {
+			return fmt.Errorf("exited%s", p.Log())
+		}
+		return i.ready()
+	})
+	if err != nil {
+		e.t.Fatalf("e2e: ovnedge %s not ready: %v%s", name, err, p.Log())
+	}
+	return i
+}
+
+// ready asks the instance's /readyz inside its namespace. The connection
+// is dialled on the namespace's thread (an http.Transport would dial from
+// another goroutine, in the test's own namespace).
+func (i *Instance) ready() error {
+	return i.NS.Do(func() error {
+		c, err := net.DialTimeout("tcp", "127.0.0.1:9476", time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+		req, _ := http.NewRequest(http.MethodGet, "http://127.0.0.1:9476/readyz", nil)
+		req.Close = true
+		if err := req.Write(c); err != nil {
+			return err
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(resp.Body)
+			return fmt.Errorf("readyz: %s: %s", resp.Status, b)
+		}
+		return nil
+	})
+}
+
+// poll calls cond every 50 ms until it returns nil or timeout passes.
+func poll(timeout time.Duration, cond func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Eventually fails the test unless cond returns nil within timeout.
+func (e *Env) Eventually(timeout time.Duration, what string, cond func() error) {
+	e.t.Helper()
+	if err := poll(timeout, cond); err != nil {
+		e.t.Fatalf("e2e: %s: still failing after %v: %v", what, timeout, err)
+	}
+}
+
+// ApplyFile creates the objects of a YAML file, or of every *.yaml file
+// of a directory, in file order (server-side apply with the admin's
+// client, so re-applying updates).
+func (e *Env) ApplyFile(path string) {
+	e.t.Helper()
+	files := []string{path}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		files, _ = filepath.Glob(filepath.Join(path, "*.yaml"))
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			e.t.Fatalf("e2e: %v", err)
+		}
+		e.ApplyYAML(string(data))
+	}
+}
+
+// ApplyYAML server-side-applies every object of a multi-document YAML.
+func (e *Env) ApplyYAML(doc string) {
+	e.t.Helper()
+	d := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(doc), 4096)
+	for {
+		var u unstructured.Unstructured
+		if err := d.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			e.t.Fatalf("e2e: decode YAML: %v", err)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		if err := e.apply(&u); err != nil {
+			e.t.Fatalf("e2e: apply %s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+	}
+}
+
+func (e *Env) apply(u *unstructured.Unstructured) error {
+	gvk := u.GroupVersionKind()
+	var m *meta.RESTMapping
+	err := poll(Timeout, func() error { // a CRD applied just before needs discovery to catch up
+		var err error
+		m, err = e.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			e.mapper.(meta.ResettableRESTMapper).Reset()
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	var ri dynamic.ResourceInterface = e.Dyn.Resource(m.Resource)
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		ri = e.Dyn.Resource(m.Resource).Namespace(cmp.Or(u.GetNamespace(), "default"))
+	}
+	data, err := u.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	_, err = ri.Patch(e.ctx, u.GetName(), "application/apply-patch+yaml", data,
+		metav1.PatchOptions{FieldManager: "e2e", Force: ptr.To(true)})
+	return err
+}
+
+// createNode creates the Node object of n with the annotations
+// ovnkube-node writes, Ready.
+func (e *Env) createNode(n *testbed.ClusterNode, egress bool) {
+	e.t.Helper()
+	ip := n.IP.String()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name,
+		Labels: map[string]string{"kubernetes.io/hostname": n.Name},
+		Annotations: map[string]string{
+			"k8s.ovn.org/node-subnets":                   fmt.Sprintf(`{"default":["%s"]}`, n.Subnet),
+			"k8s.ovn.org/node-primary-ifaddr":            fmt.Sprintf(`{"ipv4":"%s/%d"}`, ip, testbed.ClusterExtPrefix),
+			"k8s.ovn.org/host-cidrs":                     fmt.Sprintf(`["%s/%d"]`, ip, testbed.ClusterExtPrefix),
+			"k8s.ovn.org/node-gateway-router-lrp-ifaddr": fmt.Sprintf(`{"ipv4":"%s/16"}`, n.JoinIP),
+		}}}
+	if egress {
+		node.Labels["k8s.ovn.org/egress-assignable"] = ""
+	}
+	created, err := e.CS.CoreV1().Nodes().Create(e.ctx, node, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatalf("e2e: create node %s: %v", n.Name, err)
+	}
+	created.Status = corev1.NodeStatus{
+		Addresses:  []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}, {Type: corev1.NodeHostName, Address: n.Name}},
+		Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now()}},
+	}
+	if _, err := e.CS.CoreV1().Nodes().UpdateStatus(e.ctx, created, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatalf("e2e: node %s status: %v", n.Name, err)
+	}
+}
+
+// SetNodeReady sets node's Ready condition, as its kubelet (or the node
+// lifecycle controller, for a dead node) would.
+func (e *Env) SetNodeReady(node string, ready bool) {
+	e.t.Helper()
+	n, err := e.CS.CoreV1().Nodes().Get(e.ctx, node, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatalf("e2e: %v", err)
+	}
+	st := corev1.ConditionFalse
+	if ready {
+		st = corev1.ConditionTrue
+	}
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: st, LastHeartbeatTime: metav1.Now()}}
+	if _, err := e.CS.CoreV1().Nodes().UpdateStatus(e.ctx, n, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatalf("e2e: node %s status: %v", node, err)
+	}
+}
+
+// CreatePod creates a Pod; one bound to a node (spec.nodeName) is then
+// started as its kubelet would (see runPod) before CreatePod returns.
+func (e *Env) CreatePod(p *corev1.Pod) {
+	e.t.Helper()
+	p.Namespace = cmp.Or(p.Namespace, "default")
+	e.ensureNamespace(p.Namespace, nil)
+	created, err := e.CS.CoreV1().Pods(p.Namespace).Create(e.ctx, p, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatalf("e2e: create pod %s/%s: %v", p.Namespace, p.Name, err)
+	}
+	if p.Spec.NodeName != "" {
+		e.runPod(created)
+	}
+}
+
+// ServerPod is a pod on node with labels whose containers listen on
+// ports (TCP): each connection is answered "<pod name> <client ip:port>".
+func ServerPod(namespace, name, node string, labels map[string]string, ports ...int32) *corev1.Pod {
+	c := corev1.Container{Name: "server", Image: "e2e-server"}
+	for _, p := range ports {
+		c.Ports = append(c.Ports, corev1.ContainerPort{ContainerPort: p, Protocol: corev1.ProtocolTCP})
+	}
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: labels},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{c}}}
+}
+
+// ensureNamespace creates namespace ns (with labels) unless it exists.
+func (e *Env) ensureNamespace(ns string, lbls map[string]string) {
+	_, err := e.CS.CoreV1().Namespaces().Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: lbls}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		e.t.Fatalf("e2e: namespace %s: %v", ns, err)
+	}
+}
+
+// CreateNamespace creates namespace ns with labels.
+func (e *Env) CreateNamespace(ns string, lbls map[string]string) { e.ensureNamespace(ns, lbls) }
+
+// WaitPod waits until the kubelet has started pod namespace/name and
+// returns it.
+func (e *Env) WaitPod(namespace, name string) *testbed.Pod {
+	e.t.Helper()
+	var p *testbed.Pod
+	e.Eventually(Timeout, "pod "+namespace+"/"+name+" running", func() error {
+		if p = e.Pod(namespace, name); p == nil {
+			return errors.New("not started")
+		}
+		return nil
+	})
+	return p
+}
+
+// runPod is the kubelet's part for p: a pod of the cluster on its node,
+// servers on its container ports, and a Running, Ready status with its IP.
+func (e *Env) runPod(p *corev1.Pod) {
+	e.t.Helper()
+	pod := e.AddPod(p.Spec.NodeName, p.Namespace, p.Name, testbed.ClusterPodOptions{})
+	for _, c := range p.Spec.Containers {
+		for _, port := range c.Ports {
+			if err := serve(e.ctx, pod, int(port.ContainerPort)); err != nil {
+				e.t.Fatalf("e2e: pod %s/%s: serve %d: %v", p.Namespace, p.Name, port.ContainerPort, err)
+			}
+		}
+	}
+	now := metav1.Now()
+	p.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: pod.IP.String(),
+		PodIPs: []corev1.PodIP{{IP: pod.IP.String()}}, HostIP: e.Node(p.Spec.NodeName).IP.String(), StartTime: &now,
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now}}}
+	if _, err := e.CS.CoreV1().Pods(p.Namespace).UpdateStatus(e.ctx, p, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatalf("e2e: pod %s/%s status: %v", p.Namespace, p.Name, err)
+	}
+}
+
+// serve listens on port inside the pod and answers every connection with
+// one line "<pod name> <client ip:port>", then echoes what it reads.
+func serve(ctx context.Context, pod *testbed.Pod, port int) error {
+	var ln net.Listener
+	err := pod.Do(func() (err error) {
+		ln, err = net.Listen("tcp", ":"+strconv.Itoa(port))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	go func() { <-ctx.Done(); _ = ln.Close() }()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+				fmt.Fprintf(c, "%s %s\n", pod.Name, c.RemoteAddr())
+				_, _ = io.Copy(c, c)
+			}()
+		}
+	}()
+	return nil
+}
+
+// Reply connects from ns to addr (host:port) over TCP, sends payload
+// bytes, and returns the server's first line ("<pod> <client>") once the
+// payload has come back whole.
+func Reply(ns *testbed.Netns, addr string, payload int, timeout time.Duration) (string, error) {
+	var line string
+	err := ns.Do(func() error {
+		c, err := net.DialTimeout("tcp", addr, timeout)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(timeout))
+		r := bufio.NewReader(c)
+		if line, err = r.ReadString('\n'); err != nil {
+			return fmt.Errorf("read greeting: %w", err)
+		}
+		line = strings.TrimSpace(line)
+		if payload > 0 {
+			go func() { _, _ = c.Write(make([]byte, payload)) }()
+			if _, err := io.CopyN(io.Discard, r, int64(payload)); err != nil {
+				return fmt.Errorf("echo of %d bytes: %w", payload, err)
+			}
+		}
+		return nil
+	})
+	return line, err
+}
+
+// startEndpoints runs the endpoint controller part: every Service with a
+// selector gets one EndpointSlice "<service>-e2e" listing its ready pods
+// (by IP, with their node), ports from the Service's numeric target
+// ports.
+func (e *Env) startEndpoints() {
+	f := informers.NewSharedInformerFactory(e.CS, 0)
+	svcs, pods := f.Core().V1().Services(), f.Core().V1().Pods()
+	kick := make(chan struct{}, 1)
+	h := cacheFuncs(func(any) {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	})
+	_, _ = svcs.Informer().AddEventHandler(h)
+	_, _ = pods.Informer().AddEventHandler(h)
+	f.Start(e.ctx.Done())
+	go func() {
+		for {
+			select {
+			case <-e.ctx.Done():
+				return
+			case <-kick:
+			}
+			all, _ := svcs.Lister().List(labels.Everything())
+			for _, s := range all {
+				if len(s.Spec.Selector) == 0 {
+					continue
+				}
+				ps, _ := pods.Lister().Pods(s.Namespace).List(labels.SelectorFromSet(s.Spec.Selector))
+				if err := e.writeSlice(s, ps); err != nil && e.ctx.Err() == nil {
+					e.t.Logf("e2e: endpoints of %s/%s: %v", s.Namespace, s.Name, err)
+				}
+			}
+		}
+	}()
+}
+
+func (e *Env) writeSlice(s *corev1.Service, pods []*corev1.Pod) error {
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name + "-e2e",
+			Labels: map[string]string{discoveryv1.LabelServiceName: s.Name}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+	}
+	for _, p := range s.Spec.Ports {
+		port := p.TargetPort.IntVal
+		if port == 0 {
+			port = p.Port
+		}
+		slice.Ports = append(slice.Ports, discoveryv1.EndpointPort{Name: ptr.To(p.Name), Protocol: ptr.To(p.Protocol), Port: ptr.To(port)})
+	}
+	slices.SortFunc(pods, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+	for _, p := range pods {
+		if p.Status.PodIP == "" || p.DeletionTimestamp != nil {
+			continue
+		}
+		ready := slices.ContainsFunc(p.Status.Conditions, func(c corev1.PodCondition) bool {
+			return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
+		})
+		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{p.Status.PodIP},
+			NodeName: ptr.To(p.Spec.NodeName), Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(ready)},
+			TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: p.Namespace, Name: p.Name}})
+	}
+	api := e.CS.DiscoveryV1().EndpointSlices(s.Namespace)
+	old, err := api.Get(e.ctx, slice.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = api.Create(e.ctx, slice, metav1.CreateOptions{})
+	case err == nil:
+		slice.ResourceVersion = old.ResourceVersion
+		_, err = api.Update(e.ctx, slice, metav1.UpdateOptions{})
+	}
+	return err
+}
+
+// Service returns the Service namespace/name as the API server has it.
+func (e *Env) Service(namespace, name string) *corev1.Service {
+	e.t.Helper()
+	s, err := e.CS.CoreV1().Services(namespace).Get(e.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatalf("e2e: %v", err)
+	}
+	return s
+}
+
+// Context is the harness's context, ended at cleanup.
+func (e *Env) Context() context.Context { return e.ctx }
+
+// KillNode kills node's chassis (ovn-controller, ovs-vswitchd,
+// ovsdb-server) and its ovnedge instance, as a machine dying would.
+func (e *Env) KillNode(node string) {
+	e.t.Helper()
+	if i := e.Instance(node); i != nil && i.Alive() {
+		if err := i.Kill(); err != nil {
+			e.t.Fatalf("e2e: %v", err)
+		}
+	}
+	e.Node(node).Kill()
+}
+
+// cacheFuncs calls f on every add, update and delete.
+func cacheFuncs(f func(any)) cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{AddFunc: f,
+		UpdateFunc: func(_, n any) { f(n) },
+		DeleteFunc: f}
+}
+
+// With returns the Env for another test (a subtest sharing the cluster):
+// failures are reported to t.
+func (e *Env) With(t testbed.T) *Env {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c := *e
+	c.t = t
+	return &c
+}
