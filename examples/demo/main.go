@@ -59,8 +59,8 @@ func main() {
 	if *verbose {
 		level = slog.LevelInfo
 	}
-	r := &runner{}
-	err := r.run(func() {
+	r := &testbed.Program{}
+	err := r.Run(func() {
 		Run(ctx, r, os.Stdout, Options{Manifests: *manifests, Node: "ovn-worker2", ClusterSubnet: "10.244.0.0/16",
 			Gateway: "172.18.0.1", Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))})
 	})

@@ -47,6 +47,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -506,7 +507,7 @@ func (e *Env) runPod(p *corev1.Pod) {
 	pod := e.AddPod(p.Spec.NodeName, p.Namespace, p.Name, testbed.ClusterPodOptions{})
 	for _, c := range p.Spec.Containers {
 		for _, port := range c.Ports {
-			if err := serve(e.ctx, pod, int(port.ContainerPort)); err != nil {
+			if err := Serve(e.ctx, pod.Netns, pod.Name, int(port.ContainerPort)); err != nil {
 				e.t.Fatalf("e2e: pod %s/%s: serve %d: %v", p.Namespace, p.Name, port.ContainerPort, err)
 			}
 		}
@@ -520,11 +521,12 @@ func (e *Env) runPod(p *corev1.Pod) {
 	}
 }
 
-// serve listens on port inside the pod and answers every connection with
-// one line "<pod name> <client ip:port>", then echoes what it reads.
-func serve(ctx context.Context, pod *testbed.Pod, port int) error {
+// Serve listens on port inside ns until ctx ends and answers every
+// connection with one line "<name> <client ip:port>", then echoes what it
+// reads.
+func Serve(ctx context.Context, ns *testbed.Netns, name string, port int) error {
 	var ln net.Listener
-	err := pod.Do(func() (err error) {
+	err := ns.Do(func() (err error) {
 		ln, err = net.Listen("tcp", ":"+strconv.Itoa(port))
 		return err
 	})
@@ -541,7 +543,7 @@ func serve(ctx context.Context, pod *testbed.Pod, port int) error {
 			go func() {
 				defer c.Close()
 				_ = c.SetDeadline(time.Now().Add(30 * time.Second))
-				fmt.Fprintf(c, "%s %s\n", pod.Name, c.RemoteAddr())
+				fmt.Fprintf(c, "%s %s\n", name, c.RemoteAddr())
 				_, _ = io.Copy(c, c)
 			}()
 		}
@@ -693,3 +695,6 @@ func (e *Env) With(t testbed.T) *Env {
 	c.t = t
 	return &c
 }
+
+// egressGVR is the EgressIP resource.
+var egressGVR = schema.GroupVersionResource{Group: "k8s.ovn.org", Version: "v1", Resource: "egressips"}

@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log"
 	"net"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -106,51 +104,24 @@ func TestNetnsDo(t *testing.T) {
 	}
 }
 
-// program is a T for a program, such as a demo, rather than a test: it
-// logs, exits on a fatal error, and runs the cleanups on Close.
-type program struct {
-	cleanups []func()
-	failed   bool
-}
-
-func (p *program) Helper()                          {}
-func (p *program) Logf(format string, args ...any)  { log.Printf(format, args...) }
-func (p *program) Skipf(format string, args ...any) { p.Fatalf(format, args...) }
-func (p *program) Cleanup(f func())                 { p.cleanups = append(p.cleanups, f) }
-func (p *program) Failed() bool                     { return p.failed }
-
-func (p *program) Errorf(format string, args ...any) {
-	p.failed = true
-	log.Printf(format, args...)
-}
-
-func (p *program) Fatalf(format string, args ...any) {
-	p.Errorf(format, args...)
-	p.Close()
-	os.Exit(1)
-}
-
-// Close runs the cleanups, last registered first.
-func (p *program) Close() {
-	for i := len(p.cleanups) - 1; i >= 0; i-- {
-		p.cleanups[i]()
-	}
-}
-
 // A demo program brings up OVN central and a chassis, plugs a pod into a
 // logical switch whose localnet port reaches the external host, and
 // pings it; Close tears everything down.
 func ExampleStartChassis() {
-	p := &program{}
-	defer p.Close()
-	n := StartOVN(p)
-	ext := NewExternal(p, "172.18.0.1/24")
-	c := StartChassis(p, n, ext, ChassisOptions{})
-	n.Nbctl("ls-add", "sw0",
-		"--", "lsp-add", "sw0", "ln0", "--", "lsp-set-type", "ln0", "localnet",
-		"--", "lsp-set-addresses", "ln0", "unknown", "--", "lsp-set-options", "ln0", "network_name=physnet",
-		"--", "lsp-add", "sw0", "p1", "--", "lsp-set-addresses", "p1", "0a:58:ac:12:00:0a 172.18.0.10")
-	pod := c.AddPod(PodOptions{IfaceID: "p1", MAC: "0a:58:ac:12:00:0a", IP: "172.18.0.10/24", Gateway: "172.18.0.1"})
-	c.WaitHV(30 * time.Second)
-	fmt.Println(pod.Run(p, "ping", "-c1", "-W5", "172.18.0.1"))
+	p := &Program{}
+	err := p.Run(func() {
+		n := StartOVN(p)
+		ext := NewExternal(p, "172.18.0.1/24")
+		c := StartChassis(p, n, ext, ChassisOptions{})
+		n.Nbctl("ls-add", "sw0",
+			"--", "lsp-add", "sw0", "ln0", "--", "lsp-set-type", "ln0", "localnet",
+			"--", "lsp-set-addresses", "ln0", "unknown", "--", "lsp-set-options", "ln0", "network_name=physnet",
+			"--", "lsp-add", "sw0", "p1", "--", "lsp-set-addresses", "p1", "0a:58:ac:12:00:0a 172.18.0.10")
+		pod := c.AddPod(PodOptions{IfaceID: "p1", MAC: "0a:58:ac:12:00:0a", IP: "172.18.0.10/24", Gateway: "172.18.0.1"})
+		c.WaitHV(30 * time.Second)
+		fmt.Println(pod.Run(p, "ping", "-c1", "-W5", "172.18.0.1"))
+	})
+	if err != nil {
+		fmt.Println(err)
+	}
 }

@@ -1,0 +1,304 @@
+package e2e
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/ovnedge/ovnedge/internal/testbed"
+)
+
+// Names of the scenario cluster: ovn-worker hosts the workloads' client
+// pods, ovn-worker2 and ovn-worker3 may host egress IPs.
+const (
+	w1, w2, w3 = "ovn-worker", "ovn-worker2", "ovn-worker3"
+	lbPool     = "172.18.0.200/29"
+	payload    = 200_000 // bytes echoed through every connection
+)
+
+// service builds a Service of type typ selecting app=<selector> on port
+// 80 (target 8080).
+func service(ns, name, selector string, typ corev1.ServiceType, etp corev1.ServiceExternalTrafficPolicy, externalIPs ...string) *corev1.Service {
+	s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.ServiceSpec{Type: typ, Selector: map[string]string{"app": selector}, ExternalIPs: externalIPs,
+			Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080)}}}}
+	if typ != corev1.ServiceTypeClusterIP {
+		s.Spec.ExternalTrafficPolicy = etp
+	}
+	return s
+}
+
+// createService creates s with a ClusterIP of 10.96.0.<n> and returns it
+// as stored (NodePorts allocated).
+func createService(t *testing.T, e *Env, s *corev1.Service) *corev1.Service {
+	t.Helper()
+	e.ensureNamespace(s.Namespace, nil)
+	out, err := e.CS.CoreV1().Services(s.Namespace).Create(e.Context(), s, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create service %s/%s: %v", s.Namespace, s.Name, err)
+	}
+	t.Cleanup(func() { _ = e.CS.CoreV1().Services(s.Namespace).Delete(e.Context(), s.Name, metav1.DeleteOptions{}) })
+	return out
+}
+
+// via routes dst from the external client through node (the static
+// route of seed 001's guidance).
+func via(t *testing.T, e *Env, dst netip.Addr, node string) {
+	t.Helper()
+	e.Client.Run(t, "ip", "route", "replace", dst.String()+"/32", "via", e.Node(node).IP.String())
+}
+
+// answers connects from ns to addr until a whole exchange succeeds and
+// returns the server's greeting "<pod> <client>".
+func answers(t *testing.T, e *Env, ns *testbed.Netns, addr string) (pod, client string) {
+	t.Helper()
+	var line string
+	e.Eventually(30*time.Second, "a connection to "+addr, func() (err error) {
+		line, err = Reply(ns, addr, payload, 3*time.Second)
+		return err
+	})
+	pod, client, _ = strings.Cut(line, " ")
+	return pod, client
+}
+
+// refused reports whether a connection to addr from ns fails (RST from
+// an empty load balancer, or nothing).
+func refused(ns *testbed.Netns, addr string) bool {
+	_, err := Reply(ns, addr, 0, 2*time.Second)
+	return err != nil
+}
+
+// TestScenarios proves issue 15's scenarios on one shared cluster, each
+// over real packets: a TCP connection carrying data, from a host outside
+// the cluster, through the dataplane ovnedge programmed and nothing else.
+func TestScenarios(t *testing.T) {
+	env := Start(t, Options{EgressNodes: []string{w2, w3},
+		LeaderArgs: []string{"--lb-pools=default=" + lbPool, "--egressip-check-interval=1s"}})
+
+	// Backends: web-1 on ovn-worker2, web-2 on ovn-worker3, for every
+	// Service below.
+	env.CreatePod(ServerPod("shop", "web-1", w2, map[string]string{"app": "web"}, 8080))
+	env.CreatePod(ServerPod("shop", "web-2", w3, map[string]string{"app": "web"}, 8080))
+
+	t.Run("ExternalIPCluster", func(t *testing.T) {
+		e := env.With(t)
+		vip := netip.MustParseAddr("172.18.0.150")
+		createService(t, e, service("shop", "ext", "web", corev1.ServiceTypeClusterIP, "", vip.String()))
+		for _, n := range []string{w1, w2, w3} { // ETP=Cluster: every node serves, SNATed
+			via(t, e, vip, n)
+			pod, client := answers(t, e, e.Client, vip.String()+":80")
+			t.Logf("ExternalIP %s via %s: answered by %s, which saw %s", vip, n, pod, client)
+			if !strings.HasPrefix(pod, "web-") || strings.HasPrefix(client, testbed.ClusterClientIP+":") {
+				t.Errorf("via %s: answered by %q seeing %q: want a web pod seeing a SNATed source", n, pod, client)
+			}
+		}
+	})
+
+	t.Run("LoadBalancerLocal", func(t *testing.T) {
+		e := env.With(t)
+		s := createService(t, e, service("shop", "lb-local", "web", corev1.ServiceTypeLoadBalancer, corev1.ServiceExternalTrafficPolicyLocal))
+		var vip netip.Addr
+		e.Eventually(Timeout, "LB IPAM gives lb-local an ingress IP", func() error {
+			got := e.Service(s.Namespace, s.Name)
+			if len(got.Status.LoadBalancer.Ingress) == 0 {
+				return fmt.Errorf("no ingress yet")
+			}
+			vip = netip.MustParseAddr(got.Status.LoadBalancer.Ingress[0].IP)
+			return nil
+		})
+		if !netip.MustParsePrefix(lbPool).Contains(vip) {
+			t.Fatalf("ingress %s not from pool %s", vip, lbPool)
+		}
+		// ETP=Local: a node with a local endpoint serves and the backend
+		// sees the client's own address; one without refuses.
+		for n, pod := range map[string]string{w2: "web-1", w3: "web-2"} {
+			via(t, e, vip, n)
+			got, client := answers(t, e, e.Client, vip.String()+":80")
+			t.Logf("LoadBalancer %s (ETP=Local) via %s: answered by %s, which saw %s", vip, n, got, client)
+			if got != pod || !strings.HasPrefix(client, testbed.ClusterClientIP+":") {
+				t.Errorf("via %s: answered by %q seeing %q, want %s seeing %s", n, got, client, pod, testbed.ClusterClientIP)
+			}
+		}
+		via(t, e, vip, w1)
+		if !refused(e.Client, vip.String()+":80") {
+			t.Errorf("via %s (no local endpoint): the connection was served", w1)
+		}
+	})
+
+	t.Run("NodePort", func(t *testing.T) {
+		e := env.With(t)
+		s := createService(t, e, service("shop", "np", "web", corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyCluster))
+		np := s.Spec.Ports[0].NodePort
+		for _, n := range e.Nodes {
+			addr := fmt.Sprintf("%s:%d", n.IP, np)
+			pod, client := answers(t, e, e.Client, addr)
+			t.Logf("NodePort %s: answered by %s, which saw %s", addr, pod, client)
+			if !strings.HasPrefix(pod, "web-") {
+				t.Errorf("%s answered by %q", addr, pod)
+			}
+		}
+		// From a routed client too (through the router namespace).
+		addr := fmt.Sprintf("%s:%d", e.Node(w1).IP, np)
+		if pod, _ := answers(t, e, e.RemoteClient, addr); !strings.HasPrefix(pod, "web-") {
+			t.Errorf("routed client: %s answered by %q", addr, pod)
+		}
+	})
+}
+
+// egressIP is the EgressIP of the scenarios, for namespace prod.
+const egressIP = "172.18.0.44"
+
+// egressTo returns the node the EgressIP prod's status assigns egressIP
+// to, waiting for one other than not.
+func egressTo(t *testing.T, e *Env, not string) string {
+	t.Helper()
+	var node string
+	e.Eventually(Timeout, "EgressIP prod assigned", func() error {
+		u, err := e.Dyn.Resource(egressGVR).Get(e.Context(), "prod", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		items, _, _ := unstructuredItems(u.Object)
+		for _, it := range items {
+			if it["egressIP"] == egressIP && it["node"] != not {
+				node = it["node"]
+				return nil
+			}
+		}
+		return fmt.Errorf("status items %v", items)
+	})
+	return node
+}
+
+func TestEgressScenarios(t *testing.T) {
+	env := Start(t, Options{EgressNodes: []string{w2, w3},
+		LeaderArgs: []string{"--egressip-check-interval=1s"}})
+	env.CreateNamespace("prod", map[string]string{"env": "prod"})
+	env.CreatePod(ServerPod("prod", "app-1", w1, map[string]string{"app": "prod-web"}, 8080))
+	env.ApplyYAML(`
+apiVersion: k8s.ovn.org/v1
+kind: EgressIP
+metadata: {name: prod}
+spec:
+  egressIPs: [` + egressIP + `]
+  namespaceSelector: {matchLabels: {env: prod}}
+`)
+	pod := env.WaitPod("prod", "app-1")
+	eip := netip.MustParseAddr(egressIP)
+	ctx := env.Context()
+	if err := Serve(ctx, env.Client, "client", 9000); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("SourceIsEgressIP", func(t *testing.T) {
+		e := env.With(t)
+		node := egressTo(t, e, "")
+		// app-1 runs on ovn-worker, the egress IP lives on another node:
+		// the packet crossed geneve to that node's gateway router.
+		_, seen := answers(t, e, pod.Netns, testbed.ClusterClientIP+":9000")
+		t.Logf("EgressIP %s on %s: the external host saw %s from app-1 on %s", eip, node, seen, w1)
+		if !strings.HasPrefix(seen, egressIP+":") {
+			t.Errorf("external host saw %s, want %s", seen, egressIP)
+		}
+	})
+
+	t.Run("PodToNodeIP", func(t *testing.T) {
+		// Seed 002: pod -> node IP is not rerouted (102 + pkt_mark 1008)
+		// and leaves its own node SNATed to that node's IP (br-ex 105).
+		e := env.With(t)
+		n3 := e.Node(w3)
+		if err := Serve(ctx, n3.NS, w3, 9001); err != nil {
+			t.Fatal(err)
+		}
+		_, seen := answers(t, e, pod.Netns, n3.IP.String()+":9001")
+		t.Logf("app-1 -> node IP %s: the node saw %s", n3.IP, seen)
+		if want := e.Node(w1).IP.String() + ":"; !strings.HasPrefix(seen, want) {
+			t.Errorf("node %s saw %s, want the source node's IP %s", w3, seen, want)
+		}
+	})
+
+	t.Run("ServiceToSelectedPod", func(t *testing.T) {
+		// A client outside connects to a Service whose backend (app-1 on
+		// ovn-worker) is selected by the EgressIP living on another node:
+		// the connection works both ways, SNATed (ETP=Cluster) or with the
+		// client's address kept (ETP=Local, the reply-traffic rule).
+		e := env.With(t)
+		for _, c := range []struct {
+			name string
+			etp  corev1.ServiceExternalTrafficPolicy
+			vip  string
+		}{{"eip-cluster", corev1.ServiceExternalTrafficPolicyCluster, "172.18.0.160"}, {"eip-local", corev1.ServiceExternalTrafficPolicyLocal, "172.18.0.161"}} {
+			createService(t, e, service("prod", c.name, "prod-web", corev1.ServiceTypeClusterIP, "", c.vip))
+			s := e.Service("prod", c.name)
+			s.Spec.Type, s.Spec.ExternalTrafficPolicy = corev1.ServiceTypeNodePort, c.etp
+			if _, err := e.CS.CoreV1().Services("prod").Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			vip := netip.MustParseAddr(c.vip)
+			via(t, e, vip, w1)
+			got, seen := answers(t, e, e.Client, c.vip+":80")
+			t.Logf("%s (ETP=%s) via %s: answered by %s, which saw %s", c.vip, c.etp, w1, got, seen)
+			if got != "app-1" {
+				t.Errorf("%s: answered by %q", c.name, got)
+			}
+		}
+	})
+
+	t.Run("Failover", func(t *testing.T) {
+		// The egress node's chassis dies (processes killed): new packets
+		// leave with the egress IP through the other egress node.
+		e := env.With(t)
+		from := egressTo(t, e, "")
+		s, err := StartStream(pod.Netns, e.Client, netip.AddrPortFrom(netip.MustParseAddr(testbed.ClusterClientIP), 9100), 10*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Stop()
+		e.Eventually(10*time.Second, "stream arriving from the egress IP", func() error {
+			if s.LastFrom() != eip {
+				return fmt.Errorf("last from %v", s.LastFrom())
+			}
+			return nil
+		})
+		killed := time.Now()
+		e.KillNode(from)
+		to := egressTo(t, e, from)
+		e.Eventually(30*time.Second, "stream arriving again from the egress IP after the kill", func() error {
+			as := s.Arrivals()
+			if len(as) == 0 || as[len(as)-1].At.Before(killed) || as[len(as)-1].From != eip {
+				return fmt.Errorf("nothing from %s since the kill", eip)
+			}
+			return nil
+		})
+		time.Sleep(300 * time.Millisecond)
+		gap, lost := s.Gap(killed)
+		t.Logf("EgressIP failover %s -> %s (chassis killed): loss window %v, %d of %d packets lost (10 ms interval); sources %v",
+			from, to, gap.Round(time.Millisecond), lost, s.Sent(), s.Sources())
+		_, seen := answers(t, e, pod.Netns, testbed.ClusterClientIP+":9000")
+		if !strings.HasPrefix(seen, egressIP+":") {
+			t.Errorf("after failover, a new connection was seen from %s, want %s", seen, egressIP)
+		}
+	})
+}
+
+// unstructuredItems returns status.items of an EgressIP as string maps.
+func unstructuredItems(obj map[string]any) ([]map[string]string, bool, error) {
+	st, _ := obj["status"].(map[string]any)
+	raw, _ := st["items"].([]any)
+	var out []map[string]string
+	for _, r := range raw {
+		m, _ := r.(map[string]any)
+		item := map[string]string{}
+		for k, v := range m {
+			item[k], _ = v.(string)
+		}
+		out = append(out, item)
+	}
+	return out, len(out) > 0, nil
+}
