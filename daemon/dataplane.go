@@ -152,7 +152,10 @@ func (d *Dataplane) Cluster(ctx context.Context, s Snapshot) error {
 	return errors.Join(errs...)
 }
 
-// reachTargets are the egress-assignable nodes' primary addresses.
+// reachTargets are the egress-assignable nodes' management port
+// addresses (the second address of the node subnet, ovn-k8s-mp0), which
+// OVN-Kubernetes probes: they are reached through the cluster network,
+// whatever the node's external network does.
 func reachTargets(nodes []*corev1.Node) []reach.Target {
 	parsed, _ := egress.ParseNodes(nodes)
 	var out []reach.Target
@@ -161,7 +164,7 @@ func reachTargets(nodes []*corev1.Node) []reach.Target {
 			continue
 		}
 		for _, v6 := range []bool{false, true} {
-			if ip, ok := n.PrimaryIP(v6); ok {
+			if ip, ok := n.MgmtIP(v6); ok {
 				out = append(out, reach.Target{Node: n.Name, Addr: ip})
 				break
 			}

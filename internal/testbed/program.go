@@ -12,6 +12,9 @@ import (
 // and cleanups run in reverse order, as in a test. A program cannot skip:
 // a missing prerequisite is a failure.
 type Program struct {
+	// Quiet drops Logf's messages (errors are still written).
+	Quiet bool
+
 	failed   bool
 	cleanups []func()
 }
@@ -21,11 +24,15 @@ type stop struct{ msg string }
 
 func (r *Program) Helper() {}
 
-func (r *Program) Logf(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+func (r *Program) Logf(format string, args ...any) {
+	if !r.Quiet {
+		fmt.Fprintf(os.Stderr, format+"\n", args...)
+	}
+}
 
 func (r *Program) Errorf(format string, args ...any) {
 	r.failed = true
-	r.Logf(format, args...)
+	fmt.Fprintf(os.Stderr, format+"\n", args...)
 }
 
 func (r *Program) Fatalf(format string, args ...any) {

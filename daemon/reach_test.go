@@ -1,0 +1,38 @@
+package daemon
+
+import (
+	"net/netip"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ovnedge/ovnedge/egress"
+	"github.com/ovnedge/ovnedge/egress/reach"
+)
+
+// TestReachTargets: the egress-assignable nodes are probed on their
+// management port address (ovn-k8s-mp0, .2 of the node subnet), as
+// OVN-Kubernetes does, never on the node IP.
+func TestReachTargets(t *testing.T) {
+	node := func(name, subnet, ip string, assignable bool) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}, Annotations: map[string]string{
+			egress.AnnotationNodeSubnets:     `{"default":["` + subnet + `"]}`,
+			egress.AnnotationPrimaryIfAddr:   `{"ipv4":"` + ip + `/24"}`,
+			egress.AnnotationGatewayJoinAddr: `{"ipv4":"100.64.0.3/16"}`,
+		}}}
+		if assignable {
+			n.Labels[egress.LabelEgressAssignable] = ""
+		}
+		return n
+	}
+	got := reachTargets([]*corev1.Node{
+		node("a", "10.244.1.0/24", "172.18.0.2", false),
+		node("b", "10.244.2.0/24", "172.18.0.3", true),
+	})
+	if len(got) != 1 || got[0] != (reach.Target{Node: "b", Addr: mustAddr("10.244.2.2")}) {
+		t.Errorf("targets %v, want [b 10.244.2.2]", got)
+	}
+}
+
+func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
