@@ -251,11 +251,7 @@ func (c *Cluster) startNode(i int, name string) *ClusterNode {
 		"--", "add-br", ClusterBridge, "--", "set", "Bridge", ClusterBridge, "datapath_type=netdev",
 		"other_config:hwaddr="+nd.MAC,
 		"--", "add-port", ClusterBridge, ClusterUplink, "--", "set", "Interface", ClusterUplink, "ofport_request=1")
-	nd.NS.Run(t, "ip", "addr", "add", netip.PrefixFrom(nd.UnderlayIP, 24).String(), "dev", "br-phy")
-	nd.NS.Run(t, "ip", "link", "set", "br-phy", "up")
-	nd.NS.Run(t, "ip", "addr", "add", netip.PrefixFrom(nd.IP, ClusterExtPrefix).String(), "dev", ClusterBridge)
-	nd.NS.Run(t, "ip", "link", "set", ClusterBridge, "up")
-	nd.NS.Run(t, "ip", "route", "add", "default", "via", ClusterGatewayIP)
+	nd.configureHost()
 
 	nd.Vsctl("set", "Open_vSwitch", ".",
 		"external_ids:system-id="+name,
@@ -267,6 +263,19 @@ func (c *Cluster) startNode(i int, name string) *ClusterNode {
 		"external_ids:ovn-bridge-mappings="+ClusterPhysnet+":"+ClusterBridge)
 	nd.startController()
 	return nd
+}
+
+// configureHost puts the node's addresses on the bridges' LOCAL ports
+// (taps that ovs-vswitchd makes, and makes anew when it restarts) and its
+// default route.
+func (n *ClusterNode) configureHost() {
+	t := n.c.t
+	t.Helper()
+	n.NS.Run(t, "ip", "addr", "replace", netip.PrefixFrom(n.UnderlayIP, 24).String(), "dev", "br-phy")
+	n.NS.Run(t, "ip", "link", "set", "br-phy", "up")
+	n.NS.Run(t, "ip", "addr", "replace", netip.PrefixFrom(n.IP, ClusterExtPrefix).String(), "dev", ClusterBridge)
+	n.NS.Run(t, "ip", "link", "set", ClusterBridge, "up")
+	n.NS.Run(t, "ip", "route", "replace", "default", "via", ClusterGatewayIP)
 }
 
 // Vsctl runs ovs-vsctl against the node's database.
@@ -364,9 +373,8 @@ func (n *ClusterNode) waitPatch() {
 func (n *ClusterNode) plugManagementPort() {
 	t := n.c.t
 	t.Helper()
-	mac := ovnMAC(n.MgmtIP)
 	n.Vsctl("add-port", "br-int", "ovn-k8s-mp0", "--", "set", "Interface", "ovn-k8s-mp0", "type=internal",
-		"mac=\""+mac+"\"", "external_ids:iface-id=k8s-"+n.Name)
+		"mac=\""+ovnMAC(n.MgmtIP)+"\"", "external_ids:iface-id=k8s-"+n.Name)
 	err := waitFor(readyTimeout, func() error {
 		_, err := run("ip", "-n", n.NS.Name, "link", "show", "ovn-k8s-mp0")
 		return err
@@ -374,12 +382,19 @@ func (n *ClusterNode) plugManagementPort() {
 	if err != nil {
 		t.Fatalf("testbed: node %s: ovn-k8s-mp0: %v", n.Name, err)
 	}
-	n.NS.Run(t, "ip", "link", "set", "ovn-k8s-mp0", "address", mac, "mtu", "1400")
-	n.NS.Run(t, "ip", "addr", "add", netip.PrefixFrom(n.MgmtIP, n.Subnet.Bits()).String(), "dev", "ovn-k8s-mp0")
+	n.configureManagementPort()
+}
+
+// configureManagementPort sets ovn-k8s-mp0's MAC, address and routes.
+func (n *ClusterNode) configureManagementPort() {
+	t := n.c.t
+	t.Helper()
+	n.NS.Run(t, "ip", "link", "set", "ovn-k8s-mp0", "address", ovnMAC(n.MgmtIP), "mtu", "1400")
+	n.NS.Run(t, "ip", "addr", "replace", netip.PrefixFrom(n.MgmtIP, n.Subnet.Bits()).String(), "dev", "ovn-k8s-mp0")
 	n.NS.Run(t, "ip", "link", "set", "ovn-k8s-mp0", "up")
 	rtr := n.Subnet.Addr().Next().String()
-	n.NS.Run(t, "ip", "route", "add", ClusterSubnet, "via", rtr, "dev", "ovn-k8s-mp0")
-	n.NS.Run(t, "ip", "route", "add", ClusterJoin, "via", rtr, "dev", "ovn-k8s-mp0")
+	n.NS.Run(t, "ip", "route", "replace", ClusterSubnet, "via", rtr, "dev", "ovn-k8s-mp0")
+	n.NS.Run(t, "ip", "route", "replace", ClusterJoin, "via", rtr, "dev", "ovn-k8s-mp0")
 }
 
 // ovnMAC is the MAC OVN-Kubernetes derives from an IPv4 address.
@@ -552,6 +567,37 @@ func (n *ClusterNode) Kill() {
 			}
 		}
 	}
+}
+
+// Restart starts a killed node's chassis again, as a rebooted machine
+// would: ovsdb-server on its database, ovs-vswitchd (which makes the
+// bridges' LOCAL ports and the management port anew: their addresses and
+// routes are put back), ovn-controller. It returns once the chassis is
+// registered, has installed the NB's flows and its tunnels carried a
+// first packet.
+func (n *ClusterNode) Restart() {
+	t := n.c.t
+	t.Helper()
+	if n.Alive() {
+		t.Fatalf("testbed: node %s: Restart of a running node", n.Name)
+	}
+	n.ovsdb = serveOVSDB(t, n.Dir, "ovsdb-server", filepath.Join(n.Dir, "db.sock"))
+	n.startVswitchd()
+	err := waitFor(readyTimeout, func() error {
+		_, err := run("ip", "-n", n.NS.Name, "link", "show", ClusterBridge)
+		if err == nil {
+			_, err = run("ip", "-n", n.NS.Name, "link", "show", "ovn-k8s-mp0")
+		}
+		return n.vswitchd.check(err)
+	})
+	if err != nil {
+		t.Fatalf("testbed: node %s: restart: %v", n.Name, err)
+	}
+	n.configureHost()
+	n.configureManagementPort()
+	n.startController()
+	n.c.WaitHV(30 * time.Second)
+	n.c.warmTunnels()
 }
 
 // SetUplink takes the node's breth0 uplink (its "NIC") down or up.

@@ -3,6 +3,7 @@ package testbed
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestCluster brings up three nodes and checks the overlay: a pod reaches
@@ -29,5 +30,29 @@ func TestCluster(t *testing.T) {
 	c.DeletePod("default", "b")
 	if out, err := a.RunErr("ping", "-c1", "-W1", b.IP.String()); err == nil {
 		t.Errorf("deleted pod still answers:\n%s", out)
+	}
+}
+
+// TestClusterNodeRestart kills a node's chassis and restarts it: its
+// pods are reachable again over geneve.
+func TestClusterNodeRestart(t *testing.T) {
+	c := StartCluster(t, ClusterOptions{Nodes: 2})
+	a := c.AddPod("ovn-worker", "default", "a", ClusterPodOptions{})
+	b := c.AddPod("ovn-worker2", "default", "b", ClusterPodOptions{})
+	n := c.Node("ovn-worker2")
+	n.Kill()
+	if n.Alive() {
+		t.Fatal("alive after Kill")
+	}
+	if _, err := a.RunErr("ping", "-c1", "-W1", b.IP.String()); err == nil {
+		t.Error("pod on a killed node answers")
+	}
+	n.Restart()
+	Eventually(t, 10*time.Second, func() error {
+		_, err := a.RunErr("ping", "-c1", "-W1", b.IP.String())
+		return err
+	})
+	if out, err := a.RunErr("ping", "-c1", "-W1", n.MgmtIP.String()); err != nil {
+		t.Errorf("management port after restart: %v\n%s", err, out)
 	}
 }

@@ -311,8 +311,15 @@ func stopOnCleanup(t T, d *daemon) {
 // returns once sock accepts connections.
 func startOVSDB(t T, dir, name, schema, sock string, remotes ...string) *daemon {
 	t.Helper()
+	mustRun(t, nil, "ovsdb-tool", "create", filepath.Join(dir, name)+".db", schema)
+	return serveOVSDB(t, dir, name, sock, remotes...)
+}
+
+// serveOVSDB serves the existing database <dir>/<name>.db as startOVSDB
+// does (a restart after a crash keeps the database).
+func serveOVSDB(t T, dir, name, sock string, remotes ...string) *daemon {
+	t.Helper()
 	file := filepath.Join(dir, name)
-	mustRun(t, nil, "ovsdb-tool", "create", file+".db", schema)
 	argv := []string{"ovsdb-server", file + ".db", "--remote=punix:" + sock,
 		"--pidfile=" + file + ".pid", "--log-file=" + file + ".log", "--unixctl=" + file + ".ctl",
 		"--no-chdir", "-vconsole:off"}
