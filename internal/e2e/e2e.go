@@ -97,7 +97,9 @@ type Env struct {
 	mu       *sync.Mutex // shared by every With copy
 	nodes    map[string]*Instance
 	kubecfgs map[string]string // ServiceAccount -> kubeconfig
-	opts     Options
+	opts     *Options // shared by every With copy
+	// baseNodeArgs are Options.NodeArgs as Start was given them.
+	baseNodeArgs []string
 }
 
 // Instance is one running `ovnedge daemon`.
@@ -124,7 +126,8 @@ func Start(t testbed.T, o Options) *Env {
 	if bin == "" {
 		bin = Build(t, root)
 	}
-	e := &Env{t: t, root: root, Bin: bin, mu: &sync.Mutex{}, nodes: map[string]*Instance{}, kubecfgs: map[string]string{}, opts: o}
+	e := &Env{t: t, root: root, Bin: bin, mu: &sync.Mutex{}, nodes: map[string]*Instance{}, kubecfgs: map[string]string{}, opts: &o,
+		baseNodeArgs: o.NodeArgs}
 	e.Cluster = testbed.StartCluster(t, testbed.ClusterOptions{Nodes: o.Nodes})
 	e.Kube = testbed.StartKubeAPI(t)
 	e.CS = kubernetes.NewForConfigOrDie(e.Kube.Config)
@@ -225,6 +228,8 @@ func (e *Env) kubeconfig(sa string) string {
 // LeaderArgs are deploy/deployment.yaml's arguments as this cluster
 // needs them, plus Options.LeaderArgs.
 func (e *Env) LeaderArgs() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	return append([]string{"--leader-elect=true", "--nb-address=" + e.OVN.NB,
 		"--cluster-subnets=" + testbed.ClusterSubnet + "/24", "--join-subnet=" + testbed.ClusterJoin,
 		"--metrics-address=127.0.0.1:9476"}, e.opts.LeaderArgs...)
@@ -234,6 +239,8 @@ func (e *Env) LeaderArgs() []string {
 // Options.NodeArgs.
 func (e *Env) NodeArgs(node string) []string {
 	n := e.Node(node)
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	return append([]string{"--node-name=" + node, "--leader-elect=false",
 		"--ovs-db=" + n.DB, "--ovs-rundir=" + n.RunDir, "--bridge=" + testbed.ClusterBridge,
 		"--uplink=" + testbed.ClusterUplink, "--cluster-subnets=" + testbed.ClusterSubnet + "/24",
@@ -698,3 +705,34 @@ func (e *Env) With(t testbed.T) *Env {
 
 // egressGVR is the EgressIP resource.
 var egressGVR = schema.GroupVersionResource{Group: "k8s.ovn.org", Version: "v1", Resource: "egressips"}
+
+// RestoreNode brings a killed node back: its chassis (testbed's
+// Restart), its ovnedge instance and its Ready condition.
+func (e *Env) RestoreNode(node string) {
+	e.t.Helper()
+	n := e.Node(node)
+	if !n.Alive() {
+		n.Restart()
+	}
+	e.SetNodeReady(node, true)
+	if i := e.Instance(node); i == nil || !i.Alive() {
+		e.StartNode(node)
+	}
+}
+
+// RestartNodes restarts every node instance with extra arguments added to
+// NodeArgs (nil: as configured), one at a time.
+func (e *Env) RestartNodes(extra ...string) {
+	e.t.Helper()
+	e.mu.Lock()
+	e.opts.NodeArgs = append(slices.Clip(e.baseNodeArgs), extra...)
+	e.mu.Unlock()
+	for _, n := range e.Nodes {
+		if i := e.Instance(n.Name); i != nil && i.Alive() {
+			if err := i.Terminate(); err != nil {
+				e.t.Fatalf("e2e: %v", err)
+			}
+		}
+		e.StartNode(n.Name)
+	}
+}

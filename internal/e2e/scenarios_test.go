@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -74,18 +75,54 @@ func refused(ns *testbed.Netns, addr string) bool {
 	return err != nil
 }
 
-// TestScenarios proves issue 15's scenarios on one shared cluster, each
-// over real packets: a TCP connection carrying data, from a host outside
-// the cluster, through the dataplane ovnedge programmed and nothing else.
-func TestScenarios(t *testing.T) {
-	env := Start(t, Options{EgressNodes: []string{w2, w3},
-		LeaderArgs: []string{"--lb-pools=default=" + lbPool, "--egressip-check-interval=1s"}})
+// shared is the one cluster every test of the package runs on (started
+// by TestMain): bringing it up costs ~12 s, a scenario a few seconds.
+var shared *Env
 
-	// Backends: web-1 on ovn-worker2, web-2 on ovn-worker3, for every
-	// Service below.
-	env.CreatePod(ServerPod("shop", "web-1", w2, map[string]string{"app": "web"}, 8080))
-	env.CreatePod(ServerPod("shop", "web-2", w3, map[string]string{"app": "web"}, 8080))
+// TestMain starts the shared cluster: egress-assignable ovn-worker2 and
+// ovn-worker3, LB IPAM from lbPool, reachability checked every second.
+// Without root (outside CI) the package is skipped.
+func TestMain(m *testing.M) {
+	if os.Geteuid() != 0 && os.Getenv("CI") != "true" {
+		fmt.Println("SKIP (not CI): the e2e cluster needs root")
+		os.Exit(0)
+	}
+	p := &testbed.Program{}
+	code := 1
+	err := p.Run(func() {
+		shared = Start(p, Options{EgressNodes: []string{w2, w3},
+			LeaderArgs: []string{"--lb-pools=default=" + lbPool, "--egressip-check-interval=1s"}})
+		shared.CreatePod(ServerPod("shop", "web-1", w2, map[string]string{"app": "web"}, 8080))
+		shared.CreatePod(ServerPod("shop", "web-2", w3, map[string]string{"app": "web"}, 8080))
+		code = m.Run()
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		code = 1
+	}
+	os.Exit(code)
+}
 
+// TestStart: every instance runs and serves /readyz, the leader from a
+// pod namespace, as deploy/ runs them.
+func TestStart(t *testing.T) {
+	e := shared.With(t)
+	for _, n := range e.Nodes {
+		if i := e.Instance(n.Name); i == nil || !i.Alive() || i.ready() != nil {
+			t.Errorf("node %s: no ready instance", n.Name)
+		}
+	}
+	if !e.Leader.Alive() || e.Leader.ready() != nil {
+		t.Errorf("leader not ready")
+	}
+}
+
+// TestServices proves the Service scenarios over real packets (backends
+// web-1 on ovn-worker2 and web-2 on ovn-worker3): a TCP connection
+// carrying data from a host outside the cluster, through the dataplane
+// ovnedge programmed and nothing else.
+func TestServices(t *testing.T) {
+	env := shared
 	t.Run("ExternalIPCluster", func(t *testing.T) {
 		e := env.With(t)
 		vip := netip.MustParseAddr("172.18.0.150")
@@ -176,9 +213,11 @@ func egressTo(t *testing.T, e *Env, not string) string {
 	return node
 }
 
-func TestEgressScenarios(t *testing.T) {
-	env := Start(t, Options{EgressNodes: []string{w2, w3},
-		LeaderArgs: []string{"--egressip-check-interval=1s"}})
+// TestEgress proves seed 002 over real packets: app-1 on ovn-worker, in
+// namespace prod, leaves with the EgressIP living on ovn-worker2 or
+// ovn-worker3.
+func TestEgress(t *testing.T) {
+	env := shared.With(t)
 	env.CreateNamespace("prod", map[string]string{"env": "prod"})
 	env.CreatePod(ServerPod("prod", "app-1", w1, map[string]string{"app": "prod-web"}, 8080))
 	env.ApplyYAML(`
@@ -268,6 +307,7 @@ spec:
 		})
 		killed := time.Now()
 		e.KillNode(from)
+		t.Cleanup(func() { shared.With(t).RestoreNode(from) })
 		to := egressTo(t, e, from)
 		e.Eventually(30*time.Second, "stream arriving again from the egress IP after the kill", func() error {
 			as := s.Arrivals()
