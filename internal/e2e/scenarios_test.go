@@ -37,7 +37,7 @@ func service(ns, name, selector string, typ corev1.ServiceType, etp corev1.Servi
 
 // createService creates s with a ClusterIP of 10.96.0.<n> and returns it
 // as stored (NodePorts allocated).
-func createService(t *testing.T, e *Env, s *corev1.Service) *corev1.Service {
+func createService(t testing.TB, e *Env, s *corev1.Service) *corev1.Service {
 	t.Helper()
 	e.ensureNamespace(s.Namespace, nil)
 	out, err := e.CS.CoreV1().Services(s.Namespace).Create(e.Context(), s, metav1.CreateOptions{})

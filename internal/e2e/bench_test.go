@@ -1,0 +1,185 @@
+package e2e
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/ovnedge/ovnedge/arp"
+	"github.com/ovnedge/ovnedge/internal/testbed"
+)
+
+// minKills is how many chassis kills a failover benchmark measures at
+// least (b.N when larger).
+const minKills = 10
+
+// percentile returns the p-th percentile (0-100) of ds, nearest rank.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(float64(len(s))*p/100+0.5) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+// report logs and reports the loss windows as p50/p99/max in ms.
+func report(b *testing.B, what string, gaps []time.Duration) {
+	b.ReportMetric(float64(percentile(gaps, 50).Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(percentile(gaps, 99).Microseconds())/1000, "p99-ms")
+	b.ReportMetric(float64(slices.Max(gaps).Microseconds())/1000, "max-ms")
+	b.ReportMetric(float64(len(gaps)), "kills")
+	b.Logf("%s loss windows over %d chassis kills: %v", what, len(gaps), gaps)
+}
+
+// BenchmarkEgressFailover measures the loss window of an EgressIP
+// failover after the egress node's chassis dies (ovn-controller,
+// ovs-vswitchd, ovsdb-server and its ovnedge killed): a pod on ovn-worker
+// sends a UDP packet every 10 ms to the external host, and the window is
+// the longest gap between arrivals after the kill, until packets arrive
+// again from the egress IP. Reachability: checked every 1 s, 1 s timeout
+// (the defaults are 5 s and 1 s). The killed node is brought back after
+// each kill, so the IP moves between ovn-worker2 and ovn-worker3.
+func BenchmarkEgressFailover(b *testing.B) {
+	e := shared.With(b)
+	e.CreateNamespace("bench-egress", map[string]string{"bench": "egress"})
+	e.CreatePod(ServerPod("bench-egress", "sender", w1, nil))
+	e.ApplyYAML(`
+apiVersion: k8s.ovn.org/v1
+kind: EgressIP
+metadata: {name: bench}
+spec:
+  egressIPs: [172.18.0.45]
+  namespaceSelector: {matchLabels: {bench: egress}}
+`)
+	eip := netip.MustParseAddr("172.18.0.45")
+	pod := e.WaitPod("bench-egress", "sender")
+	dst := netip.AddrPortFrom(netip.MustParseAddr(testbed.ClusterClientIP), 9200)
+	var gaps []time.Duration
+	b.ResetTimer()
+	for i := 0; i < max(b.N, minKills); i++ {
+		from := assignedNode(b, e, "bench", eip, "")
+		s, err := StartStream(pod.Netns, e.Client, dst, 10*time.Millisecond)
+		if err != nil {
+			b.Fatal(err)
+		}
+		e.Eventually(30*time.Second, "stream from the egress IP", func() error {
+			if s.LastFrom() != eip {
+				return fmt.Errorf("last from %v", s.LastFrom())
+			}
+			return nil
+		})
+		killed := time.Now()
+		e.KillNode(from)
+		assignedNode(b, e, "bench", eip, from)
+		e.Eventually(60*time.Second, "stream from the egress IP after the kill", func() error {
+			as := s.Arrivals()
+			if len(as) == 0 || as[len(as)-1].At.Before(killed) || as[len(as)-1].From != eip {
+				return fmt.Errorf("nothing from %s since the kill", eip)
+			}
+			return nil
+		})
+		time.Sleep(100 * time.Millisecond)
+		gap, _ := s.Gap(killed)
+		s.Stop()
+		gaps = append(gaps, gap)
+		b.StopTimer()
+		e.RestoreNode(from)
+		b.StartTimer()
+	}
+	b.StopTimer()
+	report(b, "EgressIP failover", gaps)
+}
+
+// assignedNode waits until EgressIP name's status puts ip on a node other
+// than not, and returns it.
+func assignedNode(b testbed.T, e *Env, name string, ip netip.Addr, not string) string {
+	b.Helper()
+	var node string
+	e.Eventually(Timeout, "EgressIP "+name+" assigned", func() error {
+		u, err := e.Dyn.Resource(egressGVR).Get(e.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		items, _, _ := unstructuredItems(u.Object)
+		for _, it := range items {
+			if it["egressIP"] == ip.String() && it["node"] != not {
+				node = it["node"]
+				return nil
+			}
+		}
+		return fmt.Errorf("status items %v", items)
+	})
+	return node
+}
+
+// BenchmarkL2Takeover measures the loss window of an L2-announced VIP
+// when its owner's chassis dies: the external client sends a UDP packet
+// every 10 ms to VIP:5000, served by a pod on ovn-worker; the VIP is one
+// whose owner (arp.Elect) is ovn-worker2 or ovn-worker3 and whose next
+// owner is not ovn-worker, so the backend survives. The node is marked
+// NotReady at once (the node lifecycle controller's part, which takes
+// 40 s by default in Kubernetes), so the window is ovnedge's: election,
+// gratuitous ARP, and the new gateway router's first packet.
+func BenchmarkL2Takeover(b *testing.B) {
+	e := shared.With(b)
+	e.RestartNodes("--enable-l2-announce")
+	b.Cleanup(func() { shared.With(b).RestartNodes() })
+	e.CreatePod(ServerPod("shop", "udp-sink", w1, map[string]string{"app": "udp-sink"}))
+	sink := e.WaitPod("shop", "udp-sink")
+	nodes := []string{w1, w2, w3}
+	var vip netip.Addr
+	for i := 172; i < 199; i++ {
+		a := netip.AddrFrom4([4]byte{172, 18, 0, byte(i)})
+		owner, _ := arp.Elect(a, nodes)
+		rest := slices.DeleteFunc(slices.Clone(nodes), func(n string) bool { return n == owner })
+		next, _ := arp.Elect(a, rest)
+		if owner != w1 && next != w1 {
+			vip = a
+			break
+		}
+	}
+	svc := service("shop", "udp-l2", "udp-sink", corev1.ServiceTypeClusterIP, "", vip.String())
+	svc.Spec.Ports = []corev1.ServicePort{{Name: "udp", Protocol: corev1.ProtocolUDP, Port: 5000, TargetPort: intstr.FromInt32(5000)}}
+	createService(b, e, svc)
+	_, _ = e.Client.RunErr("ip", "route", "del", vip.String()+"/32")
+	var gaps []time.Duration
+	b.ResetTimer()
+	for i := 0; i < max(b.N, minKills); i++ {
+		_, _ = e.Client.RunErr("ip", "neigh", "flush", "dev", "eth0")
+		s, err := StartStream(e.Client, sink.Netns, netip.AddrPortFrom(vip, 5000), 10*time.Millisecond)
+		if err != nil {
+			b.Fatal(err)
+		}
+		e.Eventually(60*time.Second, "stream reaching the sink", func() error {
+			if len(s.Arrivals()) < 5 {
+				return fmt.Errorf("%d arrivals", len(s.Arrivals()))
+			}
+			return nil
+		})
+		owner, _ := arp.Elect(vip, nodes)
+		killed := time.Now()
+		e.KillNode(owner)
+		e.SetNodeReady(owner, false)
+		e.Eventually(60*time.Second, "stream reaching the sink after the kill", func() error {
+			as := s.Arrivals()
+			if len(as) == 0 || as[len(as)-1].At.Before(killed.Add(50*time.Millisecond)) {
+				return fmt.Errorf("nothing since the kill")
+			}
+			return nil
+		})
+		time.Sleep(100 * time.Millisecond)
+		gap, _ := s.Gap(killed)
+		s.Stop()
+		gaps = append(gaps, gap)
+		b.StopTimer()
+		e.RestoreNode(owner)
+		b.StartTimer()
+	}
+	b.StopTimer()
+	report(b, "L2 VIP takeover", gaps)
+}
