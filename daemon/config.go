@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"reflect"
 	"strconv"
@@ -64,6 +65,12 @@ type Config struct {
 
 	EnableEgressIP   bool
 	EnableL2Announce bool
+	// GatewayFlows programs the shared gateway's base and Service flows
+	// on the bridge; off where OVN-Kubernetes' node agent installs them.
+	GatewayFlows bool
+	// BridgeMAC is the bridge's MAC address; nil reads it from the
+	// Open_vSwitch database (the bridge interface's mac_in_use).
+	BridgeMAC net.HardwareAddr
 
 	// LeaderElect campaigns for the Lease and runs the cluster-wide
 	// work when elected; off for node-only instances (the DaemonSet).
@@ -134,6 +141,11 @@ var options = []option{
 		func(c *Config, v string) (err error) { c.CheckInterval, err = parseDuration(v); return err }},
 	{"enable-egress-ip", "ovnkubernetesfeature", "enable-egress-ip", "true", "program EgressIPs",
 		func(c *Config, v string) (err error) { c.EnableEgressIP, err = strconv.ParseBool(v); return err }},
+	{"gateway-flows", "gateway", "gateway-flows", "true",
+		"program the shared gateway's base and Service flows on the bridge (NodePorts, ExternalIPs and LoadBalancer VIPs to OVN and back, conntrack zone 64000, NORMAL; they replace the bridge's default NORMAL flow); false where OVN-Kubernetes' node agent installs them (the VIP ARP/NDP bypass and the EgressIP flows stay)",
+		func(c *Config, v string) (err error) { c.GatewayFlows, err = strconv.ParseBool(v); return err }},
+	{"bridge-mac", "ovnedge", "bridge-mac", "", "MAC address of the bridge for the gateway flows; empty: the bridge interface's mac_in_use in the Open_vSwitch database",
+		func(c *Config, v string) (err error) { c.BridgeMAC, err = parseMAC(v); return err }},
 	{"enable-l2-announce", "ovnedge", "enable-l2-announce", "false", "answer ARP/NDP for ExternalIP and LoadBalancer VIPs from one elected node (off, as upstream)",
 		func(c *Config, v string) (err error) { c.EnableL2Announce, err = strconv.ParseBool(v); return err }},
 	{"leader-elect", "ovnedge", "leader-elect", "true", "campaign for the kube-system/ovnedge Lease and do the cluster-wide work (EgressIP assignment, NB, LB IPAM) while leading",
@@ -248,6 +260,8 @@ type rawSection struct {
 	EgressIPCheckInterval            *string `gcfg:"egressip-check-interval"`
 	EnableEgressIP                   *string `gcfg:"enable-egress-ip"`
 	EnableL2Announce                 *string `gcfg:"enable-l2-announce"`
+	GatewayFlows                     *string `gcfg:"gateway-flows"`
+	BridgeMAC                        *string `gcfg:"bridge-mac"`
 	LeaderElect                      *string `gcfg:"leader-elect"`
 	MetricsAddress                   *string `gcfg:"metrics-address"`
 	EnablePprof                      *string `gcfg:"enable-pprof"`
@@ -329,6 +343,18 @@ func parseDuration(s string) (time.Duration, error) {
 		err = fmt.Errorf("%s is not positive", s)
 	}
 	return d, err
+}
+
+// parseMAC parses a 6-byte MAC address; "" is none.
+func parseMAC(s string) (net.HardwareAddr, error) {
+	if s = strings.TrimSpace(s); s == "" {
+		return nil, nil
+	}
+	mac, err := net.ParseMAC(s)
+	if err == nil && len(mac) != 6 {
+		err = fmt.Errorf("%s is not a 6-byte MAC address", s)
+	}
+	return mac, err
 }
 
 func splitList(s string) []string {

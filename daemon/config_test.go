@@ -76,12 +76,34 @@ func TestParseConfigErrors(t *testing.T) {
 		{[]string{"--log-level", "loud"}, "log-level"},
 		{[]string{"--config-file", bad}, "egressip-node-healthcheck-port"},
 		{[]string{"--config-file", "/nonexistent/ovnedge.conf"}, "config file"},
+		{[]string{"--gateway-flows", "maybe"}, "gateway-flows"},
+		{[]string{"--bridge-mac", "02:42:ac"}, "bridge-mac"},
 	}
 	for _, c := range cases {
 		_, _, err := ParseConfig("daemon", c.args)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("ParseConfig(%q) = %v, want an error mentioning %q", c.args, err, c.want)
 		}
+	}
+}
+
+// The gateway flows are on by default; [gateway] gateway-flows turns them
+// off, as where OVN-Kubernetes' node agent programs the bridge, and
+// [ovnedge] bridge-mac sets the bridge MAC.
+func TestParseConfigGateway(t *testing.T) {
+	c, _, err := ParseConfig("daemon", nil)
+	if err != nil || !c.GatewayFlows || c.BridgeMAC != nil {
+		t.Fatalf("defaults: gateway flows %v, MAC %v, %v", c.GatewayFlows, c.BridgeMAC, err)
+	}
+	file := writeFile(t, "[gateway]\ngateway-flows = false\n\n[ovnedge]\nbridge-mac = 02:42:ac:12:00:03\n")
+	if c, _, err = ParseConfig("daemon", []string{"--config-file", file}); err != nil {
+		t.Fatal(err)
+	}
+	if c.GatewayFlows || c.BridgeMAC.String() != "02:42:ac:12:00:03" {
+		t.Errorf("from the file: gateway flows %v, MAC %v", c.GatewayFlows, c.BridgeMAC)
+	}
+	if p := ParamsFrom(c); p.GatewayFlows || p.BridgeMAC.String() != "02:42:ac:12:00:03" {
+		t.Errorf("params: gateway flows %v, MAC %v", p.GatewayFlows, p.BridgeMAC)
 	}
 }
 

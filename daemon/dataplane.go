@@ -423,7 +423,20 @@ func (d *Dataplane) Node(ctx context.Context, s Snapshot) error {
 	}
 	d.nmu.Lock()
 	defer d.nmu.Unlock()
-	ns, err := ComputeNode(s, d.params, d.cfg.NodeName)
+	p := d.params
+	if p.GatewayFlows && p.BridgeMAC == nil {
+		// Read on every pass from the monitored database: a bridge
+		// created again gets a new MAC.
+		if err := d.openBridge(ctx); err != nil {
+			return err
+		}
+		mac, err := d.ports.MAC(ctx, d.cfg.Bridge)
+		if err != nil {
+			return fmt.Errorf("bridge %s MAC for the gateway flows: %w", d.cfg.Bridge, err)
+		}
+		p.BridgeMAC = mac
+	}
+	ns, err := ComputeNode(s, p, d.cfg.NodeName)
 	if errors.Is(err, ErrUnknownNode) {
 		d.log.Warn("this node is not (yet) known; its flows stay as they are", "node", d.cfg.NodeName)
 		return nil
@@ -444,22 +457,33 @@ func (d *Dataplane) Node(ctx context.Context, s Snapshot) error {
 	return nil
 }
 
-// applyFlows makes the bridge hold the node's flows, sending only the
-// difference in one bundle.
-func (d *Dataplane) applyFlows(ctx context.Context, ns *NodeState) error {
-	if d.applier == nil {
-		ports, err := ovsflow.DialOVSDBPorts(ctx, d.cfg.OVSDB)
-		if err != nil {
-			return fmt.Errorf("open_vswitch database: %w", err)
+// openBridge connects to the Open_vSwitch database and the bridge once.
+func (d *Dataplane) openBridge(ctx context.Context) error {
+	if d.applier != nil {
+		return nil
+	}
+	ports, err := ovsflow.DialOVSDBPorts(ctx, d.cfg.OVSDB)
+	if err != nil {
+		return fmt.Errorf("open_vswitch database: %w", err)
+	}
+	d.ports = ports
+	d.transport = ovsflow.NewNativeTransport(d.cfg.OVSRunDir, ovsflow.NativeOptions{Logger: d.log})
+	d.applier = ovsflow.NewApplier(d.cfg.Bridge, d.transport, ports, ovsflow.ApplierOptions{KeepForeign: true, Logger: d.log})
+	d.background(ctx, func(ctx context.Context) {
+		if err := d.applier.Run(ctx); err != nil && ctx.Err() == nil {
+			d.log.Error("bridge replay stopped", "bridge", d.cfg.Bridge, "err", err)
 		}
-		d.ports = ports
-		d.transport = ovsflow.NewNativeTransport(d.cfg.OVSRunDir, ovsflow.NativeOptions{Logger: d.log})
-		d.applier = ovsflow.NewApplier(d.cfg.Bridge, d.transport, ports, ovsflow.ApplierOptions{KeepForeign: true, Logger: d.log})
-		d.background(ctx, func(ctx context.Context) {
-			if err := d.applier.Run(ctx); err != nil && ctx.Err() == nil {
-				d.log.Error("bridge replay stopped", "bridge", d.cfg.Bridge, "err", err)
-			}
-		})
+	})
+	return nil
+}
+
+// applyFlows makes the bridge hold the node's flows, sending only the
+// difference in one bundle. Flows of other controllers are left alone
+// (KeepForeign), except the bridge's default priority-0 NORMAL flow, which
+// the base flows, when on, replace with their own (same key).
+func (d *Dataplane) applyFlows(ctx context.Context, ns *NodeState) error {
+	if err := d.openBridge(ctx); err != nil {
+		return err
 	}
 	p := d.program.Clone()
 	if err := ns.Update(p); err != nil {

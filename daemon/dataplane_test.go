@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -216,13 +217,14 @@ func drain(rec *record.FakeRecorder) string {
 
 // TestNodeFlows runs the node work against a real bridge: the node's
 // egress and VIP bypass flows go in, a deleted Service's flows go out,
-// another controller's flow stays.
+// another controller's flow stays. The gateway flows are OVN-Kubernetes'
+// here (TestNodeGatewayFlows covers ovnedge's).
 func TestNodeFlows(t *testing.T) {
 	ovs := testbed.StartOVS(t, testbed.OVSOptions{Bridge: "br-ex", Node: "ovn-worker2", HostIP: "172.18.0.3/24"})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cfg := demoConfig(t, "--ovs-db", ovs.DB, "--ovs-rundir", ovs.RunDir, "--bridge", ovs.Bridge,
-		"--node-name", "ovn-worker2", "--uplink", ovs.Uplink, "--patch-port", ovs.Patch)
+		"--node-name", "ovn-worker2", "--uplink", ovs.Uplink, "--patch-port", ovs.Patch, "--gateway-flows=false")
 	s, c := loadDemo(t, cfg, nil)
 	m := NewMetrics()
 	d := NewDataplane(cfg, c, record.NewFakeRecorder(100), m, quiet)
@@ -252,6 +254,73 @@ func TestNodeFlows(t *testing.T) {
 	dump = ovs.Ofctl("--no-stats", "dump-flows", ovs.Mgmt())
 	if strings.Contains(dump, "arp_tpa=172.18.0.200") || !strings.Contains(dump, "nat(src=172.18.0.3)") || !strings.Contains(dump, "cookie=0x77") {
 		t.Errorf("after deleting the Services:\n%s", dump)
+	}
+}
+
+// TestNodeGatewayFlows runs the node work with the gateway flows on
+// against a real bridge: the bridge MAC comes from the Open_vSwitch
+// database (not the node annotation), the base flows take over the new
+// bridge's NORMAL flow, Service traffic from the uplink goes to OVN, and
+// switching the gateway flows off removes the base flows again.
+func TestNodeGatewayFlows(t *testing.T) {
+	ovs := testbed.StartOVS(t, testbed.OVSOptions{Bridge: "br-ex", Node: "ovn-worker2", HostIP: "172.18.0.3/24"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	args := []string{"--ovs-db", ovs.DB, "--ovs-rundir", ovs.RunDir, "--bridge", ovs.Bridge,
+		"--node-name", "ovn-worker2", "--uplink", ovs.Uplink, "--patch-port", ovs.Patch}
+	cfg := demoConfig(t, args...)
+	s, c := loadDemo(t, cfg, nil)
+	m := NewMetrics()
+	d := NewDataplane(cfg, c, record.NewFakeRecorder(100), m, quiet)
+	defer d.Close()
+	mac := strings.Trim(ovs.Vsctl("get", "Interface", ovs.Bridge, "mac_in_use"), `"`)
+	if mac == "02:42:ac:12:00:03" {
+		t.Fatalf("the bridge has the annotation's MAC: the test cannot tell them apart")
+	}
+	if strings.Contains(ovs.Ofctl("--no-stats", "dump-flows", ovs.Mgmt()), "cookie=") {
+		t.Fatal("a new bridge should hold only the cookie-0 NORMAL flow")
+	}
+
+	if err := d.Node(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	dump := ovs.Ofctl("--no-stats", "dump-flows", ovs.Mgmt())
+	for _, want := range []string{"arp_tpa=172.18.0.200", "nat(src=172.18.0.3)", "tp_dst=30080",
+		"priority=50,ip,dl_dst=" + mac, "dl_src=" + mac + ",nw_src=172.18.0.200,tp_src=80"} {
+		if !strings.Contains(dump, want) {
+			t.Errorf("bridge lacks %q:\n%s", want, dump)
+		}
+	}
+	if n := strings.Count(dump, "cookie=0xdeff105, priority=0 actions=NORMAL") + strings.Count(dump, "cookie=0xdeff105, table=1, priority=0 actions=NORMAL"); n != 2 ||
+		strings.Count(dump, "priority=0 actions=NORMAL") != 2 {
+		t.Errorf("want the base's NORMAL flows in tables 0 and 1 only, with its cookie:\n%s", dump)
+	}
+	if value(t, m.FlowOps.WithLabelValues("modify")) != 1 {
+		t.Errorf("flow modifies counted %v, want 1 (the bridge's NORMAL flow)", value(t, m.FlowOps.WithLabelValues("modify")))
+	}
+	if err := d.Verify(ctx, s); err != nil {
+		t.Error(err)
+	}
+	for flow, want := range map[string]string{
+		"in_port=" + ovs.Uplink + ",tcp,nw_src=172.18.0.1,nw_dst=172.18.0.200,tp_dst=80":                   fmt.Sprintf("output:%d\n", ovs.Ofport(ovs.Patch)),
+		"in_port=" + ovs.Patch + ",tcp,dl_src=" + mac + ",nw_src=172.18.0.200,nw_dst=172.18.0.1,tp_src=80": fmt.Sprintf("output:%d\n", ovs.Ofport(ovs.Uplink)),
+		"in_port=" + ovs.Uplink + ",arp,arp_op=1,arp_tpa=172.18.0.201":                                     "LOCAL\n",
+	} {
+		if tr := ovs.Trace(flow); !strings.Contains(tr, "priority 110") || !strings.Contains(tr, want) {
+			t.Errorf("trace %s: want priority 110 and %s:\n%s", flow, want, tr)
+		}
+	}
+
+	// Gateway flows off in the same process (OVN-Kubernetes takes over):
+	// base and Service flows go, the bypass and egress flows stay.
+	d.params.GatewayFlows = false
+	if err := d.Node(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	dump = ovs.Ofctl("--no-stats", "dump-flows", ovs.Mgmt())
+	if strings.Contains(dump, "tp_dst=30080") || strings.Contains(dump, "priority=50") || !strings.Contains(dump, "arp_tpa=172.18.0.200") ||
+		!strings.Contains(dump, "nat(src=172.18.0.3)") {
+		t.Errorf("after switching the gateway flows off:\n%s", dump)
 	}
 }
 

@@ -2,9 +2,11 @@ package daemon
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -45,6 +47,12 @@ type Params struct {
 	Bridge, Uplink, Patch string
 	Zone                  uint16
 	EnableEgressIP        bool
+	// GatewayFlows programs the shared gateway's base and Service flows
+	// (else only the Services' ARP/NDP bypass); BridgeMAC is the bridge's
+	// MAC for them, nil to take it from the node's
+	// k8s.ovn.org/l3-gateway-config annotation.
+	GatewayFlows bool
+	BridgeMAC    net.HardwareAddr
 	// LBCache, when not nil, keeps each Service's load balancers between
 	// ComputeCluster calls over an informer's objects, so only the
 	// Services that changed are computed again (see lbsvc.Cache).
@@ -54,7 +62,7 @@ type Params struct {
 // ParamsFrom returns the Params of a configuration.
 func ParamsFrom(cfg *Config) Params {
 	p := Params{Pools: cfg.LBPools, Bridge: cfg.Bridge, Uplink: cfg.Uplink, Patch: cfg.Patch(),
-		Zone: cfg.CTZone, EnableEgressIP: cfg.EnableEgressIP}
+		Zone: cfg.CTZone, EnableEgressIP: cfg.EnableEgressIP, GatewayFlows: cfg.GatewayFlows, BridgeMAC: cfg.BridgeMAC}
 	for _, cs := range cfg.ClusterSubnets {
 		p.Egress.ClusterSubnets = append(p.Egress.ClusterSubnets, cs.CIDR)
 	}
@@ -258,11 +266,20 @@ func nodeIPs(n *corev1.Node) []netip.Addr {
 	return out
 }
 
-// Flow program owners of the node work.
+// Flow program owners of the node work; each Service's flows are owned by
+// "service/<namespace>/<name>" (ovsflow.Service.Owner).
 const (
 	OwnerEgressFlows = "egress"
-	ownerServicePfx  = "service/"
+	// OwnerBaseFlows owns the shared gateway's base flows
+	// (ovsflow.BaseFlows), with Params.GatewayFlows.
+	OwnerBaseFlows  = "base"
+	ownerServicePfx = "service/"
 )
+
+// AnnotationL3Gateway is OVN-Kubernetes' node annotation describing the
+// node's gateway; its "default" network's "mac-address" is the bridge
+// MAC.
+const AnnotationL3Gateway = "k8s.ovn.org/l3-gateway-config"
 
 // NodeState is the desired state of one node's bridge.
 type NodeState struct {
@@ -281,8 +298,11 @@ type NodeState struct {
 }
 
 // ComputeNode returns the desired bridge state of node: the EgressIP flows
-// (109/105/104/100) and the ARP/NDP bypass of every Service VIP, and the
-// VIPs it announces. It is a pure function of its inputs.
+// (109/105/104/100); with p.GatewayFlows the shared gateway's base flows
+// (owner "base") and every Service's gateway flows (NodePorts and VIPs to
+// OVN and back, the VIPs' ARP/NDP bypass, host-network endpoints of
+// externalTrafficPolicy=Local Services), else the Services' ARP/NDP bypass
+// only; and the VIPs it announces. It is a pure function of its inputs.
 func ComputeNode(s Snapshot, p Params, node string) (NodeState, error) {
 	ns := NodeState{Sets: map[string][]ovsflow.Flow{}}
 	i := slices.IndexFunc(s.Nodes, func(n *corev1.Node) bool { return n.Name == node })
@@ -309,12 +329,16 @@ func ComputeNode(s Snapshot, p Params, node string) (NodeState, error) {
 		}
 		ns.Host = hostAssignments(s, p, node)
 	}
-	bypass, err := lbsvc.BypassFlows(ovsflow.Bypass{Uplink: p.Uplink}, s.Services)
-	if err != nil {
-		return ns, fmt.Errorf("vip bypass flows: %w", err)
-	}
-	for owner, flows := range bypass {
-		ns.Sets[owner] = flows
+	if p.GatewayFlows {
+		gatewayFlows(&ns, s, p, s.Nodes[i])
+	} else {
+		bypass, err := lbsvc.BypassFlows(ovsflow.Bypass{Uplink: p.Uplink}, s.Services)
+		if err != nil {
+			return ns, fmt.Errorf("vip bypass flows: %w", err)
+		}
+		for owner, flows := range bypass {
+			ns.Sets[owner] = flows
+		}
 	}
 	var healthy []string
 	for _, n := range s.Nodes {
@@ -324,6 +348,97 @@ func ComputeNode(s Snapshot, p Params, node string) (NodeState, error) {
 	}
 	ns.Announce = lbsvc.VIPOwners(s.Services, s.EndpointSlices, healthy)[node]
 	return ns, nil
+}
+
+// gatewayFlows adds node's shared gateway flows to ns: the base and every
+// Service's. Without a bridge MAC or a node IP the base and the Services'
+// flows stay as they are (an event says why); a Service whose flows fail
+// stays as it is alone.
+func gatewayFlows(ns *NodeState, s Snapshot, p Params, n *corev1.Node) {
+	g, node, err := nodeGateway(n, p)
+	var base []ovsflow.Flow
+	if err == nil {
+		base, err = ovsflow.BaseFlows(g.Base)
+	}
+	if err != nil {
+		ns.Keep = append(ns.Keep, OwnerBaseFlows)
+		for _, svc := range s.Services {
+			if gs, ok, _ := lbsvc.GatewayService(svc, nil, node); ok {
+				ns.Keep = append(ns.Keep, gs.Owner())
+			}
+		}
+		ns.Events = append(ns.Events, event.Warningf(event.Ref("v1", "Node", n), lbsvc.ReasonGatewayFlows,
+			"gateway flows of %s kept as they are: %v", n.Name, err))
+		return
+	}
+	ns.Sets[OwnerBaseFlows] = base
+	gf := lbsvc.NodeGatewayFlows(g, s.Services, s.EndpointSlices, node)
+	maps.Copy(ns.Sets, gf.Sets)
+	ns.Keep = append(ns.Keep, gf.Failed...)
+	ns.Events = append(ns.Events, gf.Events...)
+}
+
+// nodeGateway returns node n's gateway bridge and the node as its Service
+// flows see it. The bridge's addresses are the node-primary-ifaddr ones,
+// else its InternalIP/ExternalIP; its host addresses (where host-network
+// endpoints live) add host-cidrs; the families are those of the bridge's
+// addresses.
+func nodeGateway(n *corev1.Node, p Params) (ovsflow.Gateway, lbsvc.Node, error) {
+	g := ovsflow.Gateway{Base: ovsflow.Base{Uplink: p.Uplink, Patch: p.Patch, BridgeMAC: p.BridgeMAC, Zone: p.Zone}}
+	node := lbsvc.Node{Name: n.Name}
+	if parsed, err := egress.ParseNode(n); err == nil {
+		for _, pr := range parsed.Primary {
+			g.NodeIPs = append(g.NodeIPs, pr.Addr())
+		}
+		for _, pr := range parsed.HostCIDRs {
+			node.IPs = append(node.IPs, pr.Addr())
+		}
+	}
+	status := nodeIPs(n)
+	for _, a := range status {
+		if !slices.ContainsFunc(g.NodeIPs, func(b netip.Addr) bool { return b.Is6() == a.Is6() }) {
+			g.NodeIPs = append(g.NodeIPs, a)
+		}
+	}
+	node.IPs = append(append(node.IPs, g.NodeIPs...), status...)
+	slices.SortFunc(node.IPs, netip.Addr.Compare)
+	node.IPs = slices.Compact(node.IPs)
+	for _, a := range g.NodeIPs {
+		g.IPv4, g.IPv6 = g.IPv4 || a.Is4(), g.IPv6 || a.Is6()
+	}
+	if len(g.NodeIPs) == 0 {
+		return g, node, fmt.Errorf("node %s has no address (node-primary-ifaddr, InternalIP or ExternalIP)", n.Name)
+	}
+	if g.BridgeMAC == nil {
+		mac, err := l3GatewayMAC(n)
+		if err != nil {
+			return g, node, err
+		}
+		g.BridgeMAC = mac
+	}
+	return g, node, nil
+}
+
+// l3GatewayMAC is the bridge MAC in the node's l3-gateway-config annotation.
+func l3GatewayMAC(n *corev1.Node) (net.HardwareAddr, error) {
+	v, ok := n.Annotations[AnnotationL3Gateway]
+	if !ok {
+		return nil, fmt.Errorf("no bridge MAC: neither --bridge-mac, the bridge's mac_in_use nor the %s annotation", AnnotationL3Gateway)
+	}
+	var cfg map[string]struct {
+		MAC string `json:"mac-address"`
+	}
+	if err := json.Unmarshal([]byte(v), &cfg); err != nil {
+		return nil, fmt.Errorf("annotation %s: %w", AnnotationL3Gateway, err)
+	}
+	mac, err := parseMAC(cfg["default"].MAC)
+	if err == nil && mac == nil {
+		err = fmt.Errorf("no default mac-address")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("annotation %s: %w", AnnotationL3Gateway, err)
+	}
+	return mac, nil
 }
 
 // hostAssignments are node's egress IPs on secondary host networks, as
@@ -361,14 +476,14 @@ func nodeReady(n *corev1.Node) bool {
 }
 
 // Update makes p hold the state: every set of Sets, and no other owner of
-// the node work except those in Keep. Owners of others (not "egress" nor
-// "service/...") are left alone. On error p may hold part of the update.
+// the node work except those in Keep. Owners of others (not "egress",
+// "base" nor "service/...") are left alone. On error p may hold part of the update.
 func (ns *NodeState) Update(p *ovsflow.Program) error {
 	for _, owner := range p.Owners() {
 		if _, ok := ns.Sets[owner]; ok || slices.Contains(ns.Keep, owner) {
 			continue
 		}
-		if owner == OwnerEgressFlows || strings.HasPrefix(owner, ownerServicePfx) {
+		if owner == OwnerEgressFlows || owner == OwnerBaseFlows || strings.HasPrefix(owner, ownerServicePfx) {
 			p.Delete(owner)
 		}
 	}

@@ -186,9 +186,11 @@ func fmtStatus(cs ClusterState) string {
 }
 
 // TestComputeNode checks one node's flow sets and that bad annotations
-// keep the programmed egress flows instead of deleting them.
+// keep the programmed egress flows instead of deleting them, with the
+// gateway flows left to OVN-Kubernetes (the Services get the ARP bypass
+// only; TestComputeNodeGateway covers the default).
 func TestComputeNode(t *testing.T) {
-	p := demoParams(t)
+	p := demoParams(t, "--gateway-flows=false")
 	ns, err := ComputeNode(demoSnapshot(t, nil), p, "ovn-worker2")
 	if err != nil {
 		t.Fatal(err)
@@ -230,6 +232,134 @@ func TestComputeNode(t *testing.T) {
 	}
 	if got := prog.Owners(); !slices.Equal(got, []string{OwnerEgressFlows, "someone-else"}) {
 		t.Errorf("owners after update %v: egress kept, services deleted, others untouched", got)
+	}
+}
+
+const nodeWithoutGateway = `apiVersion: v1
+kind: Node
+metadata:
+  name: ovn-worker3
+  annotations:
+    k8s.ovn.org/node-subnets: '{"default":["10.244.3.0/24"]}'
+    k8s.ovn.org/node-primary-ifaddr: '{"ipv4":"172.18.0.4/24"}'
+    k8s.ovn.org/node-gateway-router-lrp-ifaddr: '{"ipv4":"100.64.0.5/16"}'
+status:
+  conditions: [{type: Ready, status: "True"}]
+`
+
+const hostNetworkService = `apiVersion: v1
+kind: Service
+metadata: {name: ingress, namespace: kube-system}
+spec:
+  type: LoadBalancer
+  externalTrafficPolicy: Local
+  clusterIP: 10.96.0.20
+  ports: [{name: https, protocol: TCP, port: 443, targetPort: 8443, nodePort: 31443}]
+status:
+  loadBalancer: {ingress: [{ip: 172.18.0.202}]}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: ingress-a
+  namespace: kube-system
+  labels: {kubernetes.io/service-name: ingress}
+addressType: IPv4
+endpoints:
+- {addresses: [172.18.0.3], conditions: {ready: true}, nodeName: ovn-worker2}
+ports: [{name: https, protocol: TCP, port: 8443}]
+`
+
+// TestComputeNodeGateway checks the shared gateway flows of a node: base
+// and per-Service owners, the bridge MAC from --bridge-mac or the
+// l3-gateway-config annotation, and what stays when the node lacks one.
+func TestComputeNodeGateway(t *testing.T) {
+	s := demoSnapshot(t, map[string]string{"ingress.yaml": hostNetworkService, "node3.yaml": nodeWithoutGateway})
+	ns, err := ComputeNode(s, demoParams(t), "ovn-worker2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func(owner, substr string) int {
+		n := 0
+		for _, f := range ns.Sets[owner] {
+			if strings.Contains(f.String(), substr) {
+				n++
+			}
+		}
+		return n
+	}
+	for _, c := range []struct {
+		owner, substr string
+		want          int
+	}{
+		{OwnerBaseFlows, "dl_dst=02:42:ac:12:00:03", 3}, // the annotation's MAC
+		{OwnerBaseFlows, "0xdeff105, priority=0 actions=NORMAL", 1},
+		{OwnerEgressFlows, "priority=", 4},
+		{"service/prod/web", "priority=110", 6}, // ARP, ICMP, VIP in/out, NodePort in/out
+		{"service/prod/api", "priority=110", 4},
+		{"service/kube-system/ingress", "nat(dst=172.18.0.3:8443)", 2}, // NodePort and VIP to the host endpoint
+		{"service/kube-system/ingress", "table=6, priority=110 actions=LOCAL", 1},
+	} {
+		if got := count(c.owner, c.substr); got != c.want {
+			t.Errorf("%s: %d flows with %q, want %d: %v", c.owner, got, c.substr, c.want, ns.Sets[c.owner])
+		}
+	}
+	if len(ns.Keep) != 0 || len(ns.Events) != 0 {
+		t.Errorf("keep %v, events %v", ns.Keep, ns.Events)
+	}
+	// On ovn-worker the host endpoint is remote: the ingress goes to OVN.
+	other, err := ComputeNode(s, demoParams(t), "ovn-worker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range other.Sets["service/kube-system/ingress"] {
+		if strings.Contains(f.String(), "ct(") {
+			t.Errorf("ovn-worker DNATs to a host endpoint it does not have: %s", f)
+		}
+	}
+
+	// --bridge-mac wins over the annotation.
+	withMAC, err := ComputeNode(s, demoParams(t, "--bridge-mac", "0a:0b:0c:0d:0e:0f"), "ovn-worker2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := withMAC.Sets[OwnerBaseFlows][0].String(); !strings.Contains(f, "0a:0b:0c:0d:0e:0f") {
+		t.Errorf("--bridge-mac not used: %s", f)
+	}
+
+	// No MAC anywhere: the base and the Services' flows stay as they are.
+	bare, err := ComputeNode(s, demoParams(t), "ovn-worker3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantKeep := []string{OwnerBaseFlows, "service/kube-system/ingress", "service/prod/api", "service/prod/web"}
+	keep := slices.Sorted(slices.Values(bare.Keep))
+	if !slices.Equal(keep, wantKeep) || len(bare.Events) != 1 || !strings.Contains(bare.Events[0].Message, "no bridge MAC") {
+		t.Errorf("node without a bridge MAC: keep %v (want %v), events %v", keep, wantKeep, bare.Events)
+	}
+	if _, ok := bare.Sets[OwnerEgressFlows]; !ok {
+		t.Errorf("node without a bridge MAC lost its egress flows")
+	}
+	var prog ovsflow.Program
+	if err := ns.Update(&prog); err != nil {
+		t.Fatal(err)
+	}
+	if err := bare.Update(&prog); err != nil {
+		t.Fatal(err)
+	}
+	if got := prog.Owners(); !slices.Contains(got, OwnerBaseFlows) || !slices.Contains(got, "service/prod/web") {
+		t.Errorf("owners after an update without a bridge MAC: %v", got)
+	}
+	// Gateway flows off: the base owner goes, the Services keep the bypass.
+	off, err := ComputeNode(s, demoParams(t, "--gateway-flows=false"), "ovn-worker2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := off.Update(&prog); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(prog.Owners(), OwnerBaseFlows) || len(prog.Flows("service/prod/web")) != 1 {
+		t.Errorf("gateway flows off: owners %v, web %v", prog.Owners(), prog.Flows("service/prod/web"))
 	}
 }
 

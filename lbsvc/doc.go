@@ -29,7 +29,14 @@
 // # br-ex bypass and L2 mode (reference §1.1, §6)
 //
 // [BypassFlows] gives each node's bridge the ARP/NDP bypass of every VIP
-// (ovsflow.ARPBypass) by owner. VIP reachability is left to the
+// (ovsflow.ARPBypass) by owner. Where ovnedge also programs the shared
+// gateway's Service flows (OVN-Kubernetes' node agent does not),
+// [NodeGatewayFlows] gives the same owners the full set instead
+// (ovsflow.ServiceFlows: NodePorts and VIPs from the uplink to OVN and
+// back, the bypass, and for externalTrafficPolicy=Local with a
+// host-network endpoint on the node the DNAT to the host), built per
+// Service by [GatewayService] from the Service, its EndpointSlices and the
+// node. VIP reachability is left to the
 // administrator, as upstream, unless the opt-in L2 mode is on: [L2VIPs]
 // feeds every node's arp.Controller, which answers each VIP from exactly
 // one healthy node (for externalTrafficPolicy=Local one with a ready

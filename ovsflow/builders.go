@@ -19,13 +19,44 @@ const DefaultZone uint16 = 64000
 // Priorities of the programs' table 0 flows.
 const (
 	PriorityVIPBypass     = 110 // ARP/NS for a service VIP -> LOCAL
+	PriorityService       = 110 // Service traffic between the uplink and OVN (or the host)
 	PriorityEgressLocal   = 109 // this node's pods leave unSNATed
 	PriorityEgressNodeIP  = 105 // pkt_mark 1008: SNAT to the node IP
 	PriorityEgressDrop    = 104 // other nodes' pods must not leak
 	PriorityEgressDefault = 100 // everything else from the patch port
 	PriorityHostEgress    = 100 // traffic from LOCAL
 	PriorityReply         = 50  // replies to the bridge MAC
+	PriorityBridgeMAC     = 10  // non-IP to the bridge MAC (table 1: new connections to it)
+	PriorityPatchMAC      = 10  // non-IP from the patch port with the bridge MAC
+	PriorityPatchDrop     = 9   // anything else from the patch port
 	PriorityNormal        = 0   // the rest
+)
+
+// Priorities of table 1 (TableReply) flows besides PriorityBridgeMAC and
+// PriorityNormal.
+const (
+	PriorityReplyTracked = 100 // established/related connections by ct_mark
+	PriorityNDFlood      = 14  // IPv6 router and neighbour advertisements
+)
+
+// Tables of the shared gateway's flows.
+const (
+	// TableReply dispatches packets to the bridge MAC after conntrack
+	// zone 64000, by the ct_mark of their connection.
+	TableReply uint8 = 1
+	// TableHostDNAT hands externalTrafficPolicy=Local Service traffic
+	// DNATed to a host-network endpoint to the host (LOCAL).
+	TableHostDNAT uint8 = 6
+	// TableHostReply sends that traffic's replies, unDNATed, out of the
+	// uplink.
+	TableHostReply uint8 = 7
+)
+
+// Connection marks (ct_mark) of the bridge's conntrack zone: who a
+// connection leaving the bridge belongs to, so its replies go back there.
+const (
+	CtMarkOVN  uint32 = 1
+	CtMarkHost uint32 = 2
 )
 
 // NodeIPMark is the pkt_mark OVN's 102 allow policy puts on pod -> node IP
@@ -34,12 +65,28 @@ const NodeIPMark uint32 = 1008
 
 // ServiceCookie is the cookie of a service VIP's flows: FNV-1a 64 over
 // namespace, name, VIP and decimal port concatenated, as OVN-Kubernetes
-// computes it.
+// computes it (svcToCookie with the VIP as token).
 func ServiceCookie(namespace, name string, vip netip.Addr, port int32) uint64 {
+	var buf [46]byte
+	return svcCookie(namespace, name, vip.AppendTo(buf[:0]), port)
+}
+
+// PortCookie is the cookie of a Service's flows that belong to a port
+// rather than a VIP: its NodePort flows (port is the NodePort) and the
+// reply flows of a host-network endpoint (port is the target port).
+// proto is the flow's protocol shorthand ("tcp", "udp6", ...), which
+// OVN-Kubernetes hashes in place of the VIP.
+func PortCookie(namespace, name string, proto Proto, port int32) uint64 {
+	return svcCookie(namespace, name, []byte(proto.String()), port)
+}
+
+// svcCookie is OVN-Kubernetes' svcToCookie: FNV-1a 64 of namespace, name,
+// token and the decimal port.
+func svcCookie(namespace, name string, token []byte, port int32) uint64 {
 	var buf [64]byte
 	b := append(buf[:0], namespace...)
 	b = append(b, name...)
-	b = vip.AppendTo(b)
+	b = append(b, token...)
 	b = strconv.AppendInt(b, int64(port), 10)
 	h := fnv.New64a()
 	h.Write(b)
@@ -218,18 +265,46 @@ func cmpOr[T comparable](v, def T) T {
 // Base describes a node's bridge for its base flows.
 type Base struct {
 	Uplink, Patch string
-	// BridgeMAC is the MAC address of the bridge's LOCAL interface.
+	// BridgeMAC is the MAC address of the bridge's LOCAL interface, which
+	// OVN's gateway router shares in shared gateway mode.
 	BridgeMAC net.HardwareAddr
 	// IPv4 and IPv6 select the families to program.
 	IPv4, IPv6 bool
 	Zone       uint16 // DefaultZone when 0
 }
 
-// BaseFlows returns the flows every br-ex needs (reference §1.2):
-// replies to the bridge MAC go through conntrack zone 64000 and table 1,
-// which sends them to the patch port (ct_mark 1, pod traffic) or LOCAL
-// (ct_mark 2, host traffic); host traffic from LOCAL is committed with
-// ct_mark 2; everything else is switched NORMAL.
+// BaseFlows returns the shared gateway's common flows of the bridge
+// (OVN-Kubernetes' commonFlows and flowsForDefaultBridge for the default
+// network in shared gateway mode, reduced to what the Service and egress
+// flows need; reference §1.2, the package documentation lists what is
+// left out). Per family:
+//
+//	table 0
+//	100 ip,in_port=LOCAL             -> ct(commit,zone,exec(ct_mark=2)),output:<uplink>  host traffic leaves
+//	100 ip,in_port=<patch>           -> ct(commit,zone,exec(ct_mark=1)),output:<uplink>  pod traffic leaves
+//	 50 ip,dl_dst=<MAC>              -> ct(table=1,zone,nat)                            what comes back
+//	table 1 (after conntrack)
+//	100 ct_state=+est+trk, ct_mark=0x1 (and +rel) -> output:<patch>   replies to OVN
+//	100 ct_state=+est+trk, ct_mark=0x2 (and +rel) -> LOCAL            replies to the host
+//	 14 icmp6,icmp_type=134 (RA) and 136 (NA)     -> FLOOD            IPv6 only: no conntrack entry, OVN and host need them
+//
+// and once:
+//
+//	table 0
+//	 10 dl_dst=<MAC>                 -> output:<patch>,NORMAL   non-IP (ARP) to the shared MAC: OVN and the host
+//	 10 in_port=<patch>,dl_src=<MAC> -> NORMAL                  non-IP from OVN's gateway router
+//	  9 in_port=<patch>              -> drop                    anything else from OVN
+//	  0                              -> NORMAL
+//	table 1
+//	 10 dl_dst=<MAC>                 -> LOCAL                   new connections to the shared MAC: the host
+//	  0                              -> NORMAL
+//
+// The priority-100 flow from the patch port is exactly the one
+// [EgressFlows] emits (seed 002's layout, no dl_src match): the two owners
+// share one bridge flow, the base keeping it when the egress flows are
+// absent. The priority-0 flow replaces the `priority=0 actions=NORMAL`
+// flow (cookie 0) a new bridge holds: same key, so installing the base
+// takes that flow over with [BaseCookie].
 func BaseFlows(b Base) ([]Flow, error) {
 	if b.Uplink == "" || b.Patch == "" {
 		return nil, fmt.Errorf("base flows: uplink and patch ports are required")
@@ -238,9 +313,17 @@ func BaseFlows(b Base) ([]Flow, error) {
 		return nil, fmt.Errorf("base flows: bridge MAC %q is not a 6-byte MAC address", b.BridgeMAC)
 	}
 	zone := cmpOr(b.Zone, DefaultZone)
+	uplink, patch, mac := PortName(b.Uplink), PortName(b.Patch), b.BridgeMAC
 	flows := []Flow{
+		{Priority: PriorityBridgeMAC, Cookie: BaseCookie, Match: Match{DlDst: mac}, Actions: []Action{Output(patch), Output(NORMAL)}},
+		{Priority: PriorityPatchMAC, Cookie: BaseCookie, Match: Match{InPort: patch, DlSrc: mac}, Actions: []Action{Output(NORMAL)}},
+		{Priority: PriorityPatchDrop, Cookie: BaseCookie, Match: Match{InPort: patch}},
 		{Priority: PriorityNormal, Cookie: BaseCookie, Actions: []Action{Output(NORMAL)}},
-		{Table: 1, Priority: PriorityNormal, Cookie: BaseCookie, Actions: []Action{Output(NORMAL)}},
+		{Table: TableReply, Priority: PriorityBridgeMAC, Cookie: BaseCookie, Match: Match{DlDst: mac}, Actions: []Action{Output(LOCAL)}},
+		{Table: TableReply, Priority: PriorityNormal, Cookie: BaseCookie, Actions: []Action{Output(NORMAL)}},
+	}
+	commit := func(mark uint32) []Action {
+		return []Action{CT{Commit: true, Zone: zone, Exec: []Action{SetField(FieldCtMark, mark)}}, Output(uplink)}
 	}
 	for _, p := range []struct {
 		on    bool
@@ -251,20 +334,27 @@ func BaseFlows(b Base) ([]Flow, error) {
 		}
 		flows = append(flows,
 			Flow{Priority: PriorityReply, Cookie: BaseCookie,
-				Match:   Match{Proto: p.proto, DlDst: b.BridgeMAC},
-				Actions: []Action{CT{Table: ToTable(1), Zone: zone, NAT: &NAT{}}}},
+				Match:   Match{Proto: p.proto, DlDst: mac},
+				Actions: []Action{CT{Table: ToTable(TableReply), Zone: zone, NAT: &NAT{}}}},
 			Flow{Priority: PriorityHostEgress, Cookie: BaseCookie,
-				Match:   Match{Proto: p.proto, InPort: LOCAL},
-				Actions: []Action{CT{Commit: true, Zone: zone, Exec: []Action{SetField(FieldCtMark, 2)}}, Output(PortName(b.Uplink))}},
+				Match: Match{Proto: p.proto, InPort: LOCAL}, Actions: commit(CtMarkHost)},
+			Flow{Priority: PriorityEgressDefault, Cookie: BaseCookie,
+				Match: Match{Proto: p.proto, InPort: patch}, Actions: commit(CtMarkOVN)},
 		)
 		for _, st := range []CtFlags{CtEst, CtRel} {
 			for _, r := range []struct {
 				mark uint32
 				to   Port
-			}{{1, PortName(b.Patch)}, {2, LOCAL}} {
-				flows = append(flows, Flow{Table: 1, Priority: 100, Cookie: BaseCookie,
+			}{{CtMarkOVN, patch}, {CtMarkHost, LOCAL}} {
+				flows = append(flows, Flow{Table: TableReply, Priority: PriorityReplyTracked, Cookie: BaseCookie,
 					Match:   Match{Proto: p.proto, CtState: CtState{On: st | CtTrk}, CtMark: Exact(r.mark)},
 					Actions: []Action{Output(r.to)}})
+			}
+		}
+		if p.proto == ProtoIPv6 {
+			for _, typ := range []uint8{134, 136} { // router and neighbour advertisements
+				flows = append(flows, Flow{Table: TableReply, Priority: PriorityNDFlood, Cookie: BaseCookie,
+					Match: Match{Proto: ProtoICMP6, ICMP: &ICMP{Type: typ}}, Actions: []Action{Output(FLOOD)}})
 			}
 		}
 	}

@@ -22,8 +22,52 @@
 //     never to OVN (OVN-Kubernetes' reason: several nodes answering one ARP
 //     request break conntrack-tracked flows).
 //   - [EgressFlows]: the EgressIP flows at priorities 109/105/104/100.
-//   - [BaseFlows]: the reply path through conntrack zone 64000 and table 1,
-//     host egress from LOCAL, and NORMAL.
+//   - [BaseFlows]: the shared gateway's common flows: traffic leaving from
+//     LOCAL and the patch port committed to conntrack zone 64000 with
+//     ct_mark 2 and 1, the way back through table 1 by that mark, non-IP
+//     to and from the shared bridge MAC, and NORMAL.
+//   - [ServiceFlows]: OVN-Kubernetes' shared gateway Service flows at
+//     priority 110: NodePorts and ExternalIP/LoadBalancer VIPs (with the
+//     VIPs' ARP/NDP bypass and ICMP "fragmentation needed") from the uplink
+//     to the patch port and their replies back, or, for
+//     externalTrafficPolicy=Local with a host-network endpoint on the node,
+//     DNATed to the host through conntrack zone 64003 and tables 6 and 7.
+//
+// # Shared gateway: what is in, what differs, what is left out
+//
+// [BaseFlows] and [ServiceFlows] reproduce OVN-Kubernetes' shared gateway
+// mode (bridgeflows.go commonFlows and flowsForDefaultBridge,
+// gateway_shared_intf.go updateServiceFlowCache) for the default network;
+// the tests compare them with the expected flows of its
+// gateway_localnet_linux_test.go. Deliberate differences:
+//   - The priority-100 flow from the patch port has no dl_src=<MAC>
+//     match: it is seed 002's flow, which [EgressFlows] emits too. Base and
+//     egress share that one bridge flow; the base owns it, so it stays
+//     when EgressIP is off. The pkt_mark 1008 flow (105) and the drop of
+//     other nodes' pods (104; upstream 103) stay with [EgressFlows].
+//   - A VIP's ARP/NDP bypass and ICMP "fragmentation needed" flows, one
+//     per VIP whatever its ports, carry the cookie of the Service's lowest
+//     port (upstream emits one per port with the same match, and which
+//     cookie the bridge keeps depends on map order).
+//   - externalTrafficPolicy=Local with host-network endpoints on several
+//     target ports would need an OpenFlow select group (upstream's
+//     hostNetworkServiceGroupID); this model has no groups, so a port gets
+//     one host target port (package lbsvc picks the lowest and says so in
+//     an event). Host targets are per family: a family without a
+//     host-network endpoint goes to OVN (upstream programs no flow for it).
+//   - The gateway VLAN applies to the ARP/NDP bypass only ([Gateway].VLAN);
+//     the base flows' VLAN handling (dl_vlan matches, mod_vlan_vid from
+//     LOCAL, strip_vlan to LOCAL) is not modelled.
+//
+// Left out (not needed by the Service and egress paths, or belonging to
+// other modes): user-defined networks and their patch ports, tables 2-5
+// and the 169.254.x masquerade flows for host -> Service and hairpin
+// traffic, the priority-115 drop of replies to the service CIDR, IP
+// fragment reassembly (110, nw_frag, zone 64004: the userspace datapath
+// does not reassemble anyway), the Geneve bypass (205/200), GARP drop
+// (498/499), multiple external gateways and advertised networks (300/104),
+// localnet host-subnet flows (102), BFD (13), local gateway mode (175,
+// 650, table 11) and the PMTUD drop flows.
 //
 // An [Applier] applies a program to a bridge through a [Transport]: a full
 // atomic replace, or an incremental diff sent as one atomic bundle. Its

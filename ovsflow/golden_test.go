@@ -19,6 +19,10 @@ var goldens = []struct {
 	{"arp-bypass-vlan.flows", seed.Parts{Services: true, VLAN: 100}},
 	{"base.flows", seed.Parts{Base: true}},
 	{"seed-node.flows", seed.Parts{Base: true, Egress: true, Services: true}},
+	{"sgw-services.flows", seed.Parts{Gateway: true}},
+	{"sgw-node.flows", seed.Parts{Base: true, Egress: true, Gateway: true}},
+	{"sgw-node-dualstack.flows", seed.Parts{Base: true, Gateway: true, DualStack: true}},
+	{"sgw-node-vlan.flows", seed.Parts{Base: true, Gateway: true, VLAN: 100}},
 }
 
 func goldenPath(file string) string { return filepath.Join("..", "testdata", "flows", file) }

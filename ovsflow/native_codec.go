@@ -323,6 +323,8 @@ func portOf(n uint32) Port {
 		return LOCAL
 	case ofppNormal:
 		return NORMAL
+	case ofppFlood:
+		return FLOOD
 	case ofppInPort:
 		return InPort
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ovnedge/ovnedge/internal/seed"
+	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/ovsflow"
 	"github.com/ovnedge/ovnedge/ovsflow/flowtest"
 )
@@ -311,5 +313,24 @@ func TestBadInputKeepsFlows(t *testing.T) {
 	// The Applier still works and sends nothing: it re-read the bridge.
 	if res, err := a.Apply(ctx, p); err != nil || res.Changed() {
 		t.Errorf("apply after errors: %+v, %v", res, err)
+	}
+}
+
+// The bridge MAC comes from the bridge interface's mac_in_use.
+func TestOVSDBPortsMAC(t *testing.T) {
+	t.Parallel()
+	br := seedBridge(t)
+	ports := dialPorts(t, br)
+	want := strings.Trim(br.Vsctl("get", "Interface", br.Bridge, "mac_in_use"), `"`)
+	var mac net.HardwareAddr
+	testbed.Eventually(t, 5*time.Second, func() (err error) {
+		mac, err = ports.MAC(ctxFor(t), br.Bridge)
+		return err
+	})
+	if mac.String() != want {
+		t.Errorf("MAC %s, want %s", mac, want)
+	}
+	if _, err := ports.MAC(ctxFor(t), "nope"); err == nil {
+		t.Error("an unknown interface must be an error")
 	}
 }

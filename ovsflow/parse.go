@@ -280,7 +280,7 @@ func parseActions(s string) ([]Action, error) {
 
 func parseAction(tok string) (Action, error) {
 	switch tok {
-	case "LOCAL", "NORMAL", "IN_PORT", "in_port":
+	case "LOCAL", "NORMAL", "FLOOD", "IN_PORT", "in_port":
 		p, _ := parsePort(tok)
 		return Output(p), nil
 	case "pop_vlan", "strip_vlan":

@@ -9,6 +9,7 @@ import (
 const (
 	ofppInPort uint32 = 0xfffffff8
 	ofppNormal uint32 = 0xfffffffa
+	ofppFlood  uint32 = 0xfffffffb
 	ofppLocal  uint32 = 0xfffffffe
 	ofppMax    uint32 = 0xffffff00
 )
@@ -28,6 +29,9 @@ var (
 	NORMAL = Port{name: "NORMAL", num: ofppNormal}
 	// InPort is the port the packet came in on (output only).
 	InPort = Port{name: "IN_PORT", num: ofppInPort}
+	// FLOOD is every port but the input port and those with flooding
+	// disabled (output only).
+	FLOOD = Port{name: "FLOOD", num: ofppFlood}
 )
 
 // PortName refers to a bridge port by its name; [Flow.Resolve] turns it into
@@ -93,6 +97,8 @@ func parsePort(s string) (Port, error) {
 		return LOCAL, nil
 	case "NORMAL":
 		return NORMAL, nil
+	case "FLOOD":
+		return FLOOD, nil
 	case "IN_PORT", "in_port":
 		return InPort, nil
 	}

@@ -3,6 +3,7 @@ package ovsflow
 import (
 	"context"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -14,9 +15,10 @@ import (
 // ovsInterface is the part of an Open_vSwitch Interface row that port
 // resolution reads.
 type ovsInterface struct {
-	UUID   string `ovsdb:"_uuid"`
-	Name   string `ovsdb:"name"`
-	Ofport *int   `ovsdb:"ofport"`
+	UUID     string  `ovsdb:"_uuid"`
+	Name     string  `ovsdb:"name"`
+	Ofport   *int    `ovsdb:"ofport"`
+	MacInUse *string `ovsdb:"mac_in_use"`
 }
 
 // OVSDBPorts reads ofports from the Open_vSwitch database and watches them,
@@ -29,7 +31,7 @@ type OVSDBPorts struct {
 
 // DialOVSDBPorts connects to the Open_vSwitch database at endpoint (for
 // example "unix:/var/run/openvswitch/db.sock") and monitors the Interface
-// table's names and ofports, reconnecting when the connection drops.
+// table's names, ofports and MAC addresses, reconnecting when the connection drops.
 func DialOVSDBPorts(ctx context.Context, endpoint string) (*OVSDBPorts, error) {
 	dbModel, err := model.NewClientDBModel("Open_vSwitch", map[string]model.Model{"Interface": &ovsInterface{}})
 	if err != nil {
@@ -61,7 +63,7 @@ func DialOVSDBPorts(ctx context.Context, endpoint string) (*OVSDBPorts, error) {
 		},
 	})
 	iface := &ovsInterface{}
-	if _, err := c.Monitor(ctx, c.NewMonitor(client.WithTable(iface, &iface.Name, &iface.Ofport))); err != nil {
+	if _, err := c.Monitor(ctx, c.NewMonitor(client.WithTable(iface, &iface.Name, &iface.Ofport, &iface.MacInUse))); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("monitor Interface on %s: %w", endpoint, err)
 	}
@@ -93,6 +95,26 @@ func (p *OVSDBPorts) Ports(ctx context.Context) (PortMap, error) {
 		}
 	}
 	return m, nil
+}
+
+// MAC returns the MAC address the interface named iface uses (its
+// mac_in_use column): for a bridge's own interface, the bridge MAC.
+func (p *OVSDBPorts) MAC(ctx context.Context, iface string) (net.HardwareAddr, error) {
+	var ifaces []ovsInterface
+	if err := p.c.WhereCache(func(i *ovsInterface) bool { return i.Name == iface }).List(ctx, &ifaces); err != nil {
+		return nil, fmt.Errorf("interface %s: %w", iface, err)
+	}
+	if len(ifaces) == 0 {
+		return nil, fmt.Errorf("interface %s: not in the Open_vSwitch database", iface)
+	}
+	if ifaces[0].MacInUse == nil || *ifaces[0].MacInUse == "" {
+		return nil, fmt.Errorf("interface %s: no mac_in_use yet", iface)
+	}
+	mac, err := net.ParseMAC(*ifaces[0].MacInUse)
+	if err != nil || len(mac) != 6 {
+		return nil, fmt.Errorf("interface %s: mac_in_use %q is not a MAC address", iface, *ifaces[0].MacInUse)
+	}
+	return mac, nil
 }
 
 // Changed receives a value after an interface appears, vanishes or gets a

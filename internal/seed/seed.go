@@ -56,19 +56,55 @@ func Services() []ovsflow.Service {
 	}
 }
 
+// Gateway is the seed node's shared gateway configuration for its
+// Service flows.
+func Gateway() ovsflow.Gateway {
+	return ovsflow.Gateway{Base: Base(), NodeIPs: []netip.Addr{netip.MustParseAddr("172.18.0.3")}}
+}
+
+// GatewayServices are the services of the shared gateway goldens: the two
+// of Services with protocols (web-lb also with NodePorts), a NodePort
+// Service, and an externalTrafficPolicy=Local LoadBalancer with a
+// host-network endpoint on the node listening on 8443.
+func GatewayServices() []ovsflow.GatewayService {
+	return []ovsflow.GatewayService{
+		{Namespace: "default", Name: "web-external",
+			VIPs:  []netip.Addr{netip.MustParseAddr("172.18.0.50"), netip.MustParseAddr("2001:db8::50")},
+			Ports: []ovsflow.ServicePort{{Protocol: ovsflow.ProtoTCP, Port: 80}}},
+		{Namespace: "default", Name: "web-lb", VIPs: []netip.Addr{netip.MustParseAddr("172.18.0.60")},
+			Ports: []ovsflow.ServicePort{
+				{Protocol: ovsflow.ProtoTCP, Port: 80, NodePort: 30080},
+				{Protocol: ovsflow.ProtoTCP, Port: 443, NodePort: 30443},
+			}},
+		{Namespace: "default", Name: "dns-nodeport",
+			Ports: []ovsflow.ServicePort{{Protocol: ovsflow.ProtoUDP, Port: 53, NodePort: 30053}}},
+		{Namespace: "kube-system", Name: "ingress-local", VIPs: []netip.Addr{netip.MustParseAddr("172.18.0.70")},
+			Ports: []ovsflow.ServicePort{{Protocol: ovsflow.ProtoTCP, Port: 443, NodePort: 31443, HostPort4: 8443}}},
+	}
+}
+
 // Parts select what Program includes.
 type Parts struct {
 	Base, Egress, Services bool
+	// Gateway gives the services the shared gateway's flows
+	// (GatewayServices through ovsflow.ServiceFlows) instead of the ARP
+	// bypass of Services alone.
+	Gateway bool
 	// VLAN is the gateway VLAN of the services' ARP bypass (0: none).
 	VLAN uint16
+	// DualStack adds IPv6 to the base and gateway flows, with node IP
+	// 2001:db8::3.
+	DualStack bool
 }
 
 // Program builds the seed node's program from the selected parts, one owner
 // per part and service.
 func Program(parts Parts) (*ovsflow.Program, error) {
 	p := &ovsflow.Program{}
+	base := Base()
+	base.IPv6 = parts.DualStack
 	if parts.Base {
-		flows, err := ovsflow.BaseFlows(Base())
+		flows, err := ovsflow.BaseFlows(base)
 		if err != nil {
 			return nil, err
 		}
@@ -85,7 +121,22 @@ func Program(parts Parts) (*ovsflow.Program, error) {
 			return nil, err
 		}
 	}
-	if parts.Services {
+	if parts.Gateway {
+		g := Gateway()
+		g.Base, g.VLAN = base, parts.VLAN
+		if parts.DualStack {
+			g.NodeIPs = append(g.NodeIPs, netip.MustParseAddr("2001:db8::3"))
+		}
+		for _, svc := range GatewayServices() {
+			flows, err := ovsflow.ServiceFlows(g, svc)
+			if err != nil {
+				return nil, err
+			}
+			if err := p.Set(svc.Owner(), flows); err != nil {
+				return nil, err
+			}
+		}
+	} else if parts.Services {
 		for _, svc := range Services() {
 			flows, err := ovsflow.ARPBypass(ovsflow.Bypass{Uplink: Uplink, VLAN: parts.VLAN}, svc)
 			if err != nil {
