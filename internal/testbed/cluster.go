@@ -403,7 +403,12 @@ func ovnMAC(ip netip.Addr) string {
 	return fmt.Sprintf("0a:58:%02x:%02x:%02x:%02x", b[0], b[1], b[2], b[3])
 }
 
-// topology writes the logical topology in one ovn-nbctl transaction.
+// topology writes the logical topology in one ovn-nbctl transaction, as
+// ovnkube-master's gateway code (go-controller/pkg/ovn/gateway.go) makes
+// it for the default network: gateway router options, the /32 route to
+// each gateway router's join IP on ovn_cluster_router, the node IP SNAT
+// of the cluster and join subnets, GARPs for NAT addresses but not for
+// load balancer VIPs.
 func (c *Cluster) topology() {
 	c.t.Helper()
 	args := []string{
@@ -427,7 +432,8 @@ func (c *Cluster) topology() {
 			"--", "lsp-set-addresses", "k8s-"+n.Name, ovnMAC(n.MgmtIP)+" "+n.MgmtIP.String(),
 			"--", "lr-add", gr,
 			"--", "set", "Logical_Router", gr, "options:chassis="+n.Name, "options:lb_force_snat_ip=router_ip",
-			"options:always_learn_from_arp_request=false", "options:dynamic_neigh_routers=true",
+			"options:always_learn_from_arp_request=false", "options:dynamic_neigh_routers=false",
+			"options:snat-ct-zone=0", "options:mac_binding_age_threshold=300",
 			"--", "lrp-add", gr, "rtoj-"+gr, ovnMAC(n.JoinIP), n.JoinIP.String()+"/16",
 			"--", "lsp-add", "join", "jtor-"+gr, "--", "lsp-set-type", "jtor-"+gr, "router",
 			"--", "lsp-set-addresses", "jtor-"+gr, "router", "--", "lsp-set-options", "jtor-"+gr, "router-port=rtoj-"+gr,
@@ -435,14 +441,19 @@ func (c *Cluster) topology() {
 			"--", "ls-add", ext,
 			"--", "lsp-add", ext, "etor-"+gr, "--", "lsp-set-type", "etor-"+gr, "router",
 			"--", "lsp-set-addresses", "etor-"+gr, "router",
-			"--", "lsp-set-options", "etor-"+gr, "router-port=rtoe-"+gr, "nat-addresses=router",
+			"--", "lsp-set-options", "etor-"+gr, "router-port=rtoe-"+gr, "nat-addresses=router", "exclude-lb-vips-from-garp=true",
 			"--", "lsp-add", ext, ClusterBridge+"_"+n.Name, "--", "lsp-set-type", ClusterBridge+"_"+n.Name, "localnet",
 			"--", "lsp-set-addresses", ClusterBridge+"_"+n.Name, "unknown",
 			"--", "lsp-set-options", ClusterBridge+"_"+n.Name, "network_name="+ClusterPhysnet,
 			"--", "lr-route-add", gr, ClusterSubnet, ClusterJoinRtr,
 			"--", "lr-route-add", gr, "0.0.0.0/0", ClusterGatewayIP, "rtoe-"+gr,
 			"--", "--policy=src-ip", "lr-route-add", "ovn_cluster_router", n.Subnet.String(), n.JoinIP.String(),
+			// The GR's join IP by a /32 route: replies to a load balancer's
+			// force-SNATed source must reach that GR, not the pod's own
+			// (the src-ip route would win over the connected /16).
+			"--", "lr-route-add", "ovn_cluster_router", n.JoinIP.String(), n.JoinIP.String(),
 			"--", "lr-nat-add", gr, "snat", n.IP.String(), ClusterSubnet,
+			"--", "lr-nat-add", gr, "snat", n.IP.String(), n.JoinIP.String(),
 		)
 	}
 	c.OVN.Nbctl(args...)
