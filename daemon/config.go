@@ -158,6 +158,18 @@ var options = []option{
 		func(c *Config, v string) error { return c.LogLevel.UnmarshalText([]byte(v)) }},
 }
 
+// isBoolFlag reports whether arg is a boolean option's flag without a
+// value ("--enable-l2-announce").
+func isBoolFlag(arg string) bool {
+	name := strings.TrimLeft(arg, "-")
+	for _, o := range options {
+		if o.name == name && (o.def == "true" || o.def == "false") {
+			return true
+		}
+	}
+	return false
+}
+
 // aliases are other names of some flags: the issue's spelling of the
 // render and sync commands (`--node`, `--ovn-nb`).
 var aliases = map[string]string{"node": "node-name", "ovn-nb": "nb-address"}
@@ -169,10 +181,17 @@ func ParseConfig(name string, args []string, extra ...func(*flag.FlagSet)) (*Con
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	given := map[string]string{}
 	for _, o := range options {
-		fs.Func(o.name, fmt.Sprintf("%s (default %q)", o.usage, o.def), func(v string) error {
+		usage := fmt.Sprintf("%s (default %q)", o.usage, o.def)
+		set := func(v string) error {
 			given[o.name] = v
 			return o.set(&Config{}, v) // validate now, apply in order below
-		})
+		}
+		if o.def == "true" || o.def == "false" {
+			// A boolean: --enable-x alone means true, --enable-x=false too works.
+			fs.BoolFunc(o.name, usage, set)
+			continue
+		}
+		fs.Func(o.name, usage, set)
 	}
 	for alias, canonical := range aliases {
 		fs.Func(alias, "same as --"+canonical, func(v string) error { return fs.Set(canonical, v) })
@@ -182,6 +201,13 @@ func ParseConfig(name string, args []string, extra ...func(*flag.FlagSet)) (*Con
 	}
 	if err := fs.Parse(args); err != nil {
 		return nil, fs, err
+	}
+	if rest := fs.Args(); len(rest) > 0 {
+		// "--enable-x false" sets the boolean and leaves "false" behind.
+		if i := len(args) - len(rest) - 1; i >= 0 && isBoolFlag(args[i]) {
+			return nil, fs, fmt.Errorf("%s is a boolean flag: write %s=%s", args[i], args[i], rest[0])
+		}
+		return nil, fs, fmt.Errorf("unexpected argument %q", rest[0])
 	}
 	c := &Config{}
 	for _, o := range options {

@@ -121,3 +121,30 @@ func TestParseClusterSubnets(t *testing.T) {
 		t.Errorf("got %v, want %v", got, want)
 	}
 }
+
+// TestParseConfigBoolFlags: a boolean flag alone means true, as users of
+// OVN-Kubernetes' and Kube-OVN's binaries write them; =false still works.
+func TestParseConfigBoolFlags(t *testing.T) {
+	for _, c := range []struct {
+		args     []string
+		l2, lead bool
+	}{
+		{[]string{"--enable-l2-announce"}, true, true},
+		{[]string{"--enable-l2-announce=true", "--leader-elect=false"}, true, false},
+		{nil, false, true},
+	} {
+		cfg, fs, err := ParseConfig("daemon", c.args)
+		if err != nil {
+			t.Errorf("%v: %v", c.args, err)
+			continue
+		}
+		if cfg.EnableL2Announce != c.l2 || cfg.LeaderElect != c.lead {
+			t.Errorf("%v: l2 %v leader %v, want %v %v (args left %v)", c.args, cfg.EnableL2Announce, cfg.LeaderElect, c.l2, c.lead, fs.Args())
+		}
+	}
+	for _, args := range [][]string{{"--enable-l2-announce=maybe"}, {"--leader-elect", "false"}} {
+		if _, _, err := ParseConfig("daemon", args); err == nil {
+			t.Errorf("%v accepted", args)
+		}
+	}
+}
