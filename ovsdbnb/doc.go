@@ -1,7 +1,8 @@
 // Package ovsdbnb writes the OVN Northbound database the way OVN-Kubernetes
 // does: typed, idempotent transactions (over libovsdb) for load balancers and
-// their groups, logical router policies (allow/reroute/drop), NAT rules and
-// address sets, plus the router and switch attachments they need.
+// their groups, logical router policies (allow/reroute/drop), NAT rules,
+// address sets and QoS rules, plus the router and switch attachments they
+// need.
 //
 // # Client
 //
@@ -34,7 +35,9 @@
 // those are ever changed or removed.
 //
 // An invalid owner (a match with a syntax error, a router that does not
-// exist, a VIP or load balancer name another owner holds, ...) fails alone
+// exist, a VIP or load balancer name another owner holds, a map key the
+// server's schema does not accept such as a QoS "mark" action on OVN
+// 23.03: see Client.SupportsKey, ...) fails alone
 // with an *OwnerError naming the owner and the row; the other owners of the
 // batch are written. Rows already programmed for the failed owner are left
 // as they are.
