@@ -51,6 +51,29 @@ const (
 	ownerTypeEgressSvc = "EgressService"
 )
 
+// objectIDs is one of OVN-Kubernetes' ObjectIDsTypes
+// (go-controller/pkg/libovsdb/ops/db_object_types.go): the owner type, and
+// the external_ids keys whose values, in this order after the controller
+// and the owner type, make up k8s.ovn.org/id. OVN-Kubernetes finds its
+// rows by that id.
+type objectIDs struct {
+	ownerType string
+	keys      []string
+}
+
+var (
+	// lrpEgressIP is LogicalRouterPolicyEgressIP.
+	lrpEgressIP = objectIDs{OwnerEgressIP, []string{ovsdbnb.KeyPriority, ovsdbnb.KeyName, ovsdbnb.KeyIPFamily, ovsdbnb.KeyNetwork}}
+	// natEgressIP is NATEgressIP: no network key.
+	natEgressIP = objectIDs{OwnerEgressIP, []string{ovsdbnb.KeyName, ovsdbnb.KeyIPFamily}}
+	// asEgressIP, asClusterNodeIPs and asEgressService are
+	// AddressSetEgressIP, AddressSetClusterNodeIPs and
+	// AddressSetEgressService; their ip-family is "v4" or "v6".
+	asEgressIP       = objectIDs{OwnerEgressIP, []string{ovsdbnb.KeyName, ovsdbnb.KeyIPFamily, ovsdbnb.KeyNetwork}}
+	asClusterNodeIPs = objectIDs{ownerTypeNodeIPs, []string{ovsdbnb.KeyName, ovsdbnb.KeyIPFamily}}
+	asEgressService  = objectIDs{ownerTypeEgressSvc, []string{ovsdbnb.KeyName, ovsdbnb.KeyIPFamily}}
+)
+
 // Cluster is the cluster-wide configuration the NB rows depend on.
 type Cluster struct {
 	// ClusterSubnets are the pod network's subnets (required).
@@ -159,8 +182,9 @@ func ClusterState(c Cluster, nodes []Node, servedPods []Pod) (map[ovsdbnb.Owner]
 				Match:    fmt.Sprintf(`inport == "rtos-%s" && %s.dst == %s /* %s */`, n.Name, ipFamily(v6), ip, n.Name),
 				Action:   "reroute",
 				Nexthops: []string{mgmt.String()},
-				ExternalIDs: c.ids(OwnerNode, []kv{{ovsdbnb.KeyName, n.Name},
-					{ovsdbnb.KeyPriority, strconv.Itoa(PriorityNodeReroute)}, {ovsdbnb.KeyIPFamily, ipFamily(v6)}, {ovsdbnb.KeyNetwork, c.Network}}),
+				// OVN-Kubernetes gives the default network's 1004
+				// policies no external_ids; it finds them by
+				// priority and match.
 			})
 		}
 		nodeIPs = append(nodeIPs, n.hostIPs()...)
@@ -183,9 +207,7 @@ func ClusterState(c Cluster, nodes []Node, servedPods []Pod) (map[ovsdbnb.Owner]
 			continue
 		}
 		noReroute := func(name, match string, options map[string]string) ovsdbnb.RouterPolicy {
-			return ovsdbnb.RouterPolicy{Router: ClusterRouter, Priority: PriorityNoReroute, Match: match, Action: "allow", Options: options,
-				ExternalIDs: c.ids(OwnerEgressIP, []kv{{ovsdbnb.KeyName, name},
-					{ovsdbnb.KeyPriority, strconv.Itoa(PriorityNoReroute)}, {ovsdbnb.KeyIPFamily, fam}, {ovsdbnb.KeyNetwork, c.Network}})}
+			return c.noReroute(name, fam, match, options)
 		}
 		for _, s := range clusterSubnets {
 			st.Policies = append(st.Policies, noReroute(noReroutePodToPod,
@@ -196,11 +218,11 @@ func ClusterState(c Cluster, nodes []Node, servedPods []Pod) (map[ovsdbnb.Owner]
 			}
 		}
 		served := ovsdbnb.AddressSet{Addresses: addrStrings(podIPs, v6),
-			ExternalIDs: c.ids(OwnerEgressIP, []kv{{ovsdbnb.KeyName, servedPodsSet}, {ovsdbnb.KeyIPFamily, short}, {ovsdbnb.KeyNetwork, c.Network}})}
+			ExternalIDs: c.ids(asEgressIP, map[string]string{ovsdbnb.KeyName: servedPodsSet, ovsdbnb.KeyIPFamily: short, ovsdbnb.KeyNetwork: c.Network})}
 		svc := ovsdbnb.AddressSet{Addresses: []string{},
-			ExternalIDs: c.ids(ownerTypeEgressSvc, []kv{{ovsdbnb.KeyName, egressSvcPodsSet}, {ovsdbnb.KeyIPFamily, short}})}
+			ExternalIDs: c.ids(asEgressService, map[string]string{ovsdbnb.KeyName: egressSvcPodsSet, ovsdbnb.KeyIPFamily: short})}
 		nodeSet := ovsdbnb.AddressSet{Addresses: addrStrings(nodeIPs, v6),
-			ExternalIDs: c.ids(ownerTypeNodeIPs, []kv{{ovsdbnb.KeyName, nodeIPsSet}, {ovsdbnb.KeyIPFamily, short}})}
+			ExternalIDs: c.ids(asClusterNodeIPs, map[string]string{ovsdbnb.KeyName: nodeIPsSet, ovsdbnb.KeyIPFamily: short})}
 		st.AddressSets = append(st.AddressSets, served, svc, nodeSet)
 		st.Policies = append(st.Policies, noReroute(noReroutePodToNode,
 			fmt.Sprintf("(%s.src == $%s || %s.src == $%s) && %s.dst == $%s", fam, served.Name(), fam, svc.Name(), fam, nodeSet.Name()),
@@ -208,6 +230,14 @@ func ClusterState(c Cluster, nodes []Node, servedPods []Pod) (map[ovsdbnb.Owner]
 	}
 	out[ovsdbnb.Owner{Type: OwnerClusterPolicies, Name: clusterOwnerName}] = st
 	return out, nil
+}
+
+// noReroute is a 102 allow policy on the cluster router, named name, of
+// the IP family fam ("ip4" or "ip6").
+func (c Cluster) noReroute(name, fam, match string, options map[string]string) ovsdbnb.RouterPolicy {
+	return ovsdbnb.RouterPolicy{Router: ClusterRouter, Priority: PriorityNoReroute, Match: match, Action: "allow", Options: options,
+		ExternalIDs: c.ids(lrpEgressIP, map[string]string{ovsdbnb.KeyPriority: strconv.Itoa(PriorityNoReroute),
+			ovsdbnb.KeyName: name, ovsdbnb.KeyIPFamily: fam, ovsdbnb.KeyNetwork: c.Network})}
 }
 
 // EgressIPState returns the rows of one EgressIP: for each served pod and
@@ -282,8 +312,8 @@ func EgressIPState(c Cluster, s Served, nodes map[string]*Node) (ovsdbnb.State, 
 						Match:    fmt.Sprintf("%s.src == %s", fam, ip),
 						Nexthops: addrStrings(nexthops, v6),
 						Options:  options,
-						ExternalIDs: c.ids(OwnerEgressIP, []kv{{ovsdbnb.KeyName, name},
-							{ovsdbnb.KeyPriority, strconv.Itoa(PriorityReroute)}, {ovsdbnb.KeyIPFamily, fam}, {ovsdbnb.KeyNetwork, c.Network}}),
+						ExternalIDs: c.ids(lrpEgressIP, map[string]string{ovsdbnb.KeyPriority: strconv.Itoa(PriorityReroute),
+							ovsdbnb.KeyName: name, ovsdbnb.KeyIPFamily: fam, ovsdbnb.KeyNetwork: c.Network}),
 					})
 				}
 				for i, h := range hs {
@@ -294,9 +324,8 @@ func EgressIPState(c Cluster, s Served, nodes map[string]*Node) (ovsdbnb.State, 
 					st.NATs = append(st.NATs, ovsdbnb.NAT{
 						Router: "GR_" + h.node.Name, Type: "snat",
 						ExternalIP: h.eip.String(), LogicalIP: ip.String(), LogicalPort: "k8s-" + h.node.Name,
-						Options: map[string]string{"stateless": "false"},
-						ExternalIDs: c.ids(OwnerEgressIP, []kv{{ovsdbnb.KeyName, name},
-							{ovsdbnb.KeyIPFamily, fam}, {ovsdbnb.KeyNetwork, c.Network}}),
+						Options:     map[string]string{"stateless": "false"},
+						ExternalIDs: c.ids(natEgressIP, map[string]string{ovsdbnb.KeyName: name, ovsdbnb.KeyIPFamily: fam}),
 					})
 				}
 			}
@@ -316,17 +345,16 @@ func EgressIPState(c Cluster, s Served, nodes map[string]*Node) (ovsdbnb.State, 
 	return st, host
 }
 
-type kv struct{ k, v string }
-
-// ids returns the ownership external_ids of reference §2.3: the owner
-// keys, the given keys, and k8s.ovn.org/id =
-// <controller>:<owner type>:<values in key order>.
-func (c Cluster) ids(ownerType string, keys []kv) map[string]string {
-	m := map[string]string{ovsdbnb.KeyOwnerController: c.Controller, ovsdbnb.KeyOwnerType: ownerType}
-	id := []string{c.Controller, ownerType}
-	for _, e := range keys {
-		m[e.k] = e.v
-		id = append(id, e.v)
+// ids returns the external_ids OVN-Kubernetes writes for an object of
+// type t with the values vals (keyed by t's keys): the owner controller
+// and type, the values, and k8s.ovn.org/id =
+// <controller>:<owner type>:<values in t's key order>.
+func (c Cluster) ids(t objectIDs, vals map[string]string) map[string]string {
+	m := map[string]string{ovsdbnb.KeyOwnerController: c.Controller, ovsdbnb.KeyOwnerType: t.ownerType}
+	id := []string{c.Controller, t.ownerType}
+	for _, k := range t.keys {
+		m[k] = vals[k]
+		id = append(id, vals[k])
 	}
 	m[ovsdbnb.KeyID] = strings.Join(id, ":")
 	return m
