@@ -14,17 +14,22 @@ import (
 // k8s.ovn.org/id followed OVN-Kubernetes' key order: policy ids
 // "<controller>:<type>:<name>:<priority>:<ip-family>:<network>", the 1004
 // policies owned by type Node with those keys, NATs with a network key
-// and value.
+// and value; no reply-traffic policy nor QoS rules.
 func oldIDs(t *testing.T, desired map[ovsdbnb.Owner]ovsdbnb.State) map[ovsdbnb.Owner]ovsdbnb.State {
 	t.Helper()
 	const ctrl = "default-network-controller"
 	out := map[ovsdbnb.Owner]ovsdbnb.State{}
 	for o, st := range desired {
+		if o == egress.ReplyQoSOwner {
+			continue
+		}
 		var old ovsdbnb.State
 		old.AddressSets = st.AddressSets
 		for _, p := range st.Policies {
 			ids := maps.Clone(p.ExternalIDs)
 			switch {
+			case p.Match == "pkt.mark == 42":
+				continue
 			case o.Type == egress.OwnerNode:
 				fam := "ip4"
 				if strings.Contains(p.Match, "ip6.dst") {
@@ -61,7 +66,8 @@ func (r *realNB) uuids(table string) []string {
 // k8s.ovn.org/id values (policies' values out of OVN-Kubernetes' key
 // order, NATs with a network, 1004 policies with ids OVN-Kubernetes does
 // not give them) are found by the new code and updated in place: the same
-// UUIDs, only their external_ids mutated: nothing inserted or deleted.
+// UUIDs, only their external_ids mutated; the reply-traffic policy and QoS
+// rule are the only inserts, nothing is deleted.
 func TestMigrateOldIDsRealNB(t *testing.T) {
 	nb := startRealNB(t, topologyOf("10.244.0.0/16", seedNodes(t), "172.18.0.1"))
 	_, d := seedDesired(t, seedNodes(t), "172.18.0.33", "172.18.0.44")
@@ -72,23 +78,23 @@ func TestMigrateOldIDsRealNB(t *testing.T) {
 		t.Fatalf("old reroute id: %s", got)
 	}
 	before := map[string][]string{}
-	for _, table := range []string{"Logical_Router_Policy", "NAT", "Address_Set"} {
+	for _, table := range []string{"Logical_Router_Policy", "NAT", "Address_Set", "QoS"} {
 		before[table] = nb.uuids(table)
 	}
 
 	res := nb.sync(t, d.NB)
-	t.Logf("migration: %+v", res)
 	// 3 1004 policies, 3 102 and the reroute, 2 NATs: one external_ids
-	// mutation each.
-	if res.Deletes != 0 || res.Inserts != 0 || res.Updates != 0 || res.Mutates != 9 {
-		t.Errorf("migration: %+v, want 9 mutations and nothing else", res)
+	// mutation each; inserted: the reply-traffic policy (added to the
+	// router's policies) and QoS rule (to the 3 node switches' qos_rules).
+	if res.Deletes != 0 || res.Inserts != 2 || res.Updates != 0 || res.Mutates != 9+1+3 {
+		t.Errorf("migration: %+v, want 2 inserts (reply-traffic policy and QoS rule), 13 mutations, no delete or update", res)
 	}
 	for table, was := range before {
 		now := nb.uuids(table)
 		if gone := slices.DeleteFunc(slices.Clone(was), func(u string) bool { return slices.Contains(now, u) }); len(gone) > 0 {
 			t.Errorf("%s: rows %v replaced, want them updated in place", table, gone)
 		}
-		if added := len(now) - len(was); added != 0 {
+		if added := len(now) - len(was); (table == "Logical_Router_Policy" || table == "QoS") != (added == 1) || added > 1 {
 			t.Errorf("%s: %d rows added", table, added)
 		}
 	}

@@ -26,12 +26,20 @@ const (
 	// secondary host network egress IP.
 	NodeIPMark        = 1008
 	SecondaryHostMark = 1009
+	// ReplyMark is the packet mark the node switches' QoS rule (priority
+	// PriorityReplyQoS) sets on the replies of the served pods' connections
+	// (ct.trk && ct.rpl); the 102 policy "pkt.mark == 42" then keeps them
+	// off the egress nodes (a reply to a NodePort or ETP=local Service must
+	// leave where the request came in).
+	ReplyMark        = 42
+	PriorityReplyQoS = 103
 )
 
 // Owner types of the rows egress computes. The reroute policies and SNATs
 // of an EgressIP belong to Owner{OwnerEgressIP, <name>}, the cluster-wide
 // 102 policies and address sets to Owner{OwnerClusterPolicies,
-// "egressip"}, a node's 1004 policy to Owner{OwnerNode, <node>}.
+// "egressip"}, the node switches' reply-traffic QoS rules to ReplyQoSOwner,
+// a node's 1004 policy to Owner{OwnerNode, <node>}.
 const (
 	OwnerEgressIP        = "EgressIP"
 	OwnerClusterPolicies = "ClusterPolicies"
@@ -39,11 +47,21 @@ const (
 	clusterOwnerName     = "egressip"
 )
 
-// OVN-Kubernetes' names of the no-reroute policies and address sets.
+// ReplyQoSOwner owns the reply-traffic QoS rules. They are an owner of
+// their own: a node switch not created yet, or a NB whose schema has no
+// QoS "mark" action (OVN older than 24.03), fails them alone and not the
+// 102 policies and address sets (the daemon leaves them out on such a NB,
+// see ovsdbnb.Client.SupportsKey).
+var ReplyQoSOwner = ovsdbnb.Owner{Type: OwnerClusterPolicies, Name: "egressip-reply-traffic"}
+
+// OVN-Kubernetes' names of the no-reroute policies, the reply-traffic QoS
+// rule and the address sets.
 const (
 	noReroutePodToPod  = "EIP-No-Reroute-Pod-To-Pod"
 	noReroutePodToJoin = "EIP-No-Reroute-Pod-To-Join"
 	noReroutePodToNode = "EIP-No-Reroute-Pod-To-Node"
+	noRerouteReply     = "EIP-No-Reroute-reply-traffic"
+	replyTrafficMark   = "EgressIP-Mark-Reply-Traffic"
 	servedPodsSet      = "egressip-served-pods"
 	egressSvcPodsSet   = "egresssvc-served-pods"
 	nodeIPsSet         = "node-ips"
@@ -62,7 +80,9 @@ type objectIDs struct {
 }
 
 var (
-	// lrpEgressIP is LogicalRouterPolicyEgressIP.
+	// lrpEgressIP is LogicalRouterPolicyEgressIP. OVN-Kubernetes also
+	// builds the reply-traffic QoS rule's ids with it (not with its
+	// QoSRuleEgressIP type).
 	lrpEgressIP = objectIDs{OwnerEgressIP, []string{ovsdbnb.KeyPriority, ovsdbnb.KeyName, ovsdbnb.KeyIPFamily, ovsdbnb.KeyNetwork}}
 	// natEgressIP is NATEgressIP: no network key.
 	natEgressIP = objectIDs{OwnerEgressIP, []string{ovsdbnb.KeyName, ovsdbnb.KeyIPFamily}}
@@ -157,9 +177,12 @@ func nodeIndex(nodes []Node) map[string]*Node {
 }
 
 // ClusterState returns the cluster-wide rows: per node the 1004 policy
-// (pod -> its own host IP goes to the management port), and the 102
-// policies with the served-pods and node-IPs address sets. servedPods are
-// the pods of every EgressIP with an assignment.
+// (pod -> its own host IP goes to the management port); the 102 policies
+// with the served-pods and node-IPs address sets, and the 102 allow of
+// reply traffic (pkt.mark == 42); per family, the QoS rule every node
+// switch holds, marking the replies of the served pods' connections with
+// 42 (owned by ReplyQoSOwner). servedPods are the pods of every EgressIP
+// with an assignment.
 func ClusterState(c Cluster, nodes []Node, servedPods []Pod) (map[ovsdbnb.Owner]ovsdbnb.State, error) {
 	c = c.withDefaults()
 	if len(c.ClusterSubnets) == 0 {
@@ -196,7 +219,14 @@ func ClusterState(c Cluster, nodes []Node, servedPods []Pod) (map[ovsdbnb.Owner]
 	for _, p := range servedPods {
 		podIPs = append(podIPs, p.IPs...)
 	}
-	var st ovsdbnb.State
+	// Every node's switch holds the reply-traffic QoS rules.
+	switches := make([]string, 0, len(nodes))
+	for i := range nodes {
+		switches = append(switches, nodes[i].Name)
+	}
+	slices.Sort(switches)
+	switches = slices.Compact(switches)
+	var st, reply ovsdbnb.State
 	for _, v6 := range []bool{false, true} {
 		fam, short := ipFamily(v6), "v4"
 		if v6 {
@@ -227,13 +257,27 @@ func ClusterState(c Cluster, nodes []Node, servedPods []Pod) (map[ovsdbnb.Owner]
 		st.Policies = append(st.Policies, noReroute(noReroutePodToNode,
 			fmt.Sprintf("(%s.src == $%s || %s.src == $%s) && %s.dst == $%s", fam, served.Name(), fam, svc.Name(), fam, nodeSet.Name()),
 			map[string]string{"pkt_mark": strconv.Itoa(NodeIPMark)}))
+		if len(switches) > 0 {
+			reply.QoSRules = append(reply.QoSRules, ovsdbnb.QoS{
+				Priority: PriorityReplyQoS, Direction: "from-lport",
+				Match:  fmt.Sprintf("%s.src == $%s && ct.trk && ct.rpl", fam, served.Name()),
+				Action: map[string]int{"mark": ReplyMark},
+				ExternalIDs: c.ids(lrpEgressIP, map[string]string{ovsdbnb.KeyPriority: strconv.Itoa(PriorityReplyQoS),
+					ovsdbnb.KeyName: replyTrafficMark, ovsdbnb.KeyIPFamily: fam, ovsdbnb.KeyNetwork: c.Network}),
+				Switches: switches,
+			})
+		}
 	}
+	// The replies of the served pods' connections, marked by the QoS
+	// rules, are never rerouted: one policy for both families.
+	st.Policies = append(st.Policies, c.noReroute(noRerouteReply, "ip", fmt.Sprintf("pkt.mark == %d", ReplyMark), nil))
 	out[ovsdbnb.Owner{Type: OwnerClusterPolicies, Name: clusterOwnerName}] = st
+	out[ReplyQoSOwner] = reply
 	return out, nil
 }
 
 // noReroute is a 102 allow policy on the cluster router, named name, of
-// the IP family fam ("ip4" or "ip6").
+// the IP family fam ("ip4", "ip6" or "ip" for both).
 func (c Cluster) noReroute(name, fam, match string, options map[string]string) ovsdbnb.RouterPolicy {
 	return ovsdbnb.RouterPolicy{Router: ClusterRouter, Priority: PriorityNoReroute, Match: match, Action: "allow", Options: options,
 		ExternalIDs: c.ids(lrpEgressIP, map[string]string{ovsdbnb.KeyPriority: strconv.Itoa(PriorityNoReroute),

@@ -64,19 +64,22 @@
 //     object's ObjectIDsType in that type's order (db_object_types.go).
 //     Each key is an external id too, beside
 //     k8s.ovn.org/owner-controller (DefaultController) and
-//     k8s.ovn.org/owner-type. An EgressIP policy is
-//     "<controller>:EgressIP:<priority>:<name>:<ip-family>:<network>",
+//     k8s.ovn.org/owner-type. An EgressIP policy (and the reply-traffic
+//     QoS rule) is "<controller>:EgressIP:<priority>:<name>:<ip-family>:<network>",
 //     e.g. "default-network-controller:EgressIP:100:eip1_default/web:ip4:default";
 //     an EgressIP NAT "<controller>:EgressIP:<name>:<ip-family>" (no
 //     network key); an address set e.g.
 //     "default-network-controller:EgressIP:egressip-served-pods:v4:default".
 //   - Egress policies on ovn_cluster_router: 1004 reroute of a node's pods
 //     to its own host IP (via its management port; no external_ids), 102
-//     allow of east-west, join-subnet and node (pkt_mark=1008) traffic,
-//     100 reroute of an EgressIP's pods to the gateway routers' join IPs
-//     (ECMP).
+//     allow of east-west, join-subnet, node (pkt_mark=1008) and reply
+//     (pkt.mark == 42) traffic, 100 reroute of an EgressIP's pods to the
+//     gateway routers' join IPs (ECMP).
 //   - EgressIP SNAT: type=snat on GR_<node>, external_ip=<egress IP>,
 //     logical_ip=<pod IP>, logical_port=k8s-<node>, options:stateless=false.
+//   - QoS: one row per family held by every node switch's qos_rules,
+//     priority 103, from-lport, "ip4.src == $<served pods> && ct.trk &&
+//     ct.rpl", action mark=42 (a NB schema of OVN 24.03 or newer).
 //   - Address_Set name: "a" + decimal FNV-1a 64 of its k8s.ovn.org/id
 //     (AddressSetName), referred to as "$<name>" in matches.
 //   - Load_Balancer: name "Service_<ns>/<name>_<PROTO>_cluster" (or
