@@ -25,6 +25,7 @@ import (
 	"github.com/ovnedge/ovnedge/internal/event"
 	"github.com/ovnedge/ovnedge/lbsvc"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
+	"github.com/ovnedge/ovnedge/ovsdbnb/nbdb"
 	"github.com/ovnedge/ovnedge/ovsflow"
 )
 
@@ -63,6 +64,9 @@ type Dataplane struct {
 	// their rows too.
 	stale   []ovsdbnb.Owner
 	emitted map[string]bool // events already recorded
+	// noReplyQoS is set once the NB turned out not to take the
+	// reply-traffic QoS rules (logged once).
+	noReplyQoS bool
 
 	nmu       sync.Mutex // the node half
 	ports     *ovsflow.OVSDBPorts
@@ -277,6 +281,7 @@ func (d *Dataplane) syncNB(ctx context.Context, s Snapshot, cs *ClusterState) ([
 		}
 		d.nb, d.stale = c, stale
 	}
+	d.fitSchema(cs)
 	lb := maps.Clone(cs.LB)
 	for o := range d.lbOwners {
 		if _, ok := lb[o]; !ok {
@@ -378,12 +383,29 @@ func (d *Dataplane) syncNB(ctx context.Context, s Snapshot, cs *ClusterState) ([
 	return events, nil
 }
 
+// fitSchema leaves out of cs the rows the NB's schema cannot hold.
+// OVN-Kubernetes marks the replies of EgressIP pods' connections with a
+// QoS action (mark=42) that the NB schema of OVN before 24.03 lacks:
+// there, those rules are left out, with one warning (the 102 policy
+// matching the mark stays, as harmless as OVN-Kubernetes' own).
+func (d *Dataplane) fitSchema(cs *ClusterState) {
+	if d.nb.SupportsKey(nbdb.QoSTable, "action", "mark") {
+		return
+	}
+	if _, ok := cs.Egress[egress.ReplyQoSOwner]; ok && !d.noReplyQoS {
+		d.log.Warn("northbound: the NB schema has no QoS mark action (OVN older than 24.03): EgressIP reply traffic is not marked",
+			"owner", egress.ReplyQoSOwner.String())
+		d.noReplyQoS = true
+	}
+	delete(cs.Egress, egress.ReplyQoSOwner)
+}
+
 // fullResync is how often the leader syncs every owner's NB rows, not only
 // the changed ones, so rows another writer changed or deleted come back.
 const fullResync = 5 * time.Minute
 
 func isEmpty(s ovsdbnb.State) bool {
-	return len(s.LoadBalancers)+len(s.Groups)+len(s.Policies)+len(s.NATs)+len(s.AddressSets) == 0
+	return len(s.LoadBalancers)+len(s.Groups)+len(s.Policies)+len(s.NATs)+len(s.AddressSets)+len(s.QoSRules) == 0
 }
 
 func (d *Dataplane) countNB(r ovsdbnb.Result) {
@@ -609,6 +631,7 @@ func (d *Dataplane) verifyNB(ctx context.Context, s Snapshot) error {
 	if err != nil {
 		return err
 	}
+	d.fitSchema(&cs)
 	res, err := d.nb.Sync(ctx, cs.NB())
 	if err != nil {
 		return fmt.Errorf("northbound: %w", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -87,7 +88,12 @@ func TestClusterStatusConflict(t *testing.T) {
 
 // startNB starts OVN with the demo's topology.
 func startNB(t *testing.T) *testbed.OVN {
-	ovn := testbed.StartOVN(t)
+	return startNBWith(t, testbed.OVNOptions{})
+}
+
+// startNBWith is startNB with options.
+func startNBWith(t *testing.T, opts testbed.OVNOptions) *testbed.OVN {
+	ovn := testbed.StartOVNWith(t, opts)
 	ctx := context.Background()
 	c, err := ovsdbnb.Dial(ctx, ovsdbnb.Options{Endpoints: []string{ovn.NB}, Logger: quiet})
 	if err != nil {
@@ -200,6 +206,54 @@ func TestClusterNB(t *testing.T) {
 	}
 	if lbs := ovn.Nbctl("lb-list"); !strings.Contains(lbs, "172.18.0.201:443") {
 		t.Errorf("the other Services' load balancers were not written:\n%s", lbs)
+	}
+}
+
+// TestClusterNBReplyQoS: the EgressIP reply-traffic QoS rule goes on
+// every node switch of a NB whose schema has the QoS mark action (OVN
+// 24.03's); on one without it (the installed 23.03's) it is left out with
+// one warning, and everything else is written and verified.
+func TestClusterNBReplyQoS(t *testing.T) {
+	for _, mark := range []bool{true, false} {
+		t.Run(fmt.Sprintf("mark=%v", mark), func(t *testing.T) {
+			ovn := startNBWith(t, testbed.OVNOptions{QoSMark: mark})
+			ctx := context.Background()
+			cfg := demoConfig(t, "--nb-address", ovn.NB)
+			s, c := loadDemo(t, cfg, nil)
+			var logs strings.Builder
+			d := NewDataplane(cfg, c, record.NewFakeRecorder(100), NewMetrics(), slog.New(slog.NewTextHandler(&logs, nil)))
+			defer d.Close()
+			for range 2 {
+				if err := d.Cluster(ctx, s); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := d.Verify(ctx, s); err != nil {
+				t.Errorf("resync: %v", err)
+			}
+			if p := ovn.Nbctl("lr-policy-list", ovsdbnb.ClusterRouter); !strings.Contains(p, "pkt.mark == 42") {
+				t.Errorf("no reply-traffic policy:\n%s", p)
+			}
+			rows := strings.Fields(ovn.Nbctl("--bare", "--columns=_uuid", "list", "QoS"))
+			warned := strings.Count(logs.String(), "no QoS mark action")
+			if !mark {
+				if len(rows) != 0 || warned != 1 {
+					t.Errorf("QoS rows %v and %d warnings, want none and one", rows, warned)
+				}
+				return
+			}
+			if len(rows) != 1 || warned != 0 {
+				t.Fatalf("QoS rows %v and %d warnings, want one row and none", rows, warned)
+			}
+			if dump := ovn.Dump("QoS", "action"); !strings.Contains(dump, "{mark=42}") {
+				t.Errorf("QoS action:\n%s", dump)
+			}
+			for _, sw := range []string{"ovn-worker", "ovn-worker2"} {
+				if got := ovn.Nbctl("--bare", "--columns=qos_rules", "find", "Logical_Switch", "name="+sw); got != rows[0] {
+					t.Errorf("switch %s qos_rules %q, want %s", sw, got, rows[0])
+				}
+			}
+		})
 	}
 }
 

@@ -77,6 +77,7 @@ func RenderNB(states map[ovsdbnb.Owner]ovsdbnb.State) ([]byte, error) {
 			"Logical_Router_Policy": anys(st.Policies),
 			"NAT":                   anys(st.NATs),
 			"Address_Set":           anys(st.AddressSets),
+			"QoS":                   anys(st.QoSRules),
 		} {
 			for _, r := range rows {
 				var b bytes.Buffer

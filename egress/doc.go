@@ -28,6 +28,46 @@
 //     exists before traffic is rerouted to it.
 //   - [NodeFlows] is a node's br-ex configuration for ovsflow.EgressFlows.
 //
+// # The rows, as OVN-Kubernetes writes them
+//
+// The rows are those of OVN-Kubernetes' default network controller at
+// commit 8871cd9cec9c (go-controller/pkg/ovn/egressip.go), checked against
+// its unit-test vectors (ovnk_test.go): the 102 no-reroute policies
+// (pod-to-pod, pod-to-join, pod-to-node with pkt_mark=1008, and the
+// reply-traffic "pkt.mark == 42" one, ip-family "ip"), the 100 reroutes,
+// the SNATs, the served-pods, egress-service-pods and node-IPs address
+// sets, and per family the QoS rule of every node switch (priority 103,
+// from-lport, "ip4.src == $<served pods> && ct.trk && ct.rpl", action
+// mark=42) that marks the replies of the served pods' connections so the
+// 102 policy keeps them off the egress nodes. Their external_ids, and
+// k8s.ovn.org/id = <controller>:<owner type>:<values in the key order of
+// the object's ObjectIDsType>, are OVN-Kubernetes': a policy's id is
+// "...:EgressIP:<priority>:<name>:<ip-family>:<network>", a NAT's
+// "...:EgressIP:<name>:<ip-family>" (no network), the QoS rule's that of
+// a policy (OVN-Kubernetes builds it with the policy type). The 1004
+// policies carry no external_ids, as OVN-Kubernetes' default network's.
+//
+// Deliberate deviations:
+//
+//   - One zone. ovnedge programs one NB holding every node, as
+//     OVN-Kubernetes without interconnect did; its current code and tests
+//     run a zone per node. So every egress node's nexthop is its gateway
+//     router's join IP (interconnect reaches a remote-zone node at its
+//     transit switch IP), every egress node's SNAT is in the one NB (each
+//     zone writes its own), and every node switch holds the QoS rule
+//     (each zone's switches there).
+//   - The IP families of the cluster-wide rows are those of
+//     Cluster.ClusterSubnets; OVN-Kubernetes follows its IPv4/IPv6 mode
+//     flags, which a real cluster sets from the same subnets.
+//   - The SNATs have no external_port_range. OVN-Kubernetes sets its
+//     gateway's ephemeral port range there (the kernel's, unless
+//     configured); its unit-test vectors leave it unset.
+//   - The QoS rules need a NB schema with the QoS "mark" action (OVN
+//     24.03's has it, 23.03's and 23.06's do not). They have an owner of
+//     their own, ReplyQoSOwner, which the daemon leaves out, with a
+//     warning, on a NB without it; a node switch that does not exist yet
+//     fails that owner alone.
+//
 // Subpackages: egress/api/v1 (the API types and their conversion from
 // unstructured objects), egress/reach (egress node reachability: the
 // DISCARD probe and grpc.health.v1) and egress/hostnet (egress IPs on a

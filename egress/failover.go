@@ -10,9 +10,9 @@ import (
 // MakeBeforeBreak returns the states to apply, in order, to go from old to
 // new without losing a packet when egress IPs move (reference §2.4):
 //
-//  1. old policies with the NATs and address sets of both: the new egress
-//     node's SNAT exists before traffic is sent there;
-//  2. new policies with the NATs of both: the reroute moves;
+//  1. old policies and QoS rules with the NATs and address sets of both:
+//     the new egress node's SNAT exists before traffic is sent there;
+//  2. new policies and QoS rules with the NATs of both: the reroute moves;
 //  3. new: the old SNATs go.
 //
 // Each step holds every owner of old and new; an owner only in old is an
@@ -33,8 +33,10 @@ func MakeBeforeBreak(old, new map[ovsdbnb.Owner]ovsdbnb.State) []map[ovsdbnb.Own
 		was, is := old[o], new[o]
 		nats := unionNATs(was.NATs, is.NATs)
 		sets := unionSets(was.AddressSets, is.AddressSets)
-		steps[0][o] = ovsdbnb.State{LoadBalancers: was.LoadBalancers, Groups: was.Groups, Policies: was.Policies, NATs: nats, AddressSets: sets}
-		steps[1][o] = ovsdbnb.State{LoadBalancers: is.LoadBalancers, Groups: is.Groups, Policies: is.Policies, NATs: nats, AddressSets: sets}
+		steps[0][o] = ovsdbnb.State{LoadBalancers: was.LoadBalancers, Groups: was.Groups, Policies: was.Policies, NATs: nats,
+			AddressSets: sets, QoSRules: was.QoSRules}
+		steps[1][o] = ovsdbnb.State{LoadBalancers: is.LoadBalancers, Groups: is.Groups, Policies: is.Policies, NATs: nats,
+			AddressSets: sets, QoSRules: is.QoSRules}
 		steps[2][o] = is
 	}
 	return steps

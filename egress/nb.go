@@ -26,12 +26,20 @@ const (
 	// secondary host network egress IP.
 	NodeIPMark        = 1008
 	SecondaryHostMark = 1009
+	// ReplyMark is the packet mark the node switches' QoS rule (priority
+	// PriorityReplyQoS) sets on the replies of the served pods' connections
+	// (ct.trk && ct.rpl); the 102 policy "pkt.mark == 42" then keeps them
+	// off the egress nodes (a reply to a NodePort or ETP=local Service must
+	// leave where the request came in).
+	ReplyMark        = 42
+	PriorityReplyQoS = 103
 )
 
 // Owner types of the rows egress computes. The reroute policies and SNATs
 // of an EgressIP belong to Owner{OwnerEgressIP, <name>}, the cluster-wide
 // 102 policies and address sets to Owner{OwnerClusterPolicies,
-// "egressip"}, a node's 1004 policy to Owner{OwnerNode, <node>}.
+// "egressip"}, the node switches' reply-traffic QoS rules to ReplyQoSOwner,
+// a node's 1004 policy to Owner{OwnerNode, <node>}.
 const (
 	OwnerEgressIP        = "EgressIP"
 	OwnerClusterPolicies = "ClusterPolicies"
@@ -39,16 +47,51 @@ const (
 	clusterOwnerName     = "egressip"
 )
 
-// OVN-Kubernetes' names of the no-reroute policies and address sets.
+// ReplyQoSOwner owns the reply-traffic QoS rules. They are an owner of
+// their own: a node switch not created yet, or a NB whose schema has no
+// QoS "mark" action (OVN older than 24.03), fails them alone and not the
+// 102 policies and address sets (the daemon leaves them out on such a NB,
+// see ovsdbnb.Client.SupportsKey).
+var ReplyQoSOwner = ovsdbnb.Owner{Type: OwnerClusterPolicies, Name: "egressip-reply-traffic"}
+
+// OVN-Kubernetes' names of the no-reroute policies, the reply-traffic QoS
+// rule and the address sets.
 const (
 	noReroutePodToPod  = "EIP-No-Reroute-Pod-To-Pod"
 	noReroutePodToJoin = "EIP-No-Reroute-Pod-To-Join"
 	noReroutePodToNode = "EIP-No-Reroute-Pod-To-Node"
+	noRerouteReply     = "EIP-No-Reroute-reply-traffic"
+	replyTrafficMark   = "EgressIP-Mark-Reply-Traffic"
 	servedPodsSet      = "egressip-served-pods"
 	egressSvcPodsSet   = "egresssvc-served-pods"
 	nodeIPsSet         = "node-ips"
 	ownerTypeNodeIPs   = "ClusterNodeIPs"
 	ownerTypeEgressSvc = "EgressService"
+)
+
+// objectIDs is one of OVN-Kubernetes' ObjectIDsTypes
+// (go-controller/pkg/libovsdb/ops/db_object_types.go): the owner type, and
+// the external_ids keys whose values, in this order after the controller
+// and the owner type, make up k8s.ovn.org/id. OVN-Kubernetes finds its
+// rows by that id.
+type objectIDs struct {
+	ownerType string
+	keys      []string
+}
+
+var (
+	// lrpEgressIP is LogicalRouterPolicyEgressIP. OVN-Kubernetes also
+	// builds the reply-traffic QoS rule's ids with it (not with its
+	// QoSRuleEgressIP type).
+	lrpEgressIP = objectIDs{OwnerEgressIP, []string{ovsdbnb.KeyPriority, ovsdbnb.KeyName, ovsdbnb.KeyIPFamily, ovsdbnb.KeyNetwork}}
+	// natEgressIP is NATEgressIP: no network key.
+	natEgressIP = objectIDs{OwnerEgressIP, []string{ovsdbnb.KeyName, ovsdbnb.KeyIPFamily}}
+	// asEgressIP, asClusterNodeIPs and asEgressService are
+	// AddressSetEgressIP, AddressSetClusterNodeIPs and
+	// AddressSetEgressService; their ip-family is "v4" or "v6".
+	asEgressIP       = objectIDs{OwnerEgressIP, []string{ovsdbnb.KeyName, ovsdbnb.KeyIPFamily, ovsdbnb.KeyNetwork}}
+	asClusterNodeIPs = objectIDs{ownerTypeNodeIPs, []string{ovsdbnb.KeyName, ovsdbnb.KeyIPFamily}}
+	asEgressService  = objectIDs{ownerTypeEgressSvc, []string{ovsdbnb.KeyName, ovsdbnb.KeyIPFamily}}
 )
 
 // Cluster is the cluster-wide configuration the NB rows depend on.
@@ -134,9 +177,12 @@ func nodeIndex(nodes []Node) map[string]*Node {
 }
 
 // ClusterState returns the cluster-wide rows: per node the 1004 policy
-// (pod -> its own host IP goes to the management port), and the 102
-// policies with the served-pods and node-IPs address sets. servedPods are
-// the pods of every EgressIP with an assignment.
+// (pod -> its own host IP goes to the management port); the 102 policies
+// with the served-pods and node-IPs address sets, and the 102 allow of
+// reply traffic (pkt.mark == 42); per family, the QoS rule every node
+// switch holds, marking the replies of the served pods' connections with
+// 42 (owned by ReplyQoSOwner). servedPods are the pods of every EgressIP
+// with an assignment.
 func ClusterState(c Cluster, nodes []Node, servedPods []Pod) (map[ovsdbnb.Owner]ovsdbnb.State, error) {
 	c = c.withDefaults()
 	if len(c.ClusterSubnets) == 0 {
@@ -159,8 +205,9 @@ func ClusterState(c Cluster, nodes []Node, servedPods []Pod) (map[ovsdbnb.Owner]
 				Match:    fmt.Sprintf(`inport == "rtos-%s" && %s.dst == %s /* %s */`, n.Name, ipFamily(v6), ip, n.Name),
 				Action:   "reroute",
 				Nexthops: []string{mgmt.String()},
-				ExternalIDs: c.ids(OwnerNode, []kv{{ovsdbnb.KeyName, n.Name},
-					{ovsdbnb.KeyPriority, strconv.Itoa(PriorityNodeReroute)}, {ovsdbnb.KeyIPFamily, ipFamily(v6)}, {ovsdbnb.KeyNetwork, c.Network}}),
+				// OVN-Kubernetes gives the default network's 1004
+				// policies no external_ids; it finds them by
+				// priority and match.
 			})
 		}
 		nodeIPs = append(nodeIPs, n.hostIPs()...)
@@ -172,7 +219,14 @@ func ClusterState(c Cluster, nodes []Node, servedPods []Pod) (map[ovsdbnb.Owner]
 	for _, p := range servedPods {
 		podIPs = append(podIPs, p.IPs...)
 	}
-	var st ovsdbnb.State
+	// Every node's switch holds the reply-traffic QoS rules.
+	switches := make([]string, 0, len(nodes))
+	for i := range nodes {
+		switches = append(switches, nodes[i].Name)
+	}
+	slices.Sort(switches)
+	switches = slices.Compact(switches)
+	var st, reply ovsdbnb.State
 	for _, v6 := range []bool{false, true} {
 		fam, short := ipFamily(v6), "v4"
 		if v6 {
@@ -183,9 +237,7 @@ func ClusterState(c Cluster, nodes []Node, servedPods []Pod) (map[ovsdbnb.Owner]
 			continue
 		}
 		noReroute := func(name, match string, options map[string]string) ovsdbnb.RouterPolicy {
-			return ovsdbnb.RouterPolicy{Router: ClusterRouter, Priority: PriorityNoReroute, Match: match, Action: "allow", Options: options,
-				ExternalIDs: c.ids(OwnerEgressIP, []kv{{ovsdbnb.KeyName, name},
-					{ovsdbnb.KeyPriority, strconv.Itoa(PriorityNoReroute)}, {ovsdbnb.KeyIPFamily, fam}, {ovsdbnb.KeyNetwork, c.Network}})}
+			return c.noReroute(name, fam, match, options)
 		}
 		for _, s := range clusterSubnets {
 			st.Policies = append(st.Policies, noReroute(noReroutePodToPod,
@@ -196,18 +248,40 @@ func ClusterState(c Cluster, nodes []Node, servedPods []Pod) (map[ovsdbnb.Owner]
 			}
 		}
 		served := ovsdbnb.AddressSet{Addresses: addrStrings(podIPs, v6),
-			ExternalIDs: c.ids(OwnerEgressIP, []kv{{ovsdbnb.KeyName, servedPodsSet}, {ovsdbnb.KeyIPFamily, short}, {ovsdbnb.KeyNetwork, c.Network}})}
+			ExternalIDs: c.ids(asEgressIP, map[string]string{ovsdbnb.KeyName: servedPodsSet, ovsdbnb.KeyIPFamily: short, ovsdbnb.KeyNetwork: c.Network})}
 		svc := ovsdbnb.AddressSet{Addresses: []string{},
-			ExternalIDs: c.ids(ownerTypeEgressSvc, []kv{{ovsdbnb.KeyName, egressSvcPodsSet}, {ovsdbnb.KeyIPFamily, short}})}
+			ExternalIDs: c.ids(asEgressService, map[string]string{ovsdbnb.KeyName: egressSvcPodsSet, ovsdbnb.KeyIPFamily: short})}
 		nodeSet := ovsdbnb.AddressSet{Addresses: addrStrings(nodeIPs, v6),
-			ExternalIDs: c.ids(ownerTypeNodeIPs, []kv{{ovsdbnb.KeyName, nodeIPsSet}, {ovsdbnb.KeyIPFamily, short}})}
+			ExternalIDs: c.ids(asClusterNodeIPs, map[string]string{ovsdbnb.KeyName: nodeIPsSet, ovsdbnb.KeyIPFamily: short})}
 		st.AddressSets = append(st.AddressSets, served, svc, nodeSet)
 		st.Policies = append(st.Policies, noReroute(noReroutePodToNode,
 			fmt.Sprintf("(%s.src == $%s || %s.src == $%s) && %s.dst == $%s", fam, served.Name(), fam, svc.Name(), fam, nodeSet.Name()),
 			map[string]string{"pkt_mark": strconv.Itoa(NodeIPMark)}))
+		if len(switches) > 0 {
+			reply.QoSRules = append(reply.QoSRules, ovsdbnb.QoS{
+				Priority: PriorityReplyQoS, Direction: "from-lport",
+				Match:  fmt.Sprintf("%s.src == $%s && ct.trk && ct.rpl", fam, served.Name()),
+				Action: map[string]int{"mark": ReplyMark},
+				ExternalIDs: c.ids(lrpEgressIP, map[string]string{ovsdbnb.KeyPriority: strconv.Itoa(PriorityReplyQoS),
+					ovsdbnb.KeyName: replyTrafficMark, ovsdbnb.KeyIPFamily: fam, ovsdbnb.KeyNetwork: c.Network}),
+				Switches: switches,
+			})
+		}
 	}
+	// The replies of the served pods' connections, marked by the QoS
+	// rules, are never rerouted: one policy for both families.
+	st.Policies = append(st.Policies, c.noReroute(noRerouteReply, "ip", fmt.Sprintf("pkt.mark == %d", ReplyMark), nil))
 	out[ovsdbnb.Owner{Type: OwnerClusterPolicies, Name: clusterOwnerName}] = st
+	out[ReplyQoSOwner] = reply
 	return out, nil
+}
+
+// noReroute is a 102 allow policy on the cluster router, named name, of
+// the IP family fam ("ip4", "ip6" or "ip" for both).
+func (c Cluster) noReroute(name, fam, match string, options map[string]string) ovsdbnb.RouterPolicy {
+	return ovsdbnb.RouterPolicy{Router: ClusterRouter, Priority: PriorityNoReroute, Match: match, Action: "allow", Options: options,
+		ExternalIDs: c.ids(lrpEgressIP, map[string]string{ovsdbnb.KeyPriority: strconv.Itoa(PriorityNoReroute),
+			ovsdbnb.KeyName: name, ovsdbnb.KeyIPFamily: fam, ovsdbnb.KeyNetwork: c.Network})}
 }
 
 // EgressIPState returns the rows of one EgressIP: for each served pod and
@@ -282,8 +356,8 @@ func EgressIPState(c Cluster, s Served, nodes map[string]*Node) (ovsdbnb.State, 
 						Match:    fmt.Sprintf("%s.src == %s", fam, ip),
 						Nexthops: addrStrings(nexthops, v6),
 						Options:  options,
-						ExternalIDs: c.ids(OwnerEgressIP, []kv{{ovsdbnb.KeyName, name},
-							{ovsdbnb.KeyPriority, strconv.Itoa(PriorityReroute)}, {ovsdbnb.KeyIPFamily, fam}, {ovsdbnb.KeyNetwork, c.Network}}),
+						ExternalIDs: c.ids(lrpEgressIP, map[string]string{ovsdbnb.KeyPriority: strconv.Itoa(PriorityReroute),
+							ovsdbnb.KeyName: name, ovsdbnb.KeyIPFamily: fam, ovsdbnb.KeyNetwork: c.Network}),
 					})
 				}
 				for i, h := range hs {
@@ -294,9 +368,8 @@ func EgressIPState(c Cluster, s Served, nodes map[string]*Node) (ovsdbnb.State, 
 					st.NATs = append(st.NATs, ovsdbnb.NAT{
 						Router: "GR_" + h.node.Name, Type: "snat",
 						ExternalIP: h.eip.String(), LogicalIP: ip.String(), LogicalPort: "k8s-" + h.node.Name,
-						Options: map[string]string{"stateless": "false"},
-						ExternalIDs: c.ids(OwnerEgressIP, []kv{{ovsdbnb.KeyName, name},
-							{ovsdbnb.KeyIPFamily, fam}, {ovsdbnb.KeyNetwork, c.Network}}),
+						Options:     map[string]string{"stateless": "false"},
+						ExternalIDs: c.ids(natEgressIP, map[string]string{ovsdbnb.KeyName: name, ovsdbnb.KeyIPFamily: fam}),
 					})
 				}
 			}
@@ -316,17 +389,16 @@ func EgressIPState(c Cluster, s Served, nodes map[string]*Node) (ovsdbnb.State, 
 	return st, host
 }
 
-type kv struct{ k, v string }
-
-// ids returns the ownership external_ids of reference §2.3: the owner
-// keys, the given keys, and k8s.ovn.org/id =
-// <controller>:<owner type>:<values in key order>.
-func (c Cluster) ids(ownerType string, keys []kv) map[string]string {
-	m := map[string]string{ovsdbnb.KeyOwnerController: c.Controller, ovsdbnb.KeyOwnerType: ownerType}
-	id := []string{c.Controller, ownerType}
-	for _, e := range keys {
-		m[e.k] = e.v
-		id = append(id, e.v)
+// ids returns the external_ids OVN-Kubernetes writes for an object of
+// type t with the values vals (keyed by t's keys): the owner controller
+// and type, the values, and k8s.ovn.org/id =
+// <controller>:<owner type>:<values in t's key order>.
+func (c Cluster) ids(t objectIDs, vals map[string]string) map[string]string {
+	m := map[string]string{ovsdbnb.KeyOwnerController: c.Controller, ovsdbnb.KeyOwnerType: t.ownerType}
+	id := []string{c.Controller, t.ownerType}
+	for _, k := range t.keys {
+		m[k] = vals[k]
+		id = append(id, vals[k])
 	}
 	m[ovsdbnb.KeyID] = strings.Join(id, ":")
 	return m

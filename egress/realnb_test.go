@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +30,9 @@ func topologyOf(clusterSubnet string, nodes []egress.Node, gateway string) ovsdb
 }
 
 // realNB is a real OVN central (NB, SB, northd) holding seed 002's
-// topology, and an ovsdbnb client on it.
+// topology, and an ovsdbnb client on it. Its NB schema has the QoS "mark"
+// action of OVN 24.03 (testbed.OVNOptions.QoSMark), so the reply-traffic
+// QoS rules are written too.
 type realNB struct {
 	ovn *testbed.OVN
 	c   *ovsdbnb.Client
@@ -43,7 +46,7 @@ func startRealNB(t testing.TB, topo ovsdbnb.Topology) *realNB {
 // startRealNBWith is startRealNB with client options (Endpoints is set).
 func startRealNBWith(t testing.TB, topo ovsdbnb.Topology, opts ovsdbnb.Options) *realNB {
 	t.Helper()
-	o := testbed.StartOVN(t)
+	o := testbed.StartOVNWith(t, testbed.OVNOptions{QoSMark: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	opts.Endpoints = []string{o.NB}
@@ -102,6 +105,34 @@ func (r *realNB) checkNATs(t testing.TB, when string, want map[string]string) {
 	}
 }
 
+// checkReplyQoS checks that the NB holds one reply-traffic QoS row of the
+// family fam ("ip4"/"ip6"), as OVN-Kubernetes writes it, and that it is in
+// the qos_rules of exactly the given switches.
+func (r *realNB) checkReplyQoS(t testing.TB, fam string, switches ...string) {
+	t.Helper()
+	set := ovsdbnb.AddressSetName("default-network-controller:EgressIP:egressip-served-pods:v" + fam[2:] + ":default")
+	match := fam + ".src == $" + set + " && ct.trk && ct.rpl"
+	row := r.ovn.Nbctl("--bare", "--columns=_uuid", "find", "QoS", "priority=103", "match="+strconv.Quote(match))
+	if row == "" || strings.Contains(row, "\n") {
+		t.Fatalf("reply-traffic QoS rows with match %q: %q, want one", match, row)
+	}
+	dump := r.ovn.Dump("QoS", "_uuid", "action", "direction", "external_ids")
+	for _, w := range []string{row, "{mark=42}", "from-lport",
+		`"k8s.ovn.org/id"="default-network-controller:EgressIP:103:EgressIP-Mark-Reply-Traffic:` + fam + `:default"`,
+		`"k8s.ovn.org/name"=EgressIP-Mark-Reply-Traffic`, `"k8s.ovn.org/owner-type"=EgressIP`, `ip-family=` + fam,
+		`priority="103"`, `network=default`} {
+		if !strings.Contains(dump, w) {
+			t.Errorf("QoS table has no %q:\n%s", w, dump)
+		}
+	}
+	for _, sw := range strings.Fields(r.ovn.Nbctl("--bare", "--columns=name", "list", "Logical_Switch")) {
+		has := strings.Contains(r.ovn.Nbctl("--bare", "--columns=qos_rules", "find", "Logical_Switch", "name="+sw), row)
+		if want := slices.Contains(switches, sw); has != want {
+			t.Errorf("switch %s holds the reply-traffic QoS rule: %v, want %v", sw, has, want)
+		}
+	}
+}
+
 // addSeedPod adds the seed's pod 10.244.1.3 on ovn-worker and tells both
 // gateway routers the external gateway's MAC (ovn-trace ignores
 // Static_MAC_Binding), so a trace follows the packet out.
@@ -142,7 +173,7 @@ func TestSeed002RealNB(t *testing.T) {
 		t.Errorf("second sync: %+v, want no operations", res)
 	}
 
-	want := seedSets.Replace(seedPolicies + "100 ip4.src == 10.244.1.3 reroute 100.64.0.3, 100.64.0.4")
+	want := seedSets.Replace(seedPolicies + replyPolicy + "100 ip4.src == 10.244.1.3 reroute 100.64.0.3, 100.64.0.4")
 	if got := nb.policies(t); got != strings.TrimSpace(want) {
 		t.Errorf("lr-policy-list %s:\n%s", egress.ClusterRouter, flowtest.Diff(want, got+"\n"))
 	}
@@ -151,6 +182,8 @@ func TestSeed002RealNB(t *testing.T) {
 		"GR_ovn-worker2":       "snat 172.18.0.44 10.244.1.3",
 		"GR_ovn-control-plane": "",
 	})
+
+	nb.checkReplyQoS(t, "ip4", "ovn-control-plane", "ovn-worker", "ovn-worker2")
 
 	nb.addSeedPod(t)
 	out := nb.trace(t)
@@ -171,7 +204,7 @@ func TestSeed002RealNB(t *testing.T) {
 	nodes := seedSecondaryNodes(t)
 	_, sec := seedDesired(t, nodes, "10.10.10.100", "10.10.10.101")
 	nb.sync(t, sec.NB)
-	want = seedSets.Replace(seedPolicies + "100 ip4.src == 10.244.1.3 reroute 10.244.1.2, 10.244.2.2 pkt_mark=1009")
+	want = seedSets.Replace(seedPolicies + replyPolicy + "100 ip4.src == 10.244.1.3 reroute 10.244.1.2, 10.244.2.2 pkt_mark=1009")
 	if got := nb.policies(t); got != strings.TrimSpace(want) {
 		t.Errorf("lr-policy-list on a secondary host network:\n%s", flowtest.Diff(want, got+"\n"))
 	}

@@ -176,7 +176,9 @@ var seedSets = strings.NewReplacer(
 	"$a11079093880111560446", "$"+ovsdbnb.AddressSetName("default-network-controller:ClusterNodeIPs:node-ips:v4"),
 )
 
-// The seed's policy table, verbatim but for the address set names.
+// The seed's policy table, verbatim but for the address set names. The
+// seed's OVN-Kubernetes predates the reply-traffic policy (replyPolicy)
+// that ovnedge writes besides, as OVN-Kubernetes does today.
 const seedPolicies = `1004 inport == "rtos-ovn-control-plane" && ip4.dst == 172.18.0.4 /* ovn-control-plane */ reroute 10.244.0.2
 1004 inport == "rtos-ovn-worker" && ip4.dst == 172.18.0.2 /* ovn-worker */ reroute 10.244.1.2
 1004 inport == "rtos-ovn-worker2" && ip4.dst == 172.18.0.3 /* ovn-worker2 */ reroute 10.244.2.2
@@ -185,12 +187,17 @@ const seedPolicies = `1004 inport == "rtos-ovn-control-plane" && ip4.dst == 172.
 102 ip4.src == 10.244.0.0/16 && ip4.dst == 100.64.0.0/16 allow
 `
 
+// replyPolicy is the 102 policy keeping the (QoS-marked) replies of the
+// served pods' connections off the egress nodes: it is not in the seed's
+// table, and sorts after the seed's 102 policies.
+const replyPolicy = "102 pkt.mark == 42 allow\n"
+
 func TestSeed002PrimaryNetwork(t *testing.T) {
 	res, d := seedDesired(t, seedNodes(t), "172.18.0.33", "172.18.0.44")
 	if len(res.Events) > 0 {
 		t.Errorf("events: %+v", res.Events)
 	}
-	want := seedSets.Replace(seedPolicies + "100 ip4.src == 10.244.1.3 reroute 100.64.0.3, 100.64.0.4\n")
+	want := seedSets.Replace(seedPolicies + replyPolicy + "100 ip4.src == 10.244.1.3 reroute 100.64.0.3, 100.64.0.4\n")
 	if got := strings.Join(policyList(d.NB), "\n") + "\n"; got != want {
 		t.Errorf("policies:\n%s", flowtest.Diff(want, got))
 	}
@@ -222,7 +229,7 @@ func seedSecondaryNodes(t testing.TB) []egress.Node {
 func TestSeed002SecondaryHostNetwork(t *testing.T) {
 	nodes := seedSecondaryNodes(t)
 	_, d := seedDesired(t, nodes, "10.10.10.100", "10.10.10.101")
-	want := seedSets.Replace(seedPolicies + "100 ip4.src == 10.244.1.3 reroute 10.244.1.2, 10.244.2.2 pkt_mark=1009\n")
+	want := seedSets.Replace(seedPolicies + replyPolicy + "100 ip4.src == 10.244.1.3 reroute 10.244.1.2, 10.244.2.2 pkt_mark=1009\n")
 	if got := strings.Join(policyList(d.NB), "\n") + "\n"; got != want {
 		t.Errorf("policies:\n%s", flowtest.Diff(want, got))
 	}
@@ -263,6 +270,10 @@ func renderNB(d map[ovsdbnb.Owner]ovsdbnb.State) []byte {
 		for _, n := range st.NATs {
 			lines = append(lines, fmt.Sprintf("%s nat router=%s type=%s external_ip=%s logical_ip=%s logical_port=%s options=%s external_ids=%s",
 				o, n.Router, n.Type, n.ExternalIP, n.LogicalIP, n.LogicalPort, kvs(n.Options), kvs(n.ExternalIDs)))
+		}
+		for _, q := range st.QoSRules {
+			lines = append(lines, fmt.Sprintf("%s qos switches=%q priority=%d direction=%s match=%q action=%v bandwidth=%v external_ids=%s",
+				o, q.Switches, q.Priority, q.Direction, q.Match, q.Action, q.Bandwidth, kvs(q.ExternalIDs)))
 		}
 	}
 	slices.Sort(lines)

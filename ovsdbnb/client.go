@@ -67,6 +67,7 @@ var Tables = []string{
 	nbdb.LoadBalancerTable, nbdb.LoadBalancerGroupTable, nbdb.LogicalRouterPolicyTable,
 	nbdb.NATTable, nbdb.AddressSetTable, nbdb.LogicalRouterTable, nbdb.LogicalSwitchTable,
 	nbdb.LogicalRouterPortTable, nbdb.LogicalSwitchPortTable, nbdb.LogicalRouterStaticRouteTable,
+	nbdb.QoSTable,
 }
 
 // dbModel is the partial NB model of Tables, with client indexes on the
@@ -83,6 +84,7 @@ func dbModel() (model.ClientDBModel, error) {
 		nbdb.LogicalRouterPortTable:        &nbdb.LogicalRouterPort{},
 		nbdb.LogicalSwitchPortTable:        &nbdb.LogicalSwitchPort{},
 		nbdb.LogicalRouterStaticRouteTable: &nbdb.LogicalRouterStaticRoute{},
+		nbdb.QoSTable:                      &nbdb.QoS{},
 	})
 	if err != nil {
 		return m, err
@@ -94,6 +96,7 @@ func dbModel() (model.ClientDBModel, error) {
 		nbdb.LogicalRouterPolicyTable: byOwner,
 		nbdb.NATTable:                 byOwner,
 		nbdb.AddressSetTable:          byOwner,
+		nbdb.QoSTable:                 byOwner,
 	})
 	return m, nil
 }

@@ -1,7 +1,8 @@
 // Package ovsdbnb writes the OVN Northbound database the way OVN-Kubernetes
 // does: typed, idempotent transactions (over libovsdb) for load balancers and
-// their groups, logical router policies (allow/reroute/drop), NAT rules and
-// address sets, plus the router and switch attachments they need.
+// their groups, logical router policies (allow/reroute/drop), NAT rules,
+// address sets and QoS rules, plus the router and switch attachments they
+// need.
 //
 // # Client
 //
@@ -34,7 +35,9 @@
 // those are ever changed or removed.
 //
 // An invalid owner (a match with a syntax error, a router that does not
-// exist, a VIP or load balancer name another owner holds, ...) fails alone
+// exist, a VIP or load balancer name another owner holds, a map key the
+// server's schema does not accept such as a QoS "mark" action on OVN
+// 23.03: see Client.SupportsKey, ...) fails alone
 // with an *OwnerError naming the owner and the row; the other owners of the
 // batch are written. Rows already programmed for the failed owner are left
 // as they are.
@@ -50,20 +53,33 @@
 // # OVN-Kubernetes conventions
 //
 // The rows are those OVN-Kubernetes writes (its default network
-// controller), so either can read what the other wrote:
+// controller, as of commit 8871cd9cec9c45d6da1baf9e3b06eb575f49039c of
+// August 2026), so either can read what the other wrote. This package
+// writes the rows it is given; egress builds the EgressIP ones (and
+// checks them against OVN-Kubernetes' unit-test vectors):
 //
-//   - Logical_Router_Policy and NAT external_ids carry
-//     k8s.ovn.org/owner-controller (DefaultController),
-//     k8s.ovn.org/owner-type (e.g. "EgressIP", "DefaultNetworkController"),
-//     k8s.ovn.org/name (e.g. "<eip>_<podNs>/<podName>"), priority,
-//     ip-family ("ip4"/"ip6"), network ("default") and
-//     k8s.ovn.org/id = "<controller>:<type>:<name>:<priority>:<ip-family>:<network>".
+//   - OVN-Kubernetes finds its rows by k8s.ovn.org/id, built as its
+//     DbObjectIDs do (go-controller/pkg/libovsdb/ops/db_object_ids.go):
+//     "<controller>:<owner type>" then the values of the keys of the
+//     object's ObjectIDsType in that type's order (db_object_types.go).
+//     Each key is an external id too, beside
+//     k8s.ovn.org/owner-controller (DefaultController) and
+//     k8s.ovn.org/owner-type. An EgressIP policy (and the reply-traffic
+//     QoS rule) is "<controller>:EgressIP:<priority>:<name>:<ip-family>:<network>",
+//     e.g. "default-network-controller:EgressIP:100:eip1_default/web:ip4:default";
+//     an EgressIP NAT "<controller>:EgressIP:<name>:<ip-family>" (no
+//     network key); an address set e.g.
+//     "default-network-controller:EgressIP:egressip-served-pods:v4:default".
 //   - Egress policies on ovn_cluster_router: 1004 reroute of a node's pods
-//     to its own host IP (via its management port), 102 allow of
-//     east-west, join-subnet and reply traffic (pkt_mark=1008), 100
-//     reroute of an EgressIP's pods to the gateway routers' join IPs (ECMP).
+//     to its own host IP (via its management port; no external_ids), 102
+//     allow of east-west, join-subnet, node (pkt_mark=1008) and reply
+//     (pkt.mark == 42) traffic, 100 reroute of an EgressIP's pods to the
+//     gateway routers' join IPs (ECMP).
 //   - EgressIP SNAT: type=snat on GR_<node>, external_ip=<egress IP>,
 //     logical_ip=<pod IP>, logical_port=k8s-<node>, options:stateless=false.
+//   - QoS: one row per family held by every node switch's qos_rules,
+//     priority 103, from-lport, "ip4.src == $<served pods> && ct.trk &&
+//     ct.rpl", action mark=42 (a NB schema of OVN 24.03 or newer).
 //   - Address_Set name: "a" + decimal FNV-1a 64 of its k8s.ovn.org/id
 //     (AddressSetName), referred to as "$<name>" in matches.
 //   - Load_Balancer: name "Service_<ns>/<name>_<PROTO>_cluster" (or

@@ -34,6 +34,7 @@ func (c *Client) Owners(types ...string) ([]Owner, error) {
 		{nbdb.LogicalRouterPolicyTable, func(m model.Model) { add(m.(*nbdb.LogicalRouterPolicy).ExternalIDs) }},
 		{nbdb.NATTable, func(m model.Model) { add(m.(*nbdb.NAT).ExternalIDs) }},
 		{nbdb.AddressSetTable, func(m model.Model) { add(m.(*nbdb.AddressSet).ExternalIDs) }},
+		{nbdb.QoSTable, func(m model.Model) { add(m.(*nbdb.QoS).ExternalIDs) }},
 	}
 	for _, t := range tables {
 		tc := c.nb.Cache().Table(t.name)

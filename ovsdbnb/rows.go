@@ -2,6 +2,7 @@ package ovsdbnb
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -105,6 +106,29 @@ func addressSetRowOf(a *nbdb.AddressSet) row {
 	}
 }
 
+// qosRow is the row of a desired QoS. Its action and bandwidth maps are
+// replaced as a whole (nobody else adds keys to them).
+func qosRow(q QoS) row {
+	return row{
+		scalars: map[string]any{"priority": q.Priority, "direction": q.Direction, "match": q.Match,
+			"action": intMap(q.Action), "bandwidth": intMap(q.Bandwidth)},
+		maps: map[string]map[string]string{"external_ids": q.ExternalIDs},
+	}
+}
+
+// qosRowOf is the row of a cached QoS.
+func qosRowOf(q *nbdb.QoS) row {
+	return row{
+		scalars: map[string]any{"priority": q.Priority, "direction": q.Direction, "match": q.Match,
+			"action": intMap(q.Action), "bandwidth": intMap(q.Bandwidth)},
+		maps: map[string]map[string]string{"external_ids": q.ExternalIDs},
+	}
+}
+
+// intMap is a map column of string keys and integer values, compared
+// and written as a whole.
+type intMap map[string]int
+
 // sortedCopy returns a sorted copy of s (nil for an empty s).
 func sortedCopy(s []string) []string {
 	if len(s) == 0 {
@@ -180,6 +204,12 @@ func ovsValue(v any) any {
 		return string(v)
 	case []string:
 		return stringSet(v)
+	case intMap:
+		om := make(map[any]any, len(v))
+		for k, n := range v {
+			om[k] = n
+		}
+		return ovsdb.OvsMap{GoMap: om}
 	default:
 		return v
 	}
@@ -242,6 +272,11 @@ func equalScalar(a, b any) bool {
 	bs, bok := b.([]string)
 	if aok || bok {
 		return slices.Equal(as, bs)
+	}
+	am, aok := a.(intMap)
+	bm, bok := b.(intMap)
+	if aok || bok {
+		return maps.Equal(am, bm)
 	}
 	return a == b
 }
@@ -359,4 +394,9 @@ func policyID(router string, priority int, match string) string {
 // natID identifies a NAT within its owner.
 func natID(router, typ, externalIP, logicalIP string) string {
 	return fmt.Sprintf("nat %s/%s %s %s", router, typ, externalIP, logicalIP)
+}
+
+// qosID identifies a QoS row within its owner.
+func qosID(direction string, priority int, match string) string {
+	return "qos " + direction + "/" + strconv.Itoa(priority) + " " + strconv.Quote(match)
 }

@@ -111,6 +111,25 @@ type AddressSet struct {
 // Name returns the set's OVN name, AddressSetName of its k8s.ovn.org/id.
 func (a AddressSet) Name() string { return AddressSetName(a.ExternalIDs[KeyID]) }
 
+// QoS is a desired QoS row and the logical switches whose qos_rules hold
+// it: one row, shared by all of them (as OVN-Kubernetes' EgressIP
+// reply-traffic mark is). QoS is not a root table: a row no switch holds
+// is removed by the server, so Switches must name at least one.
+type QoS struct {
+	Priority int
+	// Direction is "from-lport" or "to-lport".
+	Direction string
+	Match     string
+	// Action maps "dscp" (0-63) or "mark" to its value; "mark" needs a NB
+	// schema that has it (OVN 24.03's does, 23.03's and 23.06's do not:
+	// see Client.SupportsKey).
+	Action map[string]int
+	// Bandwidth maps "rate" (kbps) and "burst" (kbits) to their values.
+	Bandwidth   map[string]int
+	ExternalIDs map[string]string
+	Switches    []string
+}
+
 // State is the desired NB rows of one owner.
 type State struct {
 	LoadBalancers []LoadBalancer
@@ -118,6 +137,7 @@ type State struct {
 	Policies      []RouterPolicy
 	NATs          []NAT
 	AddressSets   []AddressSet
+	QoSRules      []QoS
 }
 
 // AddressSetName is OVN-Kubernetes' Address_Set name for a k8s.ovn.org/id:
@@ -136,7 +156,8 @@ func (s State) Equal(t State) bool {
 		slices.EqualFunc(s.Groups, t.Groups, LoadBalancerGroup.equal) &&
 		slices.EqualFunc(s.Policies, t.Policies, RouterPolicy.equal) &&
 		slices.EqualFunc(s.NATs, t.NATs, NAT.equal) &&
-		slices.EqualFunc(s.AddressSets, t.AddressSets, AddressSet.equal)
+		slices.EqualFunc(s.AddressSets, t.AddressSets, AddressSet.equal) &&
+		slices.EqualFunc(s.QoSRules, t.QoSRules, QoS.equal)
 }
 
 func (a LoadBalancer) equal(b LoadBalancer) bool {
@@ -162,4 +183,10 @@ func (a NAT) equal(b NAT) bool {
 
 func (a AddressSet) equal(b AddressSet) bool {
 	return slices.Equal(a.Addresses, b.Addresses) && maps.Equal(a.ExternalIDs, b.ExternalIDs)
+}
+
+func (a QoS) equal(b QoS) bool {
+	return a.Priority == b.Priority && a.Direction == b.Direction && a.Match == b.Match &&
+		maps.Equal(a.Action, b.Action) && maps.Equal(a.Bandwidth, b.Bandwidth) &&
+		maps.Equal(a.ExternalIDs, b.ExternalIDs) && slices.Equal(a.Switches, b.Switches)
 }

@@ -17,6 +17,8 @@ func fullState() State {
 		NATs: []NAT{{Router: "GR_n", Type: "snat", ExternalIP: "172.18.0.33", LogicalIP: "10.244.1.3", LogicalPort: "k8s-n",
 			Options: map[string]string{"stateless": "false"}, ExternalIDs: map[string]string{KeyName: "eip"}}},
 		AddressSets: []AddressSet{{Addresses: []string{"10.244.1.3"}, ExternalIDs: map[string]string{KeyID: "x"}}},
+		QoSRules: []QoS{{Priority: 103, Direction: "from-lport", Match: "ip4", Action: map[string]int{"mark": 42},
+			Bandwidth: map[string]int{"rate": 10}, ExternalIDs: map[string]string{KeyName: "q"}, Switches: []string{"sw0"}}},
 	}
 }
 
@@ -32,7 +34,7 @@ func changeField(t *testing.T, v reflect.Value, i int) {
 		f.Set(reflect.Append(reflect.MakeSlice(f.Type(), 0, f.Len()+1), append(sliceValues(f), reflect.Zero(f.Type().Elem()))...))
 	case reflect.Map:
 		m := reflect.MakeMap(f.Type())
-		m.SetMapIndex(reflect.ValueOf("other"), reflect.ValueOf("x"))
+		m.SetMapIndex(reflect.ValueOf("other"), reflect.Zero(f.Type().Elem()))
 		f.Set(m)
 	default:
 		t.Fatalf("field %s: kind %s not covered", v.Type().Field(i).Name, f.Kind())

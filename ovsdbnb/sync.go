@@ -129,7 +129,11 @@ func (c *Client) SyncWith(ctx context.Context, desired map[Owner]State, opts Syn
 	s := &syncer{c: c, opts: opts, failed: map[Owner]*OwnerError{}}
 	owners := make([]Owner, 0, len(desired))
 	for o, st := range desired {
-		if err := validate(o, st); err != nil {
+		err := validate(o, st)
+		if err == nil {
+			err = c.checkSchema(o, st)
+		}
+		if err != nil {
 			s.fail(err)
 			continue
 		}
@@ -248,6 +252,8 @@ type snap struct {
 	// balancers and groups their load_balancer / load_balancer_group
 	// columns hold.
 	lbHolders []holder
+	// qosHolders are the switches with the QoS rows their qos_rules hold.
+	qosHolders []holder
 }
 
 // parent returns the router holding the policy or NAT u.
@@ -260,6 +266,9 @@ func (sn *snap) parent(u string) (ref, bool) {
 
 // holders returns the rows holding the load balancer or group u.
 func (sn *snap) holders(u string) []ref { return holdersOf(sn.lbHolders, u) }
+
+// qosHolders returns the switches holding the QoS row u.
+func (sn *snap) qosHoldersOf(u string) []ref { return holdersOf(sn.qosHolders, u) }
 
 // snapshot reads the shared tables from the cache. The rows are the
 // cache's own, read without cloning (routers holding tens of thousands of
@@ -287,8 +296,9 @@ func (s *syncer) snapshot(_ context.Context) (*snap, error) {
 				sn.lbHolders = append(sn.lbHolders, holder{self, m.of(&r.LoadBalancer, keep, r.LoadBalancer, r.LoadBalancerGroup)})
 			case *nbdb.LogicalSwitch:
 				sn.switches[r.Name] = r
-				sn.lbHolders = append(sn.lbHolders, holder{ref{nbdb.LogicalSwitchTable, r.UUID, r.Name},
-					m.of(r, keep, r.LoadBalancer, r.LoadBalancerGroup)})
+				self := ref{nbdb.LogicalSwitchTable, r.UUID, r.Name}
+				sn.lbHolders = append(sn.lbHolders, holder{self, m.of(r, keep, r.LoadBalancer, r.LoadBalancerGroup)})
+				sn.qosHolders = append(sn.qosHolders, holder{self, m.of(&r.QOSRules, keep, r.QOSRules)})
 			case *nbdb.LoadBalancerGroup:
 				sn.groups[r.Name] = r
 				sn.lbHolders = append(sn.lbHolders, holder{ref{nbdb.LoadBalancerGroupTable, r.UUID, r.Name},
@@ -378,6 +388,8 @@ func uuidOf(m any) string {
 		return m.UUID
 	case *nbdb.AddressSet:
 		return m.UUID
+	case *nbdb.QoS:
+		return m.UUID
 	}
 	return ""
 }
@@ -398,6 +410,9 @@ func (s *syncer) plan(sn *snap, o Owner, st State) (*plan, error) {
 		return nil, err
 	}
 	if err := s.planAddressSets(p, st.AddressSets); err != nil {
+		return nil, err
+	}
+	if err := s.planQoS(sn, p, st.QoSRules); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -693,6 +708,54 @@ func (s *syncer) planAddressSets(p *plan, want []AddressSet) error {
 		if !keep[r.UUID] {
 			p.add("address set "+r.Name, false, ovsdb.Operation{Op: ovsdb.OperationDelete, Table: nbdb.AddressSetTable, Where: whereUUID(r.UUID)})
 		}
+	}
+	return nil
+}
+
+// planQoS makes the owner's QoS rows those of want, each held by exactly
+// its switches' qos_rules. A row no longer wanted is taken from every
+// switch holding it and deleted.
+func (s *syncer) planQoS(sn *snap, p *plan, want []QoS) error {
+	o := p.owner
+	rows, err := ownedRows(s, o, nbdb.QoSTable, &nbdb.QoS{ExternalIDs: ownerIDs(o)},
+		func(r *nbdb.QoS) map[string]string { return r.ExternalIDs })
+	if err != nil {
+		return err
+	}
+	byID := map[string]*nbdb.QoS{}
+	for _, r := range rows {
+		if id := qosID(r.Direction, r.Priority, r.Match); byID[id] == nil {
+			byID[id] = r // a duplicate is deleted below as not wanted
+		}
+	}
+	keep := map[string]bool{}
+	for _, q := range want {
+		id := qosID(q.Direction, q.Priority, q.Match)
+		var targets []ref
+		for _, n := range q.Switches {
+			ls := sn.switches[n]
+			if ls == nil {
+				return &OwnerError{Owner: o, Row: id, Err: fmt.Errorf("logical switch %q does not exist", n)}
+			}
+			targets = append(targets, ref{nbdb.LogicalSwitchTable, ls.UUID, n})
+		}
+		r := qosRow(q).stamp(o)
+		if c := byID[id]; c != nil {
+			keep[c.UUID] = true
+			p.add(id, false, diffOps(nbdb.QoSTable, c.UUID, qosRowOf(c), r)...)
+			attach(p, id, c.UUID, "qos_rules", targets, sn.qosHoldersOf(c.UUID))
+			continue
+		}
+		name := s.insert(p, nbdb.QoSTable, id, r, map[string]any{"priority": q.Priority, "direction": q.Direction, "match": q.Match})
+		attach(p, id, name, "qos_rules", targets, nil)
+	}
+	for _, r := range rows {
+		if keep[r.UUID] {
+			continue
+		}
+		id := qosID(r.Direction, r.Priority, r.Match)
+		attach(p, id, r.UUID, "qos_rules", nil, sn.qosHoldersOf(r.UUID))
+		p.add(id, false, ovsdb.Operation{Op: ovsdb.OperationDelete, Table: nbdb.QoSTable, Where: whereUUID(r.UUID)})
 	}
 	return nil
 }

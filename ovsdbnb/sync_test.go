@@ -190,6 +190,21 @@ func TestSyncBadInput(t *testing.T) {
 		{"priority out of range", ovsdbnb.Owner{Type: "EgressIP", Name: "prio"},
 			ovsdbnb.State{Policies: []ovsdbnb.RouterPolicy{{Router: "lr0", Priority: 40000, Match: "ip4", Action: "allow"}}},
 			"priority 40000"},
+		{"qos without a switch", ovsdbnb.Owner{Type: "ClusterPolicies", Name: "qos-noswitch"},
+			ovsdbnb.State{QoSRules: []ovsdbnb.QoS{{Priority: 103, Direction: "from-lport", Match: "ip4", Action: map[string]int{"dscp": 1}}}},
+			`qos from-lport/103 "ip4": no logical switch holds it`},
+		{"qos on a missing switch", ovsdbnb.Owner{Type: "ClusterPolicies", Name: "qos-missing"},
+			ovsdbnb.State{QoSRules: []ovsdbnb.QoS{{Priority: 103, Direction: "from-lport", Match: "ip4", Action: map[string]int{"dscp": 1},
+				Switches: []string{"sw0", "nosw"}}}},
+			`logical switch "nosw" does not exist`},
+		{"qos dscp out of range", ovsdbnb.Owner{Type: "ClusterPolicies", Name: "qos-dscp"},
+			ovsdbnb.State{QoSRules: []ovsdbnb.QoS{{Priority: 103, Direction: "to-lport", Match: "ip4", Action: map[string]int{"dscp": 64},
+				Switches: []string{"sw0"}}}},
+			"action dscp=64: want 0-63"},
+		{"qos direction", ovsdbnb.Owner{Type: "ClusterPolicies", Name: "qos-dir"},
+			ovsdbnb.State{QoSRules: []ovsdbnb.QoS{{Priority: 103, Direction: "in", Match: "ip4", Action: map[string]int{"dscp": 1},
+				Switches: []string{"sw0"}}}},
+			`direction "in"`},
 		// Both owners pass every client check; the server refuses the
 		// second Address_Set of the same name (a unique index), and the
 		// batch is retried owner by owner.

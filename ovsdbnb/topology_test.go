@@ -34,11 +34,16 @@ const (
 // with their address sets, the EgressIP's reroute (100) and SNATs, and a
 // Service for the load balancer trace.
 func seedState() map[ovsdbnb.Owner]ovsdbnb.State {
-	ids := func(typ, name, prio string) map[string]string {
-		return map[string]string{ovsdbnb.KeyOwnerController: ovsdbnb.DefaultController, ovsdbnb.KeyOwnerType: typ,
+	// The external_ids of OVN-Kubernetes' EgressIP policies (their id:
+	// priority, name, ip-family, network) and NATs (name, ip-family).
+	ids := func(name, prio string) map[string]string {
+		return map[string]string{ovsdbnb.KeyOwnerController: ovsdbnb.DefaultController, ovsdbnb.KeyOwnerType: "EgressIP",
 			ovsdbnb.KeyName: name, ovsdbnb.KeyPriority: prio, ovsdbnb.KeyIPFamily: "ip4", ovsdbnb.KeyNetwork: "default",
-			ovsdbnb.KeyID: ovsdbnb.DefaultController + ":" + typ + ":" + name + ":" + prio + ":ip4:default"}
+			ovsdbnb.KeyID: ovsdbnb.DefaultController + ":EgressIP:" + prio + ":" + name + ":ip4:default"}
 	}
+	natIDs := map[string]string{ovsdbnb.KeyOwnerController: ovsdbnb.DefaultController, ovsdbnb.KeyOwnerType: "EgressIP",
+		ovsdbnb.KeyName: "egressip-prod_default/web-1", ovsdbnb.KeyIPFamily: "ip4",
+		ovsdbnb.KeyID: ovsdbnb.DefaultController + ":EgressIP:egressip-prod_default/web-1:ip4"}
 	nodeIPs := map[string]string{"ovn-control-plane": "172.18.0.4", "ovn-worker": "172.18.0.2", "ovn-worker2": "172.18.0.3"}
 	mgmt := map[string]string{"ovn-control-plane": "10.244.0.2", "ovn-worker": "10.244.1.2", "ovn-worker2": "10.244.2.2"}
 	cluster := ovsdbnb.State{AddressSets: []ovsdbnb.AddressSet{
@@ -49,27 +54,27 @@ func seedState() map[ovsdbnb.Owner]ovsdbnb.State {
 	for _, n := range []string{"ovn-control-plane", "ovn-worker", "ovn-worker2"} {
 		cluster.Policies = append(cluster.Policies, ovsdbnb.RouterPolicy{Router: ovsdbnb.ClusterRouter, Priority: 1004,
 			Match:  `inport == "rtos-` + n + `" && ip4.dst == ` + nodeIPs[n] + ` /* ` + n + ` */`,
-			Action: "reroute", Nexthops: []string{mgmt[n]}, ExternalIDs: ids("DefaultNetworkController", n, "1004")})
+			Action: "reroute", Nexthops: []string{mgmt[n]}}) // no external_ids, as OVN-Kubernetes
 	}
 	cluster.Policies = append(cluster.Policies,
 		ovsdbnb.RouterPolicy{Router: ovsdbnb.ClusterRouter, Priority: 102, Action: "allow",
 			Match:       "(ip4.src == $" + ovsdbnb.AddressSetName(eipPodsID) + " || ip4.src == $" + ovsdbnb.AddressSetName(esvcPodsID) + ") && ip4.dst == $" + ovsdbnb.AddressSetName(nodeIPsID),
 			Options:     map[string]string{"pkt_mark": "1008"},
-			ExternalIDs: ids("DefaultNetworkController", "EIP-No-Reroute-reply-traffic", "102")},
+			ExternalIDs: ids("EIP-No-Reroute-Pod-To-Node", "102")},
 		ovsdbnb.RouterPolicy{Router: ovsdbnb.ClusterRouter, Priority: 102, Action: "allow",
-			Match: "ip4.src == 10.244.0.0/16 && ip4.dst == 10.244.0.0/16", ExternalIDs: ids("DefaultNetworkController", "default-no-reroute", "102")},
+			Match: "ip4.src == 10.244.0.0/16 && ip4.dst == 10.244.0.0/16", ExternalIDs: ids("EIP-No-Reroute-Pod-To-Pod", "102")},
 		ovsdbnb.RouterPolicy{Router: ovsdbnb.ClusterRouter, Priority: 102, Action: "allow",
-			Match: "ip4.src == 10.244.0.0/16 && ip4.dst == 100.64.0.0/16", ExternalIDs: ids("DefaultNetworkController", "default-no-reroute-join", "102")},
+			Match: "ip4.src == 10.244.0.0/16 && ip4.dst == 100.64.0.0/16", ExternalIDs: ids("EIP-No-Reroute-Pod-To-Join", "102")},
 	)
-	eipIDs := ids("EgressIP", "egressip-prod_default/web-1", "100")
+	eipIDs := ids("egressip-prod_default/web-1", "100")
 	egress := ovsdbnb.State{
 		Policies: []ovsdbnb.RouterPolicy{{Router: ovsdbnb.ClusterRouter, Priority: 100, Match: "ip4.src == 10.244.1.3",
 			Action: "reroute", Nexthops: []string{"100.64.0.3", "100.64.0.4"}, ExternalIDs: eipIDs}},
 		NATs: []ovsdbnb.NAT{
 			{Router: "GR_ovn-worker", Type: "snat", ExternalIP: "172.18.0.33", LogicalIP: "10.244.1.3", LogicalPort: "k8s-ovn-worker",
-				Options: map[string]string{"stateless": "false"}, ExternalIDs: eipIDs},
+				Options: map[string]string{"stateless": "false"}, ExternalIDs: natIDs},
 			{Router: "GR_ovn-worker2", Type: "snat", ExternalIP: "172.18.0.44", LogicalIP: "10.244.1.3", LogicalPort: "k8s-ovn-worker2",
-				Options: map[string]string{"stateless": "false"}, ExternalIDs: eipIDs},
+				Options: map[string]string{"stateless": "false"}, ExternalIDs: natIDs},
 		},
 	}
 	web := ovsdbnb.State{

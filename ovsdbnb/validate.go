@@ -3,6 +3,7 @@ package ovsdbnb
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"regexp"
@@ -77,6 +78,15 @@ func validate(o Owner, st State) error {
 			}
 		}
 		if err := validateKeys(map[string]map[string]string{"external_ids": a.ExternalIDs}); err != nil {
+			return bad(row, err)
+		}
+	}
+	for _, q := range st.QoSRules {
+		row := qosID(q.Direction, q.Priority, q.Match)
+		if err := dup(row); err != nil {
+			return err
+		}
+		if err := validateQoS(q); err != nil {
 			return bad(row, err)
 		}
 	}
@@ -202,6 +212,53 @@ func validateNAT(n NAT) error {
 		return fmt.Errorf("logical_ip %q is not an IP or CIDR", n.LogicalIP)
 	}
 	return validateKeys(map[string]map[string]string{"external_ids": n.ExternalIDs, "options": n.Options})
+}
+
+func validateQoS(q QoS) error {
+	switch q.Direction {
+	case "from-lport", "to-lport":
+	default:
+		return fmt.Errorf("direction %q: want from-lport or to-lport", q.Direction)
+	}
+	if q.Priority < 0 || q.Priority > 32767 {
+		return fmt.Errorf("priority %d: want 0-32767", q.Priority)
+	}
+	if len(q.Action) == 0 && len(q.Bandwidth) == 0 {
+		return errors.New("neither an action nor a bandwidth")
+	}
+	for _, k := range sortedKeys(q.Action) {
+		v := q.Action[k]
+		switch {
+		case k == "dscp" && (v < 0 || v > 63):
+			return fmt.Errorf("action dscp=%d: want 0-63", v)
+		case k == "mark" && (v < 0 || int64(v) > math.MaxUint32):
+			return fmt.Errorf("action mark=%d: want 0-4294967295", v)
+		case k != "dscp" && k != "mark":
+			return fmt.Errorf("action %q: want dscp or mark", k)
+		}
+	}
+	for _, k := range sortedKeys(q.Bandwidth) {
+		if k != "rate" && k != "burst" {
+			return fmt.Errorf("bandwidth %q: want rate or burst", k)
+		}
+		if v := q.Bandwidth[k]; v < 1 || int64(v) > math.MaxUint32 {
+			return fmt.Errorf("bandwidth %s=%d: want 1-4294967295", k, v)
+		}
+	}
+	// A QoS row no switch holds is garbage-collected by the server: the
+	// next Sync would insert it again, forever.
+	if len(q.Switches) == 0 {
+		return errors.New("no logical switch holds it")
+	}
+	for _, n := range q.Switches {
+		if n == "" {
+			return errors.New("empty switch name")
+		}
+	}
+	if err := CheckMatch(q.Match); err != nil {
+		return err
+	}
+	return validateKeys(map[string]map[string]string{"external_ids": q.ExternalIDs})
 }
 
 // checkVIPs fails the owners that claim a VIP (protocol and "vip:port")

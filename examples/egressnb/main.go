@@ -1,7 +1,8 @@
 // Command egressnb computes the OVN Northbound state of an EgressIP from
 // Kubernetes objects, without the ovnedge daemon, and applies it: the pure
 // functions of package egress decide which node hosts the egress IP and
-// which rows that takes (reroute policies, SNATs, address sets), and
+// which rows that takes (reroute policies, SNATs, address sets, the
+// reply-traffic QoS rules of the node switches), and
 // ovsdbnb writes exactly those rows, idempotently.
 //
 //	go run ./examples/egressnb                                  # print the rows
@@ -27,6 +28,7 @@ import (
 	"github.com/ovnedge/ovnedge/egress"
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
+	"github.com/ovnedge/ovnedge/ovsdbnb/nbdb"
 )
 
 func main() {
@@ -114,6 +116,9 @@ func Run(ctx context.Context, nb string, out io.Writer) error {
 		for _, a := range st.AddressSets {
 			fmt.Fprintf(out, "%s: address set %s %v\n", o, a.Name(), a.Addresses)
 		}
+		for _, q := range st.QoSRules {
+			fmt.Fprintf(out, "%s: qos %v %d %s %q %v\n", o, q.Switches, q.Priority, q.Direction, q.Match, q.Action)
+		}
 	}
 	if nb == "" {
 		return nil
@@ -123,6 +128,12 @@ func Run(ctx context.Context, nb string, out io.Writer) error {
 		return err
 	}
 	defer c.Close()
+	// The reply-traffic QoS rules mark packets (action mark=42), which the
+	// NB schema of OVN before 24.03 does not have: leave them out there.
+	if !c.SupportsKey(nbdb.QoSTable, "action", "mark") {
+		fmt.Fprintf(out, "NB schema has no QoS mark action (OVN < 24.03): %s left out\n", egress.ReplyQoSOwner)
+		delete(rows, egress.ReplyQoSOwner)
+	}
 	res, err := c.Sync(ctx, rows)
 	if err != nil {
 		return fmt.Errorf("sync: %w", err)

@@ -32,7 +32,8 @@ func TestRun(t *testing.T) {
 	if err := Run(ctx, ovn.NB, &out); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "EgressIP status: map[egress-prod:[{ovn-worker2 172.18.0.44}]]") {
+	if !strings.Contains(out.String(), "EgressIP status: map[egress-prod:[{ovn-worker2 172.18.0.44}]]") ||
+		!strings.Contains(out.String(), "NB schema has no QoS mark action (OVN < 24.03): ClusterPolicies/egressip-reply-traffic left out") {
 		t.Errorf("output:\n%s", out.String())
 	}
 	if p := ovn.Nbctl("lr-policy-list", "ovn_cluster_router"); !strings.Contains(p, "reroute                100.64.0.4") {

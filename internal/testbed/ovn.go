@@ -1,6 +1,7 @@
 package testbed
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,7 +17,7 @@ const (
 )
 
 // ovnBins are the binaries StartOVN needs.
-var ovnBins = []string{"ovsdb-tool", "ovsdb-server", "ovn-northd", "ovn-nbctl", "ovn-sbctl", "ovn-trace"}
+var ovnBins = []string{"ovsdb-tool", "ovsdb-server", "ovsdb-client", "ovn-northd", "ovn-nbctl", "ovn-sbctl", "ovn-trace"}
 
 // listeningRE finds the port of a ptcp:0 or pssl:0 remote in an
 // ovsdb-server log.
@@ -69,17 +70,42 @@ type OVN struct {
 	t T
 }
 
+// OVNOptions tune StartOVNWith.
+type OVNOptions struct {
+	// QoSMark serves the NB with the installed schema whose QoS action
+	// column is that of OVN 24.03's schema (keys "dscp" and "mark",
+	// values 0-4294967295), so OVN-Kubernetes' EgressIP reply-traffic QoS
+	// row (action mark=42) can be written. The installed ovn-northd
+	// (23.03) does not know "mark": it logs that it cannot parse such a
+	// row's action and leaves the row out of its logical flows; every
+	// other row works as usual.
+	QoSMark bool
+}
+
 // StartOVN starts the NB and SB ovsdb-servers and ovn-northd, and returns
 // once northd has synced an (empty) NB database into SB. Everything is
 // removed when the test ends.
 func StartOVN(t T) *OVN {
+	t.Helper()
+	return StartOVNWith(t, OVNOptions{})
+}
+
+// StartOVNWith is StartOVN with options.
+func StartOVNWith(t T, opts OVNOptions) *OVN {
 	t.Helper()
 	Require(t, ovnBins...)
 	begin := time.Now()
 	dir := newDir(t)
 	n := &OVN{Dir: dir, t: t,
 		NB: "unix:" + filepath.Join(dir, "nb.sock"), SB: "unix:" + filepath.Join(dir, "sb.sock")}
-	nb := startOVSDB(t, dir, "nb", nbSchema, filepath.Join(dir, "nb.sock"), "ptcp:0:127.0.0.1")
+	schema := nbSchema
+	if opts.QoSMark {
+		schema = filepath.Join(dir, "nb-qos-mark.ovsschema")
+		if err := writeQoSMarkSchema(schema); err != nil {
+			t.Fatalf("testbed: %v", err)
+		}
+	}
+	nb := startOVSDB(t, dir, "nb", schema, filepath.Join(dir, "nb.sock"), "ptcp:0:127.0.0.1")
 	startOVSDB(t, dir, "sb", sbSchema, filepath.Join(dir, "sb.sock"))
 	port, err := logPort(nb.log, nb.check)
 	if err != nil {
@@ -112,6 +138,16 @@ func (n *OVN) NbctlErr(args ...string) (string, error) {
 	return run(append([]string{"ovn-nbctl", "--db=" + n.NB}, args...)...)
 }
 
+// Dump runs `ovsdb-client -f list dump` of the NB table, with only the
+// given columns if any. Unlike ovn-nbctl, which parses values with the
+// installed schema, it shows what the server holds (e.g. a QoS action
+// "mark" in a StartOVNWith(QoSMark) NB).
+func (n *OVN) Dump(table string, columns ...string) string {
+	n.t.Helper()
+	argv := append([]string{"ovsdb-client", "-f", "list", "dump", n.NB, "OVN_Northbound", table}, columns...)
+	return mustRun(n.t, logPaths(n.Dir, "nb"), argv...)
+}
+
 // Sbctl runs ovn-sbctl against SB.
 func (n *OVN) Sbctl(args ...string) string {
 	n.t.Helper()
@@ -137,4 +173,35 @@ func Blanks(s string) string {
 		}
 	}
 	return strings.Join(lines, "\n")
+}
+
+// writeQoSMarkSchema writes to path the installed NB schema with the QoS
+// action column type of OVN 24.03's schema (see OVNOptions.QoSMark).
+func writeQoSMarkSchema(path string) error {
+	data, err := os.ReadFile(nbSchema)
+	if err != nil {
+		return fmt.Errorf("QoS mark schema: %w", err)
+	}
+	var schema map[string]any
+	if err := json.Unmarshal(data, &schema); err != nil {
+		return fmt.Errorf("QoS mark schema: parse %s: %w", nbSchema, err)
+	}
+	tables, _ := schema["tables"].(map[string]any)
+	qos, _ := tables["QoS"].(map[string]any)
+	cols, _ := qos["columns"].(map[string]any)
+	if cols == nil || cols["action"] == nil {
+		return fmt.Errorf("QoS mark schema: %s has no QoS action column", nbSchema)
+	}
+	cols["action"] = map[string]any{"type": map[string]any{
+		"key":   map[string]any{"type": "string", "enum": []any{"set", []any{"dscp", "mark"}}},
+		"value": map[string]any{"type": "integer", "minInteger": 0, "maxInteger": 4294967295},
+		"min":   0, "max": "unlimited"}}
+	out, err := json.MarshalIndent(schema, "", " ")
+	if err != nil {
+		return fmt.Errorf("QoS mark schema: %w", err)
+	}
+	if err := os.WriteFile(path, out, 0o644); err != nil {
+		return fmt.Errorf("QoS mark schema: %w", err)
+	}
+	return nil
 }
