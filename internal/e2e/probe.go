@@ -156,3 +156,15 @@ func (s *Stream) Gap(since time.Time) (gap time.Duration, lost uint64) {
 	}
 	return gap, lost
 }
+
+// ArrivedAfter returns nil once a packet sent after sequence number seq
+// (see Sent) has arrived from src (from anywhere when src is the zero
+// Addr), and an error saying what arrived otherwise.
+func (s *Stream) ArrivedAfter(seq uint64, src netip.Addr) error {
+	for _, a := range s.Arrivals() {
+		if a.Seq > seq && (!src.IsValid() || a.From == src) {
+			return nil
+		}
+	}
+	return fmt.Errorf("no packet sent after #%d arrived from %v (last from %v)", seq, src, s.LastFrom())
+}
