@@ -388,16 +388,23 @@ func (d *Dataplane) syncNB(ctx context.Context, s Snapshot, cs *ClusterState) ([
 // QoS action (mark=42) that the NB schema of OVN before 24.03 lacks:
 // there, those rules are left out, with one warning (the 102 policy
 // matching the mark stays, as harmless as OVN-Kubernetes' own).
+//
+// Instead, the owner gets egress.ReplyPortPolicies (ClusterState's
+// ReplyFallback): the replies of served pods backing an
+// externalTrafficPolicy=Local Service are kept from the reroute by their
+// source port.
 func (d *Dataplane) fitSchema(cs *ClusterState) {
 	if d.nb.SupportsKey(nbdb.QoSTable, "action", "mark") {
 		return
 	}
 	if _, ok := cs.Egress[egress.ReplyQoSOwner]; ok && !d.noReplyQoS {
-		d.log.Warn("northbound: the NB schema has no QoS mark action (OVN older than 24.03): EgressIP reply traffic is not marked",
+		d.log.Warn("northbound: the NB schema has no QoS mark action (OVN older than 24.03): EgressIP reply traffic is kept from the reroute by per-port policies instead",
 			"owner", egress.ReplyQoSOwner.String())
 		d.noReplyQoS = true
 	}
-	delete(cs.Egress, egress.ReplyQoSOwner)
+	if _, ok := cs.Egress[egress.ReplyQoSOwner]; ok {
+		cs.Egress[egress.ReplyQoSOwner] = cs.ReplyFallback
+	}
 }
 
 // fullResync is how often the leader syncs every owner's NB rows, not only

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/ovnedge/ovnedge/egress"
@@ -86,6 +87,10 @@ type ClusterState struct {
 	// Keep are the owners of objects that could not be read this time:
 	// their rows stay as they are.
 	Keep []ovsdbnb.Owner
+	// ReplyFallback replaces the rows of egress.ReplyQoSOwner where the
+	// NB cannot hold them (no QoS mark action, OVN before 24.03): see
+	// egress.ReplyPortPolicies.
+	ReplyFallback ovsdbnb.State
 	// Nodes are the egress nodes used, for the next computation's prev.
 	Nodes  []egress.Node
 	Events []event.Event
@@ -149,6 +154,7 @@ func ComputeCluster(s Snapshot, p Params, reachable func(node string) bool, prev
 			return cs, fmt.Errorf("egress: %w", err)
 		}
 		cs.Egress, cs.Host = d.NB, d.Host
+		cs.ReplyFallback = egress.ReplyPortPolicies(p.Egress, servedLocalPorts(served, s.Services, s.EndpointSlices))
 	}
 
 	svcs, events, err := allocate(s.Services, p.Pools, cs.Ingress)
@@ -170,6 +176,56 @@ func ComputeCluster(s Snapshot, p Params, reachable func(node string) bool, prev
 	cs.LB, lbEvents = p.LBCache.Build(lbsvc.Input{Services: svcs, EndpointSlices: s.EndpointSlices, Nodes: lbNodes}, p.LB)
 	cs.Events = append(cs.Events, lbEvents...)
 	return cs, nil
+}
+
+// servedLocalPorts are the ports on which pods served by an EgressIP back
+// a Service that keeps the client's address (externalTrafficPolicy=Local,
+// reachable from outside: a LoadBalancer or NodePort Service, or one with
+// ExternalIPs).
+func servedLocalPorts(served []egress.Served, svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice) []egress.ServedPort {
+	podIPs := map[netip.Addr]bool{}
+	for _, sv := range served {
+		for _, p := range sv.Pods {
+			for _, ip := range p.IPs {
+				podIPs[ip] = true
+			}
+		}
+	}
+	if len(podIPs) == 0 {
+		return nil
+	}
+	local := map[string]bool{}
+	for _, svc := range svcs {
+		external := svc.Spec.Type == corev1.ServiceTypeLoadBalancer || svc.Spec.Type == corev1.ServiceTypeNodePort || len(svc.Spec.ExternalIPs) > 0
+		if external && svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal {
+			local[svc.Namespace+"/"+svc.Name] = true
+		}
+	}
+	var out []egress.ServedPort
+	for _, sl := range eps {
+		if !local[sl.Namespace+"/"+sl.Labels[discoveryv1.LabelServiceName]] {
+			continue
+		}
+		for _, ep := range sl.Endpoints {
+			for _, a := range ep.Addresses {
+				ip, err := netip.ParseAddr(a)
+				if err != nil || !podIPs[ip] {
+					continue
+				}
+				for _, port := range sl.Ports {
+					if port.Port == nil {
+						continue
+					}
+					proto := "tcp"
+					if port.Protocol != nil {
+						proto = strings.ToLower(string(*port.Protocol))
+					}
+					out = append(out, egress.ServedPort{IP: ip, Protocol: proto, Port: *port.Port})
+				}
+			}
+		}
+	}
+	return out
 }
 
 // allocate runs LB IPAM over svcs, oldest first, and returns the Services

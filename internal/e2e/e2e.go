@@ -736,3 +736,23 @@ func (e *Env) RestartNodes(extra ...string) {
 		e.StartNode(n.Name)
 	}
 }
+
+// Diagnose returns what a failing traffic check wants to see: every
+// node's breth0 flows with their counters, and the NB's router policies,
+// NATs and load balancers.
+func (e *Env) Diagnose() string {
+	var b strings.Builder
+	for _, n := range e.Nodes {
+		out, err := exec.Command("ovs-ofctl", "-O", "OpenFlow13", "dump-flows", n.Mgmt(testbed.ClusterBridge)).CombinedOutput()
+		fmt.Fprintf(&b, "--- %s breth0 flows (%v):\n%s", n.Name, err, out)
+	}
+	for _, args := range [][]string{{"lr-policy-list", "ovn_cluster_router"}, {"lb-list"}, {"show"}} {
+		out, err := exec.Command("ovn-nbctl", append([]string{"--db=" + e.OVN.NB}, args...)...).CombinedOutput()
+		fmt.Fprintf(&b, "--- ovn-nbctl %s (%v):\n%s", strings.Join(args, " "), err, out)
+	}
+	for _, n := range e.Nodes {
+		out, err := exec.Command("ovn-nbctl", "--db="+e.OVN.NB, "lr-nat-list", "GR_"+n.Name).CombinedOutput()
+		fmt.Fprintf(&b, "--- NATs of GR_%s (%v):\n%s", n.Name, err, out)
+	}
+	return b.String()
+}

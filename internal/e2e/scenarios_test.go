@@ -60,10 +60,12 @@ func via(t *testing.T, e *Env, dst netip.Addr, node string) {
 func answers(t *testing.T, e *Env, ns *testbed.Netns, addr string) (pod, client string) {
 	t.Helper()
 	var line string
-	e.Eventually(30*time.Second, "a connection to "+addr, func() (err error) {
+	if err := poll(30*time.Second, func() (err error) {
 		line, err = Reply(ns, addr, payload, 3*time.Second)
 		return err
-	})
+	}); err != nil {
+		t.Fatalf("a connection to %s from %s: still failing after 30s: %v\n%s", addr, ns.Name, err, e.Diagnose())
+	}
 	pod, client, _ = strings.Cut(line, " ")
 	return pod, client
 }
@@ -278,18 +280,16 @@ spec:
 			etp  corev1.ServiceExternalTrafficPolicy
 			vip  string
 		}{{"eip-cluster", corev1.ServiceExternalTrafficPolicyCluster, "172.18.0.160"}, {"eip-local", corev1.ServiceExternalTrafficPolicyLocal, "172.18.0.161"}} {
-			createService(t, e, service("prod", c.name, "prod-web", corev1.ServiceTypeClusterIP, "", c.vip))
-			s := e.Service("prod", c.name)
-			s.Spec.Type, s.Spec.ExternalTrafficPolicy = corev1.ServiceTypeNodePort, c.etp
-			if _, err := e.CS.CoreV1().Services("prod").Update(ctx, s, metav1.UpdateOptions{}); err != nil {
-				t.Fatal(err)
-			}
+			createService(t, e, service("prod", c.name, "prod-web", corev1.ServiceTypeNodePort, c.etp, c.vip))
 			vip := netip.MustParseAddr(c.vip)
 			via(t, e, vip, w1)
 			got, seen := answers(t, e, e.Client, c.vip+":80")
 			t.Logf("%s (ETP=%s) via %s: answered by %s, which saw %s", c.vip, c.etp, w1, got, seen)
 			if got != "app-1" {
 				t.Errorf("%s: answered by %q", c.name, got)
+			}
+			if kept := strings.HasPrefix(seen, testbed.ClusterClientIP+":"); kept != (c.etp == corev1.ServiceExternalTrafficPolicyLocal) {
+				t.Errorf("%s: the backend saw %s", c.name, seen)
 			}
 		}
 	})
