@@ -64,9 +64,15 @@
 //     configured); its unit-test vectors leave it unset.
 //   - The QoS rules need a NB schema with the QoS "mark" action (OVN
 //     24.03's has it, 23.03's and 23.06's do not). They have an owner of
-//     their own, ReplyQoSOwner, which the daemon leaves out, with a
-//     warning, on a NB without it; a node switch that does not exist yet
-//     fails that owner alone.
+//     their own, ReplyQoSOwner; a node switch that does not exist yet
+//     fails that owner alone. On a NB without the mark action the daemon
+//     gives that owner ReplyPortPolicies instead (with one warning): a
+//     102 allow policy per source port on which a served pod backs an
+//     externalTrafficPolicy=Local Service, so those replies are not
+//     rerouted to the egress node. It matches the source port, not the
+//     conntrack reply state: a connection the pod opens from such a port
+//     is not rerouted either (clients' ephemeral ports are not served
+//     ports, so in practice this is the Service's replies only).
 //
 // Subpackages: egress/api/v1 (the API types and their conversion from
 // unstructured objects), egress/reach (egress node reachability: the
