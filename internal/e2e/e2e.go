@@ -91,6 +91,7 @@ type Env struct {
 	LeaderPod *testbed.Pod
 
 	t        testbed.T
+	owner    testbed.T // the T Start was given: what the Env starts is cleaned up with it
 	root     string
 	mapper   meta.RESTMapper
 	ctx      context.Context
@@ -126,7 +127,7 @@ func Start(t testbed.T, o Options) *Env {
 	if bin == "" {
 		bin = Build(t, root)
 	}
-	e := &Env{t: t, root: root, Bin: bin, mu: &sync.Mutex{}, nodes: map[string]*Instance{}, kubecfgs: map[string]string{}, opts: &o,
+	e := &Env{t: t, owner: t, root: root, Bin: bin, mu: &sync.Mutex{}, nodes: map[string]*Instance{}, kubecfgs: map[string]string{}, opts: &o,
 		baseNodeArgs: o.NodeArgs}
 	e.Cluster = testbed.StartCluster(t, testbed.ClusterOptions{Nodes: o.Nodes})
 	e.Kube = testbed.StartKubeAPI(t)
@@ -693,19 +694,28 @@ func cacheFuncs(f func(any)) cache.ResourceEventHandlerFuncs {
 		DeleteFunc: f}
 }
 
-// With returns the Env for another test (a subtest sharing the cluster):
-// failures are reported to t.
+// With returns the Env for a subtest of the test that started it (or of
+// TestMain's program): failures go to t, while what the subtest starts
+// through the Env (processes, pods, a restarted chassis) lives as long as
+// the cluster, as the cluster's own parts do. Subtests must not run in
+// parallel.
 func (e *Env) With(t testbed.T) *Env {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	c := *e
-	c.t = t
+	c.t = scoped{T: t, owner: e.owner}
+	t.Cleanup(e.Cluster.Use(c.t))
 	return &c
 }
 
-// egressGVR is the EgressIP resource.
-var egressGVR = schema.GroupVersionResource{Group: "k8s.ovn.org", Version: "v1", Resource: "egressips"}
+// scoped is a subtest's T whose Cleanup registers with the cluster's
+// owner.
+type scoped struct {
+	testbed.T
+	owner testbed.T
+}
 
+func (s scoped) Cleanup(f func()) { s.owner.Cleanup(f) }
 // RestoreNode brings a killed node back: its chassis (testbed's
 // Restart), its ovnedge instance and its Ready condition.
 func (e *Env) RestoreNode(node string) {
@@ -756,3 +766,6 @@ func (e *Env) Diagnose() string {
 	}
 	return b.String()
 }
+
+// egressGVR is the EgressIP resource.
+var egressGVR = schema.GroupVersionResource{Group: "k8s.ovn.org", Version: "v1", Resource: "egressips"}

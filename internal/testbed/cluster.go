@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -73,10 +74,30 @@ type Cluster struct {
 	// Underlay is the geneve segment's switch namespace.
 	Underlay *Netns
 
-	t      T
+	t      T                 // the T the cluster was started with
+	cur    atomic.Pointer[T] // the T failures go to now (Use)
 	mu     sync.Mutex
 	pods   map[string]*Pod
 	uplink int
+}
+
+// T is the T the cluster's methods report failures to: the one given to
+// Use, or the one StartCluster was given.
+func (c *Cluster) T() T {
+	if t := c.cur.Load(); t != nil {
+		return *t
+	}
+	return c.t
+}
+
+// Use makes the cluster's methods report failures to t (a subtest of the
+// test that owns a shared cluster; give it a T whose Cleanup registers
+// with the owner, so what the subtest starts lives as long as the
+// cluster) until the returned func is called. Subtests using it must not
+// run in parallel.
+func (c *Cluster) Use(t T) (restore func()) {
+	prev := c.cur.Swap(&t)
+	return func() { c.cur.Store(prev) }
 }
 
 // ClusterNode is one node of a Cluster: a chassis in its own network
@@ -182,14 +203,14 @@ func StartCluster(t T, o ClusterOptions) *Cluster {
 
 // segmentHost plugs ns into the external segment with addr on ifname.
 func (c *Cluster) segmentHost(ns *Netns, ifname, addr string) {
-	c.t.Helper()
+	c.T().Helper()
 	peer := c.nextUplink()
-	mustRun(c.t, nil, "ip", "-n", ns.Name, "link", "add", ifname, "type", "veth", "peer", "name", peer, "netns", c.Segment.Name)
-	c.Segment.Run(c.t, "ip", "link", "set", peer, "master", "br0", "up")
-	c.Segment.Run(c.t, "ethtool", "-K", peer, "tx", "off")
-	ns.Run(c.t, "ip", "addr", "add", addr+"/"+strconv.Itoa(ClusterExtPrefix), "dev", ifname)
-	ns.Run(c.t, "ip", "link", "set", ifname, "up")
-	ns.Run(c.t, "ethtool", "-K", ifname, "tx", "off")
+	mustRun(c.T(), nil, "ip", "-n", ns.Name, "link", "add", ifname, "type", "veth", "peer", "name", peer, "netns", c.Segment.Name)
+	c.Segment.Run(c.T(), "ip", "link", "set", peer, "master", "br0", "up")
+	c.Segment.Run(c.T(), "ethtool", "-K", peer, "tx", "off")
+	ns.Run(c.T(), "ip", "addr", "add", addr+"/"+strconv.Itoa(ClusterExtPrefix), "dev", ifname)
+	ns.Run(c.T(), "ip", "link", "set", ifname, "up")
+	ns.Run(c.T(), "ethtool", "-K", ifname, "tx", "off")
 }
 
 func (c *Cluster) nextUplink() string {
@@ -199,19 +220,19 @@ func (c *Cluster) nextUplink() string {
 
 // Node returns the node called name, failing the test if there is none.
 func (c *Cluster) Node(name string) *ClusterNode {
-	c.t.Helper()
+	c.T().Helper()
 	for _, n := range c.Nodes {
 		if n.Name == name {
 			return n
 		}
 	}
-	c.t.Fatalf("testbed: no cluster node %q", name)
+	c.T().Fatalf("testbed: no cluster node %q", name)
 	return nil
 }
 
 // startNode starts node i's chassis.
 func (c *Cluster) startNode(i int, name string) *ClusterNode {
-	t := c.t
+	t := c.T()
 	t.Helper()
 	dir := newDir(t)
 	nd := &ClusterNode{Name: name, Index: i, c: c, Dir: dir, RunDir: dir,
@@ -269,7 +290,7 @@ func (c *Cluster) startNode(i int, name string) *ClusterNode {
 // (taps that ovs-vswitchd makes, and makes anew when it restarts) and its
 // default route.
 func (n *ClusterNode) configureHost() {
-	t := n.c.t
+	t := n.c.T()
 	t.Helper()
 	n.NS.Run(t, "ip", "addr", "replace", netip.PrefixFrom(n.UnderlayIP, 24).String(), "dev", "br-phy")
 	n.NS.Run(t, "ip", "link", "set", "br-phy", "up")
@@ -280,17 +301,17 @@ func (n *ClusterNode) configureHost() {
 
 // Vsctl runs ovs-vsctl against the node's database.
 func (n *ClusterNode) Vsctl(args ...string) string {
-	n.c.t.Helper()
+	n.c.T().Helper()
 	argv := append([]string{"ovs-vsctl", "--db=" + n.DB, "--timeout=30"}, args...)
-	return mustRun(n.c.t, logPaths(n.Dir, "ovsdb-server", "ovs-vswitchd"), argv...)
+	return mustRun(n.c.T(), logPaths(n.Dir, "ovsdb-server", "ovs-vswitchd"), argv...)
 }
 
 // Ofctl runs ovs-ofctl -O OpenFlow13 args... against the bridge named
 // first in args ("breth0" becomes its management socket).
 func (n *ClusterNode) Ofctl(cmd, bridge string, args ...string) string {
-	n.c.t.Helper()
+	n.c.T().Helper()
 	argv := append([]string{"ovs-ofctl", "-O", "OpenFlow13", cmd, n.Mgmt(bridge)}, args...)
-	return mustRun(n.c.t, logPaths(n.Dir, "ovs-vswitchd"), argv...)
+	return mustRun(n.c.T(), logPaths(n.Dir, "ovs-vswitchd"), argv...)
 }
 
 // Mgmt is a bridge's OpenFlow socket on this node.
@@ -300,19 +321,19 @@ func (n *ClusterNode) Mgmt(bridge string) string {
 
 // Appctl runs ovs-appctl against the node's ovs-vswitchd.
 func (n *ClusterNode) Appctl(args ...string) string {
-	n.c.t.Helper()
+	n.c.T().Helper()
 	argv := append([]string{"ovs-appctl", "-t", filepath.Join(n.Dir, "ovs-vswitchd.ctl")}, args...)
-	return mustRun(n.c.t, logPaths(n.Dir, "ovs-vswitchd"), argv...)
+	return mustRun(n.c.T(), logPaths(n.Dir, "ovs-vswitchd"), argv...)
 }
 
 func (n *ClusterNode) startVswitchd() {
 	file := filepath.Join(n.Dir, "ovs-vswitchd")
-	n.vswitchd = startDaemon(n.c.t, "ovs-vswitchd", file+".log", []string{"OVS_RUNDIR=" + n.RunDir},
+	n.vswitchd = startDaemon(n.c.T(), "ovs-vswitchd", file+".log", []string{"OVS_RUNDIR=" + n.RunDir},
 		"ip", "netns", "exec", n.NS.Name, "ovs-vswitchd", n.DB,
 		"--pidfile="+file+".pid", "--log-file="+file+".log", "--unixctl="+file+".ctl",
 		"--no-chdir", "--disable-system", "-vconsole:off")
 	if err := n.vswitchd.waitSocket(file + ".ctl"); err != nil {
-		n.c.t.Fatalf("testbed: node %s: start ovs-vswitchd: %v", n.Name, err)
+		n.c.T().Fatalf("testbed: node %s: start ovs-vswitchd: %v", n.Name, err)
 	}
 }
 
@@ -327,17 +348,17 @@ func (n *ClusterNode) stopVswitchd() {
 		return
 	}
 	if err := d.kill(); err != nil {
-		n.c.t.Errorf("testbed: %v", err)
+		n.c.T().Errorf("testbed: %v", err)
 	}
 }
 
 func (n *ClusterNode) startController() {
 	file := filepath.Join(n.Dir, "ovn-controller")
-	n.ctl = startDaemon(n.c.t, "ovn-controller", file+".log",
+	n.ctl = startDaemon(n.c.T(), "ovn-controller", file+".log",
 		[]string{"OVS_RUNDIR=" + n.RunDir, "OVN_RUNDIR=" + n.Dir},
 		"ip", "netns", "exec", n.NS.Name, "ovn-controller", n.DB,
 		"--pidfile="+file+".pid", "--log-file="+file+".log", "--no-chdir", "-vconsole:off")
-	stopOnCleanup(n.c.t, n.ctl)
+	stopOnCleanup(n.c.T(), n.ctl)
 	err := waitFor(readyTimeout, func() error {
 		if out, err := run("ovn-sbctl", "--db="+n.c.OVN.SB, "--bare", "--columns=name", "find", "Chassis", "name="+n.Name); err != nil || out != n.Name {
 			return n.ctl.check(fmt.Errorf("chassis %s not in SB (%q, %v)", n.Name, out, err))
@@ -348,14 +369,14 @@ func (n *ClusterNode) startController() {
 		return nil
 	})
 	if err != nil {
-		n.c.t.Fatalf("testbed: chassis %s not registered: %v%s", n.Name, err, tails(logPaths(n.Dir, "ovn-controller")))
+		n.c.T().Fatalf("testbed: chassis %s not registered: %v%s", n.Name, err, tails(logPaths(n.Dir, "ovn-controller")))
 	}
 }
 
 // waitPatch waits until ovn-controller has made breth0's patch port to
 // br-int (it does once ext_<node>'s localnet port exists).
 func (n *ClusterNode) waitPatch() {
-	n.c.t.Helper()
+	n.c.T().Helper()
 	err := waitFor(readyTimeout, func() error {
 		if _, err := run("ovs-vsctl", "--db="+n.DB, "get", "Interface", n.Patch, "ofport"); err != nil {
 			return n.ctl.check(err)
@@ -363,7 +384,7 @@ func (n *ClusterNode) waitPatch() {
 		return nil
 	})
 	if err != nil {
-		n.c.t.Fatalf("testbed: node %s: no patch port %s: %v", n.Name, n.Patch, err)
+		n.c.T().Fatalf("testbed: node %s: no patch port %s: %v", n.Name, n.Patch, err)
 	}
 }
 
@@ -371,7 +392,7 @@ func (n *ClusterNode) waitPatch() {
 // switch (logical port k8s-<node>), with routes to the cluster and join
 // subnets through it, as ovnkube-node does.
 func (n *ClusterNode) plugManagementPort() {
-	t := n.c.t
+	t := n.c.T()
 	t.Helper()
 	n.Vsctl("add-port", "br-int", "ovn-k8s-mp0", "--", "set", "Interface", "ovn-k8s-mp0", "type=internal",
 		"mac=\""+ovnMAC(n.MgmtIP)+"\"", "external_ids:iface-id=k8s-"+n.Name)
@@ -387,7 +408,7 @@ func (n *ClusterNode) plugManagementPort() {
 
 // configureManagementPort sets ovn-k8s-mp0's MAC, address and routes.
 func (n *ClusterNode) configureManagementPort() {
-	t := n.c.t
+	t := n.c.T()
 	t.Helper()
 	n.NS.Run(t, "ip", "link", "set", "ovn-k8s-mp0", "address", ovnMAC(n.MgmtIP), "mtu", "1400")
 	n.NS.Run(t, "ip", "addr", "replace", netip.PrefixFrom(n.MgmtIP, n.Subnet.Bits()).String(), "dev", "ovn-k8s-mp0")
@@ -410,7 +431,7 @@ func ovnMAC(ip netip.Addr) string {
 // of the cluster and join subnets, GARPs for NAT addresses but not for
 // load balancer VIPs.
 func (c *Cluster) topology() {
-	c.t.Helper()
+	c.T().Helper()
 	args := []string{
 		"lr-add", "ovn_cluster_router",
 		"--", "lrp-add", "ovn_cluster_router", "rtoj-ovn_cluster_router", ovnMAC(netip.MustParseAddr(ClusterJoinRtr)), ClusterJoinRtr + "/16",
@@ -456,14 +477,21 @@ func (c *Cluster) topology() {
 			"--", "lr-nat-add", gr, "snat", n.IP.String(), n.JoinIP.String(),
 		)
 	}
-	c.OVN.Nbctl(args...)
+	c.nbctl(args...)
+}
+
+// nbctl runs ovn-nbctl against the cluster's NB, failing c.T().
+func (c *Cluster) nbctl(args ...string) string {
+	t := c.T()
+	t.Helper()
+	return mustRun(t, logPaths(c.OVN.Dir, "nb", "northd"), append([]string{"ovn-nbctl", "--db=" + c.OVN.NB}, args...)...)
 }
 
 // WaitHV waits, up to timeout, until every chassis has installed the
 // flows of the current NB contents.
 func (c *Cluster) WaitHV(timeout time.Duration) {
-	c.t.Helper()
-	c.OVN.Nbctl("--wait=hv", "--timeout="+strconv.Itoa(max(1, int(timeout.Seconds()))), "sync")
+	c.T().Helper()
+	c.nbctl("--wait=hv", "--timeout="+strconv.Itoa(max(1, int(timeout.Seconds()))), "sync")
 }
 
 // warmTunnels pings every node's tunnel endpoint from every other node:
@@ -491,7 +519,7 @@ type ClusterPodOptions struct {
 // of the node's br-int bound to it, and its default route. It returns
 // once the chassis has claimed the port and reports it up.
 func (c *Cluster) AddPod(node, namespace, name string, o ClusterPodOptions) *Pod {
-	t := c.t
+	t := c.T()
 	t.Helper()
 	n := c.Node(node)
 	c.mu.Lock()
@@ -509,7 +537,7 @@ func (c *Cluster) AddPod(node, namespace, name string, o ClusterPodOptions) *Pod
 	c.mu.Unlock()
 	p := &Pod{Namespace: namespace, Name: name, Node: node, IP: ip, MAC: ovnMAC(ip),
 		Netns: NewNetns(t, "ovcp"), port: "p" + randomHex(t)}
-	c.OVN.Nbctl("lsp-add", node, p.LSP(), "--", "lsp-set-addresses", p.LSP(), p.MAC+" "+ip.String())
+	c.nbctl("lsp-add", node, p.LSP(), "--", "lsp-set-addresses", p.LSP(), p.MAC+" "+ip.String())
 	ns := n.NS.Name
 	mustRun(t, nil, "ip", "-n", ns, "link", "add", p.port, "type", "veth", "peer", "name", "eth0", "netns", p.Netns.Name)
 	mustRun(t, nil, "ip", "-n", ns, "link", "set", p.port, "up")
@@ -545,7 +573,7 @@ func (c *Cluster) Pod(namespace, name string) *Pod {
 // DeletePod removes the pod's port from br-int and NB. Its namespace
 // goes at cleanup.
 func (c *Cluster) DeletePod(namespace, name string) {
-	t := c.t
+	t := c.T()
 	t.Helper()
 	c.mu.Lock()
 	p := c.pods[namespace+"/"+name]
@@ -558,7 +586,7 @@ func (c *Cluster) DeletePod(namespace, name string) {
 	if n.vswitchd.alive() {
 		n.Vsctl("--if-exists", "del-port", "br-int", p.port)
 	}
-	c.OVN.Nbctl("--if-exists", "lsp-del", p.LSP())
+	c.nbctl("--if-exists", "lsp-del", p.LSP())
 }
 
 // Alive reports whether the node's chassis processes all run.
@@ -570,11 +598,11 @@ func (n *ClusterNode) Alive() bool {
 // ovs-vswitchd and ovsdb-server get SIGKILL. Its namespace, links and
 // addresses stay (a dead machine's cable stays plugged in).
 func (n *ClusterNode) Kill() {
-	n.c.t.Helper()
+	n.c.T().Helper()
 	for _, d := range []*daemon{n.ctl, n.vswitchd, n.ovsdb} {
 		if d.alive() {
 			if err := d.kill(); err != nil {
-				n.c.t.Fatalf("testbed: node %s: %v", n.Name, err)
+				n.c.T().Fatalf("testbed: node %s: %v", n.Name, err)
 			}
 		}
 	}
@@ -587,7 +615,7 @@ func (n *ClusterNode) Kill() {
 // registered, has installed the NB's flows and its tunnels carried a
 // first packet.
 func (n *ClusterNode) Restart() {
-	t := n.c.t
+	t := n.c.T()
 	t.Helper()
 	if n.Alive() {
 		t.Fatalf("testbed: node %s: Restart of a running node", n.Name)
@@ -613,12 +641,12 @@ func (n *ClusterNode) Restart() {
 
 // SetUplink takes the node's breth0 uplink (its "NIC") down or up.
 func (n *ClusterNode) SetUplink(up bool) {
-	n.c.t.Helper()
+	n.c.T().Helper()
 	state := "down"
 	if up {
 		state = "up"
 	}
-	n.NS.Run(n.c.t, "ip", "link", "set", ClusterUplink, state)
+	n.NS.Run(n.c.T(), "ip", "link", "set", ClusterUplink, state)
 }
 
 // Env is the environment a process on the node needs to find the node's
@@ -629,7 +657,7 @@ func (n *ClusterNode) Env() []string {
 
 // Trace runs ofproto/trace on a bridge of the node.
 func (n *ClusterNode) Trace(bridge, flow string) string {
-	n.c.t.Helper()
+	n.c.T().Helper()
 	return n.Appctl("ofproto/trace", bridge, flow)
 }
 
