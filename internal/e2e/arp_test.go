@@ -47,7 +47,7 @@ func TestARPBypass(t *testing.T) {
 	vip := netip.MustParseAddr("172.18.0.170")
 	createService(t, e, service("shop", "bypass", "web", corev1.ServiceTypeClusterIP, "", vip.String()))
 	_, _ = e.Client.RunErr("ip", "route", "del", vip.String()+"/32") // on-link: the client ARPs for the VIP
-	time.Sleep(2 * time.Second) // the flows are in place by now; nothing may answer
+	time.Sleep(2 * time.Second)                                      // the flows are in place by now; nothing may answer
 	if macs := arpReplies(e, vip, 2); len(macs) != 0 {
 		t.Fatalf("ARP for %s answered by %v with no host holding it", vip, macs)
 	}

@@ -98,7 +98,7 @@ type Env struct {
 	mu       *sync.Mutex // shared by every With copy
 	nodes    map[string]*Instance
 	kubecfgs map[string]string // ServiceAccount -> kubeconfig
-	opts     *Options // shared by every With copy
+	opts     *Options          // shared by every With copy
 	// baseNodeArgs are Options.NodeArgs as Start was given them.
 	baseNodeArgs []string
 }
@@ -716,6 +716,7 @@ type scoped struct {
 }
 
 func (s scoped) Cleanup(f func()) { s.owner.Cleanup(f) }
+
 // RestoreNode brings a killed node back: its chassis (testbed's
 // Restart), its ovnedge instance and its Ready condition.
 func (e *Env) RestoreNode(node string) {
