@@ -5,10 +5,11 @@ STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo $(shell $(GO) 
 BENCH ?= .
 BENCHTIME ?= 1s
 
-.PHONY: help deps e2e-deps test e2e demo bench lint update-golden
+.PHONY: help deps e2e-deps test e2e demo demo-nb bench lint update-golden
 
 help:
-	@echo "make demo           run ovnedge on examples/demo/*.yaml in a local OVN/OVS sandbox and show the result"
+	@echo "make demo           ovnedge on a 3-node OVN cluster with a real kube-apiserver: requests to VIPs, egress source, failover gap"
+	@echo "make demo-nb        ovnedge sync on examples/demo/*.yaml in a one-bridge OVN/OVS sandbox: NB rows, flows, traces"
 	@echo "make test           install dependencies, run every test with -race (real OVS/OVN, etcd + kube-apiserver)"
 	@echo "make e2e            only the end-to-end tests (daemon against a real kube-apiserver, egress packets)"
 	@echo "make bench          run the benchmarks (BENCH=regexp BENCHTIME=1s)"
@@ -27,9 +28,12 @@ test: e2e-deps
 	$(GO) test -race -count=1 -timeout 30m ./...
 
 e2e: e2e-deps
-	$(GO) test -race -count=1 -v ./daemon/e2e ./egress/e2e
+	$(GO) test -race -count=1 -v ./daemon/e2e ./egress/e2e ./internal/e2e
 
-demo: deps
+demo: e2e-deps
+	$(GO) run ./examples/clusterdemo
+
+demo-nb: deps
 	$(GO) run ./examples/demo -manifests examples/demo
 
 bench: deps

@@ -121,8 +121,14 @@ func Run(ctx context.Context, t testbed.T, out io.Writer) Report {
 		t.Fatalf("%v", err)
 	}
 	client := e.WaitPod("prod", "client-1")
-	line := connect(t, client.Netns, testbed.ClusterClientIP+":9000")
-	_, seen, _ := strings.Cut(line, " ")
+	var seen string
+	wait(t, 30*time.Second, func() error { // the status can be written before the rows
+		_, seen, _ = strings.Cut(connect(t, client.Netns, testbed.ClusterClientIP+":9000"), " ")
+		if !strings.HasPrefix(seen, egressIP+":") {
+			return fmt.Errorf("the external host saw %s", seen)
+		}
+		return nil
+	})
 	r.EgressSource = seen
 	fmt.Fprintf(out, "  EgressIP %s is on %s; prod/client-1 (on %s) -> %s:9000: the external host saw %s\n",
 		egressIP, node, w1, testbed.ClusterClientIP, seen)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/ovnedge/ovnedge/internal/testbed"
 )
 
 // macRE finds the replying MACs in arping's output.
@@ -47,7 +49,14 @@ func TestARPBypass(t *testing.T) {
 	vip := netip.MustParseAddr("172.18.0.170")
 	createService(t, e, service("shop", "bypass", "web", corev1.ServiceTypeClusterIP, "", vip.String()))
 	_, _ = e.Client.RunErr("ip", "route", "del", vip.String()+"/32") // on-link: the client ARPs for the VIP
-	time.Sleep(2 * time.Second)                                      // the flows are in place by now; nothing may answer
+	e.Eventually(30*time.Second, "the ARP bypass of "+vip.String()+" on every node", func() error {
+		for _, n := range e.Nodes {
+			if out := n.Ofctl("dump-flows", testbed.ClusterBridge); !strings.Contains(out, "arp_tpa="+vip.String()) {
+				return fmt.Errorf("%s: no bypass flow", n.Name)
+			}
+		}
+		return nil
+	})
 	if macs := arpReplies(e, vip, 2); len(macs) != 0 {
 		t.Fatalf("ARP for %s answered by %v with no host holding it", vip, macs)
 	}
