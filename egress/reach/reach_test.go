@@ -2,12 +2,14 @@ package reach_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/netip"
 	"reflect"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -88,9 +90,24 @@ func TestProbeDiscard(t *testing.T) {
 
 // serveHealth serves the health service on address (a loopback address)
 // until the test ends or stop is called.
+// belowEphemeral, as serveHealth's port, serves on a free port below the
+// kernel's ephemeral range (testbed.FreePorts).
+const belowEphemeral = -1
+
 func serveHealth(t *testing.T, host string, port int, files reach.TLSFiles) (stop func(), bound int) {
 	t.Helper()
-	l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	var l net.Listener
+	var err error
+	for range 20 {
+		p := port
+		if port == belowEphemeral {
+			p = testbed.FreePorts(t, 1)[0]
+		}
+		l, err = net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(p)))
+		if port != belowEphemeral || !errors.Is(err, syscall.EADDRINUSE) {
+			break // a picked port another test took meanwhile is picked again
+		}
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +172,7 @@ func TestHealthCheckBouncedSession(t *testing.T) {
 	lo := netip.MustParseAddr("127.0.0.1")
 	// A port no client connection can be given while the server is
 	// down (below the ephemeral range), as it is served again.
-	stop, port := serveHealth(t, "127.0.0.1", testbed.FreePorts(t, 1)[0], reach.TLSFiles{})
+	stop, port := serveHealth(t, "127.0.0.1", belowEphemeral, reach.TLSFiles{})
 	c, err := reach.NewClient(port, reach.TLSFiles{}, nil)
 	if err != nil {
 		t.Fatal(err)
