@@ -35,7 +35,9 @@ type Config struct {
 	ManifestsPoll time.Duration
 
 	ClusterSubnets []ClusterSubnet
-	JoinSubnet     netip.Prefix
+	// JoinSubnet and JoinSubnet6 are the join switch's IPv4 and IPv6
+	// subnets (OVN-Kubernetes' [gateway] v4-join-subnet, v6-join-subnet).
+	JoinSubnet, JoinSubnet6 netip.Prefix
 
 	// Northbound database: endpoints (several for RAFT) and TLS files.
 	NBAddress               []string
@@ -103,7 +105,9 @@ var options = []option{
 	{"cluster-subnets", "default", "cluster-subnets", "10.128.0.0/14/23", "pod networks, comma-separated CIDR[/hostPrefix]",
 		func(c *Config, v string) (err error) { c.ClusterSubnets, err = ParseClusterSubnets(v); return err }},
 	{"join-subnet", "gateway", "v4-join-subnet", "100.64.0.0/16", "subnet of the join switch between ovn_cluster_router and the gateway routers",
-		func(c *Config, v string) (err error) { c.JoinSubnet, err = parseSubnet(v); return err }},
+		func(c *Config, v string) (err error) { c.JoinSubnet, err = parseFamilySubnet(v, false); return err }},
+	{"v6-join-subnet", "gateway", "v6-join-subnet", "fd98::/64", "IPv6 subnet of the join switch (used where the cluster subnets include IPv6)",
+		func(c *Config, v string) (err error) { c.JoinSubnet6, err = parseFamilySubnet(v, true); return err }},
 	{"nb-address", "ovnnorth", "address", "", "OVN Northbound endpoints, comma-separated (unix:, tcp:, ssl:); several for a RAFT cluster",
 		func(c *Config, v string) error { c.NBAddress = splitList(v); return nil }},
 	{"nb-client-privkey", "ovnnorth", "client-privkey", "", "TLS private key for ssl: endpoints",
@@ -172,7 +176,8 @@ func isBoolFlag(arg string) bool {
 
 // aliases are other names of some flags: the issue's spelling of the
 // render and sync commands (`--node`, `--ovn-nb`).
-var aliases = map[string]string{"node": "node-name", "ovn-nb": "nb-address"}
+var aliases = map[string]string{"node": "node-name", "ovn-nb": "nb-address",
+	"gateway-v4-join-subnet": "join-subnet", "gateway-v6-join-subnet": "v6-join-subnet"}
 
 // ParseConfig reads args (without the program and subcommand names) and
 // the config file they name. Errors name the flag or file key at fault.
@@ -269,6 +274,7 @@ type rawSection struct {
 	Manifests                        *string `gcfg:"manifests"`
 	ClusterSubnets                   *string `gcfg:"cluster-subnets"`
 	V4JoinSubnet                     *string `gcfg:"v4-join-subnet"`
+	V6JoinSubnet                     *string `gcfg:"v6-join-subnet"`
 	Address                          *string `gcfg:"address"`
 	ClientPrivkey                    *string `gcfg:"client-privkey"`
 	ClientCert                       *string `gcfg:"client-cert"`
@@ -341,6 +347,19 @@ func ParseClusterSubnets(s string) ([]ClusterSubnet, error) {
 }
 
 // parseSubnet parses a CIDR that must be given in its network form.
+// parseFamilySubnet is parseSubnet of an IPv6 (v6) or IPv4 subnet.
+func parseFamilySubnet(s string, v6 bool) (netip.Prefix, error) {
+	p, err := parseSubnet(s)
+	if err == nil && p.Addr().Is6() != v6 {
+		want := "IPv4"
+		if v6 {
+			want = "IPv6"
+		}
+		err = fmt.Errorf("%s is not an %s subnet", s, want)
+	}
+	return p, err
+}
+
 func parseSubnet(s string) (netip.Prefix, error) {
 	p, err := netip.ParsePrefix(strings.TrimSpace(s))
 	if err != nil {

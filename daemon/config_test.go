@@ -148,3 +148,24 @@ func TestParseConfigBoolFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestParseConfigJoinSubnets: the IPv6 join subnet has OVN-Kubernetes'
+// default and spellings; each join subnet must be of its family.
+func TestParseConfigJoinSubnets(t *testing.T) {
+	c, _, err := ParseConfig("daemon", nil)
+	if err != nil || c.JoinSubnet6 != netip.MustParsePrefix("fd98::/64") {
+		t.Fatalf("default v6 join subnet %v (%v)", c.JoinSubnet6, err)
+	}
+	c, _, err = ParseConfig("daemon", []string{"--gateway-v6-join-subnet=fd99::/64", "--gateway-v4-join-subnet=100.65.0.0/16"})
+	if err != nil || c.JoinSubnet6 != netip.MustParsePrefix("fd99::/64") || c.JoinSubnet != netip.MustParsePrefix("100.65.0.0/16") {
+		t.Errorf("ovn-k spellings: %v %v (%v)", c.JoinSubnet, c.JoinSubnet6, err)
+	}
+	if p := ParamsFrom(c); len(p.Egress.JoinSubnets) != 2 {
+		t.Errorf("params join subnets %v", p.Egress.JoinSubnets)
+	}
+	for _, args := range [][]string{{"--v6-join-subnet=100.64.0.0/16"}, {"--join-subnet=fd98::/64"}} {
+		if _, _, err := ParseConfig("daemon", args); err == nil {
+			t.Errorf("%v accepted", args)
+		}
+	}
+}

@@ -67,8 +67,10 @@ func ParamsFrom(cfg *Config) Params {
 	for _, cs := range cfg.ClusterSubnets {
 		p.Egress.ClusterSubnets = append(p.Egress.ClusterSubnets, cs.CIDR)
 	}
-	if cfg.JoinSubnet.IsValid() {
-		p.Egress.JoinSubnets = []netip.Prefix{cfg.JoinSubnet}
+	for _, j := range []netip.Prefix{cfg.JoinSubnet, cfg.JoinSubnet6} {
+		if j.IsValid() {
+			p.Egress.JoinSubnets = append(p.Egress.JoinSubnets, j)
+		}
 	}
 	return p
 }

@@ -11,13 +11,25 @@ import (
 	"time"
 )
 
-// The cluster's fixed address plan (IPv4). Node i (1-based) gets the pod
-// subnet 10.244.<i>.0/24 (router port .1, management port .2, pods from
-// .3), the join address 100.64.0.<i+2>, the external address
-// 172.18.0.<i+1> (shared by the host's breth0 and GR_<node>, as
+// The cluster's fixed address plan, dual-stack. Node i (1-based) gets the
+// pod subnets 10.244.<i>.0/24 and fd00:10:244:<i>::/64 (router port .1/::1,
+// management port .2/::2, pods from .3/::3), the join addresses
+// 100.64.0.<i+2> and fd98::<i+2>, the external addresses 172.18.0.<i+1>
+// and fd00:18::<i+1> (shared by the host's breth0 and GR_<node>, as
 // OVN-Kubernetes' shared gateway mode does) and the underlay (geneve)
-// address 192.168.100.<i>.
+// address 192.168.100.<i>. The IPv6 plan is OVN-Kubernetes' kind defaults
+// (pods fd00:10:244::/48, join fd98::/64).
 const (
+	ClusterSubnet6         = "fd00:10:244::/48"
+	ClusterJoin6           = "fd98::/64"
+	ClusterJoinRtr6        = "fd98::1"
+	ClusterExtPrefix6      = 64
+	ClusterGatewayIP6      = "fd00:18::1"
+	ClusterClientIP6       = "fd00:18::100"
+	ClusterRemoteNet6      = "fd00:250::/64"
+	ClusterRemoteRouterIP6 = "fd00:250::1"
+	ClusterRemoteClientIP6 = "fd00:250::10"
+
 	ClusterSubnet    = "10.244.0.0/16"
 	ClusterJoin      = "100.64.0.0/16"
 	ClusterJoinRtr   = "100.64.0.1"
@@ -113,15 +125,16 @@ type ClusterNode struct {
 	// Dir holds the node's databases, sockets and logs; DB is its
 	// Open_vSwitch database, RunDir ovs-vswitchd's OVS_RUNDIR.
 	Dir, DB, RunDir string
-	// IP is the node IP (on breth0 and on GR_<node>'s external port),
-	// MAC breth0's MAC (also GR_<node>'s external port's).
-	IP  netip.Addr
-	MAC string
-	// Subnet is the node's pod subnet; MgmtIP the management port's
-	// address in it; JoinIP GR_<node>'s address on the join switch;
-	// UnderlayIP the tunnel endpoint.
-	Subnet                     netip.Prefix
+	// IP and IP6 are the node IPs (on breth0 and on GR_<node>'s
+	// external port), MAC breth0's MAC (also GR_<node>'s external port's).
+	IP, IP6 netip.Addr
+	MAC     string
+	// Subnet and Subnet6 are the node's pod subnets; MgmtIP(6) the
+	// management port's addresses in them; JoinIP(6) GR_<node>'s
+	// addresses on the join switch; UnderlayIP the tunnel endpoint.
+	Subnet, Subnet6            netip.Prefix
 	MgmtIP, JoinIP, UnderlayIP netip.Addr
+	MgmtIP6, JoinIP6           netip.Addr
 	// Patch is breth0's patch port to br-int (made by ovn-controller).
 	Patch string
 
@@ -135,7 +148,7 @@ type ClusterNode struct {
 type Pod struct {
 	*Netns
 	Namespace, Name, Node string
-	IP                    netip.Addr
+	IP, IP6               netip.Addr
 	MAC                   string
 	port                  string // the veth end on br-int
 }
@@ -167,18 +180,21 @@ func StartCluster(t T, o ClusterOptions) *Cluster {
 	c.Underlay.Run(t, "ip", "link", "add", "br0", "type", "bridge")
 	c.Underlay.Run(t, "ip", "link", "set", "br0", "up")
 
-	c.Router = NewNetns(t, "ovcr")
-	c.segmentHost(c.Router, "eth0", ClusterGatewayIP)
-	c.Router.Run(t, "sysctl", "-qw", "net.ipv4.ip_forward=1")
-	c.RemoteClient = NewNetns(t, "ovcc")
-	Link(t, c.Router, "eth1", []string{ClusterRemoteRouterIP + "/24"}, c.RemoteClient, "eth0", []string{ClusterRemoteClientIP + "/24"})
+	c.Router = newHost(t, "ovcr")
+	c.segmentHost(c.Router, "eth0", ClusterGatewayIP, ClusterGatewayIP6)
+	c.Router.Run(t, "sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1")
+	c.RemoteClient = newHost(t, "ovcc")
+	Link(t, c.Router, "eth1", []string{ClusterRemoteRouterIP + "/24", ClusterRemoteRouterIP6 + "/64"},
+		c.RemoteClient, "eth0", []string{ClusterRemoteClientIP + "/24", ClusterRemoteClientIP6 + "/64"})
 	c.RemoteClient.Run(t, "ip", "route", "add", "default", "via", ClusterRemoteRouterIP)
+	c.RemoteClient.Run(t, "ip", "-6", "route", "add", "default", "via", ClusterRemoteRouterIP6)
 	for _, ns := range []*Netns{c.Router, c.RemoteClient} {
 		ns.Run(t, "ethtool", "-K", "eth0", "tx", "off")
 	}
-	c.Client = NewNetns(t, "ovcx")
-	c.segmentHost(c.Client, "eth0", ClusterClientIP)
+	c.Client = newHost(t, "ovcx")
+	c.segmentHost(c.Client, "eth0", ClusterClientIP, ClusterClientIP6)
 	c.Client.Run(t, "ip", "route", "add", "default", "via", ClusterGatewayIP)
+	c.Client.Run(t, "ip", "-6", "route", "add", "default", "via", ClusterGatewayIP6)
 
 	for i := 1; i <= n; i++ {
 		name := "ovn-worker"
@@ -201,14 +217,25 @@ func StartCluster(t T, o ClusterOptions) *Cluster {
 	return c
 }
 
-// segmentHost plugs ns into the external segment with addr on ifname.
-func (c *Cluster) segmentHost(ns *Netns, ifname, addr string) {
+// newHost is a namespace for a cluster host: IPv6 addresses are usable
+// at once (no duplicate address detection).
+func newHost(t T, prefix string) *Netns {
+	t.Helper()
+	n := NewNetns(t, prefix)
+	n.Run(t, "sysctl", "-qw", "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0")
+	return n
+}
+
+// segmentHost plugs ns into the external segment with addr and addr6 on
+// ifname.
+func (c *Cluster) segmentHost(ns *Netns, ifname, addr, addr6 string) {
 	c.T().Helper()
 	peer := c.nextUplink()
 	mustRun(c.T(), nil, "ip", "-n", ns.Name, "link", "add", ifname, "type", "veth", "peer", "name", peer, "netns", c.Segment.Name)
 	c.Segment.Run(c.T(), "ip", "link", "set", peer, "master", "br0", "up")
 	c.Segment.Run(c.T(), "ethtool", "-K", peer, "tx", "off")
 	ns.Run(c.T(), "ip", "addr", "add", addr+"/"+strconv.Itoa(ClusterExtPrefix), "dev", ifname)
+	ns.Run(c.T(), "ip", "addr", "add", addr6+"/"+strconv.Itoa(ClusterExtPrefix6), "dev", ifname, "nodad")
 	ns.Run(c.T(), "ip", "link", "set", ifname, "up")
 	ns.Run(c.T(), "ethtool", "-K", ifname, "tx", "off")
 }
@@ -237,13 +264,17 @@ func (c *Cluster) startNode(i int, name string) *ClusterNode {
 	dir := newDir(t)
 	nd := &ClusterNode{Name: name, Index: i, c: c, Dir: dir, RunDir: dir,
 		DB:         "unix:" + filepath.Join(dir, "db.sock"),
-		NS:         NewNetns(t, fmt.Sprintf("ovc%d-", i)),
+		NS:         newHost(t, fmt.Sprintf("ovc%d-", i)),
 		IP:         netip.AddrFrom4([4]byte{172, 18, 0, byte(i + 1)}),
 		MAC:        fmt.Sprintf("02:00:ac:12:00:%02x", i+1),
 		Subnet:     netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 244, byte(i), 0}), 24),
 		MgmtIP:     netip.AddrFrom4([4]byte{10, 244, byte(i), 2}),
 		JoinIP:     netip.AddrFrom4([4]byte{100, 64, 0, byte(i + 2)}),
 		UnderlayIP: netip.AddrFrom4([4]byte{192, 168, 100, byte(i)}),
+		IP6:        netip.MustParseAddr(fmt.Sprintf("fd00:18::%x", i+1)),
+		Subnet6:    netip.MustParsePrefix(fmt.Sprintf("fd00:10:244:%x::/64", i)),
+		MgmtIP6:    netip.MustParseAddr(fmt.Sprintf("fd00:10:244:%x::2", i)),
+		JoinIP6:    netip.MustParseAddr(fmt.Sprintf("fd98::%x", i+2)),
 		Patch:      fmt.Sprintf("patch-%s_%s-to-br-int", ClusterBridge, name),
 		nextPod:    3,
 	}
@@ -297,6 +328,8 @@ func (n *ClusterNode) configureHost() {
 	n.NS.Run(t, "ip", "addr", "replace", netip.PrefixFrom(n.IP, ClusterExtPrefix).String(), "dev", ClusterBridge)
 	n.NS.Run(t, "ip", "link", "set", ClusterBridge, "up")
 	n.NS.Run(t, "ip", "route", "replace", "default", "via", ClusterGatewayIP)
+	n.NS.Run(t, "ip", "addr", "replace", netip.PrefixFrom(n.IP6, ClusterExtPrefix6).String(), "dev", ClusterBridge, "nodad")
+	n.NS.Run(t, "ip", "-6", "route", "replace", "default", "via", ClusterGatewayIP6)
 }
 
 // Vsctl runs ovs-vsctl against the node's database.
@@ -416,6 +449,10 @@ func (n *ClusterNode) configureManagementPort() {
 	rtr := n.Subnet.Addr().Next().String()
 	n.NS.Run(t, "ip", "route", "replace", ClusterSubnet, "via", rtr, "dev", "ovn-k8s-mp0")
 	n.NS.Run(t, "ip", "route", "replace", ClusterJoin, "via", rtr, "dev", "ovn-k8s-mp0")
+	n.NS.Run(t, "ip", "addr", "replace", netip.PrefixFrom(n.MgmtIP6, n.Subnet6.Bits()).String(), "dev", "ovn-k8s-mp0", "nodad")
+	rtr6 := n.Subnet6.Addr().Next().String()
+	n.NS.Run(t, "ip", "-6", "route", "replace", ClusterSubnet6, "via", rtr6, "dev", "ovn-k8s-mp0")
+	n.NS.Run(t, "ip", "-6", "route", "replace", ClusterJoin6, "via", rtr6, "dev", "ovn-k8s-mp0")
 }
 
 // ovnMAC is the MAC OVN-Kubernetes derives from an IPv4 address.
@@ -434,7 +471,7 @@ func (c *Cluster) topology() {
 	c.T().Helper()
 	args := []string{
 		"lr-add", "ovn_cluster_router",
-		"--", "lrp-add", "ovn_cluster_router", "rtoj-ovn_cluster_router", ovnMAC(netip.MustParseAddr(ClusterJoinRtr)), ClusterJoinRtr + "/16",
+		"--", "lrp-add", "ovn_cluster_router", "rtoj-ovn_cluster_router", ovnMAC(netip.MustParseAddr(ClusterJoinRtr)), ClusterJoinRtr + "/16", ClusterJoinRtr6 + "/64",
 		"--", "ls-add", "join",
 		"--", "lsp-add", "join", "jtor-ovn_cluster_router", "--", "lsp-set-type", "jtor-ovn_cluster_router", "router",
 		"--", "lsp-set-addresses", "jtor-ovn_cluster_router", "router",
@@ -442,23 +479,26 @@ func (c *Cluster) topology() {
 	}
 	for _, n := range c.Nodes {
 		gr, ext := "GR_"+n.Name, "ext_"+n.Name
-		rtr := n.Subnet.Addr().Next()
+		rtr, rtr6 := n.Subnet.Addr().Next(), n.Subnet6.Addr().Next()
 		args = append(args,
 			"--", "ls-add", n.Name, "--", "set", "Logical_Switch", n.Name, "other_config:subnet="+n.Subnet.String(),
+			"other_config:ipv6_prefix="+n.Subnet6.Addr().String(),
 			"--", "lrp-add", "ovn_cluster_router", "rtos-"+n.Name, ovnMAC(rtr), netip.PrefixFrom(rtr, n.Subnet.Bits()).String(),
+			netip.PrefixFrom(rtr6, n.Subnet6.Bits()).String(),
 			"--", "lsp-add", n.Name, "stor-"+n.Name, "--", "lsp-set-type", "stor-"+n.Name, "router",
 			"--", "lsp-set-addresses", "stor-"+n.Name, "router",
 			"--", "lsp-set-options", "stor-"+n.Name, "router-port=rtos-"+n.Name,
 			"--", "lsp-add", n.Name, "k8s-"+n.Name,
-			"--", "lsp-set-addresses", "k8s-"+n.Name, ovnMAC(n.MgmtIP)+" "+n.MgmtIP.String(),
+			"--", "lsp-set-addresses", "k8s-"+n.Name, ovnMAC(n.MgmtIP)+" "+n.MgmtIP.String()+" "+n.MgmtIP6.String(),
 			"--", "lr-add", gr,
 			"--", "set", "Logical_Router", gr, "options:chassis="+n.Name, "options:lb_force_snat_ip=router_ip",
 			"options:always_learn_from_arp_request=false", "options:dynamic_neigh_routers=false",
 			"options:snat-ct-zone=0", "options:mac_binding_age_threshold=300",
-			"--", "lrp-add", gr, "rtoj-"+gr, ovnMAC(n.JoinIP), n.JoinIP.String()+"/16",
+			"--", "lrp-add", gr, "rtoj-"+gr, ovnMAC(n.JoinIP), n.JoinIP.String()+"/16", n.JoinIP6.String()+"/64",
 			"--", "lsp-add", "join", "jtor-"+gr, "--", "lsp-set-type", "jtor-"+gr, "router",
 			"--", "lsp-set-addresses", "jtor-"+gr, "router", "--", "lsp-set-options", "jtor-"+gr, "router-port=rtoj-"+gr,
 			"--", "lrp-add", gr, "rtoe-"+gr, n.MAC, netip.PrefixFrom(n.IP, ClusterExtPrefix).String(),
+			netip.PrefixFrom(n.IP6, ClusterExtPrefix6).String(),
 			"--", "ls-add", ext,
 			"--", "lsp-add", ext, "etor-"+gr, "--", "lsp-set-type", "etor-"+gr, "router",
 			"--", "lsp-set-addresses", "etor-"+gr, "router",
@@ -475,6 +515,12 @@ func (c *Cluster) topology() {
 			"--", "lr-route-add", "ovn_cluster_router", n.JoinIP.String(), n.JoinIP.String(),
 			"--", "lr-nat-add", gr, "snat", n.IP.String(), ClusterSubnet,
 			"--", "lr-nat-add", gr, "snat", n.IP.String(), n.JoinIP.String(),
+			"--", "lr-route-add", gr, ClusterSubnet6, ClusterJoinRtr6,
+			"--", "lr-route-add", gr, "::/0", ClusterGatewayIP6, "rtoe-"+gr,
+			"--", "--policy=src-ip", "lr-route-add", "ovn_cluster_router", n.Subnet6.String(), n.JoinIP6.String(),
+			"--", "lr-route-add", "ovn_cluster_router", n.JoinIP6.String(), n.JoinIP6.String(),
+			"--", "lr-nat-add", gr, "snat", n.IP6.String(), ClusterSubnet6,
+			"--", "lr-nat-add", gr, "snat", n.IP6.String(), n.JoinIP6.String(),
 		)
 	}
 	c.nbctl(args...)
@@ -508,8 +554,9 @@ func (c *Cluster) warmTunnels() {
 
 // ClusterPodOptions shape Cluster.AddPod.
 type ClusterPodOptions struct {
-	// IP is the pod's address; the next free one of the node's subnet
-	// when not valid.
+	// IP is the pod's IPv4 address, the next free one of the node's
+	// subnet when not valid; its IPv6 address has the same host part in
+	// the node's IPv6 subnet.
 	IP netip.Addr
 }
 
@@ -535,9 +582,11 @@ func (c *Cluster) AddPod(node, namespace, name string, o ClusterPodOptions) *Pod
 		ip = netip.AddrFrom4(b)
 	}
 	c.mu.Unlock()
-	p := &Pod{Namespace: namespace, Name: name, Node: node, IP: ip, MAC: ovnMAC(ip),
-		Netns: NewNetns(t, "ovcp"), port: "p" + randomHex(t)}
-	c.nbctl("lsp-add", node, p.LSP(), "--", "lsp-set-addresses", p.LSP(), p.MAC+" "+ip.String())
+	host := n.Subnet6.Addr().As16()
+	host[15] = ip.As4()[3]
+	p := &Pod{Namespace: namespace, Name: name, Node: node, IP: ip, IP6: netip.AddrFrom16(host), MAC: ovnMAC(ip),
+		Netns: newHost(t, "ovcp"), port: "p" + randomHex(t)}
+	c.nbctl("lsp-add", node, p.LSP(), "--", "lsp-set-addresses", p.LSP(), p.MAC+" "+ip.String()+" "+p.IP6.String())
 	ns := n.NS.Name
 	mustRun(t, nil, "ip", "-n", ns, "link", "add", p.port, "type", "veth", "peer", "name", "eth0", "netns", p.Netns.Name)
 	mustRun(t, nil, "ip", "-n", ns, "link", "set", p.port, "up")
@@ -546,7 +595,9 @@ func (c *Cluster) AddPod(node, namespace, name string, o ClusterPodOptions) *Pod
 	p.Run(t, "ethtool", "-K", "eth0", "tx", "off")
 	p.Run(t, "ip", "addr", "add", netip.PrefixFrom(ip, n.Subnet.Bits()).String(), "dev", "eth0")
 	p.Run(t, "ip", "link", "set", "eth0", "up")
+	p.Run(t, "ip", "addr", "add", netip.PrefixFrom(p.IP6, n.Subnet6.Bits()).String(), "dev", "eth0", "nodad")
 	p.Run(t, "ip", "route", "add", "default", "via", n.Subnet.Addr().Next().String())
+	p.Run(t, "ip", "-6", "route", "add", "default", "via", n.Subnet6.Addr().Next().String())
 	err := waitFor(readyTimeout, func() error {
 		out, err := run("ovn-nbctl", "--db="+c.OVN.NB, "get", "Logical_Switch_Port", p.LSP(), "up")
 		if err != nil || out != "true" {

@@ -56,3 +56,22 @@ func TestClusterNodeRestart(t *testing.T) {
 		t.Errorf("management port after restart: %v\n%s", err, out)
 	}
 }
+
+// TestClusterIPv6 checks the IPv6 half of the dual-stack plan: pod to pod
+// over geneve, pod to a management port, client to the routed client.
+func TestClusterIPv6(t *testing.T) {
+	c := StartCluster(t, ClusterOptions{Nodes: 2})
+	a := c.AddPod("ovn-worker", "default", "a", ClusterPodOptions{})
+	b := c.AddPod("ovn-worker2", "default", "b", ClusterPodOptions{})
+	if a.IP6.String() != "fd00:10:244:1::3" || b.IP6.String() != "fd00:10:244:2::3" {
+		t.Fatalf("pod IPv6 addresses %s %s", a.IP6, b.IP6)
+	}
+	for _, dst := range []string{b.IP6.String(), c.Nodes[1].MgmtIP6.String()} {
+		if out, err := a.RunErr("ping", "-6", "-c2", "-i0.2", "-W2", dst); err != nil || !strings.Contains(out, " 0% packet loss") {
+			t.Errorf("pod a -> %s: %v\n%s", dst, err, out)
+		}
+	}
+	if out, err := c.Client.RunErr("ping", "-6", "-c1", "-W2", ClusterRemoteClientIP6); err != nil {
+		t.Errorf("client -> remote client: %v\n%s", err, out)
+	}
+}
