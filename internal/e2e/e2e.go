@@ -30,6 +30,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,6 +61,9 @@ import (
 
 	"github.com/ovnedge/ovnedge/internal/testbed"
 )
+
+// clusterSubnets is --cluster-subnets of the dual-stack cluster.
+const clusterSubnets = testbed.ClusterSubnet + "/24," + testbed.ClusterSubnet6 + "/64"
 
 // Timeout bounds the harness's waits.
 const Timeout = 60 * time.Second
@@ -232,7 +236,7 @@ func (e *Env) LeaderArgs() []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return append([]string{"--leader-elect=true", "--nb-address=" + e.OVN.NB,
-		"--cluster-subnets=" + testbed.ClusterSubnet + "/24", "--join-subnet=" + testbed.ClusterJoin,
+		"--cluster-subnets=" + clusterSubnets, "--join-subnet=" + testbed.ClusterJoin, "--v6-join-subnet=" + testbed.ClusterJoin6,
 		"--metrics-address=127.0.0.1:9476"}, e.opts.LeaderArgs...)
 }
 
@@ -244,7 +248,7 @@ func (e *Env) NodeArgs(node string) []string {
 	defer e.mu.Unlock()
 	return append([]string{"--node-name=" + node, "--leader-elect=false",
 		"--ovs-db=" + n.DB, "--ovs-rundir=" + n.RunDir, "--bridge=" + testbed.ClusterBridge,
-		"--uplink=" + testbed.ClusterUplink, "--cluster-subnets=" + testbed.ClusterSubnet + "/24",
+		"--uplink=" + testbed.ClusterUplink, "--cluster-subnets=" + clusterSubnets,
 		"--metrics-address=127.0.0.1:9476"}, e.opts.NodeArgs...)
 }
 
@@ -414,14 +418,15 @@ func (e *Env) apply(u *unstructured.Unstructured) error {
 // ovnkube-node writes, Ready.
 func (e *Env) createNode(n *testbed.ClusterNode, egress bool) {
 	e.t.Helper()
-	ip := n.IP.String()
+	ip, ip6 := n.IP.String(), n.IP6.String()
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name,
 		Labels: map[string]string{"kubernetes.io/hostname": n.Name},
 		Annotations: map[string]string{
-			"k8s.ovn.org/node-subnets":                   fmt.Sprintf(`{"default":["%s"]}`, n.Subnet),
-			"k8s.ovn.org/node-primary-ifaddr":            fmt.Sprintf(`{"ipv4":"%s/%d"}`, ip, testbed.ClusterExtPrefix),
-			"k8s.ovn.org/host-cidrs":                     fmt.Sprintf(`["%s/%d"]`, ip, testbed.ClusterExtPrefix),
-			"k8s.ovn.org/node-gateway-router-lrp-ifaddr": fmt.Sprintf(`{"ipv4":"%s/16"}`, n.JoinIP),
+			"k8s.ovn.org/node-subnets": fmt.Sprintf(`{"default":["%s","%s"]}`, n.Subnet, n.Subnet6),
+			"k8s.ovn.org/node-primary-ifaddr": fmt.Sprintf(`{"ipv4":"%s/%d","ipv6":"%s/%d"}`,
+				ip, testbed.ClusterExtPrefix, ip6, testbed.ClusterExtPrefix6),
+			"k8s.ovn.org/host-cidrs":                     fmt.Sprintf(`["%s/%d","%s/%d"]`, ip, testbed.ClusterExtPrefix, ip6, testbed.ClusterExtPrefix6),
+			"k8s.ovn.org/node-gateway-router-lrp-ifaddr": fmt.Sprintf(`{"ipv4":"%s/16","ipv6":"%s/64"}`, n.JoinIP, n.JoinIP6),
 		}}}
 	if egress {
 		node.Labels["k8s.ovn.org/egress-assignable"] = ""
@@ -431,7 +436,8 @@ func (e *Env) createNode(n *testbed.ClusterNode, egress bool) {
 		e.t.Fatalf("e2e: create node %s: %v", n.Name, err)
 	}
 	created.Status = corev1.NodeStatus{
-		Addresses:  []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}, {Type: corev1.NodeHostName, Address: n.Name}},
+		Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}, {Type: corev1.NodeInternalIP, Address: ip6},
+			{Type: corev1.NodeHostName, Address: n.Name}},
 		Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now()}},
 	}
 	if _, err := e.CS.CoreV1().Nodes().UpdateStatus(e.ctx, created, metav1.UpdateOptions{}); err != nil {
@@ -522,7 +528,7 @@ func (e *Env) runPod(p *corev1.Pod) {
 	}
 	now := metav1.Now()
 	p.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: pod.IP.String(),
-		PodIPs: []corev1.PodIP{{IP: pod.IP.String()}}, HostIP: e.Node(p.Spec.NodeName).IP.String(), StartTime: &now,
+		PodIPs: []corev1.PodIP{{IP: pod.IP.String()}, {IP: pod.IP6.String()}}, HostIP: e.Node(p.Spec.NodeName).IP.String(), StartTime: &now,
 		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now}}}
 	if _, err := e.CS.CoreV1().Pods(p.Namespace).UpdateStatus(e.ctx, p, metav1.UpdateOptions{}); err != nil {
 		e.t.Fatalf("e2e: pod %s/%s status: %v", p.Namespace, p.Name, err)
@@ -626,10 +632,38 @@ func (e *Env) startEndpoints() {
 }
 
 func (e *Env) writeSlice(s *corev1.Service, pods []*corev1.Pod) error {
+	families := s.Spec.IPFamilies
+	if len(families) == 0 {
+		families = []corev1.IPFamily{corev1.IPv4Protocol}
+	}
+	var errs []error
+	for _, fam := range []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol} {
+		name, v6 := s.Name+"-e2e", fam == corev1.IPv6Protocol
+		if v6 {
+			name += "6"
+		}
+		if !slices.Contains(families, fam) {
+			err := e.CS.DiscoveryV1().EndpointSlices(s.Namespace).Delete(e.ctx, name, metav1.DeleteOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		errs = append(errs, e.writeFamilySlice(s, pods, name, v6))
+	}
+	return errors.Join(errs...)
+}
+
+// writeFamilySlice writes the EndpointSlice name of s's ready pods' IPv4
+// (or IPv6) addresses.
+func (e *Env) writeFamilySlice(s *corev1.Service, pods []*corev1.Pod, name string, v6 bool) error {
 	slice := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name + "-e2e",
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: name,
 			Labels: map[string]string{discoveryv1.LabelServiceName: s.Name}},
 		AddressType: discoveryv1.AddressTypeIPv4,
+	}
+	if v6 {
+		slice.AddressType = discoveryv1.AddressTypeIPv6
 	}
 	for _, p := range s.Spec.Ports {
 		port := p.TargetPort.IntVal
@@ -640,13 +674,22 @@ func (e *Env) writeSlice(s *corev1.Service, pods []*corev1.Pod) error {
 	}
 	slices.SortFunc(pods, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
 	for _, p := range pods {
-		if p.Status.PodIP == "" || p.DeletionTimestamp != nil {
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		var addr string
+		for _, ip := range p.Status.PodIPs {
+			if a, err := netip.ParseAddr(ip.IP); err == nil && a.Is6() == v6 {
+				addr = ip.IP
+			}
+		}
+		if addr == "" {
 			continue
 		}
 		ready := slices.ContainsFunc(p.Status.Conditions, func(c corev1.PodCondition) bool {
 			return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
 		})
-		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{p.Status.PodIP},
+		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{addr},
 			NodeName: ptr.To(p.Spec.NodeName), Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(ready)},
 			TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: p.Namespace, Name: p.Name}})
 	}

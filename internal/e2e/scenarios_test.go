@@ -20,6 +20,7 @@ import (
 const (
 	w1, w2, w3 = "ovn-worker", "ovn-worker2", "ovn-worker3"
 	lbPool     = "172.18.0.200/29"
+	lbPool6    = "fd00:18::200/125"
 	payload    = 200_000 // bytes echoed through every connection
 )
 
@@ -93,7 +94,7 @@ func TestMain(m *testing.M) {
 	code := 1
 	err := p.Run(func() {
 		shared = Start(p, Options{EgressNodes: []string{w2, w3},
-			LeaderArgs: []string{"--lb-pools=default=" + lbPool, "--egressip-check-interval=1s"}})
+			LeaderArgs: []string{"--lb-pools=default=" + lbPool + ",default6=" + lbPool6, "--egressip-check-interval=1s"}})
 		shared.CreatePod(ServerPod("shop", "web-1", w2, map[string]string{"app": "web"}, 8080))
 		shared.CreatePod(ServerPod("shop", "web-2", w3, map[string]string{"app": "web"}, 8080))
 		code = m.Run()

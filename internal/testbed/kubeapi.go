@@ -120,7 +120,7 @@ func StartKubeAPI(t T) *KubeAPI {
 		"--service-account-key-file="+filepath.Join(dir, "sa.pub"),
 		"--service-account-signing-key-file="+filepath.Join(dir, "sa.key"),
 		"--token-auth-file="+filepath.Join(dir, "tokens.csv"), "--authorization-mode=RBAC",
-		"--service-cluster-ip-range=10.96.0.0/16", "--allow-privileged=true",
+		"--service-cluster-ip-range=10.96.0.0/16,fd00:10:96::/112", "--allow-privileged=true",
 		"--disable-admission-plugins=ServiceAccount")
 	stopOnCleanup(t, api) // registered after etcd's: the apiserver stops first
 	k.etcd, k.apiserver = etcd, api
