@@ -28,7 +28,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/ovnedge/ovnedge/internal/e2e"
 	"github.com/ovnedge/ovnedge/internal/testbed"
@@ -80,15 +79,7 @@ func Run(ctx context.Context, t testbed.T, out io.Writer) Report {
 
 	var r Report
 	fmt.Fprintln(out, "Requests from the external client (each VIP routed through a node, as seed 001 advises):")
-	var lbIP string
-	wait(t, 60*time.Second, func() error {
-		s, err := e.CS.CoreV1().Services("prod").Get(ctx, "web", metav1.GetOptions{})
-		if err != nil || len(s.Status.LoadBalancer.Ingress) == 0 {
-			return fmt.Errorf("no LoadBalancer IP yet (%v)", err)
-		}
-		lbIP = s.Status.LoadBalancer.Ingress[0].IP
-		return nil
-	})
+	lbIP := e.LoadBalancerIP("prod", "web").String()
 	np, err := e.CS.CoreV1().Services("prod").Get(ctx, "web", metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("%v", err)
@@ -116,7 +107,7 @@ func Run(ctx context.Context, t testbed.T, out io.Writer) Report {
 
 	fmt.Fprintln(out, "\nEgress:")
 	eip := netip.MustParseAddr(egressIP)
-	node := egressNode(ctx, t, e, "")
+	node := e.EgressNode("egress-prod", eip, "")
 	if err := e2e.Serve(ctx, e.Client, "external-host", 9000); err != nil {
 		t.Fatalf("%v", err)
 	}
@@ -146,7 +137,7 @@ func Run(ctx context.Context, t testbed.T, out io.Writer) Report {
 	})
 	killed, sentAtKill := time.Now(), s.Sent()
 	e.KillNode(node)
-	to := egressNode(ctx, t, e, node)
+	to := e.EgressNode("egress-prod", eip, node)
 	wait(t, 30*time.Second, func() error { return s.ArrivedAfter(sentAtKill+5, eip) })
 	time.Sleep(200 * time.Millisecond)
 	r.Gap, _ = s.Gap(killed)
@@ -184,32 +175,6 @@ func connect(t testbed.T, ns *testbed.Netns, addr string) string {
 		return err
 	})
 	return line
-}
-
-var egressIPs = schema.GroupVersionResource{Group: "k8s.ovn.org", Version: "v1", Resource: "egressips"}
-
-// egressNode waits until egress-prod's status assigns egressIP to a node
-// other than not, and returns it.
-func egressNode(ctx context.Context, t testbed.T, e *e2e.Env, not string) string {
-	t.Helper()
-	var node string
-	wait(t, 60*time.Second, func() error {
-		u, err := e.Dyn.Resource(egressIPs).Get(ctx, "egress-prod", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		st, _ := u.Object["status"].(map[string]any)
-		items, _ := st["items"].([]any)
-		for _, it := range items {
-			m, _ := it.(map[string]any)
-			if m["egressIP"] == egressIP && m["node"] != not {
-				node, _ = m["node"].(string)
-				return nil
-			}
-		}
-		return fmt.Errorf("not assigned (status %v)", st)
-	})
-	return node
 }
 
 func wait(t testbed.T, timeout time.Duration, cond func() error) {

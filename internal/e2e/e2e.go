@@ -813,3 +813,46 @@ func (e *Env) Diagnose() string {
 
 // egressGVR is the EgressIP resource.
 var egressGVR = schema.GroupVersionResource{Group: "k8s.ovn.org", Version: "v1", Resource: "egressips"}
+
+// EgressNode waits until EgressIP name's status assigns ip to a node
+// other than not ("" for any) and returns that node.
+func (e *Env) EgressNode(name string, ip netip.Addr, not string) string {
+	e.t.Helper()
+	var node string
+	e.Eventually(Timeout, "EgressIP "+name+" assigned", func() error {
+		u, err := e.Dyn.Resource(egressGVR).Get(e.ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		st, _ := u.Object["status"].(map[string]any)
+		items, _ := st["items"].([]any)
+		for _, it := range items {
+			m, _ := it.(map[string]any)
+			if m["egressIP"] == ip.String() && m["node"] != not {
+				node, _ = m["node"].(string)
+				return nil
+			}
+		}
+		return fmt.Errorf("status items %v", items)
+	})
+	return node
+}
+
+// LoadBalancerIP waits until Service namespace/name has a LoadBalancer
+// ingress IP (LB IPAM's) and returns the first.
+func (e *Env) LoadBalancerIP(namespace, name string) netip.Addr {
+	e.t.Helper()
+	var vip netip.Addr
+	e.Eventually(Timeout, "a LoadBalancer IP for "+namespace+"/"+name, func() error {
+		s, err := e.CS.CoreV1().Services(namespace).Get(e.ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if len(s.Status.LoadBalancer.Ingress) == 0 {
+			return fmt.Errorf("no ingress yet")
+		}
+		vip, err = netip.ParseAddr(s.Status.LoadBalancer.Ingress[0].IP)
+		return err
+	})
+	return vip
+}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ovnedge/ovnedge/internal/testbed"
 )
@@ -53,16 +52,8 @@ func TestServicesIPv6(t *testing.T) {
 
 	t.Run("LoadBalancerLocal", func(t *testing.T) {
 		e := env.With(t)
-		s := createService(t, e, v6(service("shop", "lb-local6", "web", corev1.ServiceTypeLoadBalancer, corev1.ServiceExternalTrafficPolicyLocal)))
-		var vip netip.Addr
-		e.Eventually(Timeout, "LB IPAM gives lb-local6 an IPv6 ingress", func() error {
-			got := e.Service(s.Namespace, s.Name)
-			if len(got.Status.LoadBalancer.Ingress) == 0 {
-				return fmt.Errorf("no ingress yet")
-			}
-			vip = netip.MustParseAddr(got.Status.LoadBalancer.Ingress[0].IP)
-			return nil
-		})
+		createService(t, e, v6(service("shop", "lb-local6", "web", corev1.ServiceTypeLoadBalancer, corev1.ServiceExternalTrafficPolicyLocal)))
+		vip := e.LoadBalancerIP("shop", "lb-local6")
 		if !netip.MustParsePrefix(lbPool6).Contains(vip) {
 			t.Fatalf("ingress %s not from pool %s", vip, lbPool6)
 		}
@@ -203,10 +194,6 @@ spec:
 		}
 		return nil
 	})
-	u, err := e.Dyn.Resource(egressGVR).Get(e.Context(), "prod6", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	items, _, _ := unstructuredItems(u.Object)
-	t.Logf("EgressIP %s (status %v): the external host saw %s from app-6 on %s", eip, items, seen, w1)
+	node := e.EgressNode("prod6", netip.MustParseAddr(eip), "")
+	t.Logf("EgressIP %s on %s: the external host saw %s from app-6 on %s", eip, node, seen, w1)
 }

@@ -142,16 +142,8 @@ func TestServices(t *testing.T) {
 
 	t.Run("LoadBalancerLocal", func(t *testing.T) {
 		e := env.With(t)
-		s := createService(t, e, service("shop", "lb-local", "web", corev1.ServiceTypeLoadBalancer, corev1.ServiceExternalTrafficPolicyLocal))
-		var vip netip.Addr
-		e.Eventually(Timeout, "LB IPAM gives lb-local an ingress IP", func() error {
-			got := e.Service(s.Namespace, s.Name)
-			if len(got.Status.LoadBalancer.Ingress) == 0 {
-				return fmt.Errorf("no ingress yet")
-			}
-			vip = netip.MustParseAddr(got.Status.LoadBalancer.Ingress[0].IP)
-			return nil
-		})
+		createService(t, e, service("shop", "lb-local", "web", corev1.ServiceTypeLoadBalancer, corev1.ServiceExternalTrafficPolicyLocal))
+		vip := e.LoadBalancerIP("shop", "lb-local")
 		if !netip.MustParsePrefix(lbPool).Contains(vip) {
 			t.Fatalf("ingress %s not from pool %s", vip, lbPool)
 		}
@@ -194,28 +186,6 @@ func TestServices(t *testing.T) {
 // egressIP is the EgressIP of the scenarios, for namespace prod.
 const egressIP = "172.18.0.44"
 
-// egressTo returns the node the EgressIP prod's status assigns egressIP
-// to, waiting for one other than not.
-func egressTo(t *testing.T, e *Env, not string) string {
-	t.Helper()
-	var node string
-	e.Eventually(Timeout, "EgressIP prod assigned", func() error {
-		u, err := e.Dyn.Resource(egressGVR).Get(e.Context(), "prod", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		items, _, _ := unstructuredItems(u.Object)
-		for _, it := range items {
-			if it["egressIP"] == egressIP && it["node"] != not {
-				node = it["node"]
-				return nil
-			}
-		}
-		return fmt.Errorf("status items %v", items)
-	})
-	return node
-}
-
 // TestEgress proves seed 002 over real packets: app-1 on ovn-worker, in
 // namespace prod, leaves with the EgressIP living on ovn-worker2 or
 // ovn-worker3.
@@ -240,7 +210,7 @@ spec:
 
 	t.Run("SourceIsEgressIP", func(t *testing.T) {
 		e := env.With(t)
-		node := egressTo(t, e, "")
+		node := e.EgressNode("prod", eip, "")
 		// app-1 runs on ovn-worker, the egress IP lives on another node:
 		// the packet crossed geneve to that node's gateway router. The
 		// status may be written before the rows: wait for the source.
@@ -299,7 +269,7 @@ spec:
 		// The egress node's chassis dies (processes killed): new packets
 		// leave with the egress IP through the other egress node.
 		e := env.With(t)
-		from := egressTo(t, e, "")
+		from := e.EgressNode("prod", eip, "")
 		s, err := StartStream(pod.Netns, e.Client, netip.AddrPortFrom(netip.MustParseAddr(testbed.ClusterClientIP), 9100), 10*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
@@ -314,7 +284,7 @@ spec:
 		killed, sentAtKill := time.Now(), s.Sent()
 		e.KillNode(from)
 		t.Cleanup(func() { shared.With(t).RestoreNode(from) })
-		to := egressTo(t, e, from)
+		to := e.EgressNode("prod", eip, from)
 		e.Eventually(30*time.Second, "stream arriving again from the egress IP after the kill", func() error {
 			return s.ArrivedAfter(sentAtKill+5, eip)
 		})
@@ -327,20 +297,4 @@ spec:
 			t.Errorf("after failover, a new connection was seen from %s, want %s", seen, egressIP)
 		}
 	})
-}
-
-// unstructuredItems returns status.items of an EgressIP as string maps.
-func unstructuredItems(obj map[string]any) ([]map[string]string, bool, error) {
-	st, _ := obj["status"].(map[string]any)
-	raw, _ := st["items"].([]any)
-	var out []map[string]string
-	for _, r := range raw {
-		m, _ := r.(map[string]any)
-		item := map[string]string{}
-		for k, v := range m {
-			item[k], _ = v.(string)
-		}
-		out = append(out, item)
-	}
-	return out, len(out) > 0, nil
 }

@@ -506,22 +506,28 @@ func (c *Cluster) topology() {
 			"--", "lsp-add", ext, ClusterBridge+"_"+n.Name, "--", "lsp-set-type", ClusterBridge+"_"+n.Name, "localnet",
 			"--", "lsp-set-addresses", ClusterBridge+"_"+n.Name, "unknown",
 			"--", "lsp-set-options", ClusterBridge+"_"+n.Name, "network_name="+ClusterPhysnet,
-			"--", "lr-route-add", gr, ClusterSubnet, ClusterJoinRtr,
-			"--", "lr-route-add", gr, "0.0.0.0/0", ClusterGatewayIP, "rtoe-"+gr,
-			"--", "--policy=src-ip", "lr-route-add", "ovn_cluster_router", n.Subnet.String(), n.JoinIP.String(),
-			// The GR's join IP by a /32 route: replies to a load balancer's
-			// force-SNATed source must reach that GR, not the pod's own
-			// (the src-ip route would win over the connected /16).
-			"--", "lr-route-add", "ovn_cluster_router", n.JoinIP.String(), n.JoinIP.String(),
-			"--", "lr-nat-add", gr, "snat", n.IP.String(), ClusterSubnet,
-			"--", "lr-nat-add", gr, "snat", n.IP.String(), n.JoinIP.String(),
-			"--", "lr-route-add", gr, ClusterSubnet6, ClusterJoinRtr6,
-			"--", "lr-route-add", gr, "::/0", ClusterGatewayIP6, "rtoe-"+gr,
-			"--", "--policy=src-ip", "lr-route-add", "ovn_cluster_router", n.Subnet6.String(), n.JoinIP6.String(),
-			"--", "lr-route-add", "ovn_cluster_router", n.JoinIP6.String(), n.JoinIP6.String(),
-			"--", "lr-nat-add", gr, "snat", n.IP6.String(), ClusterSubnet6,
-			"--", "lr-nat-add", gr, "snat", n.IP6.String(), n.JoinIP6.String(),
 		)
+		for _, f := range []struct {
+			cluster, joinRtr, anyDst, gateway string
+			subnet                            netip.Prefix
+			join, ip                          netip.Addr
+		}{
+			{ClusterSubnet, ClusterJoinRtr, "0.0.0.0/0", ClusterGatewayIP, n.Subnet, n.JoinIP, n.IP},
+			{ClusterSubnet6, ClusterJoinRtr6, "::/0", ClusterGatewayIP6, n.Subnet6, n.JoinIP6, n.IP6},
+		} {
+			args = append(args,
+				"--", "lr-route-add", gr, f.cluster, f.joinRtr,
+				"--", "lr-route-add", gr, f.anyDst, f.gateway, "rtoe-"+gr,
+				"--", "--policy=src-ip", "lr-route-add", "ovn_cluster_router", f.subnet.String(), f.join.String(),
+				// The GR's join IP by a host route: replies to a load
+				// balancer's force-SNATed source must reach that GR, not
+				// the pod's own (the src-ip route would win over the
+				// connected join subnet).
+				"--", "lr-route-add", "ovn_cluster_router", f.join.String(), f.join.String(),
+				"--", "lr-nat-add", gr, "snat", f.ip.String(), f.cluster,
+				"--", "lr-nat-add", gr, "snat", f.ip.String(), f.join.String(),
+			)
+		}
 	}
 	c.nbctl(args...)
 }
