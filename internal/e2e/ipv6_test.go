@@ -161,6 +161,22 @@ func TestNDPBypassAndL2(t *testing.T) {
 		}
 	}
 	t.Logf("L2 (NDP): %s owns %s; a connection was answered by %s", owner, vip2, pod)
+
+	killed := time.Now()
+	e.KillNode(owner)
+	e.SetNodeReady(owner, false) // as the node lifecycle controller would
+	t.Cleanup(func() { shared.With(t).RestoreNode(owner) })
+	var next string
+	e.Eventually(30*time.Second, "another node answering NS for "+vip2.String(), func() error {
+		if next = ndpOwner(e, ndpReplies(e, vip2)); strings.HasPrefix(next, "?") || next == owner {
+			return fmt.Errorf("answered by %s", next)
+		}
+		return nil
+	})
+	took := time.Since(killed)
+	pod, _ = answers(t, e, e.Client, net.JoinHostPort(vip2.String(), "80"))
+	t.Logf("L2 (NDP) takeover: %s died, %s answers for %s after %v; the next connection was answered by %s",
+		owner, next, vip2, took.Round(time.Millisecond), pod)
 }
 
 // TestEgressIPv6: a pod on ovn-worker leaves with an IPv6 egress IP that
