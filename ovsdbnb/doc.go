@@ -34,6 +34,23 @@
 // vips): the keys Sync wrote are recorded in the row (KeyManaged) and only
 // those are ever changed or removed.
 //
+// Rows written by someone else without the owner stamp (OVN-Kubernetes'
+// own rows, or legacy ones such as EgressIP policies with only
+// {name: <EgressIP>}) are taken over in place when an owner wants a row of
+// the same identity (load balancer or address set name; policy router,
+// priority and match; NAT router, type and addresses; QoS direction,
+// priority and match): the row keeps its UUID, gets the stamp, and every
+// key of its maps counts as the owner's, so stale keys go
+// (Result.Adopted). A first Sync over an NB OVN-Kubernetes filled with the
+// same desired rows therefore inserts and deletes nothing.
+//
+// Chassis_Template_Var rows (OVN 22.12+, TemplateVar) are one per chassis
+// and shared by every owner: an owner adds and removes only its variables,
+// recorded in the row's external_ids under KeyTemplateVars + owner; a
+// variable already set to the wanted value is recorded, not rewritten.
+// Rows are inserted once (before the owners' rows, like load balancer
+// groups) and never deleted.
+//
 // An invalid owner (a match with a syntax error, a router that does not
 // exist, a VIP or load balancer name another owner holds, a map key the
 // server's schema does not accept such as a QoS "mark" action on OVN
