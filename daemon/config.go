@@ -36,6 +36,15 @@ type Config struct {
 
 	ClusterSubnets []ClusterSubnet
 	JoinSubnet     netip.Prefix
+	// MasqueradeSubnetV4 and MasqueradeSubnetV6 are OVN-Kubernetes'
+	// masquerade subnets (--gateway-v4-masquerade-subnet,
+	// --gateway-v6-masquerade-subnet): hairpin_snat_ip is their .5, the
+	// ETP=Local NodePort VIP on the node switches their .3.
+	MasqueradeSubnetV4, MasqueradeSubnetV6 netip.Prefix
+	// LBTemplates serves NodePorts with OVN-Kubernetes' template load
+	// balancers (Chassis_Template_Var, OVN 22.12+): one per Service,
+	// protocol and family; false gives every node its own.
+	LBTemplates bool
 
 	// Northbound database: endpoints (several for RAFT) and TLS files.
 	NBAddress               []string
@@ -104,6 +113,15 @@ var options = []option{
 		func(c *Config, v string) (err error) { c.ClusterSubnets, err = ParseClusterSubnets(v); return err }},
 	{"join-subnet", "gateway", "v4-join-subnet", "100.64.0.0/16", "subnet of the join switch between ovn_cluster_router and the gateway routers",
 		func(c *Config, v string) (err error) { c.JoinSubnet, err = parseSubnet(v); return err }},
+	{"gateway-v4-masquerade-subnet", "gateway", "v4-masquerade-subnet", "169.254.169.0/29",
+		"OVN-Kubernetes' v4 masquerade subnet (hairpin_snat_ip is its .5, the ETP=Local NodePort VIP its .3); at least a /29",
+		func(c *Config, v string) (err error) { c.MasqueradeSubnetV4, err = parseMasquerade(v, false); return err }},
+	{"gateway-v6-masquerade-subnet", "gateway", "v6-masquerade-subnet", "fd69::/125",
+		"OVN-Kubernetes' v6 masquerade subnet (hairpin_snat_ip is its ::5, the ETP=Local NodePort VIP its ::3); at least a /125",
+		func(c *Config, v string) (err error) { c.MasqueradeSubnetV6, err = parseMasquerade(v, true); return err }},
+	{"lb-templates", "ovnedge", "lb-templates", "true",
+		"serve NodePorts with template load balancers (Chassis_Template_Var, OVN 22.12+), one per Service, protocol and family, as OVN-Kubernetes does; false: per-node load balancers",
+		func(c *Config, v string) (err error) { c.LBTemplates, err = strconv.ParseBool(v); return err }},
 	{"nb-address", "ovnnorth", "address", "", "OVN Northbound endpoints, comma-separated (unix:, tcp:, ssl:); several for a RAFT cluster",
 		func(c *Config, v string) error { c.NBAddress = splitList(v); return nil }},
 	{"nb-client-privkey", "ovnnorth", "client-privkey", "", "TLS private key for ssl: endpoints",
@@ -269,6 +287,9 @@ type rawSection struct {
 	Manifests                        *string `gcfg:"manifests"`
 	ClusterSubnets                   *string `gcfg:"cluster-subnets"`
 	V4JoinSubnet                     *string `gcfg:"v4-join-subnet"`
+	V4MasqueradeSubnet               *string `gcfg:"v4-masquerade-subnet"`
+	V6MasqueradeSubnet               *string `gcfg:"v6-masquerade-subnet"`
+	LBTemplates                      *string `gcfg:"lb-templates"`
 	Address                          *string `gcfg:"address"`
 	ClientPrivkey                    *string `gcfg:"client-privkey"`
 	ClientCert                       *string `gcfg:"client-cert"`
@@ -348,6 +369,22 @@ func parseSubnet(s string) (netip.Prefix, error) {
 	}
 	if p != p.Masked() {
 		return p, fmt.Errorf("%s has host bits set (did you mean %s?)", s, p.Masked())
+	}
+	return p, nil
+}
+
+// parseMasquerade parses a masquerade subnet of the family, large enough
+// for OVN-Kubernetes' five addresses (.1 to .5).
+func parseMasquerade(s string, v6 bool) (netip.Prefix, error) {
+	p, err := parseSubnet(s)
+	if err != nil {
+		return p, err
+	}
+	if p.Addr().Is6() != v6 {
+		return p, fmt.Errorf("%s is not an IPv%s subnet", s, map[bool]string{false: "4", true: "6"}[v6])
+	}
+	if p.Addr().BitLen()-p.Bits() < 3 {
+		return p, fmt.Errorf("%s is smaller than a /%d (it needs 5 addresses)", s, p.Addr().BitLen()-3)
 	}
 	return p, nil
 }

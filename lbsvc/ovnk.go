@@ -194,6 +194,18 @@ func serviceState(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, nodes [
 	tlbs, vars := templateLBs(svc, templates, nodes, opts)
 	lbs = append(lbs, tlbs...)
 	lbs = append(lbs, perNodeLBs(svc, perNode, nodes, opts)...)
+	// Nodes without a chassis have no template variables: their
+	// NodePorts get per-node load balancers (a deviation: OVN-Kubernetes
+	// serves none there until the node has a chassis).
+	var unchassied []Node
+	for _, n := range nodes {
+		if n.Chassis == "" {
+			unchassied = append(unchassied, n)
+		}
+	}
+	if len(templates) > 0 && len(unchassied) > 0 {
+		lbs = append(lbs, perNodeLBs(svc, templates, unchassied, opts)...)
+	}
 
 	var st ovsdbnb.State
 	for _, lb := range lbs {
