@@ -115,10 +115,16 @@ var options = []option{
 		func(c *Config, v string) (err error) { c.JoinSubnet, err = parseSubnet(v); return err }},
 	{"gateway-v4-masquerade-subnet", "gateway", "v4-masquerade-subnet", "169.254.169.0/29",
 		"OVN-Kubernetes' v4 masquerade subnet (hairpin_snat_ip is its .5, the ETP=Local NodePort VIP its .3); at least a /29",
-		func(c *Config, v string) (err error) { c.MasqueradeSubnetV4, err = parseMasquerade(v, false); return err }},
+		func(c *Config, v string) (err error) {
+			c.MasqueradeSubnetV4, err = parseMasquerade(v, false)
+			return err
+		}},
 	{"gateway-v6-masquerade-subnet", "gateway", "v6-masquerade-subnet", "fd69::/125",
 		"OVN-Kubernetes' v6 masquerade subnet (hairpin_snat_ip is its ::5, the ETP=Local NodePort VIP its ::3); at least a /125",
-		func(c *Config, v string) (err error) { c.MasqueradeSubnetV6, err = parseMasquerade(v, true); return err }},
+		func(c *Config, v string) (err error) {
+			c.MasqueradeSubnetV6, err = parseMasquerade(v, true)
+			return err
+		}},
 	{"lb-templates", "ovnedge", "lb-templates", "true",
 		"serve NodePorts with template load balancers (Chassis_Template_Var, OVN 22.12+), one per Service, protocol and family, as OVN-Kubernetes does; false: per-node load balancers",
 		func(c *Config, v string) (err error) { c.LBTemplates, err = strconv.ParseBool(v); return err }},

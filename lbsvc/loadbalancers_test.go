@@ -82,7 +82,7 @@ func TestBuildSemantics(t *testing.T) {
 			vips:    map[string]string{"172.18.0.2:30080": "10.244.1.10:8080,10.244.2.10:8080", "[fc00:f853:ccd:e793::2]:30080": ""},
 			options: map[string]string{"skip_snat": "false"}, routers: []string{"GR_node1"}, switches: []string{"node1"}},
 		{name: "NodePort on the switch", svc: "lb-cluster", lb: "TCP_node_router+switch_node2",
-			vips: map[string]string{"172.18.0.3:30080": "10.244.1.10:8080,10.244.2.10:8080", "[fc00:f853:ccd:e793::3]:30080": ""},
+			vips:    map[string]string{"172.18.0.3:30080": "10.244.1.10:8080,10.244.2.10:8080", "[fc00:f853:ccd:e793::3]:30080": ""},
 			routers: []string{"GR_node2"}, switches: []string{"node2"}},
 		{name: "ETP=Local: only ClusterIPs cluster-wide", svc: "lb-local", lb: "TCP_cluster",
 			vips:   map[string]string{"10.96.0.30:443": "10.244.1.20:8443", "[fd00:10:96::30]:443": "[fd00:10:244:2::20]:8443"},

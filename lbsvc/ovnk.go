@@ -41,10 +41,10 @@ const nodeVIP = "node"
 // lbConfig is one Service port's abstract load balancer: the VIPs (or
 // nodeVIP) and the port they answer on.
 type lbConfig struct {
-	vips         []string
-	proto        corev1.Protocol
-	inport       int32
-	eps          []endpoint
+	vips                                   []string
+	proto                                  corev1.Protocol
+	inport                                 int32
+	eps                                    []endpoint
 	externalLocal, internalLocal, nodePort bool
 }
 
