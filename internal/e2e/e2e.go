@@ -422,6 +422,8 @@ func (e *Env) createNode(n *testbed.ClusterNode, egress bool) {
 			"k8s.ovn.org/node-primary-ifaddr":            fmt.Sprintf(`{"ipv4":"%s/%d"}`, ip, testbed.ClusterExtPrefix),
 			"k8s.ovn.org/host-cidrs":                     fmt.Sprintf(`["%s/%d"]`, ip, testbed.ClusterExtPrefix),
 			"k8s.ovn.org/node-gateway-router-lrp-ifaddr": fmt.Sprintf(`{"ipv4":"%s/16"}`, n.JoinIP),
+			// The chassis is named after the node (its system-id).
+			"k8s.ovn.org/node-chassis-id": n.Name,
 		}}}
 	if egress {
 		node.Labels["k8s.ovn.org/egress-assignable"] = ""
