@@ -38,6 +38,15 @@ type Config struct {
 	// JoinSubnet and JoinSubnet6 are the join switch's IPv4 and IPv6
 	// subnets (OVN-Kubernetes' [gateway] v4-join-subnet, v6-join-subnet).
 	JoinSubnet, JoinSubnet6 netip.Prefix
+	// MasqueradeSubnetV4 and MasqueradeSubnetV6 are OVN-Kubernetes'
+	// masquerade subnets (--gateway-v4-masquerade-subnet,
+	// --gateway-v6-masquerade-subnet): hairpin_snat_ip is their .5, the
+	// ETP=Local NodePort VIP on the node switches their .3.
+	MasqueradeSubnetV4, MasqueradeSubnetV6 netip.Prefix
+	// LBTemplates serves NodePorts with OVN-Kubernetes' template load
+	// balancers (Chassis_Template_Var, OVN 22.12+): one per Service,
+	// protocol and family; false gives every node its own.
+	LBTemplates bool
 
 	// Northbound database: endpoints (several for RAFT) and TLS files.
 	NBAddress               []string
@@ -108,6 +117,21 @@ var options = []option{
 		func(c *Config, v string) (err error) { c.JoinSubnet, err = parseFamilySubnet(v, false); return err }},
 	{"v6-join-subnet", "gateway", "v6-join-subnet", "fd98::/64", "IPv6 subnet of the join switch (used where the cluster subnets include IPv6)",
 		func(c *Config, v string) (err error) { c.JoinSubnet6, err = parseFamilySubnet(v, true); return err }},
+	{"gateway-v4-masquerade-subnet", "gateway", "v4-masquerade-subnet", "169.254.169.0/29",
+		"OVN-Kubernetes' v4 masquerade subnet (hairpin_snat_ip is its .5, the ETP=Local NodePort VIP its .3); at least a /29",
+		func(c *Config, v string) (err error) {
+			c.MasqueradeSubnetV4, err = parseMasquerade(v, false)
+			return err
+		}},
+	{"gateway-v6-masquerade-subnet", "gateway", "v6-masquerade-subnet", "fd69::/125",
+		"OVN-Kubernetes' v6 masquerade subnet (hairpin_snat_ip is its ::5, the ETP=Local NodePort VIP its ::3); at least a /125",
+		func(c *Config, v string) (err error) {
+			c.MasqueradeSubnetV6, err = parseMasquerade(v, true)
+			return err
+		}},
+	{"lb-templates", "ovnedge", "lb-templates", "true",
+		"serve NodePorts with template load balancers (Chassis_Template_Var, OVN 22.12+), one per Service, protocol and family, as OVN-Kubernetes does; false: per-node load balancers",
+		func(c *Config, v string) (err error) { c.LBTemplates, err = strconv.ParseBool(v); return err }},
 	{"nb-address", "ovnnorth", "address", "", "OVN Northbound endpoints, comma-separated (unix:, tcp:, ssl:); several for a RAFT cluster",
 		func(c *Config, v string) error { c.NBAddress = splitList(v); return nil }},
 	{"nb-client-privkey", "ovnnorth", "client-privkey", "", "TLS private key for ssl: endpoints",
@@ -275,6 +299,9 @@ type rawSection struct {
 	ClusterSubnets                   *string `gcfg:"cluster-subnets"`
 	V4JoinSubnet                     *string `gcfg:"v4-join-subnet"`
 	V6JoinSubnet                     *string `gcfg:"v6-join-subnet"`
+	V4MasqueradeSubnet               *string `gcfg:"v4-masquerade-subnet"`
+	V6MasqueradeSubnet               *string `gcfg:"v6-masquerade-subnet"`
+	LBTemplates                      *string `gcfg:"lb-templates"`
 	Address                          *string `gcfg:"address"`
 	ClientPrivkey                    *string `gcfg:"client-privkey"`
 	ClientCert                       *string `gcfg:"client-cert"`
@@ -367,6 +394,22 @@ func parseSubnet(s string) (netip.Prefix, error) {
 	}
 	if p != p.Masked() {
 		return p, fmt.Errorf("%s has host bits set (did you mean %s?)", s, p.Masked())
+	}
+	return p, nil
+}
+
+// parseMasquerade parses a masquerade subnet of the family, large enough
+// for OVN-Kubernetes' five addresses (.1 to .5).
+func parseMasquerade(s string, v6 bool) (netip.Prefix, error) {
+	p, err := parseSubnet(s)
+	if err != nil {
+		return p, err
+	}
+	if p.Addr().Is6() != v6 {
+		return p, fmt.Errorf("%s is not an IPv%s subnet", s, map[bool]string{false: "4", true: "6"}[v6])
+	}
+	if p.Addr().BitLen()-p.Bits() < 3 {
+		return p, fmt.Errorf("%s is smaller than a /%d (it needs 5 addresses)", s, p.Addr().BitLen()-3)
 	}
 	return p, nil
 }

@@ -169,3 +169,41 @@ func TestParseConfigJoinSubnets(t *testing.T) {
 		}
 	}
 }
+
+// TestParseConfigMasqueradeAndTemplates: OVN-Kubernetes' masquerade subnet
+// flags and [gateway] keys, their defaults (169.254.169.0/29, fd69::/125),
+// the flag over the file, the errors; --lb-templates (default true).
+func TestParseConfigMasqueradeAndTemplates(t *testing.T) {
+	c, _, err := ParseConfig("daemon", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MasqueradeSubnetV4 != netip.MustParsePrefix("169.254.169.0/29") || c.MasqueradeSubnetV6 != netip.MustParsePrefix("fd69::/125") || !c.LBTemplates {
+		t.Errorf("defaults: %v %v templates=%v", c.MasqueradeSubnetV4, c.MasqueradeSubnetV6, c.LBTemplates)
+	}
+	p := ParamsFrom(c)
+	if p.LB.PerNodeLBs || p.LB.MasqueradeSubnetV4 != c.MasqueradeSubnetV4 || len(p.LB.ClusterSubnets) != 1 {
+		t.Errorf("params: %+v", p.LB)
+	}
+	file := writeFile(t, "[gateway]\nv4-masquerade-subnet = 169.254.0.0/17\nv6-masquerade-subnet = fd69::/112\n[ovnedge]\nlb-templates = false\n")
+	c, _, err = ParseConfig("daemon", []string{"--config-file", file, "--gateway-v6-masquerade-subnet=fd99::/125"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MasqueradeSubnetV4 != netip.MustParsePrefix("169.254.0.0/17") || c.MasqueradeSubnetV6 != netip.MustParsePrefix("fd99::/125") || c.LBTemplates {
+		t.Errorf("file and flag: %v %v templates=%v", c.MasqueradeSubnetV4, c.MasqueradeSubnetV6, c.LBTemplates)
+	}
+	if !ParamsFrom(c).LB.PerNodeLBs {
+		t.Error("--lb-templates=false: want per-node load balancers")
+	}
+	for _, args := range [][]string{
+		{"--gateway-v4-masquerade-subnet=fd69::/125"},
+		{"--gateway-v4-masquerade-subnet=169.254.169.0/30"},
+		{"--gateway-v4-masquerade-subnet=169.254.169.1/29"},
+		{"--gateway-v6-masquerade-subnet=169.254.169.0/29"},
+	} {
+		if _, _, err := ParseConfig("daemon", args); err == nil || !strings.Contains(err.Error(), "masquerade-subnet") {
+			t.Errorf("%v: error %v, want one naming the flag", args, err)
+		}
+	}
+}

@@ -66,7 +66,10 @@ func ParamsFrom(cfg *Config) Params {
 		Zone: cfg.CTZone, EnableEgressIP: cfg.EnableEgressIP, GatewayFlows: cfg.GatewayFlows, BridgeMAC: cfg.BridgeMAC}
 	for _, cs := range cfg.ClusterSubnets {
 		p.Egress.ClusterSubnets = append(p.Egress.ClusterSubnets, cs.CIDR)
+		p.LB.ClusterSubnets = append(p.LB.ClusterSubnets, cs.CIDR)
 	}
+	p.LB.MasqueradeSubnetV4, p.LB.MasqueradeSubnetV6 = cfg.MasqueradeSubnetV4, cfg.MasqueradeSubnetV6
+	p.LB.PerNodeLBs = !cfg.LBTemplates
 	for _, j := range []netip.Prefix{cfg.JoinSubnet, cfg.JoinSubnet6} {
 		if j.IsValid() {
 			p.Egress.JoinSubnets = append(p.Egress.JoinSubnets, j)
@@ -171,7 +174,7 @@ func ComputeCluster(s Snapshot, p Params, reachable func(node string) bool, prev
 	lbNodes := make([]lbsvc.Node, 0, len(s.Nodes))
 	for _, n := range s.Nodes {
 		if broken[n.Name] == nil {
-			lbNodes = append(lbNodes, lbsvc.Node{Name: n.Name, IPs: nodeIPs(n)})
+			lbNodes = append(lbNodes, lbNode(n))
 		}
 	}
 	var lbEvents []event.Event
@@ -308,6 +311,29 @@ func olderFirst(a, b *corev1.Service) int {
 		return c
 	}
 	return cmp.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+}
+
+// AnnotationNodeChassisID is OVN-Kubernetes' node annotation naming the
+// node's chassis (its system-id).
+const AnnotationNodeChassisID = "k8s.ovn.org/node-chassis-id"
+
+// lbNode is a node as its load balancers see it: its host addresses are
+// those of k8s.ovn.org/host-cidrs (the primary one first), as
+// OVN-Kubernetes serves NodePorts on them, else its InternalIP and
+// ExternalIP; its chassis is k8s.ovn.org/node-chassis-id.
+func lbNode(n *corev1.Node) lbsvc.Node {
+	node := lbsvc.Node{Name: n.Name, Chassis: n.Annotations[AnnotationNodeChassisID]}
+	if parsed, err := egress.ParseNode(n); err == nil {
+		for _, pr := range slices.Concat(parsed.Primary, parsed.HostCIDRs) {
+			if !slices.Contains(node.IPs, pr.Addr()) {
+				node.IPs = append(node.IPs, pr.Addr())
+			}
+		}
+	}
+	if len(node.IPs) == 0 {
+		node.IPs = nodeIPs(n)
+	}
+	return node
 }
 
 // nodeIPs returns a node's InternalIP and ExternalIP addresses.

@@ -78,6 +78,7 @@ func RenderNB(states map[ovsdbnb.Owner]ovsdbnb.State) ([]byte, error) {
 			"NAT":                   anys(st.NATs),
 			"Address_Set":           anys(st.AddressSets),
 			"QoS":                   anys(st.QoSRules),
+			"Chassis_Template_Var":  anys(st.TemplateVars),
 		} {
 			for _, r := range rows {
 				var b bytes.Buffer

@@ -194,21 +194,29 @@ func ClusterState(c Cluster, nodes []Node, servedPods []Pod) (map[ovsdbnb.Owner]
 		n := &nodes[i]
 		var st ovsdbnb.State
 		for _, v6 := range []bool{false, true} {
-			ip, ok1 := n.PrimaryIP(v6)
+			_, ok1 := n.PrimaryIP(v6)
 			mgmt, ok2 := n.MgmtIP(v6)
 			if !ok1 || !ok2 {
 				continue
 			}
-			st.Policies = append(st.Policies, ovsdbnb.RouterPolicy{
-				Router:   ClusterRouter,
-				Priority: PriorityNodeReroute,
-				Match:    fmt.Sprintf(`inport == "rtos-%s" && %s.dst == %s /* %s */`, n.Name, ipFamily(v6), ip, n.Name),
-				Action:   "reroute",
-				Nexthops: []string{mgmt.String()},
-				// OVN-Kubernetes gives the default network's 1004
-				// policies no external_ids; it finds them by
-				// priority and match.
-			})
+			// One per host address of the family (the primary one and
+			// every other k8s.ovn.org/host-cidrs address), as
+			// OVN-Kubernetes' AddSameNodeIPPolicy does.
+			for _, ip := range n.hostIPs() {
+				if ip.Is6() != v6 {
+					continue
+				}
+				st.Policies = append(st.Policies, ovsdbnb.RouterPolicy{
+					Router:   ClusterRouter,
+					Priority: PriorityNodeReroute,
+					Match:    fmt.Sprintf(`inport == "rtos-%s" && %s.dst == %s /* %s */`, n.Name, ipFamily(v6), ip, n.Name),
+					Action:   "reroute",
+					Nexthops: []string{mgmt.String()},
+					// OVN-Kubernetes gives the default network's 1004
+					// policies no external_ids; it finds them by
+					// priority and match.
+				})
+			}
 		}
 		nodeIPs = append(nodeIPs, n.hostIPs()...)
 		if len(st.Policies) > 0 {

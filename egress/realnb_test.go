@@ -204,7 +204,7 @@ func TestSeed002RealNB(t *testing.T) {
 	nodes := seedSecondaryNodes(t)
 	_, sec := seedDesired(t, nodes, "10.10.10.100", "10.10.10.101")
 	nb.sync(t, sec.NB)
-	want = seedSets.Replace(seedPolicies + replyPolicy + "100 ip4.src == 10.244.1.3 reroute 10.244.1.2, 10.244.2.2 pkt_mark=1009")
+	want = seedSets.Replace(sortLines(seedPolicies+secondary1004) + replyPolicy + "100 ip4.src == 10.244.1.3 reroute 10.244.1.2, 10.244.2.2 pkt_mark=1009")
 	if got := nb.policies(t); got != strings.TrimSpace(want) {
 		t.Errorf("lr-policy-list on a secondary host network:\n%s", flowtest.Diff(want, got+"\n"))
 	}

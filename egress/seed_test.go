@@ -229,7 +229,7 @@ func seedSecondaryNodes(t testing.TB) []egress.Node {
 func TestSeed002SecondaryHostNetwork(t *testing.T) {
 	nodes := seedSecondaryNodes(t)
 	_, d := seedDesired(t, nodes, "10.10.10.100", "10.10.10.101")
-	want := seedSets.Replace(seedPolicies + replyPolicy + "100 ip4.src == 10.244.1.3 reroute 10.244.1.2, 10.244.2.2 pkt_mark=1009\n")
+	want := seedSets.Replace(sortLines(seedPolicies+secondary1004) + replyPolicy + "100 ip4.src == 10.244.1.3 reroute 10.244.1.2, 10.244.2.2 pkt_mark=1009\n")
 	if got := strings.Join(policyList(d.NB), "\n") + "\n"; got != want {
 		t.Errorf("policies:\n%s", flowtest.Diff(want, got))
 	}
@@ -283,3 +283,17 @@ func renderNB(d map[ovsdbnb.Owner]ovsdbnb.State) []byte {
 	}
 	return b.Bytes()
 }
+
+// sortLines sorts the lines of s (each ending in a newline).
+func sortLines(s string) string {
+	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	slices.Sort(lines)
+	return strings.Join(lines, "\n") + "\n"
+}
+
+// secondary1004 are the 1004 policies of the workers' secondary host
+// addresses: OVN-Kubernetes' AddSameNodeIPPolicy writes one for every host
+// address of the node (host-cidrs), not only the primary one.
+const secondary1004 = `1004 inport == "rtos-ovn-worker" && ip4.dst == 10.10.10.1 /* ovn-worker */ reroute 10.244.1.2
+1004 inport == "rtos-ovn-worker2" && ip4.dst == 10.10.10.2 /* ovn-worker2 */ reroute 10.244.2.2
+`

@@ -74,6 +74,13 @@ func (c *Cache) Build(in Input, opts Options) (map[ovsdbnb.Owner]ovsdbnb.State, 
 	}
 	owner, st := GroupState(in.Nodes, opts)
 	out[owner] = st
+	// The node IP template variables (none with per-node load balancers:
+	// an empty state removes them).
+	var tv ovsdbnb.State
+	if !opts.PerNodeLBs {
+		tv = NodeIPTemplatesState(nodes)
+	}
+	out[NodeIPTemplatesOwner] = tv
 	return out, events
 }
 

@@ -8,23 +8,58 @@
 //
 // # Load balancers (reference §3)
 //
-// [Build] returns one ovsdbnb owner per Service ([ServiceOwner]) and the
-// cluster Load_Balancer_Group ([GroupState]): per Service and protocol a
-// cluster-wide load balancer Service_<ns>/<name>_<PROTO>_cluster holding
-// the ClusterIPs and, for externalTrafficPolicy=Cluster, the ExternalIPs and
-// LoadBalancer ingress IPs, attached through the group to every node
-// switch and gateway router; NodePorts on per-node node_router/node_switch
-// load balancers; for externalTrafficPolicy=Local per-node
-// node_local_router_<node> load balancers on each GR_<node> with only that
-// node's endpoints and skip_snat=true (no local endpoint: an empty backend
-// list, which options:reject=true turns into a reject). Every load
-// balancer has neighbor_responder=none, hairpin_snat_ip and, for
-// sessionAffinity=ClientIP, affinity_timeout. Endpoints are the ready ones
-// (or nil condition), else the serving and terminating ones; FQDN slices
-// are ignored; IPv4, IPv6 and dual-stack. [ServiceState] recomputes one
-// Service, so a changed endpoint costs one owner's Sync (one NB mutation).
-// Bad addresses and protocols become events ([event.Event]); the other
-// Services are unaffected.
+// [Build] returns one ovsdbnb owner per Service ([ServiceOwner]), the
+// node IP template variables ([NodeIPTemplatesOwner]) and OVN-Kubernetes'
+// three Load_Balancer_Groups ([GroupState]). The rows are the ones
+// OVN-Kubernetes' services controller writes (lb_config.go,
+// loadbalancer.go, svc_template_var.go at the commit ovsdbnb names; its
+// unit-test vectors are table cases here):
+//
+//   - per Service and protocol a cluster-wide Service_<ns>/<name>_<PROTO>_cluster
+//     in clusterLBGroup with the ClusterIPs and, for
+//     externalTrafficPolicy=Cluster, the ExternalIPs and ingress IPs;
+//   - NodePorts without ETP=Local or an affinity timeout: template load
+//     balancers, one per protocol and family for the whole cluster
+//     (..._node_switch_template_IPv4 in clusterSwitchLBGroup,
+//     ..._node_router_template_IPv4 in clusterRouterLBGroup, merged into
+//     one "..._merged" in both when equal), VIPs ^NODEIP_IPv4_<i>:<port>
+//     that each chassis expands to its i-th host address, backends the
+//     cluster's or a per-chassis variable ([TemplateName]) when they differ
+//     per node;
+//   - per node and protocol (other NodePorts, ETP=Local VIPs, ITP=Local or
+//     host-network endpoints): node_router_<node> and node_switch_<node>,
+//     one node_router+switch_<node> when equal, node_local_router_<node>
+//     (skip_snat) for ETP=Local VIPs with local endpoints (without one the
+//     VIP rejects on node_router), the ETP=Local masquerade VIP (.3 of the
+//     masquerade subnet) on the switch; equal load balancers of different
+//     nodes merged ("_merged"); NodePort VIPs are every host address
+//     (k8s.ovn.org/host-cidrs) of the node, both families;
+//   - options reject=true, event=false, skip_snat, neighbor_responder=none,
+//     hairpin_snat_ip (the masquerade subnets' .5, default
+//     "169.254.169.5 fd69::5"), affinity_timeout or, for 86400 s,
+//     selection_fields=ip_src,ip_dst; template ones template=true and
+//     address-family.
+//
+// Endpoints are the ready ones (or nil condition), else the serving and
+// terminating ones; FQDN slices are ignored; IPv4, IPv6 and dual-stack.
+// [ServiceState] recomputes one Service, so a changed endpoint costs one
+// owner's Sync. Bad addresses and protocols become events
+// ([event.Event]); the other Services are unaffected.
+//
+// Deliberate deviations from OVN-Kubernetes:
+//
+//   - ovnedge writes one central NB for every node (ovn-k's interconnect
+//     mode writes each zone's own node only); per-node and template rows
+//     are the union of what each zone would write.
+//   - A node without a chassis ([Node].Chassis empty, no
+//     k8s.ovn.org/node-chassis-id) gets per-node NodePort load balancers;
+//     ovn-k serves template NodePorts there only once the node has one.
+//   - Options.PerNodeLBs (`--lb-templates=false`) keeps per-node NodePort
+//     load balancers on an OVN with templates; ovn-k has no such switch.
+//   - Unidling (options event=true / reject=false for idled Services) is
+//     not done: reject=true, event=false always.
+//   - Router and switch names are OVN-Kubernetes' default network's
+//     (GR_<node>, <node>); user-defined networks are not handled.
 //
 // # br-ex bypass and L2 mode (reference §1.1, §6)
 //

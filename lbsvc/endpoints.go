@@ -3,7 +3,6 @@ package lbsvc
 import (
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -126,17 +125,4 @@ func anyNode(endpoint) bool { return true }
 // onNode keeps the endpoints on node.
 func onNode(node string) func(endpoint) bool {
 	return func(e endpoint) bool { return e.node == node }
-}
-
-// affinityTimeout is the affinity_timeout option of a service with
-// sessionAffinity ClientIP, "" otherwise.
-func affinityTimeout(svc *corev1.Service) string {
-	if svc.Spec.SessionAffinity != corev1.ServiceAffinityClientIP {
-		return ""
-	}
-	timeout := int32(corev1.DefaultClientIPServiceAffinitySeconds)
-	if c := svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
-		timeout = *c.ClientIP.TimeoutSeconds
-	}
-	return strconv.Itoa(int(timeout))
 }

@@ -11,8 +11,10 @@ import (
 )
 
 // A LoadBalancer Service with externalTrafficPolicy=Local: its ingress VIP
-// is only on the per-node load balancers, each with the node's own
-// endpoints and skip_snat=true.
+// is only on the per-node load balancers: on the gateway router of a node
+// with an endpoint the node's own endpoints and skip_snat=true, on one
+// without a rejecting VIP; the node switches, equal on both nodes, share
+// one merged load balancer, as OVN-Kubernetes writes them.
 func ExampleBuild() {
 	web := svc("web", corev1.ServiceTypeLoadBalancer, []string{"10.96.0.10"}, port("http", corev1.ProtocolTCP, 80, 0, "8080"))
 	web.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
@@ -29,9 +31,8 @@ func ExampleBuild() {
 	// Output:
 	// Service_default/web_TCP_cluster map[10.96.0.10:80:10.244.1.3:8080] skip_snat=false
 	// Service_default/web_TCP_node_local_router_node1 map[172.18.0.50:80:10.244.1.3:8080] skip_snat=true
-	// Service_default/web_TCP_node_local_router_node2 map[172.18.0.50:80:] skip_snat=true
-	// Service_default/web_TCP_node_switch_node1 map[172.18.0.50:80:10.244.1.3:8080] skip_snat=false
-	// Service_default/web_TCP_node_switch_node2 map[172.18.0.50:80:10.244.1.3:8080] skip_snat=false
+	// Service_default/web_TCP_node_router_node2 map[172.18.0.50:80:] skip_snat=false
+	// Service_default/web_TCP_node_switch_node1_merged map[172.18.0.50:80:10.244.1.3:8080] skip_snat=false
 }
 
 // A controller keeps one Cache across reconciles: after an EndpointSlice

@@ -73,8 +73,8 @@ func sport(name string, proto corev1.Protocol, p int32) discoveryv1.EndpointPort
 
 func nodes() []lbsvc.Node {
 	return []lbsvc.Node{
-		{Name: "node2", IPs: []netip.Addr{netip.MustParseAddr("172.18.0.3"), netip.MustParseAddr("fc00:f853:ccd:e793::3")}},
-		{Name: "node1", IPs: []netip.Addr{netip.MustParseAddr("172.18.0.2"), netip.MustParseAddr("fc00:f853:ccd:e793::2")}},
+		{Name: "node2", IPs: []netip.Addr{netip.MustParseAddr("172.18.0.3"), netip.MustParseAddr("fc00:f853:ccd:e793::3")}, Chassis: "chassis-node2"},
+		{Name: "node1", IPs: []netip.Addr{netip.MustParseAddr("172.18.0.2"), netip.MustParseAddr("fc00:f853:ccd:e793::2")}, Chassis: "chassis-node1"},
 	}
 }
 

@@ -31,6 +31,10 @@ func Format(states map[ovsdbnb.Owner]ovsdbnb.State) []byte {
 			writeAttach(&b, lb.Groups, lb.Routers, lb.Switches)
 			lines = append(lines, b.String())
 		}
+		for _, v := range st.TemplateVars {
+			lines = append(lines, owner.String()+" Chassis_Template_Var chassis="+strconv.Quote(v.Chassis)+
+				" "+strconv.Quote(v.Name)+"="+strconv.Quote(v.Value))
+		}
 		for _, g := range st.Groups {
 			var b strings.Builder
 			b.WriteString(owner.String() + " Load_Balancer_Group name=" + strconv.Quote(g.Name))

@@ -28,17 +28,54 @@ const (
 // router.
 const DefaultClusterLBGroup = "clusterLBGroup"
 
-// DefaultHairpinSNATIP is OVN-Kubernetes' options:hairpin_snat_ip: the
-// masquerade addresses a pod reaching itself through a VIP appears from.
-const DefaultHairpinSNATIP = "169.254.0.5 fd69::5"
+// OVN-Kubernetes' Load_Balancer_Groups: clusterLBGroup holds the
+// cluster-wide load balancers and is attached to every node switch and
+// gateway router; clusterSwitchLBGroup (node switches) and
+// clusterRouterLBGroup (gateway routers) hold the template load
+// balancers of NodePorts.
+const (
+	ClusterSwitchLBGroup = "clusterSwitchLBGroup"
+	ClusterRouterLBGroup = "clusterRouterLBGroup"
+)
+
+// OVN-Kubernetes' default masquerade subnets (its
+// --gateway-v4-masquerade-subnet and --gateway-v6-masquerade-subnet).
+// Their addresses are allocated in order from the network address: .1 the
+// OVN masquerade IP, .2 the host's (it stands for host-network endpoints on
+// the gateway routers), .3 the ETP=Local masquerade VIP of NodePorts on the
+// node switches, .4 a dummy next hop, .5 the Service hairpin SNAT IP
+// (options:hairpin_snat_ip).
+var (
+	DefaultMasqueradeSubnetV4 = netip.MustParsePrefix("169.254.169.0/29")
+	DefaultMasqueradeSubnetV6 = netip.MustParsePrefix("fd69::/125")
+)
+
+// DefaultHairpinSNATIP is options:hairpin_snat_ip with the default
+// masquerade subnets: their .5 addresses.
+const DefaultHairpinSNATIP = "169.254.169.5 fd69::5"
+
+// MasqueradeIP returns address n (1-5, see DefaultMasqueradeSubnetV4) of
+// a masquerade subnet.
+func MasqueradeIP(subnet netip.Prefix, n int) netip.Addr {
+	a := subnet.Masked().Addr()
+	for range n {
+		a = a.Next()
+	}
+	return a
+}
 
 // Node is a cluster node as its per-node load balancers need it.
 type Node struct {
 	// Name is the Kubernetes node name; its gateway router is
 	// GatewayRouter(Name) and its logical switch NodeSwitch(Name).
 	Name string
-	// IPs are the node's host addresses, the VIPs of its NodePorts.
+	// IPs are the node's host addresses (OVN-Kubernetes'
+	// k8s.ovn.org/host-cidrs), the VIPs of its NodePorts.
 	IPs []netip.Addr
+	// Chassis is the node's chassis (its system-id, OVN-Kubernetes'
+	// k8s.ovn.org/node-chassis-id): the chassis its template variables
+	// are set for. A node without one serves no template NodePorts.
+	Chassis string
 }
 
 // GatewayRouter is the name of a node's gateway router, "GR_<node>".
@@ -53,9 +90,23 @@ type Options struct {
 	// ClusterLBGroup names the Load_Balancer_Group of the cluster-wide
 	// load balancers; DefaultClusterLBGroup when empty.
 	ClusterLBGroup string
-	// HairpinSNATIP is options:hairpin_snat_ip; DefaultHairpinSNATIP when
-	// empty.
+	// HairpinSNATIP is options:hairpin_snat_ip; when empty the .5
+	// addresses of the masquerade subnets.
 	HairpinSNATIP string
+	// MasqueradeSubnetV4 and MasqueradeSubnetV6 are OVN-Kubernetes'
+	// masquerade subnets (DefaultMasqueradeSubnetV4/V6 when not valid).
+	MasqueradeSubnetV4, MasqueradeSubnetV6 netip.Prefix
+	// PerNodeLBs gives NodePorts per-node load balancers (VIPs the node's
+	// addresses) instead of OVN-Kubernetes' template load balancers, one
+	// per Service, protocol and family whatever the number of nodes
+	// (Chassis_Template_Var, OVN 22.12+): for older OVN, or by choice.
+	PerNodeLBs bool
+	// ClusterSubnets are the pod networks: an endpoint outside them is a
+	// host-network one, which makes the Service's ClusterIP load balancers
+	// per node (the node's own address becomes the host masquerade IP on
+	// its gateway router), as OVN-Kubernetes does. None: every endpoint
+	// counts as a pod.
+	ClusterSubnets []netip.Prefix
 	// PreferLocal is Kube-OVN's --enable-ovn-lb-prefer-local (seed 003).
 	// Kube-OVN's patched OVN honours externalTrafficPolicy=Local for VIPs
 	// of an underlay subnet (enableExternalLBAddress) by preferring local
@@ -82,6 +133,28 @@ type Options struct {
 }
 
 func (o Options) group() string { return cmp.Or(o.ClusterLBGroup, DefaultClusterLBGroup) }
+
+// masq returns masquerade address n of the family.
+func (o Options) masq(v6 bool, n int) netip.Addr {
+	if v6 {
+		if o.MasqueradeSubnetV6.IsValid() {
+			return MasqueradeIP(o.MasqueradeSubnetV6, n)
+		}
+		return MasqueradeIP(DefaultMasqueradeSubnetV6, n)
+	}
+	if o.MasqueradeSubnetV4.IsValid() {
+		return MasqueradeIP(o.MasqueradeSubnetV4, n)
+	}
+	return MasqueradeIP(DefaultMasqueradeSubnetV4, n)
+}
+
+// hairpin is options:hairpin_snat_ip.
+func (o Options) hairpin() string {
+	if o.HairpinSNATIP != "" {
+		return o.HairpinSNATIP
+	}
+	return o.masq(false, 5).String() + " " + o.masq(true, 5).String()
+}
 
 // Input is the cluster as the load balancers see it.
 type Input struct {
@@ -121,15 +194,20 @@ func SlicesByService(eps []*discoveryv1.EndpointSlice) map[string][]*discoveryv1
 	return m
 }
 
-// GroupState is the cluster Load_Balancer_Group attached to every node's
-// switch and gateway router.
+// GroupState is OVN-Kubernetes' three Load_Balancer_Groups: the cluster
+// group (Options.ClusterLBGroup) attached to every node's switch and
+// gateway router, clusterSwitchLBGroup to every node switch and
+// clusterRouterLBGroup to every gateway router.
 func GroupState(nodes []Node, opts Options) (ovsdbnb.Owner, ovsdbnb.State) {
 	g := ovsdbnb.LoadBalancerGroup{Name: opts.group()}
+	sw := ovsdbnb.LoadBalancerGroup{Name: ClusterSwitchLBGroup}
+	rt := ovsdbnb.LoadBalancerGroup{Name: ClusterRouterLBGroup}
 	for _, n := range sortedNodes(nodes) {
 		g.Switches = append(g.Switches, NodeSwitch(n.Name))
 		g.Routers = append(g.Routers, GatewayRouter(n.Name))
 	}
-	return ovsdbnb.Owner{Type: OwnerLoadBalancerGroup, Name: g.Name}, ovsdbnb.State{Groups: []ovsdbnb.LoadBalancerGroup{g}}
+	sw.Switches, rt.Routers = g.Switches, g.Routers
+	return ovsdbnb.Owner{Type: OwnerLoadBalancerGroup, Name: g.Name}, ovsdbnb.State{Groups: []ovsdbnb.LoadBalancerGroup{g, sw, rt}}
 }
 
 // ServiceState returns one Service's desired load balancers from its
@@ -213,140 +291,6 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
-}
-
-// lbSet accumulates a Service's load balancers by name.
-type lbSet struct {
-	svc    *corev1.Service
-	opts   Options
-	byName map[string]*ovsdbnb.LoadBalancer
-}
-
-// get returns the load balancer named Service_<ns>/<name>_<PROTO>_<suffix>,
-// creating it with the Service's options.
-func (s *lbSet) get(proto corev1.Protocol, suffix string, skipSNAT bool) *ovsdbnb.LoadBalancer {
-	name := "Service_" + s.svc.Namespace + "/" + s.svc.Name + "_" + string(proto) + "_" + suffix
-	if lb, ok := s.byName[name]; ok {
-		return lb
-	}
-	opts := map[string]string{
-		"reject":             "true",
-		"event":              "false",
-		"skip_snat":          fmt.Sprint(skipSNAT),
-		"neighbor_responder": "none",
-		"hairpin_snat_ip":    cmp.Or(s.opts.HairpinSNATIP, DefaultHairpinSNATIP),
-	}
-	if t := affinityTimeout(s.svc); t != "" {
-		opts["affinity_timeout"] = t
-	}
-	lb := &ovsdbnb.LoadBalancer{
-		Name:     name,
-		Protocol: strings.ToLower(string(proto)),
-		VIPs:     map[string]string{},
-		Options:  opts,
-		ExternalIDs: map[string]string{
-			ovsdbnb.KeyKind:  OwnerService,
-			ovsdbnb.KeyOwner: s.svc.Namespace + "/" + s.svc.Name,
-		},
-	}
-	s.byName[name] = lb
-	return lb
-}
-
-func serviceState(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, nodes []Node, opts Options) (ovsdbnb.State, []event.Event) {
-	if svc.Spec.Type == corev1.ServiceTypeExternalName {
-		return ovsdbnb.State{}, nil
-	}
-	ips, events := parseIPs(svc)
-	events = append(events, underlayEvents(svc, ips.external, opts)...)
-	set := &lbSet{svc: svc, opts: opts, byName: map[string]*ovsdbnb.LoadBalancer{}}
-	etpLocal := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
-	group := opts.group()
-	// Cluster-wide: ClusterIPs, and the external VIPs unless they are
-	// externalTrafficPolicy=Local (an underlay VIP only with PreferLocal).
-	var local []netip.Addr
-	clusterVIPs := slices.Clone(ips.cluster)
-	for _, vip := range ips.external {
-		if etpLocal && (opts.PreferLocal || !inUnderlay(vip, opts)) {
-			local = append(local, vip)
-		} else {
-			clusterVIPs = append(clusterVIPs, vip)
-		}
-	}
-	for _, sp := range svc.Spec.Ports {
-		proto := sp.Protocol
-		if proto == "" {
-			proto = corev1.ProtocolTCP
-		}
-		if proto != corev1.ProtocolTCP && proto != corev1.ProtocolUDP && proto != corev1.ProtocolSCTP {
-			events = append(events, event.Warningf(serviceRef(svc), "UnsupportedProtocol", "port %d: protocol %q skipped", sp.Port, proto))
-			continue
-		}
-		if sp.Port <= 0 || sp.Port > 65535 {
-			continue // rejected by the API server; never a VIP
-		}
-		pe := portEndpoints(sp, eps)
-		all := [2]string{selectBackends(pe, false, anyNode), selectBackends(pe, true, anyNode)}
-		if len(clusterVIPs) > 0 {
-			lb := set.get(proto, "cluster", false)
-			lb.Groups = []string{group}
-			for _, vip := range clusterVIPs {
-				lb.VIPs[hostPort(vip, sp.Port)] = all[b2i(vip.Is6())]
-			}
-		}
-
-		// Per node: NodePorts on the node IPs and externalTrafficPolicy=Local
-		// VIPs. Router: all backends, or with ETP=Local only the node's own,
-		// unSNATed. Switch (pods): all backends.
-		if sp.NodePort == 0 && len(local) == 0 {
-			continue
-		}
-		for _, n := range nodes {
-			var nodeVIPs []netip.Addr
-			if sp.NodePort != 0 {
-				for _, a := range n.IPs {
-					if a.IsValid() && ips.families[b2i(a.Is6())] {
-						nodeVIPs = append(nodeVIPs, a.Unmap())
-					}
-				}
-			}
-			var mine [2]string
-			if etpLocal {
-				keep := onNode(n.Name)
-				mine = [2]string{selectBackends(pe, false, keep), selectBackends(pe, true, keep)}
-			}
-			sw := set.get(proto, "node_switch_"+n.Name, false)
-			sw.Switches = []string{NodeSwitch(n.Name)}
-			for _, vip := range nodeVIPs {
-				fam := b2i(vip.Is6())
-				sw.VIPs[hostPort(vip, sp.NodePort)] = all[fam]
-				if etpLocal {
-					lr := set.get(proto, "node_local_router_"+n.Name, true)
-					lr.Routers = []string{GatewayRouter(n.Name)}
-					lr.VIPs[hostPort(vip, sp.NodePort)] = mine[fam]
-				} else {
-					r := set.get(proto, "node_router_"+n.Name, false)
-					r.Routers = []string{GatewayRouter(n.Name)}
-					r.VIPs[hostPort(vip, sp.NodePort)] = all[fam]
-				}
-			}
-			for _, vip := range local {
-				fam := b2i(vip.Is6())
-				sw.VIPs[hostPort(vip, sp.Port)] = all[fam]
-				lr := set.get(proto, "node_local_router_"+n.Name, true)
-				lr.Routers = []string{GatewayRouter(n.Name)}
-				lr.VIPs[hostPort(vip, sp.Port)] = mine[fam]
-			}
-		}
-	}
-	var st ovsdbnb.State
-	for _, lb := range set.byName {
-		if len(lb.VIPs) > 0 {
-			st.LoadBalancers = append(st.LoadBalancers, *lb)
-		}
-	}
-	slices.SortFunc(st.LoadBalancers, func(a, b ovsdbnb.LoadBalancer) int { return strings.Compare(a.Name, b.Name) })
-	return st, events
 }
 
 // serviceRef refers to svc in events.

@@ -74,25 +74,36 @@ func TestBuildSemantics(t *testing.T) {
 			vips: map[string]string{"10.96.0.20:53": "10.244.1.10:5353,10.244.2.10:5353",
 				"172.18.0.50:53": "10.244.1.10:5353,10.244.2.10:5353", "172.18.0.60:53": "10.244.1.10:5353,10.244.2.10:5353"},
 			groups: []string{"clusterLBGroup"}},
-		{name: "NodePort ETP=Cluster on the router", svc: "lb-cluster", lb: "TCP_node_router_node1",
-			vips:    map[string]string{"172.18.0.2:30080": "10.244.1.10:8080,10.244.2.10:8080"},
-			options: map[string]string{"skip_snat": "false"}, routers: []string{"GR_node1"}},
-		{name: "NodePort on the switch", svc: "lb-cluster", lb: "TCP_node_switch_node2",
-			vips: map[string]string{"172.18.0.3:30080": "10.244.1.10:8080,10.244.2.10:8080"}, switches: []string{"node2"}},
+		// An affinity timeout keeps NodePorts per node (no templates); equal
+		// router and switch rules make one node_router+switch_<node> LB,
+		// with every host address of the node as a VIP (the IPv6 one of an
+		// IPv4 Service rejects), as OVN-Kubernetes writes it.
+		{name: "NodePort ETP=Cluster on the router and switch", svc: "lb-cluster", lb: "TCP_node_router+switch_node1",
+			vips:    map[string]string{"172.18.0.2:30080": "10.244.1.10:8080,10.244.2.10:8080", "[fc00:f853:ccd:e793::2]:30080": ""},
+			options: map[string]string{"skip_snat": "false"}, routers: []string{"GR_node1"}, switches: []string{"node1"}},
+		{name: "NodePort on the switch", svc: "lb-cluster", lb: "TCP_node_router+switch_node2",
+			vips:    map[string]string{"172.18.0.3:30080": "10.244.1.10:8080,10.244.2.10:8080", "[fc00:f853:ccd:e793::3]:30080": ""},
+			routers: []string{"GR_node2"}, switches: []string{"node2"}},
 		{name: "ETP=Local: only ClusterIPs cluster-wide", svc: "lb-local", lb: "TCP_cluster",
 			vips:   map[string]string{"10.96.0.30:443": "10.244.1.20:8443", "[fd00:10:96::30]:443": "[fd00:10:244:2::20]:8443"},
 			groups: []string{"clusterLBGroup"}},
 		{name: "ETP=Local: local backends, no SNAT", svc: "lb-local", lb: "TCP_node_local_router_node1",
-			vips: map[string]string{"172.18.0.70:443": "10.244.1.20:8443", "[2001:db8::70]:443": "",
-				"172.18.0.2:30443": "10.244.1.20:8443", "[fc00:f853:ccd:e793::2]:30443": ""},
+			vips:    map[string]string{"172.18.0.70:443": "10.244.1.20:8443", "172.18.0.2:30443": "10.244.1.20:8443"},
 			options: map[string]string{"skip_snat": "true", "reject": "true"}, routers: []string{"GR_node1"}},
-		{name: "ETP=Local: none local rejects", svc: "lb-local", lb: "TCP_node_local_router_node2",
-			vips: map[string]string{"172.18.0.70:443": "", "[2001:db8::70]:443": "[fd00:10:244:2::20]:8443",
-				"172.18.0.3:30443": "", "[fc00:f853:ccd:e793::3]:30443": "[fd00:10:244:2::20]:8443"},
+		{name: "ETP=Local: local backends, no SNAT (IPv6)", svc: "lb-local", lb: "TCP_node_local_router_node2",
+			vips:    map[string]string{"[2001:db8::70]:443": "[fd00:10:244:2::20]:8443", "[fc00:f853:ccd:e793::3]:30443": "[fd00:10:244:2::20]:8443"},
 			options: map[string]string{"skip_snat": "true"}, routers: []string{"GR_node2"}},
+		// OVN-Kubernetes puts a VIP without local endpoints on the plain
+		// router LB (nothing to skip SNAT for): it rejects.
+		{name: "ETP=Local: none local rejects", svc: "lb-local", lb: "TCP_node_router_node2",
+			vips:    map[string]string{"172.18.0.70:443": "", "172.18.0.3:30443": ""},
+			options: map[string]string{"skip_snat": "false"}, routers: []string{"GR_node2"}},
+		// The switch: every backend, and the ETP=Local masquerade VIP
+		// (169.254.169.3, fd69::3) with the local ones only.
 		{name: "ETP=Local: pods reach every backend", svc: "lb-local", lb: "TCP_node_switch_node2",
 			vips: map[string]string{"172.18.0.70:443": "10.244.1.20:8443", "[2001:db8::70]:443": "[fd00:10:244:2::20]:8443",
-				"172.18.0.3:30443": "10.244.1.20:8443", "[fc00:f853:ccd:e793::3]:30443": "[fd00:10:244:2::20]:8443"},
+				"172.18.0.3:30443": "10.244.1.20:8443", "[fc00:f853:ccd:e793::3]:30443": "[fd00:10:244:2::20]:8443",
+				"169.254.169.3:30443": "", "[fd69::3]:30443": "[fd00:10:244:2::20]:8443"},
 			switches: []string{"node2"}},
 	}
 	for _, tt := range tests {
@@ -110,7 +121,7 @@ func TestBuildSemantics(t *testing.T) {
 				}
 			}
 			for _, k := range []string{"reject", "event", "neighbor_responder", "hairpin_snat_ip"} {
-				want := map[string]string{"reject": "true", "event": "false", "neighbor_responder": "none", "hairpin_snat_ip": "169.254.0.5 fd69::5"}[k]
+				want := map[string]string{"reject": "true", "event": "false", "neighbor_responder": "none", "hairpin_snat_ip": "169.254.169.5 fd69::5"}[k]
 				if lb.Options[k] != want {
 					t.Errorf("options:%s = %q, want %q", k, lb.Options[k], want)
 				}
@@ -128,7 +139,8 @@ func TestBuildSemantics(t *testing.T) {
 		t.Errorf("headless service got load balancers: %v", st.LoadBalancers)
 	}
 	g := states[ovsdbnb.Owner{Type: lbsvc.OwnerLoadBalancerGroup, Name: lbsvc.DefaultClusterLBGroup}].Groups
-	want := []ovsdbnb.LoadBalancerGroup{{Name: "clusterLBGroup", Switches: []string{"node1", "node2"}, Routers: []string{"GR_node1", "GR_node2"}}}
+	want := []ovsdbnb.LoadBalancerGroup{{Name: "clusterLBGroup", Switches: []string{"node1", "node2"}, Routers: []string{"GR_node1", "GR_node2"}},
+		{Name: "clusterSwitchLBGroup", Switches: []string{"node1", "node2"}}, {Name: "clusterRouterLBGroup", Routers: []string{"GR_node1", "GR_node2"}}}
 	if !reflect.DeepEqual(g, want) {
 		t.Errorf("group = %+v, want %+v", g, want)
 	}

@@ -67,7 +67,7 @@ var Tables = []string{
 	nbdb.LoadBalancerTable, nbdb.LoadBalancerGroupTable, nbdb.LogicalRouterPolicyTable,
 	nbdb.NATTable, nbdb.AddressSetTable, nbdb.LogicalRouterTable, nbdb.LogicalSwitchTable,
 	nbdb.LogicalRouterPortTable, nbdb.LogicalSwitchPortTable, nbdb.LogicalRouterStaticRouteTable,
-	nbdb.QoSTable,
+	nbdb.QoSTable, nbdb.ChassisTemplateVarTable,
 }
 
 // dbModel is the partial NB model of Tables, with client indexes on the
@@ -85,6 +85,7 @@ func dbModel() (model.ClientDBModel, error) {
 		nbdb.LogicalSwitchPortTable:        &nbdb.LogicalSwitchPort{},
 		nbdb.LogicalRouterStaticRouteTable: &nbdb.LogicalRouterStaticRoute{},
 		nbdb.QoSTable:                      &nbdb.QoS{},
+		nbdb.ChassisTemplateVarTable:       &nbdb.ChassisTemplateVar{},
 	})
 	if err != nil {
 		return m, err

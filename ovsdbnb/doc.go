@@ -34,6 +34,23 @@
 // vips): the keys Sync wrote are recorded in the row (KeyManaged) and only
 // those are ever changed or removed.
 //
+// Rows written by someone else without the owner stamp (OVN-Kubernetes'
+// own rows, or legacy ones such as EgressIP policies with only
+// {name: <EgressIP>}) are taken over in place when an owner wants a row of
+// the same identity (load balancer or address set name; policy router,
+// priority and match; NAT router, type and addresses; QoS direction,
+// priority and match): the row keeps its UUID, gets the stamp, and every
+// key of its maps counts as the owner's, so stale keys go
+// (Result.Adopted). A first Sync over an NB OVN-Kubernetes filled with the
+// same desired rows therefore inserts and deletes nothing.
+//
+// Chassis_Template_Var rows (OVN 22.12+, TemplateVar) are one per chassis
+// and shared by every owner: an owner adds and removes only its variables,
+// recorded in the row's external_ids under KeyTemplateVars + owner; a
+// variable already set to the wanted value is recorded, not rewritten.
+// Rows are inserted once (before the owners' rows, like load balancer
+// groups) and never deleted.
+//
 // An invalid owner (a match with a syntax error, a router that does not
 // exist, a VIP or load balancer name another owner holds, a map key the
 // server's schema does not accept such as a QoS "mark" action on OVN
@@ -82,14 +99,19 @@
 //     ct.rpl", action mark=42 (a NB schema of OVN 24.03 or newer).
 //   - Address_Set name: "a" + decimal FNV-1a 64 of its k8s.ovn.org/id
 //     (AddressSetName), referred to as "$<name>" in matches.
-//   - Load_Balancer: name "Service_<ns>/<name>_<PROTO>_cluster" (or
-//     _node_router_<node>, _node_switch_<node>), external_ids
-//     k8s.ovn.org/kind=Service and k8s.ovn.org/owner=<ns>/<name>, lowercase
-//     protocol, vips "<vip>:<port>" ("[v6]:port") to comma-joined
-//     "<ip>:<port>" backends, options reject=true, event=false,
-//     skip_snat=false, neighbor_responder=none; attached through the
-//     clusterLBGroup Load_Balancer_Group to every node switch and gateway
-//     router.
+//   - Load_Balancer: names "Service_<ns>/<name>_<PROTO>_cluster",
+//     _node_router_<node>, _node_switch_<node>, _node_router+switch_<node>,
+//     _node_local_router_<node>, _node_switch_template_IPv4 /
+//     _node_router_template_IPv4 and a "_merged" suffix (lbsvc builds them),
+//     external_ids k8s.ovn.org/kind=Service and k8s.ovn.org/owner=<ns>/<name>,
+//     lowercase protocol, vips "<vip>:<port>" ("[v6]:port", or
+//     "^NODEIP_IPv4_0:<port>" on template=true rows) to comma-joined
+//     backends, options reject, event, skip_snat, neighbor_responder=none,
+//     hairpin_snat_ip; in the clusterLBGroup, clusterSwitchLBGroup and
+//     clusterRouterLBGroup Load_Balancer_Groups.
+//   - Chassis_Template_Var: one row per chassis, variables NODEIP_IPv4_<i>
+//     and per-Service target templates, no external_ids of ovn-k's (ours
+//     records each owner's variables, see above).
 //   - Topology (EnsureTopology): ovn_cluster_router with rtos-<node> to
 //     the node switch <node> (stor-<node>, management port k8s-<node>),
 //     the join switch, GR_<node> with rtoj-GR_<node> and rtoe-GR_<node> to

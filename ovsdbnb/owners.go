@@ -35,6 +35,13 @@ func (c *Client) Owners(types ...string) ([]Owner, error) {
 		{nbdb.NATTable, func(m model.Model) { add(m.(*nbdb.NAT).ExternalIDs) }},
 		{nbdb.AddressSetTable, func(m model.Model) { add(m.(*nbdb.AddressSet).ExternalIDs) }},
 		{nbdb.QoSTable, func(m model.Model) { add(m.(*nbdb.QoS).ExternalIDs) }},
+		{nbdb.ChassisTemplateVarTable, func(m model.Model) {
+			for k := range m.(*nbdb.ChassisTemplateVar).ExternalIDs {
+				if o, ok := strings.CutPrefix(k, KeyTemplateVars); ok {
+					add(map[string]string{KeyOwnedBy: o})
+				}
+			}
+		}},
 	}
 	for _, t := range tables {
 		tc := c.nb.Cache().Table(t.name)

@@ -30,6 +30,10 @@ const (
 	// vips=k4"), so keys another writer adds to the same row are told
 	// apart and never touched.
 	KeyManaged = "ovnedge.io/managed"
+	// KeyTemplateVars + Owner.String() is the external_ids key of a
+	// Chassis_Template_Var row listing the variables (comma-separated,
+	// sorted) that owner holds in it.
+	KeyTemplateVars = "ovnedge.io/vars:"
 )
 
 // DefaultController is the owner-controller value of OVN-Kubernetes'
@@ -130,6 +134,19 @@ type QoS struct {
 	Switches    []string
 }
 
+// TemplateVar is one variable of a chassis' Chassis_Template_Var row
+// (OVN 22.12+): load balancer templates refer to it as "^" + Name, and
+// each chassis expands it to its own Value. The row of a chassis is
+// shared by every owner (as OVN-Kubernetes' Service controllers share
+// it): an owner holds only its variables, recorded in the row's
+// external_ids under KeyTemplateVars + owner.
+type TemplateVar struct {
+	// Chassis is the chassis name (its Open_vSwitch
+	// external_ids:system-id).
+	Chassis     string
+	Name, Value string
+}
+
 // State is the desired NB rows of one owner.
 type State struct {
 	LoadBalancers []LoadBalancer
@@ -138,6 +155,7 @@ type State struct {
 	NATs          []NAT
 	AddressSets   []AddressSet
 	QoSRules      []QoS
+	TemplateVars  []TemplateVar
 }
 
 // AddressSetName is OVN-Kubernetes' Address_Set name for a k8s.ovn.org/id:
@@ -157,7 +175,8 @@ func (s State) Equal(t State) bool {
 		slices.EqualFunc(s.Policies, t.Policies, RouterPolicy.equal) &&
 		slices.EqualFunc(s.NATs, t.NATs, NAT.equal) &&
 		slices.EqualFunc(s.AddressSets, t.AddressSets, AddressSet.equal) &&
-		slices.EqualFunc(s.QoSRules, t.QoSRules, QoS.equal)
+		slices.EqualFunc(s.QoSRules, t.QoSRules, QoS.equal) &&
+		slices.Equal(s.TemplateVars, t.TemplateVars)
 }
 
 func (a LoadBalancer) equal(b LoadBalancer) bool {

@@ -46,6 +46,10 @@ type Result struct {
 	Transactions int
 	// Owners is the number of owners whose rows are now as desired.
 	Owners int
+	// Adopted counts the rows written by someone else (OVN-Kubernetes)
+	// without an owner stamp that an owner took over in place because
+	// they are the rows it wants (see Sync).
+	Adopted int
 }
 
 // Ops returns the number of row operations (guards not counted).
@@ -60,6 +64,7 @@ func (r *Result) add(o Result) {
 	r.Replans += o.Replans
 	r.Transactions += o.Transactions
 	r.Owners += o.Owners
+	r.Adopted += o.Adopted
 }
 
 // OwnerError is why one owner's rows were not written. The other owners
@@ -148,6 +153,9 @@ func (c *Client) SyncWith(ctx context.Context, desired map[Owner]State, opts Syn
 		return s.res, err
 	}
 	owners = s.alive(owners)
+	if err := s.syncChassisRows(ctx, desired, owners); err != nil {
+		return s.res, err
+	}
 
 	snap, err := s.snapshot(ctx)
 	if err != nil {
@@ -254,6 +262,11 @@ type snap struct {
 	lbHolders []holder
 	// qosHolders are the switches with the QoS rows their qos_rules hold.
 	qosHolders []holder
+	// foreign indexes, by table, the rows without an owner stamp by
+	// their identity within an owner (policyID, natID, qosID), built on
+	// first use; adopted are the rows an owner of this plan took over.
+	foreign map[string]map[string]string
+	adopted map[string]bool
 }
 
 // parent returns the router holding the policy or NAT u.
@@ -409,10 +422,13 @@ func (s *syncer) plan(sn *snap, o Owner, st State) (*plan, error) {
 	if err := s.planNATs(sn, p, st.NATs); err != nil {
 		return nil, err
 	}
-	if err := s.planAddressSets(p, st.AddressSets); err != nil {
+	if err := s.planAddressSets(sn, p, st.AddressSets); err != nil {
 		return nil, err
 	}
 	if err := s.planQoS(sn, p, st.QoSRules); err != nil {
+		return nil, err
+	}
+	if err := s.planTemplateVars(p, st.TemplateVars); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -503,6 +519,11 @@ func (s *syncer) planLBs(sn *snap, p *plan, want []LoadBalancer) error {
 		}
 		if other, err := s.lbByName(lb.Name); err != nil {
 			return &OwnerError{Owner: o, Row: rowName, Err: err}
+		} else if other != nil && other.ExternalIDs[KeyOwnedBy] == "" && sn.adopt(other.UUID) {
+			p.res.Adopted++
+			p.add(rowName, false, diffOps(nbdb.LoadBalancerTable, other.UUID, adopted(lbRowOf(other)), r)...)
+			attach(p, rowName, other.UUID, "load_balancer", targets, sn.holders(other.UUID))
+			continue
 		} else if other != nil {
 			return &OwnerError{Owner: o, Row: rowName, Err: fmt.Errorf("a load balancer of that name exists (%s), owned by %q",
 				other.UUID, other.ExternalIDs[KeyOwnedBy])}
@@ -612,6 +633,17 @@ func (s *syncer) planChildren(sn *snap, p *plan, table, col string, cur map[stri
 			}
 			continue
 		}
+		if u, cr, ok := s.foreignRow(sn, table, w.id); ok {
+			p.res.Adopted++
+			p.add(w.id, false, diffOps(table, u, adopted(cr), w.r)...)
+			if parent, ok := sn.parent(u); !ok || parent.uuid != lr.UUID {
+				if ok {
+					p.addRef(w.id, parent, col, ovsdb.MutateOperationDelete, u)
+				}
+				p.addRef(w.id, lrRef, col, ovsdb.MutateOperationInsert, u)
+			}
+			continue
+		}
 		inserts = append(inserts, func() {
 			name := s.insert(p, table, w.id, w.r, w.key)
 			p.addRef(w.id, lrRef, col, ovsdb.MutateOperationInsert, name)
@@ -680,7 +712,7 @@ func (s *syncer) planNATs(sn *snap, p *plan, want []NAT) error {
 	return s.planChildren(sn, p, nbdb.NATTable, "nat", cur, curRows, children)
 }
 
-func (s *syncer) planAddressSets(p *plan, want []AddressSet) error {
+func (s *syncer) planAddressSets(sn *snap, p *plan, want []AddressSet) error {
 	o := p.owner
 	rows, err := ownedRows(s, o, nbdb.AddressSetTable, &nbdb.AddressSet{ExternalIDs: ownerIDs(o)},
 		func(r *nbdb.AddressSet) map[string]string { return r.ExternalIDs })
@@ -698,6 +730,11 @@ func (s *syncer) planAddressSets(p *plan, want []AddressSet) error {
 		if c := byName[a.Name()]; c != nil {
 			keep[c.UUID] = true
 			p.add(rowName, false, diffOps(nbdb.AddressSetTable, c.UUID, addressSetRowOf(c), r)...)
+			continue
+		}
+		if c := s.addressSetByName(a.Name()); c != nil && c.ExternalIDs[KeyOwnedBy] == "" && sn.adopt(c.UUID) {
+			p.res.Adopted++
+			p.add(rowName, false, diffOps(nbdb.AddressSetTable, c.UUID, adopted(addressSetRowOf(c)), r)...)
 			continue
 		}
 		// Address_Set names are also a unique index: another owner's set
@@ -744,6 +781,12 @@ func (s *syncer) planQoS(sn *snap, p *plan, want []QoS) error {
 			keep[c.UUID] = true
 			p.add(id, false, diffOps(nbdb.QoSTable, c.UUID, qosRowOf(c), r)...)
 			attach(p, id, c.UUID, "qos_rules", targets, sn.qosHoldersOf(c.UUID))
+			continue
+		}
+		if u, cr, ok := s.foreignRow(sn, nbdb.QoSTable, id); ok {
+			p.res.Adopted++
+			p.add(id, false, diffOps(nbdb.QoSTable, u, adopted(cr), r)...)
+			attach(p, id, u, "qos_rules", targets, sn.qosHoldersOf(u))
 			continue
 		}
 		name := s.insert(p, nbdb.QoSTable, id, r, map[string]any{"priority": q.Priority, "direction": q.Direction, "match": q.Match})

@@ -81,6 +81,9 @@ func validate(o Owner, st State) error {
 			return bad(row, err)
 		}
 	}
+	if row, err := validateTemplateVars(st.TemplateVars); err != nil {
+		return bad(row, err)
+	}
 	for _, q := range st.QoSRules {
 		row := qosID(q.Direction, q.Priority, q.Match)
 		if err := dup(row); err != nil {
@@ -122,19 +125,51 @@ func validateLB(lb LoadBalancer) error {
 			return fmt.Errorf("selection field %q", f)
 		}
 	}
+	// A template load balancer (options:template=true, OVN 22.12+) may
+	// name chassis template variables, "^NAME" or "^NAME:port", as VIPs
+	// and backends; each chassis expands them.
+	template := lb.Options["template"] == "true"
+	if template {
+		switch lb.Options["address-family"] {
+		case "ipv4", "ipv6":
+		default:
+			return fmt.Errorf("template load balancer: options:address-family %q: want ipv4 or ipv6", lb.Options["address-family"])
+		}
+	}
+	parse := func(s string) error {
+		if template && strings.HasPrefix(s, "^") {
+			return parseTemplateRef(s)
+		}
+		_, err := parseEndpoint(s)
+		return err
+	}
 	for _, vip := range sortedKeys(lb.VIPs) {
-		if _, err := parseEndpoint(vip); err != nil {
+		if err := parse(vip); err != nil {
 			return fmt.Errorf("vip %q: %w", vip, err)
 		}
 		if b := lb.VIPs[vip]; b != "" {
 			for _, ep := range strings.Split(b, ",") {
-				if _, err := parseEndpoint(ep); err != nil {
+				if err := parse(ep); err != nil {
 					return fmt.Errorf("vip %q: backend %q: %w", vip, ep, err)
 				}
 			}
 		}
 	}
 	return validateKeys(map[string]map[string]string{"external_ids": lb.ExternalIDs, "options": lb.Options, "vips": lb.VIPs})
+}
+
+// parseTemplateRef checks "^NAME" or "^NAME:port".
+func parseTemplateRef(s string) error {
+	name, port, hasPort := strings.Cut(strings.TrimPrefix(s, "^"), ":")
+	if name == "" || strings.ContainsAny(name, ",;= ^") {
+		return fmt.Errorf("template %q: bad variable name", s)
+	}
+	if hasPort {
+		if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
+			return fmt.Errorf("template %q: port %q: want 1-65535", s, port)
+		}
+	}
+	return nil
 }
 
 // parseEndpoint parses "ip", "ip:port" or "[ipv6]:port".

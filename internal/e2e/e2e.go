@@ -427,6 +427,8 @@ func (e *Env) createNode(n *testbed.ClusterNode, egress bool) {
 				ip, testbed.ClusterExtPrefix, ip6, testbed.ClusterExtPrefix6),
 			"k8s.ovn.org/host-cidrs":                     fmt.Sprintf(`["%s/%d","%s/%d"]`, ip, testbed.ClusterExtPrefix, ip6, testbed.ClusterExtPrefix6),
 			"k8s.ovn.org/node-gateway-router-lrp-ifaddr": fmt.Sprintf(`{"ipv4":"%s/16","ipv6":"%s/64"}`, n.JoinIP, n.JoinIP6),
+			// The chassis is named after the node (its system-id).
+			"k8s.ovn.org/node-chassis-id": n.Name,
 		}}}
 	if egress {
 		node.Labels["k8s.ovn.org/egress-assignable"] = ""

@@ -1,0 +1,46 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// TestNodePortTemplates: a NodePort Service is served through OVN
+// template load balancers (one per Service, protocol and family, in
+// clusterSwitchLBGroup and clusterRouterLBGroup, VIP ^NODEIP_IPv4_0) with
+// every chassis' NODEIP_IPv4_0 its node address, and it answers on every
+// node's address from the external client, as real packets.
+func TestNodePortTemplates(t *testing.T) {
+	e := shared.With(t)
+	s := createService(t, e, service("shop", "np-tpl", "web", corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyCluster))
+	np := s.Spec.Ports[0].NodePort
+	name := "Service_shop/np-tpl_TCP_node_switch_template_IPv4_merged"
+	e.Eventually(30*time.Second, "the template load balancer", func() error {
+		out := e.OVN.Nbctl("--bare", "--columns=vips,options", "find", "Load_Balancer", "name="+name)
+		if !strings.Contains(out, fmt.Sprintf("^NODEIP_IPv4_0:%d", np)) || !strings.Contains(out, "template=true") {
+			return fmt.Errorf("load balancer %s: %q", name, out)
+		}
+		return nil
+	})
+	if out := e.OVN.Nbctl("--bare", "--columns=name", "find", "Load_Balancer", "external_ids:k8s.ovn.org/owner=shop/np-tpl"); strings.Contains(out, "node_router") {
+		t.Errorf("per-node load balancers beside the template one:\n%s", out)
+	}
+	vars := e.OVN.Nbctl("--columns=chassis,variables", "list", "Chassis_Template_Var")
+	for _, n := range e.Nodes {
+		if !strings.Contains(vars, fmt.Sprintf(`NODEIP_IPv4_0="%s"`, n.IP)) {
+			t.Errorf("no NODEIP_IPv4_0 of %s (%s) in\n%s", n.Name, n.IP, vars)
+		}
+	}
+	for _, n := range e.Nodes {
+		addr := fmt.Sprintf("%s:%d", n.IP, np)
+		pod, client := answers(t, e, e.Client, addr)
+		t.Logf("template NodePort %s: answered by %s, which saw %s", addr, pod, client)
+		if !strings.HasPrefix(pod, "web-") {
+			t.Errorf("%s answered by %q", addr, pod)
+		}
+	}
+}

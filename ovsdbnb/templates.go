@@ -1,0 +1,168 @@
+package ovsdbnb
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/ovn-kubernetes/libovsdb/ovsdb"
+
+	"github.com/ovnedge/ovnedge/ovsdbnb/nbdb"
+)
+
+// templateRows returns the cached Chassis_Template_Var rows by chassis
+// (read only).
+func (s *syncer) templateRows() (map[string]*nbdb.ChassisTemplateVar, error) {
+	tc := s.c.nb.Cache().Table(nbdb.ChassisTemplateVarTable)
+	if tc == nil {
+		return nil, fmt.Errorf("ovsdbnb: read cache: table %s is not monitored", nbdb.ChassisTemplateVarTable)
+	}
+	out := map[string]*nbdb.ChassisTemplateVar{}
+	for _, m := range tc.RowsShallow() {
+		r := m.(*nbdb.ChassisTemplateVar)
+		out[r.Chassis] = r
+	}
+	return out, nil
+}
+
+// syncChassisRows inserts, in one transaction before the owners' rows, the
+// Chassis_Template_Var row of every chassis an owner sets a variable on
+// and that has none yet. The rows are shared by all owners (and by
+// OVN-Kubernetes) and never deleted: an owner only adds and removes its
+// variables.
+func (s *syncer) syncChassisRows(ctx context.Context, desired map[Owner]State, owners []Owner) error {
+	want := map[string]bool{}
+	for _, o := range owners {
+		for _, v := range desired[o].TemplateVars {
+			want[v.Chassis] = true
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	rows, err := s.templateRows()
+	if err != nil {
+		return err
+	}
+	var ops []ovsdb.Operation
+	for _, ch := range sortedKeys(want) {
+		if rows[ch] == nil {
+			ops = append(ops, ovsdb.Operation{Op: ovsdb.OperationInsert, Table: nbdb.ChassisTemplateVarTable,
+				Row: ovsdb.Row{"chassis": ch}, UUIDName: s.name()})
+		}
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	results, err := s.c.nb.Transact(ctx, ops...)
+	if err == nil {
+		_, err = ovsdb.CheckOperationResults(results, ops)
+	}
+	if err != nil {
+		return fmt.Errorf("ovsdbnb: chassis template var rows: %w", err)
+	}
+	s.res.Transactions++
+	s.res.Inserts += len(ops)
+	return s.c.waitCache(ctx, ops, results)
+}
+
+// planTemplateVars makes the variables owner p.owner holds in the
+// chassis rows those of want. What an owner holds is recorded in each
+// row's external_ids (KeyTemplateVars + owner); a variable already there
+// with the wanted value and recorded by nobody (OVN-Kubernetes wrote it)
+// is taken over by recording it, without rewriting it.
+func (s *syncer) planTemplateVars(p *plan, want []TemplateVar) error {
+	rec := KeyTemplateVars + p.owner.String()
+	rows, err := s.templateRows()
+	if err != nil {
+		return &OwnerError{Owner: p.owner, Row: "chassis template vars", Err: err}
+	}
+	wantBy := map[string]map[string]string{}
+	for _, v := range want {
+		if wantBy[v.Chassis] == nil {
+			wantBy[v.Chassis] = map[string]string{}
+		}
+		wantBy[v.Chassis][v.Name] = v.Value
+	}
+	for _, ch := range sortedKeys(wantBy) {
+		if rows[ch] == nil {
+			return &OwnerError{Owner: p.owner, Row: "chassis template vars " + ch, Err: fmt.Errorf("no Chassis_Template_Var row")}
+		}
+	}
+	for _, ch := range sortedKeys(rows) {
+		r := rows[ch]
+		held, hasRec := r.ExternalIDs[rec]
+		w := wantBy[ch]
+		if !hasRec && w == nil {
+			continue
+		}
+		var del []string
+		ins := map[string]string{}
+		for _, name := range splitNames(held) {
+			if _, ok := w[name]; !ok {
+				if _, present := r.Variables[name]; present {
+					del = append(del, name)
+				}
+			}
+		}
+		for name, v := range w {
+			old, ok := r.Variables[name]
+			if ok && old == v {
+				continue
+			}
+			if ok {
+				del = append(del, name)
+			}
+			ins[name] = v
+		}
+		var muts []ovsdb.Mutation
+		if len(del) > 0 {
+			slices.Sort(del)
+			muts = append(muts, ovsdb.Mutation{Column: "variables", Mutator: ovsdb.MutateOperationDelete, Value: stringSet(del)})
+		}
+		if len(ins) > 0 {
+			muts = append(muts, ovsdb.Mutation{Column: "variables", Mutator: ovsdb.MutateOperationInsert, Value: stringMap(ins)})
+		}
+		names := strings.Join(sortedKeys(w), ",")
+		if names != held || hasRec != (names != "") {
+			if hasRec {
+				muts = append(muts, ovsdb.Mutation{Column: "external_ids", Mutator: ovsdb.MutateOperationDelete, Value: stringSet([]string{rec})})
+			}
+			if names != "" {
+				muts = append(muts, ovsdb.Mutation{Column: "external_ids", Mutator: ovsdb.MutateOperationInsert, Value: stringMap(map[string]string{rec: names})})
+			}
+		}
+		if len(muts) > 0 {
+			p.add("chassis template vars "+ch, false, ovsdb.Operation{Op: ovsdb.OperationMutate, Table: nbdb.ChassisTemplateVarTable,
+				Where: whereUUID(r.UUID), Mutations: muts})
+		}
+	}
+	return nil
+}
+
+// splitNames splits a comma-separated list ("" is none).
+func splitNames(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}
+
+// validateTemplateVars checks an owner's template variables.
+func validateTemplateVars(vars []TemplateVar) (string, error) {
+	seen := map[string]bool{}
+	for _, v := range vars {
+		row := "template var " + v.Chassis + "/" + v.Name
+		switch {
+		case v.Chassis == "":
+			return row, fmt.Errorf("empty chassis")
+		case v.Name == "" || strings.ContainsAny(v.Name, ",;= ^:"):
+			return row, fmt.Errorf("name empty or contains ',', ';', '=', ' ', '^' or ':'")
+		case seen[v.Chassis+"\x00"+v.Name]:
+			return row, fmt.Errorf("listed twice")
+		}
+		seen[v.Chassis+"\x00"+v.Name] = true
+	}
+	return "", nil
+}
