@@ -22,6 +22,7 @@ const (
 	ReasonExhausted   = "NoLoadBalancerIPAvailable"
 	ReasonDuplicate   = "DuplicateLoadBalancerIP"
 	ReasonAllocated   = "LoadBalancerIPAllocated"
+	ReasonGateway     = "LoadBalancerIPIsGateway"
 )
 
 // Result is the outcome of an allocation.
@@ -44,23 +45,55 @@ type Allocator struct {
 	held  map[string][]netip.Addr // "<ns>/<name>" -> addresses
 }
 
-// NewAllocator returns an allocator over pools, tried in order. Pool names
-// must be unique and their CIDRs must not overlap.
+// NewAllocator returns an allocator over pools, tried in order. Two pools
+// may share a name only when they are of different families (the two
+// blocks of a dual-stack Subnet, see NewSubnetPools); CIDRs must not
+// overlap.
 func NewAllocator(pools ...*Pool) (*Allocator, error) {
+	if err := checkPools(pools); err != nil {
+		return nil, err
+	}
+	return &Allocator{pools: slices.Clone(pools), owner: map[netip.Addr]string{}, held: map[string][]netip.Addr{}}, nil
+}
+
+func checkPools(pools []*Pool) error {
 	for i, p := range pools {
 		if p == nil {
-			return nil, fmt.Errorf("allocator: pool %d is nil", i)
+			return fmt.Errorf("allocator: pool %d is nil", i)
 		}
 		for _, q := range pools[:i] {
-			if q.Name == p.Name {
-				return nil, fmt.Errorf("allocator: two pools named %q", p.Name)
+			if q.Name == p.Name && q.CIDR.Addr().Is4() == p.CIDR.Addr().Is4() {
+				return fmt.Errorf("allocator: two %s pools named %q", family(p.CIDR.Addr().Is6()), p.Name)
 			}
 			if q.CIDR.Overlaps(p.CIDR) {
-				return nil, fmt.Errorf("allocator: pools %q (%s) and %q (%s) overlap", q.Name, q.CIDR, p.Name, p.CIDR)
+				return fmt.Errorf("allocator: pools %q (%s) and %q (%s) overlap", q.Name, q.CIDR, p.Name, p.CIDR)
 			}
 		}
 	}
-	return &Allocator{pools: slices.Clone(pools), owner: map[netip.Addr]string{}, held: map[string][]netip.Addr{}}, nil
+	return nil
+}
+
+// SetPools replaces the pools (a Subnet's CIDR or excludeIps changed).
+// Services keep the addresses they hold that are still in a pool's usable
+// range, even ones now excluded, as Kube-OVN's pods keep theirs; the
+// others are forgotten (the Service's next Allocate gives it new ones).
+func (a *Allocator) SetPools(pools ...*Pool) error {
+	if err := checkPools(pools); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.pools = slices.Clone(pools)
+	for ip, k := range a.owner {
+		if p := a.poolOf(ip, a.pools); p == nil || p.inRange(ip) != nil {
+			delete(a.owner, ip)
+			a.held[k] = slices.DeleteFunc(a.held[k], func(x netip.Addr) bool { return x == ip })
+			if len(a.held[k]) == 0 {
+				delete(a.held, k)
+			}
+		}
+	}
+	return nil
 }
 
 func key(svc *corev1.Service) string { return svc.Namespace + "/" + svc.Name }
@@ -109,13 +142,19 @@ func (a *Allocator) Rebuild(svcs []*corev1.Service) []event.Event {
 
 // Allocate returns the addresses of a Service: for a Service that is not
 // type LoadBalancer none (and its addresses are released). A
-// spec.loadBalancerIP is validated: it must parse, lie inside one of the
-// pools, not be excluded, and not belong to another Service; otherwise
-// the Service gets an event and no address. Without one, the Service keeps
-// the addresses it holds and gets the lowest free address of the first
-// pool with room, one per family of spec.ipFamilies (IPv4 when empty).
-// poolNames, when given, restrict the pools to those named (e.g. the
-// subnet of a Kube-OVN logical_switch annotation).
+// spec.loadBalancerIP is validated as Kube-OVN validates a static
+// address: it must parse, lie in the usable range of one of the pools,
+// not be its gateway, and not belong to another Service (it may be
+// excluded: excludeIps only keep addresses out of random allocation);
+// otherwise the Service gets an event and no address. Without one, the
+// Service gets one address for each family of spec.ipFamilies (IPv4 when
+// empty) that the pools have: the one it holds while it stays in the
+// pool's usable range (even if excluded since), else the lowest free one
+// of the first pool with room. All or nothing, as Kube-OVN's dual-stack
+// allocation: when one family has no free address the Service gets an
+// event and keeps exactly what it holds. poolNames, when given, restrict
+// the pools to those named (e.g. the subnet of a Kube-OVN logical_switch
+// annotation).
 func (a *Allocator) Allocate(svc *corev1.Service, poolNames ...string) Result {
 	if svc == nil {
 		return Result{}
@@ -141,18 +180,32 @@ func (a *Allocator) Allocate(svc *corev1.Service, poolNames ...string) Result {
 		}
 		want = []netip.Addr{ip}
 	} else {
-		for _, v6 := range families(svc) {
+		var fresh []event.Event
+		failed := false
+		for _, v6 := range a.families(svc, pools) {
 			ip, ok := a.keep(k, v6, pools)
 			if !ok {
 				ip, ok = a.fresh(v6, pools)
 				if !ok {
 					events = append(events, warn(svc, ReasonExhausted, "no free %s address in pools %s", family(v6), poolList(pools)))
+					failed = true
 					continue
 				}
-				events = append(events, event.Normalf(event.Ref("v1", "Service", svc), ReasonAllocated, "%s from pool %q", ip, a.poolOf(ip, pools).Name))
+				fresh = append(fresh, event.Normalf(event.Ref("v1", "Service", svc), ReasonAllocated, "%s from pool %q", ip, a.poolOf(ip, pools).Name))
 			}
 			want = append(want, ip)
 		}
+		if len(want) == 0 && !failed {
+			events = append(events, warn(svc, ReasonExhausted, "no pool of the Service's families (%s) among pools %s", familyList(svc), poolList(pools)))
+		}
+		if failed {
+			res := Result{Events: events}
+			for _, ip := range a.held[k] {
+				res.Ingress = append(res.Ingress, corev1.LoadBalancerIngress{IP: ip.String()})
+			}
+			return res
+		}
+		events = append(events, fresh...)
 	}
 	a.release(k, want)
 	for _, ip := range want {
@@ -210,12 +263,15 @@ func (a *Allocator) selectPools(svc *corev1.Service, names []string) ([]*Pool, [
 	var out []*Pool
 	var events []event.Event
 	for _, n := range names {
-		i := slices.IndexFunc(a.pools, func(p *Pool) bool { return p.Name == n })
-		if i < 0 {
-			events = append(events, warn(svc, ReasonUnknownPool, "pool %q does not exist", n))
-			continue
+		found := false
+		for _, p := range a.pools {
+			if p.Name == n {
+				out, found = append(out, p), true
+			}
 		}
-		out = append(out, a.pools[i])
+		if !found {
+			events = append(events, warn(svc, ReasonUnknownPool, "pool %q does not exist", n))
+		}
 	}
 	return out, events
 }
@@ -233,8 +289,12 @@ func (a *Allocator) static(svc *corev1.Service, s string, pools []*Pool) (netip.
 		ev := warn(svc, ReasonOutsidePool, "spec.loadBalancerIP %s is outside pools %s", ip, poolList(pools))
 		return ip, &ev
 	}
-	if err := p.Usable(ip); err != nil {
-		ev := warn(svc, ReasonExcluded, "spec.loadBalancerIP %v", err)
+	if err := p.Assignable(ip); err != nil {
+		reason := ReasonExcluded
+		if ip == p.Gateway {
+			reason = ReasonGateway
+		}
+		ev := warn(svc, reason, "spec.loadBalancerIP %v", err)
 		return ip, &ev
 	}
 	if o, ok := a.owner[ip]; ok && o != key(svc) {
@@ -244,14 +304,15 @@ func (a *Allocator) static(svc *corev1.Service, s string, pools []*Pool) (netip.
 	return ip, nil
 }
 
-// keep returns an address k holds of the family that is still usable in
-// pools.
+// keep returns an address k holds of the family that is still in the
+// usable range of one of pools (excluded or not: Kube-OVN keeps a pod's
+// address when excludeIps grow over it).
 func (a *Allocator) keep(k string, v6 bool, pools []*Pool) (netip.Addr, bool) {
 	for _, ip := range a.held[k] {
 		if ip.Is6() != v6 {
 			continue
 		}
-		if p := a.poolOf(ip, pools); p != nil && p.Usable(ip) == nil {
+		if p := a.poolOf(ip, pools); p != nil && p.inRange(ip) == nil {
 			return ip, true
 		}
 	}
@@ -264,7 +325,7 @@ func (a *Allocator) fresh(v6 bool, pools []*Pool) (netip.Addr, bool) {
 		if p.CIDR.Addr().Is6() != v6 {
 			continue
 		}
-		if ip, ok := p.next(p.CIDR.Addr(), taken); ok {
+		if ip, ok := p.next(taken); ok {
 			return ip, true
 		}
 	}
@@ -281,7 +342,21 @@ func (a *Allocator) poolOf(ip netip.Addr, pools []*Pool) *Pool {
 }
 
 // families lists the families (false IPv4, true IPv6) of spec.ipFamilies,
-// IPv4 when empty.
+// IPv4 when empty, that pools have.
+func (a *Allocator) families(svc *corev1.Service, pools []*Pool) []bool {
+	return slices.DeleteFunc(families(svc), func(v6 bool) bool {
+		return !slices.ContainsFunc(pools, func(p *Pool) bool { return p.CIDR.Addr().Is6() == v6 })
+	})
+}
+
+func familyList(svc *corev1.Service) string {
+	var s []string
+	for _, v6 := range families(svc) {
+		s = append(s, family(v6))
+	}
+	return strings.Join(s, ", ")
+}
+
 func families(svc *corev1.Service) []bool {
 	var out []bool
 	for _, f := range svc.Spec.IPFamilies {

@@ -24,26 +24,29 @@ func (r Range) String() string {
 	return r.First.String() + ".." + r.Last.String()
 }
 
-// ParseExclude parses Kube-OVN excludeIps entries (a single IP, an
-// inclusive range "A..B", or a CIDR) and clips them to cidr. The result is
-// sorted and merged (no two ranges overlap or touch); entries wholly
-// outside cidr vanish. A malformed entry, a range whose ends differ in
-// family or run backwards, or an entry of the other family than cidr is an
-// error naming the entry.
+// ParseExclude parses Kube-OVN excludeIps entries (a single IP or an
+// inclusive range "A..B", in lower case, as Kube-OVN's validator demands)
+// and clips them to the addresses cidr hands out (Pool.Range), as
+// util.ExpandExcludeIPs does. The result is sorted and merged (no two
+// ranges overlap or touch); entries wholly outside that range, and
+// entries of the other family (a dual-stack Subnet lists both), vanish. A
+// malformed entry, an upper-case one, a CIDR (Kube-OVN refuses them), a
+// range whose ends differ in family or run backwards is an error naming
+// the entry.
 func ParseExclude(cidr netip.Prefix, entries []string) ([]Range, error) {
 	if !cidr.IsValid() {
 		return nil, fmt.Errorf("exclude ips: invalid CIDR")
 	}
 	cidr = cidr.Masked()
-	pool := prefixRange(cidr)
+	pool, ok := usableRange(cidr)
 	var out []Range
 	for _, e := range entries {
 		r, err := parseEntry(strings.TrimSpace(e))
 		if err != nil {
 			return nil, fmt.Errorf("exclude ips entry %q: %w", e, err)
 		}
-		if r.First.Is4() != cidr.Addr().Is4() {
-			return nil, fmt.Errorf("exclude ips entry %q: not of the family of %s", e, cidr)
+		if !ok || r.First.Is4() != cidr.Addr().Is4() {
+			continue
 		}
 		if r.Last.Less(pool.First) || pool.Last.Less(r.First) {
 			continue
@@ -59,6 +62,10 @@ func parseEntry(e string) (Range, error) {
 	switch {
 	case e == "":
 		return Range{}, fmt.Errorf("empty")
+	case strings.ToLower(e) != e:
+		return Range{}, fmt.Errorf("can not contain upper case")
+	case strings.Contains(e, "/"):
+		return Range{}, fmt.Errorf("a CIDR: excludeIps take an IP or a range A..B")
 	case strings.Contains(e, ".."):
 		a, b, _ := strings.Cut(e, "..")
 		first, err := parseAddr(a)
@@ -76,15 +83,6 @@ func parseEntry(e string) (Range, error) {
 			return Range{}, fmt.Errorf("range runs backwards")
 		}
 		return Range{first, last}, nil
-	case strings.Contains(e, "/"):
-		p, err := netip.ParsePrefix(e)
-		if err != nil {
-			return Range{}, err
-		}
-		if p.Addr().Zone() != "" || p.Addr().Is4In6() {
-			return Range{}, fmt.Errorf("%s: zoned or IPv4-mapped", e)
-		}
-		return prefixRange(p.Masked()), nil
 	default:
 		a, err := parseAddr(e)
 		if err != nil {

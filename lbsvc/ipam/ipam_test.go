@@ -20,21 +20,28 @@ func TestParseExclude(t *testing.T) {
 		entries []string
 		want    string // ranges joined by " ", or "error: <substring>"
 	}{
-		{"172.18.0.0/16", []string{"172.18.0.0..172.18.0.10"}, "172.18.0.0..172.18.0.10"},
+		// Clipped to the usable range (the network address is never handed out).
+		{"172.18.0.0/16", []string{"172.18.0.0..172.18.0.10"}, "172.18.0.1..172.18.0.10"},
 		{"172.18.0.0/24", []string{"172.18.0.5", "172.18.0.7", "172.18.0.6"}, "172.18.0.5..172.18.0.7"},
-		{"172.18.0.0/24", []string{"172.18.0.128/25", "172.18.0.100..172.18.0.130"}, "172.18.0.100..172.18.0.255"},
-		{"10.0.0.0/24", []string{"9.0.0.0..10.0.0.3", "10.0.0.250..10.0.1.5"}, "10.0.0.0..10.0.0.3 10.0.0.250..10.0.0.255"},
-		{"10.0.0.0/24", []string{"10.0.1.0/24", "192.168.0.1"}, ""},
-		{"10.0.0.0/24", []string{"10.0.0.0/8"}, "10.0.0.0..10.0.0.255"},
+		{"172.18.0.0/24", []string{"172.18.0.100..172.18.0.130", "172.18.0.120..172.18.0.140"}, "172.18.0.100..172.18.0.140"},
+		{"10.0.0.0/24", []string{"9.0.0.0..10.0.0.3", "10.0.0.250..10.0.1.5"}, "10.0.0.1..10.0.0.3 10.0.0.250..10.0.0.254"},
+		{"10.0.0.0/24", []string{"10.0.1.0..10.0.1.255", "192.168.0.1", "10.0.0.0", "10.0.0.255"}, ""},
 		{"10.0.0.0/24", []string{" 10.0.0.9 "}, "10.0.0.9"},
 		{"fd00::/64", []string{"fd00::1..fd00::ff", "fd00::100"}, "fd00::1..fd00::100"},
-		{"fd00::/120", []string{"fd00::/64"}, "fd00::..fd00::ff"},
+		// IPv6 too: the last address is not handed out, so not excluded either.
+		{"fd00::/120", []string{"fd00::..fd00::ffff"}, "fd00::1..fd00::fe"},
+		// A dual-stack Subnet lists both families: the other one is ignored.
+		{"10.0.0.0/24", []string{"fd00::1", "10.0.0.7"}, "10.0.0.7"},
+		{"10.0.0.0/32", []string{"10.0.0.0"}, ""},
 		{"10.0.0.0/24", []string{"10.0.0.9..10.0.0.1"}, "error: backwards"},
 		{"10.0.0.0/24", []string{"10.0.0.1..fd00::1"}, "error: different families"},
-		{"10.0.0.0/24", []string{"fd00::1"}, "error: not of the family"},
 		{"10.0.0.0/24", []string{"10.0.0.300"}, "error: \"10.0.0.300\""},
 		{"10.0.0.0/24", []string{""}, "error: empty"},
-		{"10.0.0.0/24", []string{"10.0.0.0/33"}, "error: "},
+		// Kube-OVN's validator refuses CIDRs and upper case.
+		{"10.0.0.0/24", []string{"10.0.0.0/30"}, "error: CIDR"},
+		{"fd00::/64", []string{"FD00::1"}, "error: upper case"},
+		{"fd00::/64", []string{"fd00::1..fd00::A"}, "error: upper case"},
+		{"10.0.0.0/24", []string{"10.0.0.1..10.0.0.2..10.0.0.3"}, "error: "},
 		{"10.0.0.0/24", []string{"::ffff:10.0.0.1"}, "error: IPv4-mapped"},
 	}
 	for _, tt := range tests {
@@ -61,8 +68,8 @@ func TestParseExclude(t *testing.T) {
 }
 
 // FuzzParseExclude checks the parser's invariants on any input: no panic;
-// ranges inside the CIDR, ordered, disjoint and not adjacent; every valid
-// single-IP entry inside the CIDR is covered.
+// ranges inside the CIDR's usable range, ordered, disjoint and not
+// adjacent; every valid single-IP entry inside that range is covered.
 func FuzzParseExclude(f *testing.F) {
 	for _, s := range []string{"172.18.0.0..172.18.0.10", "10.0.0.5", "10.0.0.0/30", "fd00::1..fd00::5",
 		"10.0.0.9..10.0.0.1", "..", "1.2.3.4..", "/", "fd00::/0", "10.0.0.255..10.0.1.0"} {
@@ -80,9 +87,10 @@ func FuzzParseExclude(f *testing.F) {
 			return
 		}
 		p = p.Masked()
+		usable, _ := (&ipam.Pool{CIDR: p}).Range()
 		for i, r := range rs {
-			if !p.Contains(r.First) || !p.Contains(r.Last) || r.Last.Less(r.First) {
-				t.Fatalf("range %v outside %v or backwards", r, p)
+			if !usable.Contains(r.First) || !usable.Contains(r.Last) || r.Last.Less(r.First) {
+				t.Fatalf("range %v outside %v (%v) or backwards", r, usable, p)
 			}
 			if i > 0 && !rs[i-1].Last.Next().Less(r.First) {
 				t.Fatalf("ranges %v and %v overlap or touch", rs[i-1], r)
@@ -90,7 +98,7 @@ func FuzzParseExclude(f *testing.F) {
 		}
 		for _, e := range list {
 			a, err := netip.ParseAddr(strings.TrimSpace(e))
-			if err == nil && p.Contains(a) && !slices.ContainsFunc(rs, func(r ipam.Range) bool { return r.Contains(a) }) {
+			if err == nil && usable.Contains(a) && !slices.ContainsFunc(rs, func(r ipam.Range) bool { return r.Contains(a) }) {
 				t.Fatalf("entry %s not excluded by %v", a, rs)
 			}
 		}
@@ -194,8 +202,8 @@ func TestAllocate(t *testing.T) {
 		{"static IP validated", []step{
 			{lbSvc("a", 0, "172.18.0.6"), nil, "172.18.0.6"},
 			{lbSvc("b", 0, "172.18.0.6"), nil, " LoadBalancerIPTaken"},
-			{lbSvc("c", 0, "172.18.0.5"), nil, " LoadBalancerIPExcluded"},
 			{lbSvc("c", 0, "172.18.0.7"), nil, " LoadBalancerIPExcluded"},
+			{lbSvc("c", 0, "172.18.0.0"), nil, " LoadBalancerIPExcluded"},
 			{lbSvc("c", 0, "10.0.0.1"), nil, " LoadBalancerIPOutsidePool"},
 			{lbSvc("c", 0, "bogus"), nil, " InvalidLoadBalancerIP"},
 			{lbSvc("c", 0, "fd00::2"), []string{"v4"}, " LoadBalancerIPOutsidePool"},

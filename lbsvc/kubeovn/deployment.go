@@ -2,6 +2,8 @@ package kubeovn
 
 import (
 	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -11,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
 	"github.com/ovnedge/ovnedge/internal/event"
@@ -166,7 +169,7 @@ func Deployment(svc *corev1.Service, nads []NAD, opts Options) (*appsv1.Deployme
 		}
 	}
 	name := DeploymentPrefix + svc.Name
-	labels := map[string]string{"app": name, "namespace": svc.Namespace, "service": svc.Name}
+	labels := map[string]string{"app": NormalizeLabelValue(name), "namespace": svc.Namespace, "service": svc.Name}
 	res := corev1.ResourceRequirements{}
 	if r := nads[i].ResourceName; r != "" {
 		one := corev1.ResourceList{corev1.ResourceName(r): resource.MustParse("1")}
@@ -208,6 +211,20 @@ func Deployment(svc *corev1.Service, nads []NAD, opts Options) (*appsv1.Deployme
 		},
 	}
 	return dp, events
+}
+
+// NormalizeLabelValue returns value when it fits a label value (63
+// characters), else, as Kube-OVN's util.NormalizeLabelValue does, its
+// first 54 characters, a dash and the first 8 hex digits of the SHA-256 of
+// the whole value: lb-svc-<service> of a 63-character Service name is 70
+// characters, which the API server refuses as the pod's app label.
+func NormalizeLabelValue(value string) string {
+	if len(value) <= validation.LabelValueMaxLength {
+		return value
+	}
+	sum := sha256.Sum256([]byte(value))
+	const hashLen = 8
+	return value[:validation.LabelValueMaxLength-hashLen-1] + "-" + hex.EncodeToString(sum[:])[:hashLen]
 }
 
 // lbIP is the address the pod asks for: spec.loadBalancerIP, else the

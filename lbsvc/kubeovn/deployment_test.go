@@ -1,6 +1,8 @@
 package kubeovn_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"flag"
 	"fmt"
 	"reflect"
@@ -12,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
 	"github.com/ovnedge/ovnedge/lbsvc/agent"
@@ -186,4 +189,30 @@ func Example() {
 	// Output:
 	// 172.18.0.11 lb-svc-test-service Recreate
 	// --provider=lb-svc-attachment.kube-system --annotations-file=/etc/podinfo/annotations --cluster-ip=10.109.201.193 --port=tcp/80
+}
+
+// TestNormalizeLabelValue ports Kube-OVN's pkg/util/label_test.go, and
+// checks the app label of a Service with a 63-character name.
+func TestNormalizeLabelValue(t *testing.T) {
+	fits := strings.Repeat("a", 63)
+	if got := kubeovn.NormalizeLabelValue(fits); got != fits {
+		t.Errorf("63 characters changed to %q", got)
+	}
+	long := strings.Repeat("a", 83)
+	got := kubeovn.NormalizeLabelValue(long)
+	sum := sha256.Sum256([]byte(long))
+	if len(got) != 63 || got != strings.Repeat("a", 54)+"-"+hex.EncodeToString(sum[:4]) || got != kubeovn.NormalizeLabelValue(long) {
+		t.Errorf("83 characters normalised to %q", got)
+	}
+
+	s := testService()
+	s.Name = strings.Repeat("s", 63)
+	dp, _ := kubeovn.Deployment(s, nads, kubeovn.Options{Image: "img"})
+	app := dp.Spec.Template.Labels["app"]
+	if errs := validation.IsValidLabelValue(app); len(errs) > 0 || !strings.HasPrefix(app, "lb-svc-sss") {
+		t.Errorf("app label %q: %v", app, errs)
+	}
+	if dp.Name != "lb-svc-"+s.Name || dp.Spec.Selector.MatchLabels["app"] != app || dp.Labels["app"] != app {
+		t.Errorf("name %q, selector %v, labels %v", dp.Name, dp.Spec.Selector.MatchLabels, dp.Labels)
+	}
 }
