@@ -54,6 +54,16 @@ type Clients struct {
 	Source *ManifestSource
 }
 
+// watchOptions are the kinds watched beyond the built-in ones: the
+// manifests always hold Kube-OVN's Subnets and NetworkAttachmentDefinitions
+// (seeds 003 and 004) when they have any.
+func (c *Clients) watchOptions() []WatchOption {
+	if c.FromManifests {
+		return []WatchOption{WatchKubeOVN()}
+	}
+	return nil
+}
+
 // Connect returns clients for the API server of cfg.Kubeconfig (in-cluster
 // when empty) or, with cfg.Manifests set, for the manifests directory,
 // loaded once.
@@ -123,7 +133,7 @@ func Run(ctx context.Context, cfg *Config, c *Clients, r Reconcilers, env Env) e
 		go c.Source.Watch(ctx, poll)
 	}
 
-	w := NewWatcher(c.Typed, c.Dynamic, log)
+	w := NewWatcher(c.Typed, c.Dynamic, log, c.watchOptions()...)
 	nodeQ, clusterQ := w.Queue("node"), w.Queue("cluster")
 	if err := w.Start(ctx); err != nil {
 		return err

@@ -23,10 +23,25 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/ovnedge/ovnedge/lbsvc/kubeovn"
 )
 
 // EgressIPResource is the EgressIP custom resource.
 var EgressIPResource = schema.GroupVersionResource{Group: "k8s.ovn.org", Version: "v1", Resource: "egressips"}
+
+// customKinds are the custom resources the manifests may hold, by kind:
+// EgressIP, Kube-OVN's Subnet and Multus' NetworkAttachmentDefinition
+// (whose resource name client-go's guess gets wrong), MetalLB's pools.
+var customKinds = map[schema.GroupVersionKind]schema.GroupVersionResource{
+	{Group: "k8s.ovn.org", Version: "v1", Kind: "EgressIP"}:                        EgressIPResource,
+	{Group: "kubeovn.io", Version: "v1", Kind: "Subnet"}:                           kubeovn.SubnetResource,
+	{Group: "k8s.cni.cncf.io", Version: "v1", Kind: "NetworkAttachmentDefinition"}: kubeovn.NADResource,
+	// MetalLB's, held (seed 003 lists them) but not read: MetalLB
+	// assigns and announces; ovnedge reads the Services' status.
+	{Group: "metallb.io", Version: "v1beta1", Kind: "IPAddressPool"}:   {Group: "metallb.io", Version: "v1beta1", Resource: "ipaddresspools"},
+	{Group: "metallb.io", Version: "v1beta1", Kind: "L2Advertisement"}: {Group: "metallb.io", Version: "v1beta1", Resource: "l2advertisements"},
+}
 
 // ManifestSource keeps an in-memory API server, client-go's fake
 // clientset for built-in kinds and a dynamic one for custom resources such
@@ -71,13 +86,12 @@ func NewManifestSource(dir string, log *slog.Logger) *ManifestSource {
 		// and ovnedge never applies server-side.
 		//lint:ignore SA1019 the plain object tracker is the one that scales
 		Clientset: fake.NewSimpleClientset(),
-		Dynamic: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-			map[schema.GroupVersionResource]string{EgressIPResource: "EgressIPList"}),
-		dir:     dir,
-		log:     log.With("manifests", dir),
-		files:   map[string][]runtime.Object{},
-		objects: map[objKey]runtime.Object{},
-		read:    map[string]string{},
+		Dynamic:   dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds()),
+		dir:       dir,
+		log:       log.With("manifests", dir),
+		files:     map[string][]runtime.Object{},
+		objects:   map[objKey]runtime.Object{},
+		read:      map[string]string{},
 	}
 }
 
@@ -185,15 +199,28 @@ func keyOf(obj runtime.Object) (objKey, error) {
 		return objKey{}, err
 	}
 	gvk := obj.GetObjectKind().GroupVersionKind()
-	if u, ok := obj.(*unstructured.Unstructured); ok && gvk.GroupVersion().WithResource("egressips") != EgressIPResource {
-		return objKey{}, fmt.Errorf("unsupported kind %s of %s", u.GroupVersionKind(), u.GetName())
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		if _, known := customKinds[gvk]; !known {
+			return objKey{}, fmt.Errorf("unsupported kind %s of %s", u.GroupVersionKind(), u.GetName())
+		}
 	}
 	return objKey{gvk: gvk, namespace: m.GetNamespace(), name: m.GetName()}, nil
 }
 
 func resourceOf(k objKey) schema.GroupVersionResource {
+	if gvr, ok := customKinds[k.gvk]; ok {
+		return gvr
+	}
 	gvr, _ := meta.UnsafeGuessKindToResource(k.gvk)
 	return gvr
+}
+
+func listKinds() map[schema.GroupVersionResource]string {
+	out := map[schema.GroupVersionResource]string{}
+	for gvk, gvr := range customKinds {
+		out[gvr] = gvk.Kind + "List"
+	}
+	return out
 }
 
 func unjoin(err error) []error {

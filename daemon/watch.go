@@ -4,19 +4,26 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
+
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/ovnedge/ovnedge/lbsvc/kubeovn"
 )
 
 // Snapshot is every object the desired state is computed from, as the
@@ -29,6 +36,11 @@ type Snapshot struct {
 	Services       []*corev1.Service
 	EndpointSlices []*discoveryv1.EndpointSlice
 	EgressIPs      []*unstructured.Unstructured
+	// Subnets and NADs are Kube-OVN's Subnets and Multus'
+	// NetworkAttachmentDefinitions, when the Watcher watches them
+	// (WatchKubeOVN); objects that do not convert are logged and left out.
+	Subnets []*kubeovn.Subnet
+	NADs    []*nadv1.NetworkAttachmentDefinition
 }
 
 // Watcher runs shared informers for the kinds ovnedge reads and turns
@@ -39,6 +51,8 @@ type Watcher struct {
 	factory informers.SharedInformerFactory
 	dynamic dynamicinformer.DynamicSharedInformerFactory
 	eips    cache.SharedIndexInformer
+	subnets cache.SharedIndexInformer // nil unless WatchKubeOVN
+	nads    cache.SharedIndexInformer // nil unless WatchKubeOVN
 	synced  []cache.InformerSynced
 	queues  []keyedQueue
 	log     *slog.Logger
@@ -53,26 +67,51 @@ func stripManagedFields(obj any) (any, error) {
 	return obj, nil
 }
 
+// WatchOption adds kinds to a Watcher.
+type WatchOption func(*Watcher)
+
+// WatchKubeOVN also watches kubeovn.io/v1 Subnets and k8s.cni.cncf.io/v1
+// NetworkAttachmentDefinitions. Their CRDs must exist: the caches never
+// sync otherwise.
+func WatchKubeOVN() WatchOption {
+	return func(w *Watcher) {
+		w.subnets = w.customInformer(kubeovn.SubnetResource)
+		w.nads = w.customInformer(kubeovn.NADResource)
+	}
+}
+
+func (w *Watcher) customInformer(gvr schema.GroupVersionResource) cache.SharedIndexInformer {
+	inf := w.dynamic.ForResource(gvr).Informer()
+	if err := inf.SetTransform(stripManagedFields); err != nil {
+		w.log.Warn("informer: managedFields kept", "resource", gvr.Resource, "err", err)
+	}
+	return inf
+}
+
 // NewWatcher builds the informers on a typed and a dynamic client (a real
 // API server's, or a ManifestSource's).
-func NewWatcher(cs kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger) *Watcher {
+func NewWatcher(cs kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger, opts ...WatchOption) *Watcher {
 	w := &Watcher{
 		factory: informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTransform(stripManagedFields)),
 		dynamic: dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0),
 		log:     log,
 	}
-	w.eips = w.dynamic.ForResource(EgressIPResource).Informer()
-	if err := w.eips.SetTransform(stripManagedFields); err != nil {
-		log.Warn("EgressIP informer: managedFields kept", "err", err)
+	w.eips = w.customInformer(EgressIPResource)
+	for _, o := range opts {
+		o(w)
 	}
-	for _, inf := range []cache.SharedIndexInformer{
+	infs := []cache.SharedIndexInformer{
 		w.factory.Core().V1().Nodes().Informer(),
 		w.factory.Core().V1().Namespaces().Informer(),
 		w.factory.Core().V1().Pods().Informer(),
 		w.factory.Core().V1().Services().Informer(),
 		w.factory.Discovery().V1().EndpointSlices().Informer(),
 		w.eips,
-	} {
+	}
+	if w.subnets != nil {
+		infs = append(infs, w.subnets, w.nads)
+	}
+	for _, inf := range infs {
 		w.synced = append(w.synced, inf.HasSynced)
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { w.notify() },
@@ -141,6 +180,30 @@ func (w *Watcher) Snapshot() (Snapshot, error) {
 		if u, ok := o.(*unstructured.Unstructured); ok {
 			s.EgressIPs = append(s.EgressIPs, u)
 		}
+	}
+	if w.subnets != nil {
+		for _, o := range w.subnets.GetStore().List() {
+			if u, ok := o.(*unstructured.Unstructured); ok {
+				if sub, err := kubeovn.SubnetFromUnstructured(u); err != nil {
+					w.log.Warn("subnet left out", "err", err)
+				} else {
+					s.Subnets = append(s.Subnets, sub)
+				}
+			}
+		}
+		for _, o := range w.nads.GetStore().List() {
+			if u, ok := o.(*unstructured.Unstructured); ok {
+				if nad, err := kubeovn.NADFromUnstructured(u); err != nil {
+					w.log.Warn("network attachment definition left out", "err", err)
+				} else {
+					s.NADs = append(s.NADs, nad)
+				}
+			}
+		}
+		slices.SortFunc(s.Subnets, func(a, b *kubeovn.Subnet) int { return strings.Compare(a.Name, b.Name) })
+		slices.SortFunc(s.NADs, func(a, b *nadv1.NetworkAttachmentDefinition) int {
+			return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+		})
 	}
 	return s, nil
 }

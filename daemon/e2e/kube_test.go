@@ -50,6 +50,8 @@ var kinds = []kindInfo{
 	{"Service", "services", true},
 	{"EndpointSlice", "endpointslices", false},
 	{"EgressIP", "egressips", false},
+	{"NetworkAttachmentDefinition", "network-attachment-definitions", false},
+	{"Subnet", "subnets", false},
 }
 
 // kindIndex returns kind's index in kinds, or -1.

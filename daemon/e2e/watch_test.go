@@ -6,10 +6,13 @@ import (
 	"io"
 	"log/slog"
 	"path"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/ovnedge/ovnedge/daemon"
+	"github.com/ovnedge/ovnedge/lbsvc/kubeovn"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -102,4 +105,64 @@ func names[O metav1.Object](objs []O) []string {
 		out[i] = path.Join(o.GetNamespace(), o.GetName())
 	}
 	return out
+}
+
+// TestWatcherKubeOVN applies seed 004's objects (daemon/testdata/kubeovn)
+// through a real API server with deploy/crds' Subnet and
+// NetworkAttachmentDefinition CRDs, and checks that the informers of
+// daemon.WatchKubeOVN yield them typed and follow an excludeIps update.
+func TestWatcherKubeOVN(t *testing.T) {
+	t.Parallel()
+	k := startKube(t)
+	k.poll(t, "Subnet and NetworkAttachmentDefinition CRDs served", func(ctx context.Context) error {
+		if _, err := k.dyn.Resource(kubeovn.SubnetResource).List(ctx, metav1.ListOptions{}); err != nil {
+			return err
+		}
+		_, err := k.dyn.Resource(kubeovn.NADResource).List(ctx, metav1.ListOptions{})
+		return err
+	})
+	k.apply(t, filepath.Join("..", "testdata", "kubeovn"), "seed004.yaml")
+
+	w := daemon.NewWatcher(k.cs, k.dyn, slog.New(slog.NewTextHandler(io.Discard, nil)), daemon.WatchKubeOVN())
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s, err := w.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Subnets) != 1 || len(s.NADs) != 1 {
+		t.Fatalf("%d subnets, %d NADs; want 1, 1", len(s.Subnets), len(s.NADs))
+	}
+	sub, nad := s.Subnets[0], s.NADs[0]
+	if sub.Name != "attach-subnet" || sub.Spec.Provider != "lb-svc-attachment.kube-system" || sub.Spec.CIDRBlock != "172.18.0.0/16" ||
+		!slices.Equal(sub.Spec.ExcludeIps, []string{"172.18.0.0..172.18.0.10"}) || len(sub.ManagedFields) > 0 {
+		t.Errorf("subnet %s %+v", sub.Name, sub.Spec)
+	}
+	if nad.Namespace != "kube-system" || nad.Name != "lb-svc-attachment" || !strings.Contains(nad.Spec.Config, "macvlan") {
+		t.Errorf("NAD %s/%s %q", nad.Namespace, nad.Name, nad.Spec.Config)
+	}
+
+	u, err := k.dyn.Resource(kubeovn.SubnetResource).Get(ctx, "attach-subnet", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedStringSlice(u.Object, []string{"172.18.0.0..172.18.0.20"}, "spec", "excludeIps"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.dyn.Resource(kubeovn.SubnetResource).Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	k.poll(t, "the informers to see the new excludeIps", func(context.Context) error {
+		s, err := w.Snapshot()
+		if err != nil {
+			return err
+		}
+		if got := s.Subnets[0].Spec.ExcludeIps; !slices.Equal(got, []string{"172.18.0.0..172.18.0.20"}) {
+			return fmt.Errorf("excludeIps %v", got)
+		}
+		return nil
+	})
 }

@@ -216,3 +216,39 @@ func TestNormalizeLabelValue(t *testing.T) {
 		t.Errorf("name %q, selector %v, labels %v", dp.Name, dp.Spec.Selector.MatchLabels, dp.Labels)
 	}
 }
+
+func TestProviderSubnet(t *testing.T) {
+	sub := func(name, provider string) *kubeovn.Subnet {
+		s := &kubeovn.Subnet{Spec: kubeovn.SubnetSpec{Provider: provider, CIDRBlock: "172.18.0.0/16"}}
+		s.Name = name
+		return s
+	}
+	subnets := []*kubeovn.Subnet{sub("ovn-default", "ovn"), sub("z-attach", provider), sub("attach-subnet", provider), sub("other", "x.y")}
+	noAnn := testService()
+	delete(noAnn.Annotations, kubeovn.LogicalSwitchAnnotation(provider))
+	wrong := testService()
+	wrong.Annotations[kubeovn.LogicalSwitchAnnotation(provider)] = "other"
+	missing := testService()
+	missing.Annotations[kubeovn.LogicalSwitchAnnotation(provider)] = "nope"
+	for _, tt := range []struct {
+		name    string
+		svc     *corev1.Service
+		subnets []*kubeovn.Subnet
+		want    string // subnet name or "error: ..."
+	}{
+		{"annotated", testService(), subnets, "attach-subnet"},
+		{"by provider, first by name", noAnn, subnets, "attach-subnet"},
+		{"annotated subnet of another provider", wrong, subnets, "error: of provider"},
+		{"annotated subnet missing", missing, subnets, "error: does not exist"},
+		{"no subnet of the provider", noAnn, subnets[:1], "error: no subnet"},
+	} {
+		got, err := kubeovn.ProviderSubnet(tt.svc, tt.subnets)
+		if want, ok := strings.CutPrefix(tt.want, "error: "); ok {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: %v, want an error with %q", tt.name, err, want)
+			}
+		} else if err != nil || got.Name != tt.want {
+			t.Errorf("%s: %v, %v; want %s", tt.name, got, err, tt.want)
+		}
+	}
+}

@@ -17,4 +17,11 @@
 // NetworkAttachmentDefinition that does not exist. Other Services are
 // never affected. [PoolNames] gives the ipam pools the Service's
 // LoadBalancer address comes from.
+//
+// [Subnet] is the part of a kubeovn.io/v1 Subnet ovnedge reads (the CRD
+// for clusters without Kube-OVN is deploy/crds/kubeovn.io_subnets.yaml);
+// [Subnet.Pools] makes its ipam pools and [ProviderSubnet] finds the
+// subnet of a Service's provider. NetworkAttachmentDefinitions are the
+// network-plumbing-wg client module's type; [NADs] reduces them to what
+// [Deployment] needs.
 package kubeovn
