@@ -26,12 +26,19 @@ func TestReachTargets(t *testing.T) {
 		}
 		return n
 	}
-	got := reachTargets([]*corev1.Node{
+	nodes := []*corev1.Node{
 		node("a", "10.244.1.0/24", "172.18.0.2", false),
 		node("b", "10.244.2.0/24", "172.18.0.3", true),
-	})
-	if len(got) != 1 || got[0] != (reach.Target{Node: "b", Addr: mustAddr("10.244.2.2")}) {
-		t.Errorf("targets %v, want [b 10.244.2.2]", got)
+		node("c", "10.244.3.0/24", "172.18.0.4", true),
+	}
+	got := mgmtTargets(nodes, true, "")
+	if len(got) != 2 || got[0] != (reach.Target{Node: "b", Addr: mustAddr("10.244.2.2")}) {
+		t.Errorf("targets %v, want [b 10.244.2.2, c 10.244.3.2]", got)
+	}
+	// The heartbeat among nodes: every node but oneself.
+	got = mgmtTargets(nodes, false, "b")
+	if len(got) != 2 || got[0].Node != "a" || got[1].Node != "c" {
+		t.Errorf("node targets of b: %v, want a and c", got)
 	}
 }
 

@@ -315,3 +315,15 @@ func (h *Heartbeat) evaluate(now time.Time) {
 		h.onChange(c.node, c.up)
 	}
 }
+
+// Count returns the number of targets and how many of them are up.
+func (h *Heartbeat) Count() (total, up int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, t := range h.targets {
+		if t.up {
+			up++
+		}
+	}
+	return len(h.targets), up
+}
