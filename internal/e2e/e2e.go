@@ -99,8 +99,12 @@ type Env struct {
 	nodes    map[string]*Instance
 	kubecfgs map[string]string // ServiceAccount -> kubeconfig
 	opts     *Options          // shared by every With copy
-	// baseNodeArgs are Options.NodeArgs as Start was given them.
-	baseNodeArgs []string
+	// baseNodeArgs and baseLeaderArgs are Options.NodeArgs and
+	// LeaderArgs as Start was given them.
+	baseNodeArgs, baseLeaderArgs []string
+	// leader is the Leader field of the Env Start made (With copies
+	// update it through this).
+	leader **Instance
 }
 
 // Instance is one running `ovnedge daemon`.
@@ -128,7 +132,8 @@ func Start(t testbed.T, o Options) *Env {
 		bin = Build(t, root)
 	}
 	e := &Env{t: t, owner: t, root: root, Bin: bin, mu: &sync.Mutex{}, nodes: map[string]*Instance{}, kubecfgs: map[string]string{}, opts: &o,
-		baseNodeArgs: o.NodeArgs}
+		baseNodeArgs: o.NodeArgs, baseLeaderArgs: o.LeaderArgs}
+	e.leader = &e.Leader
 	e.Cluster = testbed.StartCluster(t, testbed.ClusterOptions{Nodes: o.Nodes})
 	e.Kube = testbed.StartKubeAPI(t)
 	e.CS = kubernetes.NewForConfigOrDie(e.Kube.Config)
@@ -746,6 +751,25 @@ func (e *Env) RestartNodes(extra ...string) {
 		}
 		e.StartNode(n.Name)
 	}
+}
+
+// RestartLeader restarts the leader instance with extra arguments added
+// to LeaderArgs (nil: as configured).
+func (e *Env) RestartLeader(extra ...string) {
+	e.t.Helper()
+	e.mu.Lock()
+	e.opts.LeaderArgs = append(slices.Clip(e.baseLeaderArgs), extra...)
+	e.mu.Unlock()
+	if e.Leader.Alive() {
+		if err := e.Leader.Terminate(); err != nil {
+			e.t.Fatalf("e2e: %v", err)
+		}
+	}
+	l := e.StartLeader()
+	e.mu.Lock()
+	*e.leader = l
+	e.mu.Unlock()
+	e.Leader = l
 }
 
 // Diagnose returns what a failing traffic check wants to see: every
