@@ -41,13 +41,20 @@ func report(b *testing.B, what string, gaps []time.Duration) {
 // ovs-vswitchd, ovsdb-server and its ovnedge killed): a pod on ovn-worker
 // sends a UDP packet every 10 ms to the external host, and the window is
 // the longest gap between arrivals after the kill, until packets arrive
-// again from the egress IP. Reachability: checked every 1 s, 1 s timeout
-// (the defaults are 5 s and 1 s). The killed node is brought back after
-// each kill, so the IP moves between ovn-worker2 and ovn-worker3.
+// again from the egress IP. The killed node is brought back after each
+// kill, so the IP moves between ovn-worker2 and ovn-worker3. One
+// sub-benchmark per detection mode, in one run:
+//
+//   - fast: --egressip-fast-failover (heartbeat every 100 ms, 3 misses)
+//     beside the gRPC check every 1 s;
+//   - poll-1s: the gRPC check every 1 s with a 1 s timeout (the default
+//     mode with a shorter interval);
+//   - ovnk-5s: OVN-Kubernetes' fixed 5 s interval and 1 s timeout, the
+//     anchor.
 func BenchmarkEgressFailover(b *testing.B) {
 	e := shared.With(b)
 	e.CreateNamespace("bench-egress", map[string]string{"bench": "egress"})
-	e.CreatePod(ServerPod("bench-egress", "sender", w1, nil))
+	e.EnsurePod(ServerPod("bench-egress", "sender", w1, nil))
 	e.ApplyYAML(`
 apiVersion: k8s.ovn.org/v1
 kind: EgressIP
@@ -58,37 +65,51 @@ spec:
 `)
 	eip := netip.MustParseAddr("172.18.0.45")
 	pod := e.WaitPod("bench-egress", "sender")
-	dst := netip.AddrPortFrom(netip.MustParseAddr(testbed.ClusterClientIP), 9200)
-	var gaps []time.Duration
-	b.ResetTimer()
-	for i := 0; i < max(b.N, minKills); i++ {
-		from := assignedNode(b, e, "bench", eip, "")
-		s, err := StartStream(pod.Netns, e.Client, dst, 10*time.Millisecond)
-		if err != nil {
-			b.Fatal(err)
-		}
-		e.Eventually(30*time.Second, "stream from the egress IP", func() error {
-			if s.LastFrom() != eip {
-				return fmt.Errorf("last from %v", s.LastFrom())
+	b.Cleanup(func() { shared.With(b).RestartLeader() })
+	for _, mode := range []struct {
+		name string
+		args []string
+	}{
+		{"fast", []string{"--egressip-fast-failover"}},
+		{"poll-1s", nil},
+		{"ovnk-5s", []string{"--egressip-check-interval=5s"}},
+	} {
+		b.Run(mode.name, func(b *testing.B) {
+			e := shared.With(b)
+			e.RestartLeader(mode.args...)
+			dst := netip.AddrPortFrom(netip.MustParseAddr(testbed.ClusterClientIP), 9200)
+			var gaps []time.Duration
+			b.ResetTimer()
+			for i := 0; i < max(b.N, minKills); i++ {
+				from := assignedNode(b, e, "bench", eip, "")
+				s, err := StartStream(pod.Netns, e.Client, dst, 10*time.Millisecond)
+				if err != nil {
+					b.Fatal(err)
+				}
+				e.Eventually(30*time.Second, "stream from the egress IP", func() error {
+					if s.LastFrom() != eip {
+						return fmt.Errorf("last from %v", s.LastFrom())
+					}
+					return nil
+				})
+				killed, sentAtKill := time.Now(), s.Sent()
+				e.KillNode(from)
+				assignedNode(b, e, "bench", eip, from)
+				e.Eventually(60*time.Second, "stream from the egress IP after the kill", func() error {
+					return s.ArrivedAfter(sentAtKill+5, eip)
+				})
+				time.Sleep(100 * time.Millisecond)
+				gap, _ := s.Gap(killed)
+				s.Stop()
+				gaps = append(gaps, gap)
+				b.StopTimer()
+				e.RestoreNode(from)
+				b.StartTimer()
 			}
-			return nil
+			b.StopTimer()
+			report(b, "EgressIP failover ("+mode.name+")", gaps)
 		})
-		killed, sentAtKill := time.Now(), s.Sent()
-		e.KillNode(from)
-		assignedNode(b, e, "bench", eip, from)
-		e.Eventually(60*time.Second, "stream from the egress IP after the kill", func() error {
-			return s.ArrivedAfter(sentAtKill+5, eip)
-		})
-		time.Sleep(100 * time.Millisecond)
-		gap, _ := s.Gap(killed)
-		s.Stop()
-		gaps = append(gaps, gap)
-		b.StopTimer()
-		e.RestoreNode(from)
-		b.StartTimer()
 	}
-	b.StopTimer()
-	report(b, "EgressIP failover", gaps)
 }
 
 // assignedNode waits until EgressIP name's status puts ip on a node other
@@ -117,15 +138,17 @@ func assignedNode(b testbed.T, e *Env, name string, ip netip.Addr, not string) s
 // when its owner's chassis dies: the external client sends a UDP packet
 // every 10 ms to VIP:5000, served by a pod on ovn-worker; the VIP is one
 // whose owner (arp.Elect) is ovn-worker2 or ovn-worker3 and whose next
-// owner is not ovn-worker, so the backend survives. The node is marked
-// NotReady at once (the node lifecycle controller's part, which takes
-// 40 s by default in Kubernetes), so the window is ovnedge's: election,
-// gratuitous ARP, and the new gateway router's first packet.
+// owner is not ovn-worker, so the backend survives. The node stays Ready
+// (the node lifecycle controller takes 40 s by default in Kubernetes):
+// the surviving nodes find it dead by its missed heartbeats
+// (--egressip-fast-failover, as the cluster's nodes run), so the window
+// is ovnedge's: detection, election, gratuitous ARP, and the new gateway
+// router's first packet.
 func BenchmarkL2Takeover(b *testing.B) {
 	e := shared.With(b)
 	e.RestartNodes("--enable-l2-announce")
 	b.Cleanup(func() { shared.With(b).RestartNodes() })
-	e.CreatePod(ServerPod("shop", "udp-sink", w1, map[string]string{"app": "udp-sink"}))
+	e.EnsurePod(ServerPod("shop", "udp-sink", w1, map[string]string{"app": "udp-sink"}))
 	sink := e.WaitPod("shop", "udp-sink")
 	nodes := []string{w1, w2, w3}
 	var vip netip.Addr
@@ -160,7 +183,6 @@ func BenchmarkL2Takeover(b *testing.B) {
 		owner, _ := arp.Elect(vip, nodes)
 		killed, sentAtKill := time.Now(), s.Sent()
 		e.KillNode(owner)
-		e.SetNodeReady(owner, false)
 		e.Eventually(60*time.Second, "stream reaching the sink after the kill", func() error {
 			return s.ArrivedAfter(sentAtKill+5, netip.Addr{}) // from the client, SNATed to a join IP
 		})
