@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -184,8 +185,12 @@ func Run(ctx context.Context, cfg *Config, c *Clients, r Reconcilers, env Env) e
 	relay(env.NodeWake, nodeQ, "node")
 	lease := env.Lease
 	if lease.Identity == "" {
+		// Unique per process (as client-go advises): two candidates
+		// sharing a host name (one network and UTS namespace, a pod
+		// restarted under its old name) must not both think they hold
+		// the Lease.
 		host, _ := os.Hostname()
-		lease = DefaultLease(cfg.NodeName + "_" + host)
+		lease = DefaultLease(cfg.NodeName + "_" + host + "_" + rand.Text()[:8])
 	}
 	go func() {
 		defer func() { done <- struct{}{} }()

@@ -77,34 +77,19 @@ spec:
 		b.Run(mode.name, func(b *testing.B) {
 			e := shared.With(b)
 			e.RestartLeader(mode.args...)
-			dst := netip.AddrPortFrom(netip.MustParseAddr(testbed.ClusterClientIP), 9200)
+			kill := failure{"chassis killed", func(e *Env, n string) func() {
+				e.KillNode(n)
+				return func() {
+					b.StopTimer()
+					e.RestoreNode(n)
+					b.StartTimer()
+				}
+			}}
 			var gaps []time.Duration
 			b.ResetTimer()
 			for i := 0; i < max(b.N, minKills); i++ {
-				from := assignedNode(b, e, "bench", eip, "")
-				s, err := StartStream(pod.Netns, e.Client, dst, 10*time.Millisecond)
-				if err != nil {
-					b.Fatal(err)
-				}
-				e.Eventually(30*time.Second, "stream from the egress IP", func() error {
-					if s.LastFrom() != eip {
-						return fmt.Errorf("last from %v", s.LastFrom())
-					}
-					return nil
-				})
-				killed, sentAtKill := time.Now(), s.Sent()
-				e.KillNode(from)
-				assignedNode(b, e, "bench", eip, from)
-				e.Eventually(60*time.Second, "stream from the egress IP after the kill", func() error {
-					return s.ArrivedAfter(sentAtKill+5, eip)
-				})
-				time.Sleep(100 * time.Millisecond)
-				gap, _ := s.Gap(killed)
-				s.Stop()
+				gap, _, _, _ := failoverOnce(b, e, pod, "bench", eip, 9200, kill)
 				gaps = append(gaps, gap)
-				b.StopTimer()
-				e.RestoreNode(from)
-				b.StartTimer()
 			}
 			b.StopTimer()
 			report(b, "EgressIP failover ("+mode.name+")", gaps)
