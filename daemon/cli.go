@@ -176,7 +176,7 @@ func wireReachability(ctx context.Context, cfg *Config, c *Clients, d *Dataplane
 	if cfg.NodeName != "" {
 		l := &nodeLiveness{self: cfg.NodeName, uplink: cfg.Uplink}
 		if cfg.EnableEgressIP {
-			l.lease = cfg.HostLease
+			l.lease, l.hosting = cfg.HostLease, d.Hosting
 			d.Fenced = l.Fenced
 			go l.watchAPI(ctx, c, log, nodeWake)
 			if cfg.HealthCheckPort != 0 || cfg.FastFailover {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -84,6 +85,9 @@ type Dataplane struct {
 	responder *arp.Responder
 	hostnet   *hostnet.Manager
 	nemitted  map[string]bool
+	// hosting is whether the node was last asked to host egress IPs on
+	// host interfaces.
+	hosting atomic.Bool
 
 	bgStop []context.CancelFunc // stop the background goroutines
 	bg     sync.WaitGroup
@@ -550,6 +554,7 @@ func (d *Dataplane) applyFlows(ctx context.Context, ns *NodeState) error {
 // is fenced (its host lease lost) it hosts none. The error is a failure
 // to apply only.
 func (d *Dataplane) convergeHost(ctx context.Context, host []egress.HostAssignment) ([]event.Event, error) {
+	d.hosting.Store(len(host) > 0)
 	if len(host) > 0 && d.Fenced != nil && d.Fenced() {
 		host = nil
 	}
@@ -636,6 +641,10 @@ func (d *Dataplane) announce(ctx context.Context, addrs []netip.Addr) error {
 	}
 	return nil
 }
+
+// Hosting reports whether the node was last asked to host egress IPs on
+// host interfaces (whether or not it is fenced).
+func (d *Dataplane) Hosting() bool { return d.hosting.Load() }
 
 // Verify reports whether the dataplane holds what was last written: a
 // second NB sync sends nothing and the bridge holds the program.

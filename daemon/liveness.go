@@ -67,6 +67,10 @@ type nodeLiveness struct {
 	uplink string
 	hb     *reach.Heartbeat // nil: no heartbeat among nodes
 	lease  time.Duration
+	// hosting, when not nil, says whether the node hosts egress IPs on
+	// host interfaces: only then is the API server asked (a cluster of
+	// nodes asking it every lease/4 for nothing would load it).
+	hosting func() bool
 	// lastLeader and lastAPI are UnixNano times.
 	lastLeader, lastAPI atomic.Int64
 }
@@ -104,7 +108,8 @@ func (l *nodeLiveness) Fenced() bool {
 }
 
 // watchAPI records every answer of the API server's /readyz, asked every
-// lease/4 (each within the same time), until ctx ends; fence changes wake.
+// lease/4 (each within the same time) while the node hosts egress IPs on
+// host interfaces, until ctx ends; fence changes wake.
 func (l *nodeLiveness) watchAPI(ctx context.Context, c *Clients, log *slog.Logger, wake chan<- struct{}) {
 	l.lastAPI.Store(time.Now().UnixNano())
 	if l.lease <= 0 {
@@ -115,8 +120,8 @@ func (l *nodeLiveness) watchAPI(ctx context.Context, c *Clients, log *slog.Logge
 	defer t.Stop()
 	fenced := false
 	for {
-		if c.FromManifests {
-			l.lastAPI.Store(time.Now().UnixNano())
+		if c.FromManifests || (l.hosting != nil && !l.hosting()) {
+			l.lastAPI.Store(time.Now().UnixNano()) // nothing to fence
 		} else {
 			rctx, cancel := context.WithTimeout(ctx, every)
 			err := c.Typed.Discovery().RESTClient().Get().AbsPath("/readyz").Do(rctx).Error()

@@ -3,6 +3,7 @@ package daemon
 import (
 	"net/netip"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,3 +44,30 @@ func TestReachTargets(t *testing.T) {
 }
 
 func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
+
+// TestHostLease: a node that heard the leader or the API server within
+// its lease keeps its host egress IPs; past the lease it is fenced; a
+// lease of 0 never fences. A node whose uplink cannot be found is alive.
+func TestHostLease(t *testing.T) {
+	l := &nodeLiveness{self: "n1", uplink: "no-such-link", lease: 200 * time.Millisecond}
+	l.lastAPI.Store(time.Now().UnixNano())
+	if l.Fenced() {
+		t.Error("fenced right after the API server answered")
+	}
+	l.lastAPI.Store(time.Now().Add(-time.Second).UnixNano())
+	if !l.Fenced() {
+		t.Error("not fenced a second after the last answer, lease 200ms")
+	}
+	l.lastLeader.Store(time.Now().UnixNano())
+	if l.Fenced() {
+		t.Error("fenced right after a leader heartbeat")
+	}
+	l.lease = 0
+	l.lastLeader.Store(0)
+	if l.Fenced() {
+		t.Error("lease 0 fenced")
+	}
+	if !l.Alive("n1") || !l.Alive("n2") {
+		t.Error("without a heartbeat every node is alive")
+	}
+}
