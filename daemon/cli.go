@@ -210,8 +210,10 @@ func wireReachability(ctx context.Context, cfg *Config, c *Clients, d *Dataplane
 	}
 	var checks []func(string) bool
 	var targets []func([]reach.Target)
+	var chk *reach.Checker
 	if cfg.ReachabilityTotalTimeout > 0 {
-		chk, err := reach.NewChecker(reach.Config{Interval: cfg.CheckInterval,
+		var err error
+		chk, err = reach.NewChecker(reach.Config{Interval: cfg.CheckInterval,
 			Timeout: time.Duration(cfg.ReachabilityTotalTimeout) * time.Second, Port: cfg.HealthCheckPort,
 			TLS: cfg.HealthTLS(), Logger: log}, changed("check"))
 		if err != nil {
@@ -221,8 +223,14 @@ func wireReachability(ctx context.Context, cfg *Config, c *Clients, d *Dataplane
 		go chk.Run(ctx)
 	}
 	if cfg.FastFailover {
+		onHB := changed("heartbeat")
 		hb, err := reach.NewHeartbeat(reach.HeartbeatConfig{Interval: cfg.HeartbeatInterval, Misses: cfg.HeartbeatMisses,
-			Port: cfg.HeartbeatPort, Leader: true, Logger: log}, changed("heartbeat"))
+			Port: cfg.HeartbeatPort, Leader: true, Logger: log}, func(node string, up bool) {
+			if up && chk != nil {
+				chk.Kick() // a node heard again is checked now, not an interval later
+			}
+			onHB(node, up)
+		})
 		if err != nil {
 			return fmt.Errorf("egress heartbeat: %w", err)
 		}

@@ -129,6 +129,15 @@ func (c *Checker) SetTargets(targets []Target) {
 	}
 }
 
+// Kick asks Run for a round now (e.g. when the heartbeat hears a node
+// again, so the node is usable without waiting for the interval).
+func (c *Checker) Kick() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
 // Reachable reports the last result for node; a node never probed yet,
 // and every node when the timeout is 0, is reachable.
 func (c *Checker) Reachable(node string) bool {

@@ -67,12 +67,13 @@ spec:
 	pod := e.WaitPod("bench-egress", "sender")
 	b.Cleanup(func() { shared.With(b).RestartLeader() })
 	for _, mode := range []struct {
-		name string
-		args []string
+		name   string
+		args   []string
+		settle time.Duration // for the leader to see a restored node
 	}{
-		{"fast", []string{"--egressip-fast-failover"}},
-		{"poll-1s", nil},
-		{"ovnk-5s", []string{"--egressip-check-interval=5s"}},
+		{"fast", []string{"--egressip-fast-failover"}, 500 * time.Millisecond},
+		{"poll-1s", nil, 2500 * time.Millisecond},
+		{"ovnk-5s", []string{"--egressip-check-interval=5s"}, 6500 * time.Millisecond},
 	} {
 		b.Run(mode.name, func(b *testing.B) {
 			e := shared.With(b)
@@ -82,6 +83,7 @@ spec:
 				return func() {
 					b.StopTimer()
 					e.RestoreNode(n)
+					e.WaitServing(n, mode.settle) // the next kill has somewhere to go
 					b.StartTimer()
 				}
 			}}

@@ -58,6 +58,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
+	"github.com/ovnedge/ovnedge/egress/reach"
 	"github.com/ovnedge/ovnedge/internal/testbed"
 )
 
@@ -780,6 +781,33 @@ func (e *Env) RestartLeader(extra ...string) {
 	*e.leader = l
 	e.mu.Unlock()
 	e.Leader = l
+}
+
+// WaitServing waits until node answers the egress health check on its
+// management IP (gRPC, port 9107, as the cluster's instances serve it)
+// from the leader's pod, then settle more: the time the leader's checks
+// take to see it.
+func (e *Env) WaitServing(node string, settle time.Duration) {
+	e.t.Helper()
+	dial := func(ctx context.Context, network, address string) (conn net.Conn, err error) {
+		if ee := e.LeaderPod.Do(func() error {
+			conn, err = (&net.Dialer{}).DialContext(ctx, network, address)
+			return nil
+		}); ee != nil {
+			return nil, ee
+		}
+		return conn, err
+	}
+	c, err := reach.NewClient(9107, reach.TLSFiles{}, dial)
+	if err != nil {
+		e.t.Fatalf("e2e: %v", err)
+	}
+	defer c.Close()
+	e.Eventually(Timeout, node+" serving the egress health check", func() error {
+		_, err := c.Check(e.ctx, e.Node(node).MgmtIP, time.Second)
+		return err
+	})
+	time.Sleep(settle)
 }
 
 // Diagnose returns what a failing traffic check wants to see: every
