@@ -51,7 +51,7 @@ func serveIn(t *testing.T, ns *testbed.Netns, cfg reach.ServerConfig) {
 func TestHeartbeat(t *testing.T) {
 	t.Parallel()
 	a, b := twoHosts(t)
-	port := testbed.FreePorts(t, 1)[0]
+	const port = reach.DefaultHeartbeatPort // in the test's own namespaces
 	var serving atomic.Bool
 	serving.Store(true)
 	var leaderBeats atomic.Int64
@@ -118,7 +118,7 @@ func TestHeartbeat(t *testing.T) {
 func TestServeHealth(t *testing.T) {
 	t.Parallel()
 	a, b := twoHosts(t)
-	port := testbed.FreePorts(t, 1)[0]
+	const port = 9107 // in the test's own namespaces
 	certs := newCerts(t)
 	var serving atomic.Bool
 	serving.Store(true)
