@@ -45,7 +45,7 @@ var failures = []failure{
 // EgressIP fast (egress IP ip) and returns the pod.
 func fastEgress(e *Env, ip netip.Addr) *testbed.Pod {
 	e.CreateNamespace("fast", map[string]string{"env": "fast"})
-	e.CreatePod(ServerPod("fast", "sender", w1, nil))
+	e.EnsurePod(ServerPod("fast", "sender", w1, nil))
 	e.ApplyYAML(`
 apiVersion: k8s.ovn.org/v1
 kind: EgressIP
