@@ -157,25 +157,115 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer, log *slog.L
 	defer stop()
 	d := NewDataplane(cfg, c, rec, m, log)
 	defer d.Close()
-	wake := make(chan struct{}, 1)
-	if cfg.EnableEgressIP && cfg.ReachabilityTotalTimeout > 0 {
-		chk, err := reach.NewChecker(reach.Config{Interval: cfg.CheckInterval,
-			Timeout: time.Duration(cfg.ReachabilityTotalTimeout) * time.Second, Port: cfg.HealthCheckPort, Logger: log},
-			func(node string, up bool) {
-				log.Info("egress node reachability", "node", node, "reachable", up)
-				select {
-				case wake <- struct{}{}:
-				default:
+	env := Env{Log: log, Metrics: m, ManifestPoll: cfg.ManifestsPoll}
+	if err := wireReachability(ctx, cfg, c, d, &env, log); err != nil {
+		return err
+	}
+	return Run(ctx, cfg, c, d.Reconcilers(), env)
+}
+
+// wireReachability starts what the egress reachability needs: on a node
+// instance its health server and heartbeat responder, its liveness (the
+// heartbeat among nodes with fast failover and L2 announce) and its host
+// lease; on a leader candidate the checker (with the [ovnnorth] TLS files
+// for gRPC) and, with fast failover, the heartbeat of the egress nodes,
+// sent while leading.
+func wireReachability(ctx context.Context, cfg *Config, c *Clients, d *Dataplane, env *Env, log *slog.Logger) error {
+	wake, nodeWake := make(chan struct{}, 1), make(chan struct{}, 1)
+	env.Wake, env.NodeWake = wake, nodeWake
+	if cfg.NodeName != "" {
+		l := &nodeLiveness{self: cfg.NodeName, uplink: cfg.Uplink}
+		if cfg.EnableEgressIP {
+			l.lease, l.hosting = cfg.HostLease, d.Hosting
+			d.Fenced = l.Fenced
+			go l.watchAPI(ctx, c, log, nodeWake)
+			if cfg.HealthCheckPort != 0 || cfg.FastFailover {
+				go serveNode(ctx, cfg, c, l, log)
+			}
+		}
+		if cfg.FastFailover && cfg.EnableL2Announce {
+			hb, err := reach.NewHeartbeat(reach.HeartbeatConfig{Interval: cfg.HeartbeatInterval, Misses: cfg.HeartbeatMisses,
+				Port: cfg.HeartbeatPort, Logger: log}, func(string, bool) { poke(nodeWake) })
+			if err != nil {
+				return fmt.Errorf("node heartbeat: %w", err)
+			}
+			l.hb = hb
+			d.NodeTargets = hb.SetTargets
+			go func() {
+				if err := hb.Run(ctx); err != nil {
+					log.Error("node heartbeat stopped", "err", err)
 				}
-			})
+			}()
+		}
+		d.Alive = l.Alive
+	}
+	if !cfg.LeaderElect || !cfg.EnableEgressIP {
+		return nil
+	}
+	changed := func(what string) func(string, bool) {
+		return func(node string, up bool) {
+			log.Info("egress node reachability", "node", node, "reachable", up, "by", what)
+			poke(wake)
+		}
+	}
+	var checks []func(string) bool
+	var targets []func([]reach.Target)
+	var chk *reach.Checker
+	if cfg.ReachabilityTotalTimeout > 0 {
+		var err error
+		chk, err = reach.NewChecker(reach.Config{Interval: cfg.CheckInterval,
+			Timeout: time.Duration(cfg.ReachabilityTotalTimeout) * time.Second, Port: cfg.HealthCheckPort,
+			TLS: cfg.HealthTLS(), Logger: log}, changed("check"))
 		if err != nil {
 			return fmt.Errorf("reachability checker: %w", err)
 		}
-		d.Reachable = chk.Reachable
-		d.Targets = chk.SetTargets
+		checks, targets = append(checks, chk.Reachable), append(targets, chk.SetTargets)
 		go chk.Run(ctx)
 	}
-	return Run(ctx, cfg, c, d.Reconcilers(), Env{Log: log, Metrics: m, Wake: wake, ManifestPoll: cfg.ManifestsPoll})
+	if cfg.FastFailover {
+		onHB := changed("heartbeat")
+		hb, err := reach.NewHeartbeat(reach.HeartbeatConfig{Interval: cfg.HeartbeatInterval, Misses: cfg.HeartbeatMisses,
+			Port: cfg.HeartbeatPort, Leader: true, Logger: log}, func(node string, up bool) {
+			if up && chk != nil {
+				chk.Kick() // a node heard again is checked now, not an interval later
+			}
+			onHB(node, up)
+		})
+		if err != nil {
+			return fmt.Errorf("egress heartbeat: %w", err)
+		}
+		checks = append(checks, hb.Reachable)
+		// Heartbeats go out while leading only: a node takes them as
+		// the leader's word that it still owns its egress IPs.
+		targets = append(targets, hb.SetTargets)
+		env.Leading = func(leading bool) {
+			if !leading {
+				hb.SetTargets(nil)
+			}
+		}
+		go func() {
+			if err := hb.Run(ctx); err != nil {
+				log.Error("egress heartbeat stopped", "err", err)
+			}
+		}()
+	}
+	if len(checks) == 0 {
+		return nil
+	}
+	d.Reachable = func(node string) bool {
+		for _, ok := range checks {
+			if !ok(node) {
+				return false
+			}
+		}
+		return true
+	}
+	d.Targets = func(t []reach.Target) {
+		for _, set := range targets {
+			set(t)
+		}
+	}
+	return nil
 }
 
 func runRender(ctx context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger, level *slog.LevelVar) error {

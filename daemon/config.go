@@ -13,6 +13,7 @@ import (
 
 	"gopkg.in/gcfg.v1"
 
+	"github.com/ovnedge/ovnedge/egress/reach"
 	"github.com/ovnedge/ovnedge/lbsvc/ipam"
 )
 
@@ -73,6 +74,21 @@ type Config struct {
 	ReachabilityTotalTimeout int // seconds; 0 = always reachable
 	HealthCheckPort          int // 0 = DISCARD probe, else gRPC
 	CheckInterval            time.Duration
+	// FastFailover adds the heartbeat detector (egress/reach.Heartbeat):
+	// the leader heartbeats the egress nodes, and with L2 announce every
+	// node heartbeats the others, each HeartbeatInterval on UDP
+	// HeartbeatPort; HeartbeatMisses missed answers mark a node down.
+	FastFailover      bool
+	HeartbeatInterval time.Duration
+	HeartbeatMisses   int
+	HeartbeatPort     int
+	// HostLease is how long a node keeps its egress IPs on host
+	// interfaces once it hears neither the leader's heartbeat nor the API
+	// server; 0 keeps them regardless.
+	HostLease time.Duration
+	// HostBackend is the SNAT backend of egress IPs on host interfaces:
+	// "iptables", "nftables" or "auto".
+	HostBackend string
 
 	EnableEgressIP   bool
 	EnableL2Announce bool
@@ -167,6 +183,28 @@ var options = []option{
 		func(c *Config, v string) (err error) { c.HealthCheckPort, err = parseUint(v, 0, 65535); return err }},
 	{"egressip-check-interval", "ovnedge", "egressip-check-interval", "5s", "interval between egress node reachability checks",
 		func(c *Config, v string) (err error) { c.CheckInterval, err = parseDuration(v); return err }},
+	{"egressip-fast-failover", "ovnedge", "egressip-fast-failover", "false",
+		"detect dead egress nodes with a UDP heartbeat (every --egressip-heartbeat-interval, down after --egressip-heartbeat-misses) beside the reachability checks, and give the L2 VIP election the same liveness",
+		func(c *Config, v string) (err error) { c.FastFailover, err = strconv.ParseBool(v); return err }},
+	{"egressip-heartbeat-interval", "ovnedge", "egressip-heartbeat-interval", "100ms", "interval of the fast failover heartbeat",
+		func(c *Config, v string) (err error) { c.HeartbeatInterval, err = parseDuration(v); return err }},
+	{"egressip-heartbeat-misses", "ovnedge", "egressip-heartbeat-misses", "3", "missed heartbeats after which a node is down",
+		func(c *Config, v string) (err error) { c.HeartbeatMisses, err = parseUint(v, 1, 100); return err }},
+	{"egressip-heartbeat-port", "ovnedge", "egressip-heartbeat-port", "9108", "UDP port every node answers heartbeats on (its management IP); node and leader must agree",
+		func(c *Config, v string) (err error) { c.HeartbeatPort, err = parseUint(v, 1, 65535); return err }},
+	{"egressip-host-lease", "ovnedge", "egressip-host-lease", "3s",
+		"a node that hears neither the leader's heartbeat nor the API server for this long removes its egress IPs from host interfaces (0: never)",
+		func(c *Config, v string) (err error) { c.HostLease, err = parseDurationOrZero(v); return err }},
+	{"egressip-host-backend", "ovnedge", "egressip-host-backend", "auto",
+		"SNAT of egress IPs on host interfaces: iptables (chain OVN-KUBE-EGRESS-IP-MULTI-NIC, as seed 002), nftables, or auto (nftables when the nft command is installed, else iptables)",
+		func(c *Config, v string) error {
+			switch v {
+			case "iptables", "nftables", "auto":
+				c.HostBackend = v
+				return nil
+			}
+			return fmt.Errorf("%q: want iptables, nftables or auto", v)
+		}},
 	{"enable-egress-ip", "ovnkubernetesfeature", "enable-egress-ip", "true", "program EgressIPs",
 		func(c *Config, v string) (err error) { c.EnableEgressIP, err = strconv.ParseBool(v); return err }},
 	{"gateway-flows", "gateway", "gateway-flows", "true",
@@ -318,6 +356,12 @@ type rawSection struct {
 	EgressIPNodeHealthcheckPort      *string `gcfg:"egressip-node-healthcheck-port"`
 	EgressIPCheckInterval            *string `gcfg:"egressip-check-interval"`
 	EnableEgressIP                   *string `gcfg:"enable-egress-ip"`
+	EgressIPFastFailover             *string `gcfg:"egressip-fast-failover"`
+	EgressIPHeartbeatInterval        *string `gcfg:"egressip-heartbeat-interval"`
+	EgressIPHeartbeatMisses          *string `gcfg:"egressip-heartbeat-misses"`
+	EgressIPHeartbeatPort            *string `gcfg:"egressip-heartbeat-port"`
+	EgressIPHostLease                *string `gcfg:"egressip-host-lease"`
+	EgressIPHostBackend              *string `gcfg:"egressip-host-backend"`
 	EnableL2Announce                 *string `gcfg:"enable-l2-announce"`
 	GatewayFlows                     *string `gcfg:"gateway-flows"`
 	BridgeMAC                        *string `gcfg:"bridge-mac"`
@@ -433,6 +477,15 @@ func parseDuration(s string) (time.Duration, error) {
 	return d, err
 }
 
+// parseDurationOrZero parses a duration that may be 0.
+func parseDurationOrZero(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(s))
+	if err == nil && d < 0 {
+		err = fmt.Errorf("%s is negative", s)
+	}
+	return d, err
+}
+
 // parseMAC parses a 6-byte MAC address; "" is none.
 func parseMAC(s string) (net.HardwareAddr, error) {
 	if s = strings.TrimSpace(s); s == "" {
@@ -483,4 +536,11 @@ func (c *Config) Patch() string {
 		return c.PatchPort
 	}
 	return "patch-" + c.Bridge + "_" + c.NodeName + "-to-br-int"
+}
+
+// HealthTLS are the files of the egress health check's gRPC session:
+// the Northbound client's certificate, key and CA ([ovnnorth]), as
+// OVN-Kubernetes uses them on both sides.
+func (c *Config) HealthTLS() reach.TLSFiles {
+	return reach.TLSFiles{CertFile: c.NBCert, KeyFile: c.NBPrivKey, CAFile: c.NBCA}
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -47,6 +48,14 @@ type Dataplane struct {
 	// Targets, when not nil, is given the egress-assignable nodes to
 	// check on every cluster reconcile.
 	Targets func([]reach.Target)
+	// NodeTargets, when not nil, is given the other nodes on every node
+	// reconcile (the node's heartbeat among nodes).
+	NodeTargets func([]reach.Target)
+	// Alive, when not nil, is Params.Alive of the node work.
+	Alive func(node string) bool
+	// Fenced, when not nil, says whether this node has lost its host
+	// lease: its egress IPs on host interfaces are then withdrawn.
+	Fenced func() bool
 
 	cmu       sync.Mutex // the cluster half
 	nb        *ovsdbnb.Client
@@ -76,6 +85,9 @@ type Dataplane struct {
 	responder *arp.Responder
 	hostnet   *hostnet.Manager
 	nemitted  map[string]bool
+	// hosting is whether the node was last asked to host egress IPs on
+	// host interfaces.
+	hosting atomic.Bool
 
 	bgStop []context.CancelFunc // stop the background goroutines
 	bg     sync.WaitGroup
@@ -136,7 +148,7 @@ func (d *Dataplane) Cluster(ctx context.Context, s Snapshot) error {
 	d.lastNodes = cs.Nodes
 	events := cs.Events
 	if d.Targets != nil {
-		d.Targets(reachTargets(s.Nodes))
+		d.Targets(mgmtTargets(s.Nodes, true, ""))
 	}
 	var errs []error
 	if err := d.writeEgressStatus(ctx, s, cs.Status); err != nil {
@@ -154,27 +166,6 @@ func (d *Dataplane) Cluster(ctx context.Context, s Snapshot) error {
 	}
 	d.record(d.emitted, events)
 	return errors.Join(errs...)
-}
-
-// reachTargets are the egress-assignable nodes' management port
-// addresses (the second address of the node subnet, ovn-k8s-mp0), which
-// OVN-Kubernetes probes: they are reached through the cluster network,
-// whatever the node's external network does.
-func reachTargets(nodes []*corev1.Node) []reach.Target {
-	parsed, _ := egress.ParseNodes(nodes)
-	var out []reach.Target
-	for _, n := range parsed {
-		if !n.Assignable {
-			continue
-		}
-		for _, v6 := range []bool{false, true} {
-			if ip, ok := n.MgmtIP(v6); ok {
-				out = append(out, reach.Target{Node: n.Name, Addr: ip})
-				break
-			}
-		}
-	}
-	return out
 }
 
 // record records events not recorded before: a reconcile recomputes
@@ -322,7 +313,10 @@ func (d *Dataplane) syncNB(ctx context.Context, s Snapshot, cs *ClusterState) ([
 			}
 		}
 	}
-	steps := egress.MakeBeforeBreak(oldEIP, newEIP)
+	// A down node's SNATs go first, in a step of their own: its gateway
+	// router stops answering ARP for the egress IP before the new
+	// owner's SNAT (and gratuitous ARP) exists.
+	steps := egress.SilenceFirst(oldEIP, newEIP, d.silenced)
 	if len(steps) == 0 {
 		steps = []map[ovsdbnb.Owner]ovsdbnb.State{{}}
 	}
@@ -381,6 +375,13 @@ func (d *Dataplane) syncNB(ctx context.Context, s Snapshot, cs *ClusterState) ([
 		return events, fmt.Errorf("northbound sync: %w", syncErr)
 	}
 	return events, nil
+}
+
+// silenced reports whether router is the gateway router of a node the
+// reachability checks find down.
+func (d *Dataplane) silenced(router string) bool {
+	node, ok := strings.CutPrefix(router, "GR_")
+	return ok && d.Reachable != nil && !d.Reachable(node)
 }
 
 // fitSchema leaves out of cs the rows the NB's schema cannot hold.
@@ -453,6 +454,10 @@ func (d *Dataplane) Node(ctx context.Context, s Snapshot) error {
 	d.nmu.Lock()
 	defer d.nmu.Unlock()
 	p := d.params
+	p.Alive = d.Alive
+	if d.NodeTargets != nil {
+		d.NodeTargets(mgmtTargets(s.Nodes, false, d.cfg.NodeName))
+	}
 	if p.GatewayFlows && p.BridgeMAC == nil {
 		// Read on every pass from the monitored database: a bridge
 		// created again gets a new MAC.
@@ -473,17 +478,23 @@ func (d *Dataplane) Node(ctx context.Context, s Snapshot) error {
 	if err != nil {
 		return err
 	}
-	d.record(d.nemitted, ns.Events)
+	// Each part runs whatever the others did: a bad egress IP on a host
+	// interface blocks neither the flows nor the L2 announcements.
+	var errs []error
 	if err := d.applyFlows(ctx, &ns); err != nil {
-		return err
+		errs = append(errs, err)
 	}
-	if err := d.convergeHost(ctx, ns.Host); err != nil {
-		return err
+	hostEvents, err := d.convergeHost(ctx, ns.Host)
+	if err != nil {
+		errs = append(errs, err)
 	}
+	d.record(d.nemitted, append(ns.Events, hostEvents...))
 	if d.cfg.EnableL2Announce {
-		return d.announce(ctx, ns.Announce)
+		if err := d.announce(ctx, ns.Announce); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // openBridge connects to the Open_vSwitch database and the bridge once.
@@ -537,44 +548,64 @@ func (d *Dataplane) applyFlows(ctx context.Context, ns *NodeState) error {
 
 // convergeHost makes the node's host links hold its egress IPs on
 // secondary host networks (addresses, ip rules, SNAT). Nothing is opened
-// until the node has one.
-func (d *Dataplane) convergeHost(ctx context.Context, host []egress.HostAssignment) error {
+// until the node has one. An assignment the node cannot host (no link
+// for its network, a requirement of hostnet not met) is a Warning event
+// on its EgressIP and is left out; the others converge. While the node
+// is fenced (its host lease lost) it hosts none. The error is a failure
+// to apply only.
+func (d *Dataplane) convergeHost(ctx context.Context, host []egress.HostAssignment) ([]event.Event, error) {
+	d.hosting.Store(len(host) > 0)
+	if len(host) > 0 && d.Fenced != nil && d.Fenced() {
+		host = nil
+	}
 	if d.hostnet == nil && len(host) == 0 {
-		return nil
+		return nil, nil
 	}
 	if d.hostnet == nil {
-		snat, err := hostnet.NewNFTables(d.cfg.HostNetns)
+		snat, err := newHostSNAT(d.cfg.HostBackend, d.cfg.HostNetns)
 		if err != nil {
-			return fmt.Errorf("host egress: %w", err)
+			return nil, fmt.Errorf("host egress: %w", err)
 		}
 		m, err := hostnet.New(hostnet.Config{Netns: d.cfg.HostNetns, SNAT: snat, Logger: d.log})
 		if err != nil {
-			return fmt.Errorf("host egress: %w", err)
+			return nil, fmt.Errorf("host egress: %w", err)
 		}
 		d.hostnet = m
 	}
-	var state hostnet.State
-	var errs []error
-	for _, h := range host {
-		link, err := d.hostnet.LinkOf(h.Network)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("egress IP %s of %s: %w", h.EgressIP, h.EgressIPName, err))
-			continue
-		}
-		state = append(state, hostnet.Assignment{Link: link, EgressIP: h.EgressIP, PodIPs: h.PodIPs})
-	}
-	if len(errs) > 0 {
-		return errors.Join(errs...) // keep what is there until every link is found
-	}
+	state, events := egress.HostState(d.cfg.NodeName, host, d.hostnet.LinkOf)
 	res, err := d.hostnet.Converge(ctx, state)
+	events = append(events, egress.HostEvents(d.cfg.NodeName, host, res.Rejected)...)
 	if res.Changes() > 0 {
 		d.log.Info("host egress converged", "addresses+", res.AddrsAdded, "addresses-", res.AddrsRemoved,
-			"rules+", res.RulesAdded, "rules-", res.RulesRemoved, "snat+", res.SNATAdded, "snat-", res.SNATRemoved)
+			"rules+", res.RulesAdded, "rules-", res.RulesRemoved, "snat+", res.SNATAdded, "snat-", res.SNATRemoved,
+			"rejected", len(res.Rejected))
 	}
-	if err != nil {
-		return fmt.Errorf("host egress: %w", err)
+	if err = applyErrors(err); err != nil {
+		return events, fmt.Errorf("host egress: %w", err)
 	}
-	return nil
+	return events, nil
+}
+
+// applyErrors is err without the hostnet.RequirementErrors it joins
+// (those are events, not failures).
+func applyErrors(err error) error {
+	if err == nil {
+		return nil
+	}
+	var rest []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if rest = append(rest, applyErrors(e)); rest[len(rest)-1] == nil {
+				rest = rest[:len(rest)-1]
+			}
+		}
+		return errors.Join(rest...)
+	}
+	var re *hostnet.RequirementError
+	if errors.As(err, &re) {
+		return nil
+	}
+	return err
 }
 
 // background runs f until ctx ends or Close is called.
@@ -610,6 +641,10 @@ func (d *Dataplane) announce(ctx context.Context, addrs []netip.Addr) error {
 	}
 	return nil
 }
+
+// Hosting reports whether the node was last asked to host egress IPs on
+// host interfaces (whether or not it is fenced).
+func (d *Dataplane) Hosting() bool { return d.hosting.Load() }
 
 // Verify reports whether the dataplane holds what was last written: a
 // second NB sync sends nothing and the bridge holds the program.

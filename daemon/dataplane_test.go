@@ -20,6 +20,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/ovnedge/ovnedge/egress"
+	"github.com/ovnedge/ovnedge/egress/hostnet"
 	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 )
@@ -431,7 +433,7 @@ func TestNodeHostEgress(t *testing.T) {
 	if len(ns.Host) != 1 || ns.Host[0].EgressIP.String() != "192.168.100.50" {
 		t.Fatalf("host assignments %+v", ns.Host)
 	}
-	if err := d.convergeHost(ctx, ns.Host); err != nil {
+	if _, err := d.convergeHost(ctx, ns.Host); err != nil {
 		t.Fatal(err)
 	}
 	if addrs := node.Run(t, "ip", "-4", "addr", "show", "eg0"); !strings.Contains(addrs, "192.168.100.50") {
@@ -443,11 +445,76 @@ func TestNodeHostEgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.convergeHost(ctx, ns.Host); err != nil {
+	if _, err := d.convergeHost(ctx, ns.Host); err != nil {
 		t.Fatal(err)
 	}
 	if addrs := node.Run(t, "ip", "-4", "addr", "show", "eg0"); strings.Contains(addrs, "192.168.100.50") {
 		t.Errorf("egress IP still on eg0 after the EgressIP's deletion:\n%s", addrs)
+	}
+}
+
+// TestNodeHostEgressRejected: an egress IP the node cannot host (its
+// link does not forward) is a Warning event on its EgressIP and blocks
+// neither the other egress IP nor the reconcile; a fenced node (host lease
+// lost) withdraws its host egress IPs and puts them back with the lease.
+func TestNodeHostEgressRejected(t *testing.T) {
+	testbed.Require(t, "ip", "sysctl", "nft")
+	node := testbed.NewNetns(t, "dhrnode")
+	peer := testbed.NewNetns(t, "dhrpeer")
+	testbed.Link(t, node, "eg0", []string{"192.168.100.2/24"}, peer, "p0", []string{"192.168.100.1/24"})
+	testbed.Link(t, node, "eg1", []string{"192.168.101.2/24"}, peer, "p1", []string{"192.168.101.1/24"})
+	node.Run(t, "sysctl", "-qw", "net.ipv4.conf.eg0.forwarding=1")
+	node.Run(t, "sysctl", "-qw", "net.ipv4.conf.eg1.forwarding=0")
+	nodes, err := os.ReadFile("../examples/demo/nodes.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	withHost := strings.Replace(string(nodes), `k8s.ovn.org/host-cidrs: '["172.18.0.3/24"]'`,
+		`k8s.ovn.org/host-cidrs: '["172.18.0.3/24","192.168.100.2/24","192.168.101.2/24"]'`, 1)
+	bad := strings.NewReplacer("egress-prod", "egress-bad", "192.168.100.50", "192.168.101.50").Replace(secondaryEgressIP)
+	edits := map[string]string{"nodes.yaml": withHost, "egressip.yaml": secondaryEgressIP + "\n---\n" + bad}
+	cfg := demoConfig(t, "--node-name", "ovn-worker2", "--host-netns", "/var/run/netns/"+node.Name, "--egressip-host-backend", "iptables")
+	s, c := loadDemo(t, cfg, edits)
+	d := NewDataplane(cfg, c, record.NewFakeRecorder(100), NewMetrics(), quiet)
+	defer d.Close()
+	var fenced bool
+	d.Fenced = func() bool { return fenced }
+	ctx := context.Background()
+	ns, err := ComputeNode(s, d.params, "ovn-worker2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ns.Host) != 2 {
+		t.Fatalf("host assignments %+v", ns.Host)
+	}
+	events, err := d.convergeHost(ctx, ns.Host)
+	if err != nil {
+		t.Fatalf("a rejected assignment failed the converge: %v", err)
+	}
+	if len(events) != 1 || events[0].Reason != egress.ReasonHostRequirement || events[0].Object.Name != "egress-bad" ||
+		!strings.Contains(events[0].Message, "192.168.101.50") {
+		t.Errorf("events %v, want one %s on egress-bad", events, egress.ReasonHostRequirement)
+	}
+	addrs := func() string { return node.Run(t, "ip", "-4", "addr", "show") }
+	if a := addrs(); !strings.Contains(a, "192.168.100.50") || strings.Contains(a, "192.168.101.50") {
+		t.Errorf("want 192.168.100.50 hosted and 192.168.101.50 not:\n%s", a)
+	}
+	if rules := node.Run(t, "iptables", "-t", "nat", "-S", hostnet.ChainName); !strings.Contains(rules, "--to-source 192.168.100.50") {
+		t.Errorf("iptables backend: no SNAT in %s:\n%s", hostnet.ChainName, rules)
+	}
+	fenced = true
+	if _, err := d.convergeHost(ctx, ns.Host); err != nil {
+		t.Fatal(err)
+	}
+	if a := addrs(); strings.Contains(a, "192.168.100.50") {
+		t.Errorf("fenced node still hosts 192.168.100.50:\n%s", a)
+	}
+	fenced = false
+	if _, err := d.convergeHost(ctx, ns.Host); err != nil {
+		t.Fatal(err)
+	}
+	if a := addrs(); !strings.Contains(a, "192.168.100.50") {
+		t.Errorf("lease back, 192.168.100.50 not hosted again:\n%s", a)
 	}
 }
 

@@ -58,6 +58,10 @@ type Params struct {
 	// ComputeCluster calls over an informer's objects, so only the
 	// Services that changed are computed again (see lbsvc.Cache).
 	LBCache *lbsvc.Cache
+	// Alive, when not nil, says whether a node is alive beside its Ready
+	// condition (the fast failover heartbeat): the L2 VIP election only
+	// counts nodes that are both.
+	Alive func(node string) bool
 }
 
 // ParamsFrom returns the Params of a configuration.
@@ -426,7 +430,7 @@ func ComputeNode(s Snapshot, p Params, node string) (NodeState, error) {
 	}
 	var healthy []string
 	for _, n := range s.Nodes {
-		if nodeReady(n) {
+		if nodeReady(n) && (p.Alive == nil || p.Alive(n.Name)) {
 			healthy = append(healthy, n.Name)
 		}
 	}

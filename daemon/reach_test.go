@@ -3,6 +3,7 @@ package daemon
 import (
 	"net/netip"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,13 +27,47 @@ func TestReachTargets(t *testing.T) {
 		}
 		return n
 	}
-	got := reachTargets([]*corev1.Node{
+	nodes := []*corev1.Node{
 		node("a", "10.244.1.0/24", "172.18.0.2", false),
 		node("b", "10.244.2.0/24", "172.18.0.3", true),
-	})
-	if len(got) != 1 || got[0] != (reach.Target{Node: "b", Addr: mustAddr("10.244.2.2")}) {
-		t.Errorf("targets %v, want [b 10.244.2.2]", got)
+		node("c", "10.244.3.0/24", "172.18.0.4", true),
+	}
+	got := mgmtTargets(nodes, true, "")
+	if len(got) != 2 || got[0] != (reach.Target{Node: "b", Addr: mustAddr("10.244.2.2")}) {
+		t.Errorf("targets %v, want [b 10.244.2.2, c 10.244.3.2]", got)
+	}
+	// The heartbeat among nodes: every node but oneself.
+	got = mgmtTargets(nodes, false, "b")
+	if len(got) != 2 || got[0].Node != "a" || got[1].Node != "c" {
+		t.Errorf("node targets of b: %v, want a and c", got)
 	}
 }
 
 func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
+
+// TestHostLease: a node that heard the leader or the API server within
+// its lease keeps its host egress IPs; past the lease it is fenced; a
+// lease of 0 never fences. A node whose uplink cannot be found is alive.
+func TestHostLease(t *testing.T) {
+	l := &nodeLiveness{self: "n1", uplink: "no-such-link", lease: 200 * time.Millisecond}
+	l.lastAPI.Store(time.Now().UnixNano())
+	if l.Fenced() {
+		t.Error("fenced right after the API server answered")
+	}
+	l.lastAPI.Store(time.Now().Add(-time.Second).UnixNano())
+	if !l.Fenced() {
+		t.Error("not fenced a second after the last answer, lease 200ms")
+	}
+	l.lastLeader.Store(time.Now().UnixNano())
+	if l.Fenced() {
+		t.Error("fenced right after a leader heartbeat")
+	}
+	l.lease = 0
+	l.lastLeader.Store(0)
+	if l.Fenced() {
+		t.Error("lease 0 fenced")
+	}
+	if !l.Alive("n1") || !l.Alive("n2") {
+		t.Error("without a heartbeat every node is alive")
+	}
+}

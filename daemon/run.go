@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/workqueue"
 )
 
 // Reconcilers are the daemon's two jobs, each given the informers' current
@@ -41,6 +43,13 @@ type Env struct {
 	// Wake, when not nil, asks for a cluster reconcile on every receive
 	// (e.g. when an egress node's reachability changes).
 	Wake <-chan struct{}
+	// NodeWake, when not nil, asks for a node reconcile on every receive
+	// (e.g. when a node's heartbeat liveness or this node's host lease
+	// changes).
+	NodeWake <-chan struct{}
+	// Leading, when not nil, is told when this instance starts and stops
+	// leading.
+	Leading func(bool)
 }
 
 // Clients are the API clients the daemon watches through.
@@ -167,22 +176,31 @@ func Run(ctx context.Context, cfg *Config, c *Clients, r Reconcilers, env Env) e
 			return r.Cluster(ctx, s)
 		})
 	}()
-	if env.Wake != nil {
+	relay := func(wake <-chan struct{}, q workqueue.TypedRateLimitingInterface[string], key string) {
+		if wake == nil {
+			return
+		}
 		go func() {
 			for {
 				select {
 				case <-ctx.Done():
 					return
-				case <-env.Wake:
-					clusterQ.Add("cluster")
+				case <-wake:
+					q.Add(key)
 				}
 			}
 		}()
 	}
+	relay(env.Wake, clusterQ, "cluster")
+	relay(env.NodeWake, nodeQ, "node")
 	lease := env.Lease
 	if lease.Identity == "" {
+		// Unique per process (as client-go advises): two candidates
+		// sharing a host name (one network and UTS namespace, a pod
+		// restarted under its old name) must not both think they hold
+		// the Lease.
 		host, _ := os.Hostname()
-		lease = DefaultLease(cfg.NodeName + "_" + host)
+		lease = DefaultLease(cfg.NodeName + "_" + host + "_" + rand.Text()[:8])
 	}
 	go func() {
 		defer func() { done <- struct{}{} }()
@@ -192,9 +210,15 @@ func Run(ctx context.Context, cfg *Config, c *Clients, r Reconcilers, env Env) e
 		}
 		err := RunLeader(ctx, c.Typed, lease, log, func(lctx context.Context) {
 			leading.Store(true)
+			if env.Leading != nil {
+				env.Leading(true)
+			}
 			clusterQ.Add("cluster")
 			<-lctx.Done()
 			leading.Store(false)
+			if env.Leading != nil {
+				env.Leading(false)
+			}
 		})
 		if err != nil {
 			log.Error("leader election stopped", "err", err)

@@ -74,6 +74,62 @@
 //     is not rerouted either (clients' ephemeral ports are not served
 //     ports, so in practice this is the Service's replies only).
 //
+// # Failover and partitions
+//
+// Who owns an egress IP is the leader's word: the EgressIP status it
+// writes. It learns that an egress node is lost from egress/reach: the
+// polling checks of OVN-Kubernetes (DISCARD or gRPC on the management IP,
+// every interval within a timeout; 5 s and 1 s by default), and with the
+// daemon's --egressip-fast-failover a UDP heartbeat every 100 ms, down
+// after 3 misses, beside them. A node also reports itself down (gRPC
+// NOT_SERVING, a not-serving heartbeat) while its uplink is down. On a
+// loss the leader applies [SilenceFirst]: the lost node's SNATs go in a
+// transaction of their own (its gateway router stops answering ARP for
+// the egress IP, if its chassis still runs), then [MakeBeforeBreak] to
+// the new node (its SNAT, and OVN's gratuitous ARP with it, then the
+// reroute, then the rest). So the old owner is silenced before the new
+// one announces, and traffic is rerouted only to a node that SNATs it.
+//
+// What happens in each partition:
+//
+//   - The egress node dies (chassis and ovnedge): nothing of it answers;
+//     the leader moves its IPs after detection (fast: 200-400 ms).
+//   - Its uplink goes down, or only its ovnedge dies: the node answers
+//     the checks no more, or says it cannot serve; the IPs move, and its
+//     still running ovn-controller removes the old SNAT (and its ARP
+//     answers) in the first step.
+//   - The egress node is cut off from the leader but not from the API
+//     server: the leader moves its IPs; the node sees the new status
+//     through the API server and withdraws its host-interface egress IPs.
+//     An OVN-hosted egress IP is withdrawn by the node's ovn-controller
+//     if it still reaches the Southbound database; one cut off from it
+//     too keeps its last flows (and its ARP answers) until it is back,
+//     as with OVN-Kubernetes: ovnedge cannot reach into a chassis that
+//     does not listen.
+//   - The egress node is cut off from both the leader and the API server:
+//     it can no longer prove it owns its host-interface egress IPs. After
+//     --egressip-host-lease (3 s) without a leader heartbeat or an answer
+//     of the API server, it withdraws them (addresses, rules, SNAT), and
+//     puts them back when either is heard again and the status still
+//     names it. The leader, meanwhile, has moved them: the new node may
+//     host such an IP before the old one's lease runs out, so for up to
+//     the lease both may answer ARP for it (the leader does not yet hold
+//     a host-interface IP back for the lease; an OVN-hosted IP has no
+//     such window).
+//   - The leader dies (alone or with an egress node): nothing moves until
+//     a new leader holds the kube-system/ovnedge Lease (15 s at most);
+//     the nodes keep what they have, and a lost egress node's IPs move
+//     then. Nodes that hear neither the (dead) leader nor the API server
+//     fence as above.
+//   - The leader is cut off from a healthy egress node: it moves that
+//     node's IPs as if it were dead (it cannot tell); the node, which
+//     still sees the API server, follows the status.
+//
+// The L2 VIP election (lbsvc.VIPOwners) runs on every node; with fast
+// failover each node heartbeats the others, and a node counts only
+// those that are Ready and answer (a node that hears fewer than half of
+// the others counts itself out rather than taking every VIP).
+//
 // Subpackages: egress/api/v1 (the API types and their conversion from
 // unstructured objects), egress/reach (egress node reachability: the
 // DISCARD probe and grpc.health.v1) and egress/hostnet (egress IPs on a

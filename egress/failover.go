@@ -85,3 +85,23 @@ func unionSets(a, b []ovsdbnb.AddressSet) []ovsdbnb.AddressSet {
 	}
 	return out
 }
+
+// SilenceFirst returns the steps to go from old to new when the nodes
+// whose gateway routers silenced says yes to are down (unreachable, dead):
+// first old without the SNATs on those routers (their egress IPs: the
+// gateway router answers ARP for a NAT's external IP, and OVN sends its
+// gratuitous ARPs, so a node that is only cut off from the leader stops
+// answering), then MakeBeforeBreak from there to new. The new owner's
+// SNAT, and with it its gratuitous ARP, comes only in a later step. With
+// no silenced router the first step equals old and applying it is a
+// no-op.
+func SilenceFirst(old, new map[ovsdbnb.Owner]ovsdbnb.State, silenced func(router string) bool) []map[ovsdbnb.Owner]ovsdbnb.State {
+	quiet := make(map[ovsdbnb.Owner]ovsdbnb.State, len(old))
+	for o, st := range old {
+		st.NATs = slices.DeleteFunc(slices.Clone(st.NATs), func(n ovsdbnb.NAT) bool {
+			return silenced != nil && silenced(n.Router) && !slices.ContainsFunc(new[o].NATs, func(m ovsdbnb.NAT) bool { return natKey(m) == natKey(n) })
+		})
+		quiet[o] = st
+	}
+	return append([]map[ovsdbnb.Owner]ovsdbnb.State{quiet}, MakeBeforeBreak(quiet, new)...)
+}

@@ -101,6 +101,55 @@ func TestFailoverMakeBeforeBreak(t *testing.T) {
 	}
 }
 
+// SilenceFirst: the down node's SNAT (the ARP answer for its egress IP)
+// goes in a step of its own before the new node's SNAT appears; the live
+// node's SNAT stays in every step, and the rest is make-before-break.
+func TestFailoverSilenceFirst(t *testing.T) {
+	nodes := seedNodesPlusWorker3(t)
+	e := seedEgressIP("172.18.0.33", "172.18.0.44")
+	pods, err := egress.SelectPods(e, seedNamespaces, seedPods)
+	if err != nil {
+		t.Fatal(err)
+	}
+	compute := func(status []egressv1.EgressIPStatusItem) map[ovsdbnb.Owner]ovsdbnb.State {
+		d, err := egress.Compute(seedCluster, nodes, []egress.Served{{Name: e.Name, Status: status, Pods: pods}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.NB
+	}
+	old := compute([]egressv1.EgressIPStatusItem{{Node: "ovn-worker", EgressIP: "172.18.0.33"}, {Node: "ovn-worker2", EgressIP: "172.18.0.44"}})
+	next := compute([]egressv1.EgressIPStatusItem{{Node: "ovn-worker3", EgressIP: "172.18.0.33"}, {Node: "ovn-worker2", EgressIP: "172.18.0.44"}})
+	steps := egress.SilenceFirst(old, next, func(r string) bool { return r == "GR_ovn-worker" })
+	const (
+		w1NAT = "GR_ovn-worker snat 172.18.0.33 10.244.1.3"
+		w2NAT = "GR_ovn-worker2 snat 172.18.0.44 10.244.1.3"
+		w3NAT = "GR_ovn-worker3 snat 172.18.0.33 10.244.1.3"
+	)
+	want := []string{w2NAT, w2NAT + "|" + w3NAT, w2NAT + "|" + w3NAT, w2NAT + "|" + w3NAT}
+	if len(steps) != len(want) {
+		t.Fatalf("%d steps, want %d", len(steps), len(want))
+	}
+	for i, w := range want {
+		if got := strings.Join(natList(steps[i]), "|"); got != w {
+			t.Errorf("step %d NATs = %q, want %q", i+1, got, w)
+		}
+		for _, n := range natList(steps[i]) {
+			if n == w1NAT {
+				t.Errorf("step %d: the down node's SNAT is back", i+1)
+			}
+		}
+	}
+	if !reflect.DeepEqual(steps[len(steps)-1], next) {
+		t.Error("the last step is not the new state")
+	}
+	// Nobody silenced: the first step is old, then make-before-break.
+	plain := egress.SilenceFirst(old, next, nil)
+	if !reflect.DeepEqual(renderNB(plain[0]), renderNB(old)) || strings.Join(natList(plain[1]), "|") != strings.Join([]string{w1NAT, w2NAT, w3NAT}, "|") {
+		t.Errorf("SilenceFirst without silenced routers: %v then %v", natList(plain[0]), natList(plain[1]))
+	}
+}
+
 // Dual stack: IPv6 egress IPs serve IPv6 pod IPs with ip6 rows, IPv4 ones
 // IPv4 pod IPs; several egress IPs of a family give ECMP nexthops.
 func TestDualStack(t *testing.T) {

@@ -109,9 +109,14 @@ func NewChecker(cfg Config, onChange func(node string, up bool)) (*Checker, erro
 	return c, nil
 }
 
-// SetTargets replaces the nodes to probe; new nodes are probed at once.
+// SetTargets replaces the nodes to probe; new nodes (or new addresses)
+// are probed at once, the others at the next interval.
 func (c *Checker) SetTargets(targets []Target) {
 	c.mu.Lock()
+	added := false
+	for _, t := range targets {
+		added = added || !slices.Contains(c.targets, t)
+	}
 	c.targets = slices.Clone(targets)
 	keep := map[string]bool{}
 	for _, t := range targets {
@@ -123,6 +128,14 @@ func (c *Checker) SetTargets(targets []Target) {
 		}
 	}
 	c.mu.Unlock()
+	if added {
+		c.Kick()
+	}
+}
+
+// Kick asks Run for a round now (e.g. when the heartbeat hears a node
+// again, so the node is usable without waiting for the interval).
+func (c *Checker) Kick() {
 	select {
 	case c.kick <- struct{}{}:
 	default:

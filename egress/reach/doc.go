@@ -17,6 +17,16 @@
 //     within the total timeout (0 = every node is reachable, no probe), and
 //     reports changes through a callback: a node that stops answering is
 //     reported down within one interval plus the timeout.
+//   - [NodeServer] ([Serve]) is what every node instance runs: the health
+//     service on <management IP>:<egressip-node-healthcheck-port>, with the
+//     node's TLS files, and the heartbeat [Responder]; its sockets are
+//     bound with IP_FREEBIND, so they outlive ovn-k8s-mp0 disappearing
+//     with ovs-vswitchd. Its [StatusFunc] turns both NOT_SERVING while the
+//     node cannot carry egress traffic (the daemon's: its uplink is down).
+//   - [Heartbeat] is ovnedge's opt-in fast detector: a UDP heartbeat to
+//     every target each interval (100 ms), a target down after a number
+//     of missed answers (3), so a dead node is known in 300-400 ms; it
+//     runs beside the Checker, never instead of it.
 //   - [NewConfig] makes a Checker's Config from the settings as
 //     OVN-Kubernetes names them: egressip-reachability-total-timeout
 //     (seconds, default 1, 0 = no probe), egressip-node-healthcheck-port

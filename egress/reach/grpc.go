@@ -14,7 +14,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
@@ -98,9 +97,12 @@ func verifyChain(roots *x509.CertPool) func([][]byte, [][]*x509.Certificate) err
 
 // NewServer returns a gRPC server with the health service reporting
 // ServiceName (and the server as a whole) SERVING; serve it on
-// <management IP>:<egressip-node-healthcheck-port>. With TLS files set the
-// server speaks TLS only.
-func NewServer(files TLSFiles) (*grpc.Server, error) {
+// <management IP>:<egressip-node-healthcheck-port> (Serve does, with a
+// status). With TLS files set the server speaks TLS only, and with a CA
+// it requires client certificates signed by it.
+func NewServer(files TLSFiles) (*grpc.Server, error) { return newServer(files, nil) }
+
+func newServer(files TLSFiles, ok StatusFunc) (*grpc.Server, error) {
 	var opts []grpc.ServerOption
 	if files.enabled() {
 		cfg, err := files.config(true)
@@ -110,9 +112,7 @@ func NewServer(files TLSFiles) (*grpc.Server, error) {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg)))
 	}
 	s := grpc.NewServer(opts...)
-	h := health.NewServer()
-	h.SetServingStatus(ServiceName, healthpb.HealthCheckResponse_SERVING)
-	healthpb.RegisterHealthServer(s, h)
+	healthpb.RegisterHealthServer(s, healthService{ok: ok})
 	return s, nil
 }
 

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/ovnedge/ovnedge/arp"
-	"github.com/ovnedge/ovnedge/internal/testbed"
 )
 
 // minKills is how many chassis kills a failover benchmark measures at
@@ -24,23 +23,6 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 	slices.Sort(s)
 	i := int(float64(len(s))*p/100+0.5) - 1
 	return s[min(max(i, 0), len(s)-1)]
-}
-
-// killAndMeasure kills node's chassis while s runs, calls then, and
-// returns the loss window once a packet sent after the kill arrived from
-// src (any address when zero); the node is restored untimed.
-func killAndMeasure(b *testing.B, e *Env, s *Stream, node string, src netip.Addr, then func()) time.Duration {
-	killed, sent := time.Now(), s.Sent()
-	e.KillNode(node)
-	then()
-	e.Eventually(60*time.Second, "the stream after "+node+" was killed", func() error { return s.ArrivedAfter(sent+5, src) })
-	time.Sleep(100 * time.Millisecond)
-	gap, _ := s.Gap(killed)
-	s.Stop()
-	b.StopTimer()
-	e.RestoreNode(node)
-	b.StartTimer()
-	return gap
 }
 
 // report logs and reports the loss windows as p50/p99/max in ms.
@@ -57,13 +39,20 @@ func report(b *testing.B, what string, gaps []time.Duration) {
 // ovs-vswitchd, ovsdb-server and its ovnedge killed): a pod on ovn-worker
 // sends a UDP packet every 10 ms to the external host, and the window is
 // the longest gap between arrivals after the kill, until packets arrive
-// again from the egress IP. Reachability: checked every 1 s, 1 s timeout
-// (the defaults are 5 s and 1 s). The killed node is brought back after
-// each kill, so the IP moves between ovn-worker2 and ovn-worker3.
+// again from the egress IP. The killed node is brought back after each
+// kill, so the IP moves between ovn-worker2 and ovn-worker3. One
+// sub-benchmark per detection mode, in one run:
+//
+//   - fast: --egressip-fast-failover (heartbeat every 100 ms, 3 misses)
+//     beside the gRPC check every 1 s;
+//   - poll-1s: the gRPC check every 1 s with a 1 s timeout (the default
+//     mode with a shorter interval);
+//   - ovnk-5s: OVN-Kubernetes' fixed 5 s interval and 1 s timeout, the
+//     anchor.
 func BenchmarkEgressFailover(b *testing.B) {
 	e := shared.With(b)
 	e.CreateNamespace("bench-egress", map[string]string{"bench": "egress"})
-	e.CreatePod(ServerPod("bench-egress", "sender", w1, nil))
+	e.EnsurePod(ServerPod("bench-egress", "sender", w1, nil))
 	e.ApplyYAML(`
 apiVersion: k8s.ovn.org/v1
 kind: EgressIP
@@ -74,40 +63,55 @@ spec:
 `)
 	eip := netip.MustParseAddr("172.18.0.45")
 	pod := e.WaitPod("bench-egress", "sender")
-	dst := netip.AddrPortFrom(netip.MustParseAddr(testbed.ClusterClientIP), 9200)
-	var gaps []time.Duration
-	b.ResetTimer()
-	for i := 0; i < max(b.N, minKills); i++ {
-		from := e.EgressNode("bench", eip, "")
-		s, err := StartStream(pod.Netns, e.Client, dst, 10*time.Millisecond)
-		if err != nil {
-			b.Fatal(err)
-		}
-		e.Eventually(30*time.Second, "stream from the egress IP", func() error {
-			if s.LastFrom() != eip {
-				return fmt.Errorf("last from %v", s.LastFrom())
+	b.Cleanup(func() { shared.With(b).RestartLeader() })
+	for _, mode := range []struct {
+		name   string
+		args   []string
+		settle time.Duration // for the leader to see a restored node
+	}{
+		{"fast", []string{"--egressip-fast-failover"}, 500 * time.Millisecond},
+		{"poll-1s", nil, 2500 * time.Millisecond},
+		{"ovnk-5s", []string{"--egressip-check-interval=5s"}, 6500 * time.Millisecond},
+	} {
+		b.Run(mode.name, func(b *testing.B) {
+			e := shared.With(b)
+			e.RestartLeader(mode.args...)
+			kill := failure{"chassis killed", func(e *Env, n string) func() {
+				e.KillNode(n)
+				return func() {
+					b.StopTimer()
+					e.RestoreNode(n)
+					e.WaitServing(n, mode.settle) // the next kill has somewhere to go
+					b.StartTimer()
+				}
+			}}
+			var gaps []time.Duration
+			b.ResetTimer()
+			for i := 0; i < max(b.N, minKills); i++ {
+				gap, _, _, _ := failoverOnce(b, e, pod, "bench", eip, 9200, kill)
+				gaps = append(gaps, gap)
 			}
-			return nil
+			b.StopTimer()
+			report(b, "EgressIP failover ("+mode.name+")", gaps)
 		})
-		gaps = append(gaps, killAndMeasure(b, e, s, from, eip, func() { e.EgressNode("bench", eip, from) }))
 	}
-	b.StopTimer()
-	report(b, "EgressIP failover", gaps)
 }
 
 // BenchmarkL2Takeover measures the loss window of an L2-announced VIP
 // when its owner's chassis dies: the external client sends a UDP packet
 // every 10 ms to VIP:5000, served by a pod on ovn-worker; the VIP is one
 // whose owner (arp.Elect) is ovn-worker2 or ovn-worker3 and whose next
-// owner is not ovn-worker, so the backend survives. The node is marked
-// NotReady at once (the node lifecycle controller's part, which takes
-// 40 s by default in Kubernetes), so the window is ovnedge's: election,
-// gratuitous ARP, and the new gateway router's first packet.
+// owner is not ovn-worker, so the backend survives. The node stays Ready
+// (the node lifecycle controller takes 40 s by default in Kubernetes):
+// the surviving nodes find it dead by its missed heartbeats
+// (--egressip-fast-failover, as the cluster's nodes run), so the window
+// is ovnedge's: detection, election, gratuitous ARP, and the new gateway
+// router's first packet.
 func BenchmarkL2Takeover(b *testing.B) {
 	e := shared.With(b)
 	e.RestartNodes("--enable-l2-announce")
 	b.Cleanup(func() { shared.With(b).RestartNodes() })
-	e.CreatePod(ServerPod("shop", "udp-sink", w1, map[string]string{"app": "udp-sink"}))
+	e.EnsurePod(ServerPod("shop", "udp-sink", w1, map[string]string{"app": "udp-sink"}))
 	sink := e.WaitPod("shop", "udp-sink")
 	nodes := []string{w1, w2, w3}
 	var vip netip.Addr
@@ -140,8 +144,18 @@ func BenchmarkL2Takeover(b *testing.B) {
 			return nil
 		})
 		owner, _ := arp.Elect(vip, nodes)
-		// From the client, SNATed to a join IP: from any address.
-		gaps = append(gaps, killAndMeasure(b, e, s, owner, netip.Addr{}, func() { e.SetNodeReady(owner, false) }))
+		killed, sentAtKill := time.Now(), s.Sent()
+		e.KillNode(owner)
+		e.Eventually(60*time.Second, "stream reaching the sink after the kill", func() error {
+			return s.ArrivedAfter(sentAtKill+5, netip.Addr{}) // from the client, SNATed to a join IP
+		})
+		time.Sleep(100 * time.Millisecond)
+		gap, _ := s.Gap(killed)
+		s.Stop()
+		gaps = append(gaps, gap)
+		b.StopTimer()
+		e.RestoreNode(owner)
+		b.StartTimer()
 	}
 	b.StopTimer()
 	report(b, "L2 VIP takeover", gaps)

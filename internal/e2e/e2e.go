@@ -59,6 +59,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
+	"github.com/ovnedge/ovnedge/egress/reach"
 	"github.com/ovnedge/ovnedge/internal/testbed"
 )
 
@@ -103,8 +104,12 @@ type Env struct {
 	nodes    map[string]*Instance
 	kubecfgs map[string]string // ServiceAccount -> kubeconfig
 	opts     *Options          // shared by every With copy
-	// baseNodeArgs are Options.NodeArgs as Start was given them.
-	baseNodeArgs []string
+	// baseNodeArgs and baseLeaderArgs are Options.NodeArgs and
+	// LeaderArgs as Start was given them.
+	baseNodeArgs, baseLeaderArgs []string
+	// leader is the Leader field of the Env Start made (With copies
+	// update it through this).
+	leader **Instance
 }
 
 // Instance is one running `ovnedge daemon`.
@@ -132,7 +137,8 @@ func Start(t testbed.T, o Options) *Env {
 		bin = Build(t, root)
 	}
 	e := &Env{t: t, owner: t, root: root, Bin: bin, mu: &sync.Mutex{}, nodes: map[string]*Instance{}, kubecfgs: map[string]string{}, opts: &o,
-		baseNodeArgs: o.NodeArgs}
+		baseNodeArgs: o.NodeArgs, baseLeaderArgs: o.LeaderArgs}
+	e.leader = &e.Leader
 	e.Cluster = testbed.StartCluster(t, testbed.ClusterOptions{Nodes: o.Nodes})
 	e.Kube = testbed.StartKubeAPI(t)
 	e.CS = kubernetes.NewForConfigOrDie(e.Kube.Config)
@@ -480,6 +486,16 @@ func (e *Env) CreatePod(p *corev1.Pod) {
 	}
 }
 
+// EnsurePod creates p unless a pod of its name exists (a benchmark's
+// setup runs once per b.N round).
+func (e *Env) EnsurePod(p *corev1.Pod) {
+	e.t.Helper()
+	if _, err := e.CS.CoreV1().Pods(cmp.Or(p.Namespace, "default")).Get(e.ctx, p.Name, metav1.GetOptions{}); err == nil {
+		return
+	}
+	e.CreatePod(p)
+}
+
 // ServerPod is a pod on node with labels whose containers listen on
 // ports (TCP): each connection is answered "<pod name> <client ip:port>".
 func ServerPod(namespace, name, node string, labels map[string]string, ports ...int32) *corev1.Pod {
@@ -791,6 +807,52 @@ func (e *Env) RestartNodes(extra ...string) {
 		}
 		e.StartNode(n.Name)
 	}
+}
+
+// RestartLeader restarts the leader instance with extra arguments added
+// to LeaderArgs (nil: as configured).
+func (e *Env) RestartLeader(extra ...string) {
+	e.t.Helper()
+	e.mu.Lock()
+	e.opts.LeaderArgs = append(slices.Clip(e.baseLeaderArgs), extra...)
+	e.mu.Unlock()
+	if e.Leader.Alive() {
+		if err := e.Leader.Terminate(); err != nil {
+			e.t.Fatalf("e2e: %v", err)
+		}
+	}
+	l := e.StartLeader()
+	e.mu.Lock()
+	*e.leader = l
+	e.mu.Unlock()
+	e.Leader = l
+}
+
+// WaitServing waits until node answers the egress health check on its
+// management IP (gRPC, port 9107, as the cluster's instances serve it)
+// from the leader's pod, then settle more: the time the leader's checks
+// take to see it.
+func (e *Env) WaitServing(node string, settle time.Duration) {
+	e.t.Helper()
+	dial := func(ctx context.Context, network, address string) (conn net.Conn, err error) {
+		if ee := e.LeaderPod.Do(func() error {
+			conn, err = (&net.Dialer{}).DialContext(ctx, network, address)
+			return nil
+		}); ee != nil {
+			return nil, ee
+		}
+		return conn, err
+	}
+	c, err := reach.NewClient(9107, reach.TLSFiles{}, dial)
+	if err != nil {
+		e.t.Fatalf("e2e: %v", err)
+	}
+	defer c.Close()
+	e.Eventually(Timeout, node+" serving the egress health check", func() error {
+		_, err := c.Check(e.ctx, e.Node(node).MgmtIP, time.Second)
+		return err
+	})
+	time.Sleep(settle)
 }
 
 // Diagnose returns what a failing traffic check wants to see: every

@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/mdlayher/arp"
 
 	"github.com/ovnedge/ovnedge/internal/testbed"
 )
@@ -167,4 +170,119 @@ func (s *Stream) ArrivedAfter(seq uint64, src netip.Addr) error {
 		}
 	}
 	return fmt.Errorf("no packet sent after #%d arrived from %v (last from %v)", seq, src, s.LastFrom())
+}
+
+// ARPReply is one ARP reply for the watched address.
+type ARPReply struct {
+	At  time.Time
+	MAC string
+	// Request is the number of the last request sent before it.
+	Request int
+}
+
+// ARPWatch asks for an address every interval (a broadcast ARP request
+// from a namespace's interface) and records every reply: which MACs
+// answered, when, and to which request. Overlap tells whether two nodes
+// ever answered at once.
+type ARPWatch struct {
+	mu      sync.Mutex
+	replies []ARPReply
+	sent    int
+	stop    context.CancelFunc
+	done    sync.WaitGroup
+}
+
+// StartARPWatch starts asking for ip on ns's interface iface.
+func StartARPWatch(ns *testbed.Netns, iface string, ip netip.Addr, interval time.Duration) (*ARPWatch, error) {
+	var c *arp.Client
+	if err := ns.Do(func() error {
+		ifi, err := net.InterfaceByName(iface)
+		if err != nil {
+			return err
+		}
+		c, err = arp.Dial(ifi)
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("arp watch: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &ARPWatch{stop: cancel}
+	w.done.Add(2)
+	go func() {
+		defer w.done.Done()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			w.mu.Lock()
+			w.sent++
+			w.mu.Unlock()
+			_ = c.Request(ip)
+			select {
+			case <-ctx.Done():
+				c.Close()
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	go func() {
+		defer w.done.Done()
+		for {
+			_ = c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+			p, _, err := c.Read()
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil || p.Operation != arp.OperationReply || p.SenderIP != ip {
+				continue
+			}
+			w.mu.Lock()
+			w.replies = append(w.replies, ARPReply{At: time.Now(), MAC: p.SenderHardwareAddr.String(), Request: w.sent})
+			w.mu.Unlock()
+		}
+	}()
+	return w, nil
+}
+
+// Stop stops asking.
+func (w *ARPWatch) Stop() { w.stop(); w.done.Wait() }
+
+// Replies returns the replies so far, in arrival order.
+func (w *ARPWatch) Replies() []ARPReply {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.replies)
+}
+
+// Owners returns the MACs that answered, in the order they took over.
+func (w *ARPWatch) Owners() []string {
+	var out []string
+	for _, r := range w.Replies() {
+		if len(out) == 0 || out[len(out)-1] != r.MAC {
+			out = append(out, r.MAC)
+		}
+	}
+	return out
+}
+
+// Overlap returns an error when two MACs answered one request, or a MAC
+// answered again after another had taken over: at some moment two nodes
+// answered for the address.
+func (w *ARPWatch) Overlap() error {
+	byReq := map[int]string{}
+	for _, r := range w.Replies() {
+		if m, ok := byReq[r.Request]; ok && m != r.MAC {
+			return fmt.Errorf("request %d answered by %s and %s", r.Request, m, r.MAC)
+		}
+		byReq[r.Request] = r.MAC
+	}
+	owners := w.Owners()
+	seen := map[string]bool{}
+	for _, m := range owners {
+		if seen[m] {
+			return fmt.Errorf("answers went back and forth: %v", owners)
+		}
+		seen[m] = true
+	}
+	return nil
 }

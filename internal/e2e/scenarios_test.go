@@ -83,7 +83,8 @@ func refused(ns *testbed.Netns, addr string) bool {
 var shared *Env
 
 // TestMain starts the shared cluster: egress-assignable ovn-worker2 and
-// ovn-worker3, LB IPAM from lbPool, reachability checked every second.
+// ovn-worker3, LB IPAM from lbPool, reachability checked every second
+// over gRPC.
 // Without root (outside CI) the package is skipped.
 func TestMain(m *testing.M) {
 	if os.Geteuid() != 0 && os.Getenv("CI") != "true" {
@@ -93,8 +94,13 @@ func TestMain(m *testing.M) {
 	p := &testbed.Program{}
 	code := 1
 	err := p.Run(func() {
+		// Nodes serve the gRPC health check (seed 002) and answer
+		// heartbeats; the leader probes over gRPC every second, and
+		// fast failover tests restart it with --egressip-fast-failover.
 		shared = Start(p, Options{EgressNodes: []string{w2, w3},
-			LeaderArgs: []string{"--lb-pools=default=" + lbPool + ",default6=" + lbPool6, "--egressip-check-interval=1s"}})
+			NodeArgs: []string{"--egressip-node-healthcheck-port=9107", "--egressip-fast-failover"},
+			LeaderArgs: []string{"--lb-pools=default=" + lbPool + ",default6=" + lbPool6, "--egressip-check-interval=1s",
+				"--egressip-node-healthcheck-port=9107"}})
 		shared.CreatePod(ServerPod("shop", "web-1", w2, map[string]string{"app": "web"}, 8080))
 		shared.CreatePod(ServerPod("shop", "web-2", w3, map[string]string{"app": "web"}, 8080))
 		code = m.Run()

@@ -1,0 +1,329 @@
+package reach
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+)
+
+// The heartbeat is ovnedge's fast failover detector (not part of
+// OVN-Kubernetes; opt-in): the monitor sends a small UDP datagram to
+// every target's management IP each Interval, the node's Responder echoes
+// it with its status, and a target that has not answered for Misses
+// intervals (or answers that it cannot serve) is down. With 100 ms and 3
+// misses a dead node is reported 300-400 ms after its last answer.
+//
+// Datagrams (network byte order):
+//
+//	request: "OEHB" | version 1 | role (0 node, 1 leader) | seq uint64
+//	reply:   "OEHR" | version 1 | status (1 serving, 0 not) | seq uint64
+//
+// The heartbeat is not authenticated: a forged reply can only keep a
+// dead node up, and the polling checks (DISCARD or gRPC, with TLS) keep
+// running beside it, so a node they find down is down whatever its
+// heartbeat says.
+const (
+	DefaultHeartbeatInterval = 100 * time.Millisecond
+	DefaultHeartbeatMisses   = 3
+	// DefaultHeartbeatPort is the UDP port nodes answer heartbeats on.
+	DefaultHeartbeatPort = 9108
+)
+
+var (
+	hbRequest = []byte("OEHB")
+	hbReply   = []byte("OEHR")
+)
+
+const (
+	hbVersion = 1
+	hbLen     = 14
+)
+
+func hbPacket(magic []byte, b byte, seq uint64) []byte {
+	p := make([]byte, hbLen)
+	copy(p, magic)
+	p[4], p[5] = hbVersion, b
+	binary.BigEndian.PutUint64(p[6:], seq)
+	return p
+}
+
+func hbParse(magic, p []byte) (b byte, seq uint64, ok bool) {
+	if len(p) != hbLen || !bytes.Equal(p[:4], magic) || p[4] != hbVersion {
+		return 0, 0, false
+	}
+	return p[5], binary.BigEndian.Uint64(p[6:]), true
+}
+
+// Responder answers heartbeats on Conn until its context ends.
+type Responder struct {
+	Conn net.PacketConn
+	// Status is asked for every reply; nil means serving.
+	Status StatusFunc
+	// OnLeader is called for every request a leader sent (role 1): the
+	// node's proof that the leader still sees it.
+	OnLeader func()
+}
+
+// Run answers until ctx ends, then closes Conn.
+func (r *Responder) Run(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() { r.Conn.Close() })
+	defer stop()
+	buf := make([]byte, 64)
+	for {
+		n, from, err := r.Conn.ReadFrom(buf)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("heartbeat responder: %w", err)
+		}
+		role, seq, ok := hbParse(hbRequest, buf[:n])
+		if !ok {
+			continue
+		}
+		if role == 1 && r.OnLeader != nil {
+			r.OnLeader()
+		}
+		var st byte = 1
+		if r.Status != nil && !r.Status() {
+			st = 0
+		}
+		_, _ = r.Conn.WriteTo(hbPacket(hbReply, st, seq), from)
+	}
+}
+
+// HeartbeatConfig configures a Heartbeat monitor.
+type HeartbeatConfig struct {
+	// Interval between heartbeats (DefaultHeartbeatInterval when 0) and
+	// Misses, the intervals without an answer after which a target is
+	// down (DefaultHeartbeatMisses when 0).
+	Interval time.Duration
+	Misses   int
+	// Port is the targets' heartbeat port (DefaultHeartbeatPort when 0).
+	Port int
+	// Leader marks the requests as the leader's (Responder.OnLeader).
+	Leader bool
+	// ListenPacket opens the monitor's socket; nil listens on an
+	// ephemeral UDP port of every address.
+	ListenPacket func(ctx context.Context) (net.PacketConn, error)
+	Logger       *slog.Logger
+}
+
+// Heartbeat monitors targets with heartbeats and reports when one becomes
+// reachable or unreachable.
+type Heartbeat struct {
+	cfg      HeartbeatConfig
+	onChange func(node string, up bool)
+
+	mu      sync.Mutex
+	targets map[string]*hbTarget
+	seq     uint64
+	kick    chan struct{}
+}
+
+type hbTarget struct {
+	addr   netip.Addr
+	lastOK time.Time // last serving answer, or when the target was added
+	up     bool
+}
+
+// NewHeartbeat returns a monitor calling onChange (from one goroutine)
+// with each change of a target's state; a target starts up and is
+// reported only when that changes.
+func NewHeartbeat(cfg HeartbeatConfig, onChange func(node string, up bool)) (*Heartbeat, error) {
+	if cfg.Interval == 0 {
+		cfg.Interval = DefaultHeartbeatInterval
+	}
+	if cfg.Misses == 0 {
+		cfg.Misses = DefaultHeartbeatMisses
+	}
+	if cfg.Port == 0 {
+		cfg.Port = DefaultHeartbeatPort
+	}
+	switch {
+	case cfg.Interval < 0 || cfg.Misses < 0:
+		return nil, fmt.Errorf("heartbeat: negative interval or misses")
+	case cfg.Port < 0 || cfg.Port > 65535:
+		return nil, fmt.Errorf("heartbeat: port %d out of range", cfg.Port)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if onChange == nil {
+		onChange = func(string, bool) {}
+	}
+	return &Heartbeat{cfg: cfg, onChange: onChange, targets: map[string]*hbTarget{}, kick: make(chan struct{}, 1)}, nil
+}
+
+// SetTargets replaces the targets. A new target (or one whose address
+// changed) starts up, with Misses intervals to answer.
+func (h *Heartbeat) SetTargets(targets []Target) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	keep := map[string]bool{}
+	for _, t := range targets {
+		keep[t.Node] = true
+		if cur, ok := h.targets[t.Node]; ok && cur.addr == t.Addr {
+			continue
+		}
+		h.targets[t.Node] = &hbTarget{addr: t.Addr, lastOK: time.Now(), up: true}
+	}
+	for n := range h.targets {
+		if !keep[n] {
+			delete(h.targets, n)
+		}
+	}
+}
+
+// Reachable reports whether node answers its heartbeats; a node that is
+// not a target is reachable.
+func (h *Heartbeat) Reachable(node string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t, ok := h.targets[node]
+	return !ok || t.up
+}
+
+// Run sends heartbeats and watches the answers until ctx ends.
+func (h *Heartbeat) Run(ctx context.Context) error {
+	listen := h.cfg.ListenPacket
+	if listen == nil {
+		listen = func(ctx context.Context) (net.PacketConn, error) {
+			return (&net.ListenConfig{}).ListenPacket(ctx, "udp", ":0")
+		}
+	}
+	conn, err := listen(ctx)
+	if err != nil {
+		return fmt.Errorf("heartbeat: %w", err)
+	}
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { h.receive(ctx, conn) })
+	send := time.NewTicker(h.cfg.Interval)
+	defer send.Stop()
+	check := time.NewTicker(max(h.cfg.Interval/4, time.Millisecond))
+	defer check.Stop()
+	h.send(conn)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-send.C:
+			h.send(conn)
+		case <-check.C:
+			h.evaluate(time.Now())
+		case <-h.kick:
+			h.evaluate(time.Now())
+		}
+	}
+}
+
+func (h *Heartbeat) send(conn net.PacketConn) {
+	h.mu.Lock()
+	h.seq++
+	var role byte
+	if h.cfg.Leader {
+		role = 1
+	}
+	p := hbPacket(hbRequest, role, h.seq)
+	addrs := make([]netip.Addr, 0, len(h.targets))
+	for _, t := range h.targets {
+		addrs = append(addrs, t.addr)
+	}
+	h.mu.Unlock()
+	for _, a := range addrs {
+		to := net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, uint16(h.cfg.Port)))
+		if _, err := conn.WriteTo(p, to); err != nil {
+			h.cfg.Logger.Debug("heartbeat not sent", "to", to.String(), "err", err)
+		}
+	}
+}
+
+func (h *Heartbeat) receive(ctx context.Context, conn net.PacketConn) {
+	buf := make([]byte, 64)
+	for {
+		n, from, err := conn.ReadFrom(buf)
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		st, seq, ok := hbParse(hbReply, buf[:n])
+		ua, isUDP := from.(*net.UDPAddr)
+		if !ok || !isUDP || int(ua.Port) != h.cfg.Port {
+			continue
+		}
+		src := ua.AddrPort().Addr().Unmap()
+		now := time.Now()
+		h.mu.Lock()
+		fresh := seq <= h.seq && h.seq-seq < uint64(h.cfg.Misses)
+		changed := false
+		for _, t := range h.targets {
+			if t.addr != src || !fresh {
+				continue
+			}
+			if st == 1 {
+				t.lastOK = now
+				changed = changed || !t.up
+			} else {
+				changed = changed || t.up // told: not serving
+				t.lastOK = time.Time{}
+			}
+		}
+		h.mu.Unlock()
+		if changed {
+			select {
+			case h.kick <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// evaluate updates every target's state at now and reports the changes.
+func (h *Heartbeat) evaluate(now time.Time) {
+	limit := time.Duration(h.cfg.Misses) * h.cfg.Interval
+	type change struct {
+		node string
+		up   bool
+	}
+	var changes []change
+	h.mu.Lock()
+	for _, n := range slices.Sorted(maps.Keys(h.targets)) {
+		t := h.targets[n]
+		up := now.Sub(t.lastOK) <= limit
+		if up != t.up {
+			t.up = up
+			changes = append(changes, change{n, up})
+		}
+	}
+	h.mu.Unlock()
+	for _, c := range changes {
+		h.cfg.Logger.Info("egress heartbeat", "node", c.node, "reachable", c.up)
+		h.onChange(c.node, c.up)
+	}
+}
+
+// Count returns the number of targets and how many of them are up.
+func (h *Heartbeat) Count() (total, up int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, t := range h.targets {
+		if t.up {
+			up++
+		}
+	}
+	return len(h.targets), up
+}
