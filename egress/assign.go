@@ -7,7 +7,7 @@ import (
 	"slices"
 
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
-	"github.com/ovnedge/ovnedge/internal/event"
+	"github.com/ovnedge/ovnedge/event"
 )
 
 // Event reasons, as OVN-Kubernetes records them on the EgressIP.
