@@ -46,5 +46,5 @@ lint:
 	$(STATICCHECK) ./...
 
 update-golden:
-	$(GO) test ./ovsflow/... -run Golden -update
+	FLOWTEST_UPDATE=1 $(GO) test ./ovsflow/... -run Golden
 	git diff --stat -- testdata

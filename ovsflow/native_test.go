@@ -13,11 +13,12 @@ import (
 	"github.com/ovnedge/ovnedge/internal/seed"
 	"github.com/ovnedge/ovnedge/ovsflow"
 	"github.com/ovnedge/ovnedge/ovsflow/flowtest"
+	"github.com/ovnedge/ovnedge/ovsflow/flowtest/bridge"
 	"github.com/ovnedge/ovnedge/ovsflow/openflow"
 )
 
 // nativeFor is a native transport to br's switch, closed with the test.
-func nativeFor(t testing.TB, br *flowtest.Bridge, version uint8) *ovsflow.NativeTransport {
+func nativeFor(t testing.TB, br *bridge.Bridge, version uint8) *ovsflow.NativeTransport {
 	tr := ovsflow.NewNativeTransport(br.RunDir, ovsflow.NativeOptions{MaxVersion: version, Logger: testLog(t).Logger})
 	t.Cleanup(func() { tr.Close() })
 	return tr
@@ -25,7 +26,7 @@ func nativeFor(t testing.TB, br *flowtest.Bridge, version uint8) *ovsflow.Native
 
 // defaultApplier is an Applier on br with the default, native transport,
 // closed with the test.
-func defaultApplier(t testing.TB, br *flowtest.Bridge, keepForeign bool) *ovsflow.Applier {
+func defaultApplier(t testing.TB, br *bridge.Bridge, keepForeign bool) *ovsflow.Applier {
 	opts := testLog(t)
 	opts.RunDir, opts.KeepForeign = br.RunDir, keepForeign
 	a := ovsflow.NewApplier(br.Bridge, nil, ovsflow.StaticPorts(br.Ports()), opts)
@@ -34,7 +35,7 @@ func defaultApplier(t testing.TB, br *flowtest.Bridge, keepForeign bool) *ovsflo
 }
 
 // wantDump fails the test unless br holds exactly want.
-func wantDump(t testing.TB, br *flowtest.Bridge, want []byte, what string) {
+func wantDump(t testing.TB, br *bridge.Bridge, want []byte, what string) {
 	t.Helper()
 	if got := br.Dump(); string(got) != string(want) {
 		t.Errorf("%s:\n%s", what, flowtest.Diff(string(want), string(got)))
@@ -61,7 +62,7 @@ func TestNativeGoldens(t *testing.T) {
 	}
 }
 
-func testNativeGoldens(t *testing.T, br *flowtest.Bridge, version uint8) {
+func testNativeGoldens(t *testing.T, br *bridge.Bridge, version uint8) {
 	native := nativeFor(t, br, version)
 	ctx := ctxFor(t)
 	for _, g := range goldens {

@@ -15,12 +15,13 @@ import (
 	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/ovsflow"
 	"github.com/ovnedge/ovnedge/ovsflow/flowtest"
+	"github.com/ovnedge/ovnedge/ovsflow/flowtest/bridge"
 )
 
 // seedBridge is a real bridge shaped like the seed node: breth0, uplink
 // eth0 at ofport 1, patch-breth0_ovn-worker2-to-br-int at ofport 2.
-func seedBridge(t testing.TB) *flowtest.Bridge {
-	return flowtest.NewBridge(t, flowtest.BridgeOptions{
+func seedBridge(t testing.TB) *bridge.Bridge {
+	return bridge.New(t, bridge.Options{
 		Bridge: seed.Bridge, Node: seed.Node, Uplink: seed.Uplink,
 		UplinkOFPort: seed.UplinkOFPort, PatchOFPort: seed.PatchOFPort,
 	})
@@ -108,7 +109,7 @@ func TestARPBypassRealTraffic(t *testing.T) {
 }
 
 // dialPorts reads the bridge's ofports from its real OVSDB.
-func dialPorts(t testing.TB, br *flowtest.Bridge) *ovsflow.OVSDBPorts {
+func dialPorts(t testing.TB, br *bridge.Bridge) *ovsflow.OVSDBPorts {
 	ports, err := ovsflow.DialOVSDBPorts(ctxFor(t), br.DB)
 	if err != nil {
 		t.Fatal(err)
@@ -189,7 +190,7 @@ func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) time.
 
 // runApplier applies p through tr (nil: the default, native transport)
 // and keeps the Applier's Run loop going for the test.
-func runApplier(t testing.TB, br *flowtest.Bridge, tr ovsflow.Transport, p *ovsflow.Program) []byte {
+func runApplier(t testing.TB, br *bridge.Bridge, tr ovsflow.Transport, p *ovsflow.Program) []byte {
 	ctx, cancel := context.WithCancel(context.Background())
 	opts := testLog(t)
 	opts.RunDir = br.RunDir
@@ -213,10 +214,10 @@ func TestReplayAfterVswitchdRestart(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name string
-		tr   func(*flowtest.Bridge) ovsflow.Transport
+		tr   func(*bridge.Bridge) ovsflow.Transport
 	}{
-		{"native", func(*flowtest.Bridge) ovsflow.Transport { return nil }},
-		{"ovs-ofctl", func(br *flowtest.Bridge) ovsflow.Transport { return br.Transport }},
+		{"native", func(*bridge.Bridge) ovsflow.Transport { return nil }},
+		{"ovs-ofctl", func(br *bridge.Bridge) ovsflow.Transport { return br.Transport }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
