@@ -147,7 +147,7 @@ func Assign(eips []*egressv1.EgressIP, nodes []Node, reachable func(node string)
 		if a.Is6() {
 			fam, famCap = l.v6, c.IPv6
 		}
-		return (famCap == Unlimited || fam < famCap) && (c.Total == Unlimited || l.v4+l.v6 < c.Total)
+		return famCap.Allows(fam) && c.Total.Allows(l.v4+l.v6)
 	}
 
 	assigned := make([]map[netip.Addr]string, len(reqs))

@@ -30,7 +30,6 @@ func benchNodes(n int) []egress.Node {
 			Primary:     []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{172, 16, byte(i), 1}), 12)},
 			GatewayJoin: []netip.Addr{netip.AddrFrom4([4]byte{100, 64, byte(i / 250), byte(i%250 + 2)})},
 			Assignable:  true, Ready: true,
-			Capacity: egress.Capacity{IPv4: egress.Unlimited, IPv6: egress.Unlimited, Total: egress.Unlimited},
 		}
 		nodes[i].HostCIDRs = nodes[i].Primary
 	}
