@@ -9,6 +9,8 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/ovnedge/ovnedge/ovsdbnb"
 )
 
 // Node annotations and the label of OVN-Kubernetes (reference §2.2).
@@ -373,4 +375,17 @@ func parsePrefixes(list []string) ([]netip.Prefix, error) {
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// TopologyNode is n as ovsdbnb.EnsureTopology builds it: its first pod
+// subnet, its first gateway join address in joinPrefix's length (e.g.
+// 100.64.0.0/16), its first primary address, and gateway as GR_<node>'s
+// default next hop ("" for none).
+func (n Node) TopologyNode(joinPrefix netip.Prefix, gateway string) (ovsdbnb.Node, error) {
+	if len(n.Subnets) == 0 || len(n.GatewayJoin) == 0 || len(n.Primary) == 0 {
+		return ovsdbnb.Node{}, fmt.Errorf("node %s lacks a subnet, join or primary address", n.Name)
+	}
+	return ovsdbnb.Node{Name: n.Name, Subnet: n.Subnets[0].String(),
+		JoinIP:     netip.PrefixFrom(n.GatewayJoin[0], joinPrefix.Bits()).String(),
+		ExternalIP: n.Primary[0].String(), Gateway: gateway}, nil
 }
