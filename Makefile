@@ -5,7 +5,7 @@ STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo $(shell $(GO) 
 BENCH ?= .
 BENCHTIME ?= 1s
 
-.PHONY: help deps e2e-deps test e2e demo demo-nb bench lint update-golden
+.PHONY: help deps e2e-deps test e2e demo demo-nb bench lint update-golden embed
 
 help:
 	@echo "make demo           ovnedge on a 3-node OVN cluster with a real kube-apiserver: requests to VIPs, egress source, failover gap"
@@ -14,6 +14,7 @@ help:
 	@echo "make e2e            only the end-to-end tests (daemon against a real kube-apiserver, egress packets)"
 	@echo "make bench          run the benchmarks (BENCH=regexp BENCHTIME=1s)"
 	@echo "make lint           gofmt, go vet, staticcheck"
+	@echo "make embed          examples/embed (a separate module on the public API): vet, test, GOOS=darwin build; pure packages for darwin"
 	@echo "make update-golden  rewrite testdata golden files (review the diff!)"
 
 deps:
@@ -46,5 +47,13 @@ lint:
 	$(STATICCHECK) ./...
 
 update-golden:
-	$(GO) test ./ovsflow/... -run Golden -update
+	FLOWTEST_UPDATE=1 $(GO) test ./ovsflow/... -run Golden
 	git diff --stat -- testdata
+
+# The pure packages build for any GOOS (host I/O is behind linux build
+# tags), and examples/embed, a separate module using only the public API,
+# is vetted, tested and cross-built.
+PORTABLE = ./event ./egress ./egress/api/... ./egress/reach ./lbsvc ./lbsvc/ipam ./lbsvc/kubeovn ./ovsflow ./ovsflow/openflow ./ovsflow/flowtest ./ovsdbnb ./ovsdbnb/nbdb ./arp
+embed:
+	GOOS=darwin $(GO) build $(PORTABLE)
+	cd examples/embed && $(GO) vet ./... && $(STATICCHECK) ./... && $(GO) test -race -count=1 ./... && GOOS=darwin $(GO) build ./...

@@ -250,6 +250,9 @@ func (r *Responder) Run(ctx context.Context) error {
 	waiting := false
 	for {
 		a, err := attach(r)
+		if errors.Is(err, errors.ErrUnsupported) {
+			return err
+		}
 		if err != nil {
 			if !waiting {
 				r.log.Warn("arp: cannot attach, retrying", "err", err)

@@ -17,7 +17,7 @@ import (
 
 	"github.com/ovnedge/ovnedge/egress"
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
-	"github.com/ovnedge/ovnedge/internal/event"
+	"github.com/ovnedge/ovnedge/event"
 	"github.com/ovnedge/ovnedge/lbsvc"
 	"github.com/ovnedge/ovnedge/lbsvc/ipam"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
@@ -319,40 +319,13 @@ func olderFirst(a, b *corev1.Service) int {
 
 // AnnotationNodeChassisID is OVN-Kubernetes' node annotation naming the
 // node's chassis (its system-id).
-const AnnotationNodeChassisID = "k8s.ovn.org/node-chassis-id"
+const AnnotationNodeChassisID = lbsvc.AnnotationNodeChassisID
 
-// lbNode is a node as its load balancers see it: its host addresses are
-// those of k8s.ovn.org/host-cidrs (the primary one first), as
-// OVN-Kubernetes serves NodePorts on them, else its InternalIP and
-// ExternalIP; its chassis is k8s.ovn.org/node-chassis-id.
-func lbNode(n *corev1.Node) lbsvc.Node {
-	node := lbsvc.Node{Name: n.Name, Chassis: n.Annotations[AnnotationNodeChassisID]}
-	if parsed, err := egress.ParseNode(n); err == nil {
-		for _, pr := range slices.Concat(parsed.Primary, parsed.HostCIDRs) {
-			if !slices.Contains(node.IPs, pr.Addr()) {
-				node.IPs = append(node.IPs, pr.Addr())
-			}
-		}
-	}
-	if len(node.IPs) == 0 {
-		node.IPs = nodeIPs(n)
-	}
-	return node
-}
+// lbNode is a node as its load balancers see it (lbsvc.ParseNode).
+func lbNode(n *corev1.Node) lbsvc.Node { return lbsvc.ParseNode(n) }
 
 // nodeIPs returns a node's InternalIP and ExternalIP addresses.
-func nodeIPs(n *corev1.Node) []netip.Addr {
-	var out []netip.Addr
-	for _, a := range n.Status.Addresses {
-		if a.Type != corev1.NodeInternalIP && a.Type != corev1.NodeExternalIP {
-			continue
-		}
-		if ip, err := netip.ParseAddr(a.Address); err == nil {
-			out = append(out, ip)
-		}
-	}
-	return out
-}
+func nodeIPs(n *corev1.Node) []netip.Addr { return lbsvc.StatusIPs(n) }
 
 // Flow program owners of the node work; each Service's flows are owned by
 // "service/<namespace>/<name>" (ovsflow.Service.Owner).

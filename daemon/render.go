@@ -3,7 +3,6 @@ package daemon
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -59,46 +58,9 @@ func dedupLines(b []byte) []byte {
 }
 
 // NBRow is one desired Northbound row as `ovnedge render --what nb`
-// prints it.
-type NBRow struct {
-	Owner string `json:"owner"`
-	Table string `json:"table"`
-	Row   any    `json:"row"`
-}
+// prints it (ovsdbnb.RenderedRow).
+type NBRow = ovsdbnb.RenderedRow
 
-// RenderNB renders desired NB rows one JSON object (an NBRow) per line,
-// sorted by owner, then table, then row.
-func RenderNB(states map[ovsdbnb.Owner]ovsdbnb.State) ([]byte, error) {
-	var lines [][]byte
-	for o, st := range states {
-		for table, rows := range map[string][]any{
-			"Load_Balancer":         anys(st.LoadBalancers),
-			"Load_Balancer_Group":   anys(st.Groups),
-			"Logical_Router_Policy": anys(st.Policies),
-			"NAT":                   anys(st.NATs),
-			"Address_Set":           anys(st.AddressSets),
-			"QoS":                   anys(st.QoSRules),
-			"Chassis_Template_Var":  anys(st.TemplateVars),
-		} {
-			for _, r := range rows {
-				var b bytes.Buffer
-				enc := json.NewEncoder(&b)
-				enc.SetEscapeHTML(false) // keep && and < readable
-				if err := enc.Encode(NBRow{Owner: o.String(), Table: table, Row: r}); err != nil {
-					return nil, fmt.Errorf("render %s row of %s: %w", table, o, err)
-				}
-				lines = append(lines, b.Bytes())
-			}
-		}
-	}
-	slices.SortFunc(lines, bytes.Compare)
-	return bytes.Join(lines, nil), nil
-}
-
-func anys[T any](s []T) []any {
-	out := make([]any, len(s))
-	for i := range s {
-		out[i] = s[i]
-	}
-	return out
-}
+// RenderNB renders desired NB rows one JSON object per line
+// (ovsdbnb.Render).
+func RenderNB(states map[ovsdbnb.Owner]ovsdbnb.State) ([]byte, error) { return ovsdbnb.Render(states) }

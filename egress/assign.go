@@ -7,7 +7,7 @@ import (
 	"slices"
 
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
-	"github.com/ovnedge/ovnedge/internal/event"
+	"github.com/ovnedge/ovnedge/event"
 )
 
 // Event reasons, as OVN-Kubernetes records them on the EgressIP.
@@ -147,7 +147,7 @@ func Assign(eips []*egressv1.EgressIP, nodes []Node, reachable func(node string)
 		if a.Is6() {
 			fam, famCap = l.v6, c.IPv6
 		}
-		return (famCap == Unlimited || fam < famCap) && (c.Total == Unlimited || l.v4+l.v6 < c.Total)
+		return famCap.Allows(fam) && c.Total.Allows(l.v4+l.v6)
 	}
 
 	assigned := make([]map[netip.Addr]string, len(reqs))

@@ -20,7 +20,6 @@ func node(name string, i byte, mods ...func(*egress.Node)) egress.Node {
 		Primary:     []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{172, 18, 0, i}), 16)},
 		GatewayJoin: []netip.Addr{netip.AddrFrom4([4]byte{100, 64, 0, i})},
 		Assignable:  true, Ready: true,
-		Capacity: egress.Capacity{IPv4: egress.Unlimited, IPv6: egress.Unlimited, Total: egress.Unlimited},
 	}
 	n.HostCIDRs = n.Primary
 	for _, m := range mods {
@@ -33,10 +32,10 @@ var (
 	notAssignable = func(n *egress.Node) { n.Assignable = false }
 	notReady      = func(n *egress.Node) { n.Ready = false }
 	capacity      = func(v4 int) func(*egress.Node) {
-		return func(n *egress.Node) { n.Capacity.IPv4 = v4 }
+		return func(n *egress.Node) { n.Capacity.IPv4 = egress.Max(v4) }
 	}
 	capacityTotal = func(total int) func(*egress.Node) {
-		return func(n *egress.Node) { n.Capacity.Total = total }
+		return func(n *egress.Node) { n.Capacity.Total = egress.Max(total) }
 	}
 	cloud = func(network string) func(*egress.Node) {
 		return func(n *egress.Node) { n.Cloud = []netip.Prefix{netip.MustParsePrefix(network)} }
@@ -148,6 +147,12 @@ func TestAssign(t *testing.T) {
 			eips:  []*egressv1.EgressIP{eip("a", []string{"172.18.0.31"}), eip("b", []string{"172.18.0.32"})},
 			nodes: []egress.Node{node("w1", 2, capacity(1))},
 			want:  want{status: map[string]string{"a": "w1=172.18.0.31", "b": ""}, events: []string{"b NoMatchingNodeFound"}},
+		},
+		{
+			name:  "a capacity of zero (cloud config) hosts nothing; the zero Capacity is unlimited",
+			eips:  []*egressv1.EgressIP{eip("a", []string{"172.18.0.31"}), eip("b", []string{"172.18.0.32"}), eip("c", []string{"172.18.0.33"})},
+			nodes: []egress.Node{node("w1", 2, capacity(0)), node("w2", 3, capacityTotal(0)), node("w3", 4)},
+			want:  want{status: map[string]string{"a": "w3=172.18.0.31", "b": "w3=172.18.0.32", "c": "w3=172.18.0.33"}},
 		},
 		{
 			name:  "failover: label removed",

@@ -7,7 +7,7 @@ import (
 
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
 	"github.com/ovnedge/ovnedge/egress/hostnet"
-	"github.com/ovnedge/ovnedge/internal/event"
+	"github.com/ovnedge/ovnedge/event"
 	corev1 "k8s.io/api/core/v1"
 )
 

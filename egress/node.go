@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/ovnedge/ovnedge/ovsdbnb"
 )
 
 // Node annotations and the label of OVN-Kubernetes (reference §2.2).
@@ -25,13 +28,34 @@ const (
 	defaultNetwork = "default"
 )
 
-// Unlimited is the capacity of a node without a cloud egress config.
-const Unlimited = -1
+// Limit is a maximum number of egress IPs. The zero value is no limit;
+// Max(0) is a limit of zero (a cloud node without room).
+type Limit struct {
+	// N is the maximum when Limited is set.
+	N       int
+	Limited bool
+}
+
+// Max returns the limit of n egress IPs.
+func Max(n int) Limit { return Limit{N: n, Limited: true} }
+
+// Allows reports whether a node holding have egress IPs has room for one
+// more under l.
+func (l Limit) Allows(have int) bool { return !l.Limited || have < l.N }
+
+// String is "unlimited" or the maximum.
+func (l Limit) String() string {
+	if !l.Limited {
+		return "unlimited"
+	}
+	return strconv.Itoa(l.N)
+}
 
 // Capacity is how many egress IPs a node can host: per family and in
-// total, each Unlimited unless the cloud config limits it.
+// total. The zero value is unlimited (a bare-metal node, or one built by
+// hand); the cloud config sets limits.
 type Capacity struct {
-	IPv4, IPv6, Total int
+	IPv4, IPv6, Total Limit
 }
 
 // Node is what egress needs to know of a Kubernetes node, parsed from its
@@ -68,7 +92,7 @@ func ParseNode(n *corev1.Node) (Node, error) {
 	if n == nil {
 		return Node{}, fmt.Errorf("parse node: nil node")
 	}
-	out := Node{Name: n.Name, Capacity: Capacity{Unlimited, Unlimited, Unlimited}}
+	out := Node{Name: n.Name}
 	if n.Name == "" {
 		return Node{}, fmt.Errorf("parse node: no name")
 	}
@@ -304,7 +328,7 @@ func parseCloudConfig(v string) ([]netip.Prefix, Capacity, error) {
 			IP   *int `json:"ip"`
 		} `json:"capacity"`
 	}
-	capacity := Capacity{Unlimited, Unlimited, Unlimited}
+	var capacity Capacity
 	if err := json.Unmarshal([]byte(v), &cfg); err != nil {
 		return nil, capacity, fmt.Errorf("%q: %w", v, err)
 	}
@@ -328,7 +352,7 @@ func parseCloudConfig(v string) ([]netip.Prefix, Capacity, error) {
 	}
 	for _, f := range []struct {
 		src *int
-		dst *int
+		dst *Limit
 	}{{c.Capacity.IPv4, &capacity.IPv4}, {c.Capacity.IPv6, &capacity.IPv6}, {c.Capacity.IP, &capacity.Total}} {
 		if f.src == nil {
 			continue
@@ -336,7 +360,7 @@ func parseCloudConfig(v string) ([]netip.Prefix, Capacity, error) {
 		if *f.src < 0 {
 			return nil, capacity, fmt.Errorf("%q: negative capacity", v)
 		}
-		*f.dst = *f.src
+		*f.dst = Max(*f.src)
 	}
 	return nets, capacity, nil
 }
@@ -351,4 +375,17 @@ func parsePrefixes(list []string) ([]netip.Prefix, error) {
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// TopologyNode is n as ovsdbnb.EnsureTopology builds it: its first pod
+// subnet, its first gateway join address in joinPrefix's length (e.g.
+// 100.64.0.0/16), its first primary address, and gateway as GR_<node>'s
+// default next hop ("" for none).
+func (n Node) TopologyNode(joinPrefix netip.Prefix, gateway string) (ovsdbnb.Node, error) {
+	if len(n.Subnets) == 0 || len(n.GatewayJoin) == 0 || len(n.Primary) == 0 {
+		return ovsdbnb.Node{}, fmt.Errorf("node %s lacks a subnet, join or primary address", n.Name)
+	}
+	return ovsdbnb.Node{Name: n.Name, Subnet: n.Subnets[0].String(),
+		JoinIP:     netip.PrefixFrom(n.GatewayJoin[0], joinPrefix.Bits()).String(),
+		ExternalIP: n.Primary[0].String(), Gateway: gateway}, nil
 }

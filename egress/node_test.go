@@ -28,7 +28,7 @@ func TestParseNode(t *testing.T) {
 			if j, _ := n.JoinIP(false); j != netip.MustParseAddr("100.64.0.3") {
 				t.Errorf("join IP %v", j)
 			}
-			if !n.Assignable || !n.Ready || n.Capacity.IPv4 != egress.Unlimited {
+			if !n.Assignable || !n.Ready || n.Capacity != (egress.Capacity{}) {
 				t.Errorf("node %+v", n)
 			}
 		}},
@@ -47,7 +47,7 @@ func TestParseNode(t *testing.T) {
 		{name: "cloud capacity", node: base(egress.AnnotationCloudEgressConfig,
 			`[{"interface":"eni-1","ifaddr":{"ipv4":"10.0.128.0/18"},"capacity":{"ipv4":14,"ipv6":15}}]`),
 			check: func(t *testing.T, n egress.Node) {
-				if n.Capacity != (egress.Capacity{IPv4: 14, IPv6: 15, Total: egress.Unlimited}) {
+				if n.Capacity != (egress.Capacity{IPv4: egress.Max(14), IPv6: egress.Max(15)}) {
 					t.Errorf("capacity %+v", n.Capacity)
 				}
 				if _, _, ok := n.Network(netip.MustParseAddr("172.18.0.33")); ok {

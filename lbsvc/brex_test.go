@@ -22,14 +22,14 @@ import (
 	"github.com/ovnedge/ovnedge/lbsvc"
 	"github.com/ovnedge/ovnedge/lbsvc/ipam"
 	"github.com/ovnedge/ovnedge/ovsflow"
-	"github.com/ovnedge/ovnedge/ovsflow/flowtest"
+	"github.com/ovnedge/ovnedge/ovsflow/flowtest/bridge"
 )
 
 // brEx is the seed node's bridge (breth0, uplink eth0 at ofport 1)
 // running the base flows and the bypass of every VIP of cluster().
-func brEx(t *testing.T) (*flowtest.Bridge, *ovsflow.Program) {
+func brEx(t *testing.T) (*bridge.Bridge, *ovsflow.Program) {
 	t.Helper()
-	br := flowtest.NewBridge(t, flowtest.BridgeOptions{Bridge: seed.Bridge, Node: seed.Node, Uplink: seed.Uplink,
+	br := bridge.New(t, bridge.Options{Bridge: seed.Bridge, Node: seed.Node, Uplink: seed.Uplink,
 		UplinkOFPort: seed.UplinkOFPort, PatchOFPort: seed.PatchOFPort})
 	p := &ovsflow.Program{}
 	base, err := ovsflow.BaseFlows(seed.Base())
@@ -45,7 +45,7 @@ func brEx(t *testing.T) (*flowtest.Bridge, *ovsflow.Program) {
 
 // syncBypass makes the Services' bypass owners of p current, as a node
 // does when Services come and go, and installs p.
-func syncBypass(t *testing.T, br *flowtest.Bridge, p *ovsflow.Program, svcs []*corev1.Service) {
+func syncBypass(t *testing.T, br *bridge.Bridge, p *ovsflow.Program, svcs []*corev1.Service) {
 	t.Helper()
 	bypass, err := lbsvc.BypassFlows(ovsflow.Bypass{Uplink: seed.Uplink}, svcs)
 	if err != nil {
@@ -66,7 +66,7 @@ func syncBypass(t *testing.T, br *flowtest.Bridge, p *ovsflow.Program, svcs []*c
 
 // bypassed reports whether the ARP request (NS) for vip from the uplink
 // takes the bypass to LOCAL.
-func bypassed(br *flowtest.Bridge, vip string) (bool, string) {
+func bypassed(br *bridge.Bridge, vip string) (bool, string) {
 	flow := "in_port=1,arp,arp_op=1,arp_tpa=" + vip
 	if strings.Contains(vip, ":") {
 		flow = "in_port=1,icmp6,icmpv6_type=135,icmpv6_code=0,nd_target=" + vip
@@ -99,7 +99,7 @@ func TestBrExBypassTrace(t *testing.T) {
 
 // startResponder runs an arp.Responder on the bridge's LOCAL interface,
 // inside the bridge's namespace, until the test ends.
-func startResponder(t *testing.T, br *flowtest.Bridge) *arp.Responder {
+func startResponder(t *testing.T, br *bridge.Bridge) *arp.Responder {
 	t.Helper()
 	r, err := arp.New(arp.Config{Interface: br.Bridge, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	if err != nil {
@@ -133,7 +133,7 @@ var arpingReplies = regexp.MustCompile(`Received (\d+) response`)
 
 // arping sends two requests for vip from the external host and returns
 // the number of replies.
-func arping(t *testing.T, br *flowtest.Bridge, vip netip.Addr) int {
+func arping(t *testing.T, br *bridge.Bridge, vip netip.Addr) int {
 	t.Helper()
 	out, _ := br.ExecErr(br.ExtNS, "arping", "-c", "2", "-w", "2", "-I", "eth0", vip.String())
 	m := arpingReplies.FindStringSubmatch(out)
@@ -217,7 +217,7 @@ func TestUnderlaySteeringTrace(t *testing.T) {
 	if err != nil || len(flows) != 2 {
 		t.Fatalf("SteeringFlows: %d flows, %v", len(flows), err)
 	}
-	br := flowtest.NewBridge(t, flowtest.BridgeOptions{Bridge: seed.Bridge, Node: seed.Node, Uplink: seed.Uplink,
+	br := bridge.New(t, bridge.Options{Bridge: seed.Bridge, Node: seed.Node, Uplink: seed.Uplink,
 		UplinkOFPort: seed.UplinkOFPort, PatchOFPort: seed.PatchOFPort})
 	var p ovsflow.Program
 	base, err := ovsflow.BaseFlows(seed.Base())

@@ -80,3 +80,24 @@ func firstKey(m map[string][]netip.Addr) string {
 	}
 	return ""
 }
+
+// The Service of ExampleBuild as plain values: the same load balancers.
+func ExampleBuildServices() {
+	web := lbsvc.Service{
+		Namespace: "default", Name: "web", Type: "LoadBalancer",
+		ClusterIPs:           []netip.Addr{netip.MustParseAddr("10.96.0.10")},
+		LoadBalancerIPs:      []netip.Addr{netip.MustParseAddr("172.18.0.50")},
+		Ports:                []lbsvc.Port{{Name: "http", Port: 80, TargetPort: 8080}},
+		ExternalTrafficLocal: true,
+		Endpoints:            []lbsvc.Endpoint{{Addr: netip.MustParseAddr("10.244.1.3"), Node: "node1"}},
+	}
+	states, _ := lbsvc.BuildServices([]lbsvc.Service{web}, []lbsvc.Node{{Name: "node1"}, {Name: "node2"}}, lbsvc.Options{})
+	for _, lb := range states[lbsvc.ServiceOwner("default", "web")].LoadBalancers {
+		fmt.Println(lb.Name, lb.VIPs, "skip_snat="+lb.Options["skip_snat"])
+	}
+	// Output:
+	// Service_default/web_TCP_cluster map[10.96.0.10:80:10.244.1.3:8080] skip_snat=false
+	// Service_default/web_TCP_node_local_router_node1 map[172.18.0.50:80:10.244.1.3:8080] skip_snat=true
+	// Service_default/web_TCP_node_router_node2 map[172.18.0.50:80:] skip_snat=false
+	// Service_default/web_TCP_node_switch_node1_merged map[172.18.0.50:80:10.244.1.3:8080] skip_snat=false
+}

@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
-	"github.com/ovnedge/ovnedge/internal/event"
+	"github.com/ovnedge/ovnedge/event"
 	"github.com/ovnedge/ovnedge/ovsflow"
 )
 

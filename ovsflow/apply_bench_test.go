@@ -8,7 +8,7 @@ import (
 
 	"github.com/ovnedge/ovnedge/internal/seed"
 	"github.com/ovnedge/ovnedge/ovsflow"
-	"github.com/ovnedge/ovnedge/ovsflow/flowtest"
+	"github.com/ovnedge/ovnedge/ovsflow/flowtest/bridge"
 )
 
 // bigProgram is the seed node's base and egress flows plus n dual-stack
@@ -44,7 +44,7 @@ func benchService(i, gen int) ovsflow.Service {
 // as OVN-Kubernetes does it (a full `--bundle replace-flows`), in the same
 // run. The "replace/incremental" metric is the speed-up; aim >= 10x.
 func BenchmarkApplyOneChangedService(b *testing.B) {
-	br := flowtest.NewBridge(b, flowtest.BridgeOptions{Bridge: seed.Bridge, Node: seed.Node, Uplink: seed.Uplink,
+	br := bridge.New(b, bridge.Options{Bridge: seed.Bridge, Node: seed.Node, Uplink: seed.Uplink,
 		UplinkOFPort: seed.UplinkOFPort, PatchOFPort: seed.PatchOFPort})
 	ctx := ctxFor(b)
 	p := bigProgram(b, 10000)

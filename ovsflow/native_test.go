@@ -2,22 +2,27 @@ package ovsflow_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ovnedge/ovnedge/internal/seed"
 	"github.com/ovnedge/ovnedge/ovsflow"
 	"github.com/ovnedge/ovnedge/ovsflow/flowtest"
+	"github.com/ovnedge/ovnedge/ovsflow/flowtest/bridge"
 	"github.com/ovnedge/ovnedge/ovsflow/openflow"
 )
 
 // nativeFor is a native transport to br's switch, closed with the test.
-func nativeFor(t testing.TB, br *flowtest.Bridge, version uint8) *ovsflow.NativeTransport {
+func nativeFor(t testing.TB, br *bridge.Bridge, version uint8) *ovsflow.NativeTransport {
 	tr := ovsflow.NewNativeTransport(br.RunDir, ovsflow.NativeOptions{MaxVersion: version, Logger: testLog(t).Logger})
 	t.Cleanup(func() { tr.Close() })
 	return tr
@@ -25,7 +30,7 @@ func nativeFor(t testing.TB, br *flowtest.Bridge, version uint8) *ovsflow.Native
 
 // defaultApplier is an Applier on br with the default, native transport,
 // closed with the test.
-func defaultApplier(t testing.TB, br *flowtest.Bridge, keepForeign bool) *ovsflow.Applier {
+func defaultApplier(t testing.TB, br *bridge.Bridge, keepForeign bool) *ovsflow.Applier {
 	opts := testLog(t)
 	opts.RunDir, opts.KeepForeign = br.RunDir, keepForeign
 	a := ovsflow.NewApplier(br.Bridge, nil, ovsflow.StaticPorts(br.Ports()), opts)
@@ -34,7 +39,7 @@ func defaultApplier(t testing.TB, br *flowtest.Bridge, keepForeign bool) *ovsflo
 }
 
 // wantDump fails the test unless br holds exactly want.
-func wantDump(t testing.TB, br *flowtest.Bridge, want []byte, what string) {
+func wantDump(t testing.TB, br *bridge.Bridge, want []byte, what string) {
 	t.Helper()
 	if got := br.Dump(); string(got) != string(want) {
 		t.Errorf("%s:\n%s", what, flowtest.Diff(string(want), string(got)))
@@ -61,7 +66,7 @@ func TestNativeGoldens(t *testing.T) {
 	}
 }
 
-func testNativeGoldens(t *testing.T, br *flowtest.Bridge, version uint8) {
+func testNativeGoldens(t *testing.T, br *bridge.Bridge, version uint8) {
 	native := nativeFor(t, br, version)
 	ctx := ctxFor(t)
 	for _, g := range goldens {
@@ -152,13 +157,20 @@ func TestNativeBundleBadFlow(t *testing.T) {
 }
 
 // Kill ovs-vswitchd in the middle of a large bundle and restart it: the
-// client reconnects, the Applier's Run replays the last program it
-// applied, and applying the large program again leaves the bridge holding
-// it whole.
+// client reaches the bridge through a proxy that counts the OpenFlow
+// messages it forwards and, once half of the bundle's flow-mods have gone
+// through and before any commit, holds the stream while the test kills
+// ovs-vswitchd. So the kill provably lands mid-bundle: the apply must
+// fail, the Applier's Run must replay the last program it applied (the
+// small one, not a part of the big one) after the restart, and applying
+// the large program again must leave the bridge holding it whole.
 func TestNativeReplayAfterKillMidBundle(t *testing.T) {
 	t.Parallel()
 	br := seedBridge(t)
-	native := nativeFor(t, br, 0)
+	px := startBundleProxy(t, filepath.Join(br.RunDir, br.Bridge+".mgmt"))
+	native := ovsflow.NewNativeTransport(br.RunDir, ovsflow.NativeOptions{Logger: testLog(t).Logger,
+		Target: func(string) (string, string) { return "unix", px.addr }})
+	t.Cleanup(func() { native.Close() })
 	ctx := ctxFor(t)
 	a := ovsflow.NewApplier(br.Bridge, native, ovsflow.StaticPorts(br.Ports()), testLog(t))
 	runCtx, cancel := context.WithCancel(ctx)
@@ -191,35 +203,30 @@ func TestNativeReplayAfterKillMidBundle(t *testing.T) {
 		return string(sorted)
 	}
 
-	// Time one apply of the large program, go back to the small one, then
-	// kill ovs-vswitchd three quarters through applying the large one again.
-	var full time.Duration
-	for range 2 { // the second time, with the program's flows resolved
-		start := time.Now()
-		if _, err := a.Apply(ctx, big); err != nil {
-			t.Fatal(err)
-		}
-		full = time.Since(start)
-		if _, err := a.Apply(ctx, small); err != nil {
-			t.Fatal(err)
-		}
-	}
+	holdAt := big.Len() / 2 // of the ~big.Len() flow-mods of the small->big bundle
+	px.arm(holdAt)
 	applied := make(chan error, 1)
 	go func() { _, err := a.Apply(ctx, big); applied <- err }()
-	time.Sleep(full * 3 / 4)
+	var held bundleCount
+	select {
+	case held = <-px.reached:
+	case err := <-applied:
+		t.Fatalf("the apply of %d flows ended (%v) before %d of its flow-mods went through the proxy", big.Len(), err, holdAt)
+	}
+	if held.adds != holdAt || held.commits != 0 || held.opens != 1 {
+		t.Fatalf("proxy held the stream at %+v, want one open bundle, %d adds and no commit", held, holdAt)
+	}
 	br.KillVswitchd()
+	close(px.resume)
 	err := <-applied
-	t.Logf("apply of %d flows (%v when undisturbed) with ovs-vswitchd killed after %v: %v", big.Len(), full, full*3/4, err)
+	t.Logf("apply of %d flows with ovs-vswitchd killed mid-bundle (%+v): %v", big.Len(), held, err)
+	if err == nil {
+		t.Fatal("the apply whose bundle was never committed reported success")
+	}
 	br.StartVswitchd()
-	took := waitFor(t, 5*time.Second, "last applied program replayed", func() bool {
-		d := dumped()
-		return (err != nil && d == wantSmall) || (err == nil && d == wantBig)
-	})
-	t.Logf("program replayed %v after the restart", took)
-	if err != nil {
-		if _, err := a.Apply(ctx, big); err != nil {
-			t.Fatalf("apply again after the restart: %v", err)
-		}
+	waitFor(t, 30*time.Second, "last applied (small) program replayed", func() bool { return dumped() == wantSmall })
+	if _, err := a.Apply(ctx, big); err != nil {
+		t.Fatalf("apply again after the restart: %v", err)
 	}
 	if d := dumped(); d != wantBig {
 		t.Errorf("bridge does not hold the full program:\n%s", flowtest.Diff(wantBig, d))
@@ -231,6 +238,112 @@ func TestNativeReplayAfterKillMidBundle(t *testing.T) {
 	}
 	if sorted, err := ovsflow.SortDump(dump); err != nil || string(sorted) != wantBig {
 		t.Errorf("native dump of %d flows differs from the program (%v):\n%s", big.Len(), err, flowtest.Diff(wantBig, string(sorted)))
+	}
+}
+
+// bundleCount is what a bundleProxy forwarded of the bundle in progress.
+type bundleCount struct{ opens, adds, commits int }
+
+// bundleProxy forwards OpenFlow connections to a bridge's management
+// socket. Once armed, it counts the bundle messages the client sends and,
+// when holdAt flow-mods of a bundle have been forwarded, stops forwarding
+// reports the count on reached and waits for resume.
+type bundleProxy struct {
+	addr    string
+	holdAt  atomic.Int64
+	armed   atomic.Bool
+	once    sync.Once
+	reached chan bundleCount
+	resume  chan struct{}
+}
+
+// arm starts counting; the stream is held after holdAt flow-mods.
+func (p *bundleProxy) arm(holdAt int) {
+	p.holdAt.Store(int64(holdAt))
+	p.armed.Store(true)
+}
+
+func startBundleProxy(t *testing.T, target string) *bundleProxy {
+	p := &bundleProxy{addr: filepath.Join(t.TempDir(), "proxy.sock"),
+		reached: make(chan bundleCount, 1), resume: make(chan struct{})}
+	l, err := net.Listen("unix", p.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		l.Close()
+		p.once.Do(func() {}) // a hold not reached yet never happens
+		select {
+		case <-p.resume:
+		default:
+			close(p.resume)
+		}
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("unix", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			wg.Add(2)
+			go func() { defer wg.Done(); _, _ = io.Copy(c, s); c.Close() }()
+			go func() { defer wg.Done(); p.forward(s, c); s.Close() }()
+		}
+	}()
+	return p
+}
+
+// forward copies OpenFlow messages from the client to the switch, counting
+// the bundle ones while armed.
+func (p *bundleProxy) forward(dst io.Writer, src io.Reader) {
+	var n bundleCount
+	hdr := make([]byte, 8)
+	for {
+		if _, err := io.ReadFull(src, hdr); err != nil {
+			return
+		}
+		msg := make([]byte, binary.BigEndian.Uint16(hdr[2:4]))
+		copy(msg, hdr)
+		if len(msg) < 8 {
+			return
+		}
+		if _, err := io.ReadFull(src, msg[8:]); err != nil {
+			return
+		}
+		if p.armed.Load() {
+			switch {
+			case msg[1] == openflow.TypeBundleControl && len(msg) >= 14:
+				switch binary.BigEndian.Uint16(msg[12:14]) {
+				case openflow.BundleOpen:
+					n.opens++
+				case openflow.BundleCommit:
+					n.commits++
+				}
+			case msg[1] == openflow.TypeBundleAdd:
+				if int64(n.adds) == p.holdAt.Load() { // holdAt flow-mods forwarded, this one not
+					held := false
+					p.once.Do(func() { held = true })
+					if held {
+						p.reached <- n
+						<-p.resume
+						return // the switch is gone: drop this message and the rest
+					}
+				}
+				n.adds++
+			}
+		}
+		if _, err := dst.Write(msg); err != nil {
+			return
+		}
 	}
 }
 

@@ -15,12 +15,13 @@ import (
 	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/ovsflow"
 	"github.com/ovnedge/ovnedge/ovsflow/flowtest"
+	"github.com/ovnedge/ovnedge/ovsflow/flowtest/bridge"
 )
 
 // seedBridge is a real bridge shaped like the seed node: breth0, uplink
 // eth0 at ofport 1, patch-breth0_ovn-worker2-to-br-int at ofport 2.
-func seedBridge(t testing.TB) *flowtest.Bridge {
-	return flowtest.NewBridge(t, flowtest.BridgeOptions{
+func seedBridge(t testing.TB) *bridge.Bridge {
+	return bridge.New(t, bridge.Options{
 		Bridge: seed.Bridge, Node: seed.Node, Uplink: seed.Uplink,
 		UplinkOFPort: seed.UplinkOFPort, PatchOFPort: seed.PatchOFPort,
 	})
@@ -108,7 +109,7 @@ func TestARPBypassRealTraffic(t *testing.T) {
 }
 
 // dialPorts reads the bridge's ofports from its real OVSDB.
-func dialPorts(t testing.TB, br *flowtest.Bridge) *ovsflow.OVSDBPorts {
+func dialPorts(t testing.TB, br *bridge.Bridge) *ovsflow.OVSDBPorts {
 	ports, err := ovsflow.DialOVSDBPorts(ctxFor(t), br.DB)
 	if err != nil {
 		t.Fatal(err)
@@ -189,7 +190,7 @@ func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) time.
 
 // runApplier applies p through tr (nil: the default, native transport)
 // and keeps the Applier's Run loop going for the test.
-func runApplier(t testing.TB, br *flowtest.Bridge, tr ovsflow.Transport, p *ovsflow.Program) []byte {
+func runApplier(t testing.TB, br *bridge.Bridge, tr ovsflow.Transport, p *ovsflow.Program) []byte {
 	ctx, cancel := context.WithCancel(context.Background())
 	opts := testLog(t)
 	opts.RunDir = br.RunDir
@@ -207,16 +208,50 @@ func runApplier(t testing.TB, br *flowtest.Bridge, tr ovsflow.Transport, p *ovsf
 	return want
 }
 
+// BenchmarkReplayAfterVswitchdRestart reports how long after ovs-vswitchd
+// is back (SIGKILL, restart) the Applier has replayed the seed program,
+// with the native transport and with ovs-ofctl: replay-ms.
+func BenchmarkReplayAfterVswitchdRestart(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		tr   func(*bridge.Bridge) ovsflow.Transport
+	}{
+		{"native", func(*bridge.Bridge) ovsflow.Transport { return nil }},
+		{"ovs-ofctl", func(br *bridge.Bridge) ovsflow.Transport { return br.Transport }},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			br := seedBridge(b)
+			want := runApplier(b, br, tc.tr(br), seedProgram(b, seed.Parts{Base: true, Egress: true, Services: true}))
+			var replay time.Duration
+			for b.Loop() {
+				br.KillVswitchd()
+				br.StartVswitchd()
+				replay += waitFor(b, 30*time.Second, "program replayed", func() bool {
+					dump, err := br.Transport.Dump(context.Background(), br.Bridge)
+					if err != nil {
+						return false
+					}
+					got, err := ovsflow.SortDump(dump)
+					return err == nil && string(got) == string(want)
+				})
+			}
+			b.ReportMetric(float64(replay.Microseconds())/1000/float64(b.N), "replay-ms")
+		})
+	}
+}
+
 // The program comes back after ovs-vswitchd restarts, with the default
-// native transport and with the ovs-ofctl fallback.
+// native transport and with the ovs-ofctl fallback. How fast is
+// BenchmarkReplayAfterVswitchdRestart's to report; the 30 s here is only
+// a give-up timeout.
 func TestReplayAfterVswitchdRestart(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name string
-		tr   func(*flowtest.Bridge) ovsflow.Transport
+		tr   func(*bridge.Bridge) ovsflow.Transport
 	}{
-		{"native", func(*flowtest.Bridge) ovsflow.Transport { return nil }},
-		{"ovs-ofctl", func(br *flowtest.Bridge) ovsflow.Transport { return br.Transport }},
+		{"native", func(*bridge.Bridge) ovsflow.Transport { return nil }},
+		{"ovs-ofctl", func(br *bridge.Bridge) ovsflow.Transport { return br.Transport }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -228,7 +263,7 @@ func TestReplayAfterVswitchdRestart(t *testing.T) {
 			}{{"SIGKILL", br.KillVswitchd}, {"graceful exit", br.StopVswitchd}} {
 				kill.stop()
 				br.StartVswitchd()
-				took := waitFor(t, 2*time.Second, "program replayed after "+kill.name, func() bool {
+				took := waitFor(t, 30*time.Second, "program replayed after "+kill.name, func() bool {
 					dump, err := br.Transport.Dump(context.Background(), br.Bridge)
 					if err != nil {
 						return false

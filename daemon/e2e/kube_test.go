@@ -68,7 +68,7 @@ type kube struct {
 }
 
 // startKube starts an API server and installs the CRDs of deploy/crds.
-func startKube(t *testing.T) *kube {
+func startKube(t testing.TB) *kube {
 	t.Helper()
 	api := testbed.StartKubeAPI(t)
 	k := &kube{KubeAPI: api}
@@ -93,7 +93,7 @@ func startKube(t *testing.T) *kube {
 
 // poll calls cond every 200 ms until it returns nil, and fails the test
 // with cond's last error after waitTimeout.
-func (k *kube) poll(t *testing.T, what string, cond func(ctx context.Context) error) {
+func (k *kube) poll(t testing.TB, what string, cond func(ctx context.Context) error) {
 	t.Helper()
 	if err := waitFor(what, cond); err != nil {
 		t.Fatal(err)
@@ -122,7 +122,7 @@ func waitFor(what string, cond func(ctx context.Context) error) error {
 // only those of the named files when some are given) in the order of
 // kinds, then sets the status the manifests give: with no controllers
 // running, nothing else would.
-func (k *kube) apply(t *testing.T, dir string, only ...string) {
+func (k *kube) apply(t testing.TB, dir string, only ...string) {
 	t.Helper()
 	files, err := daemon.LoadManifests(dir)
 	if err != nil {

@@ -146,11 +146,11 @@ func topology(ctx context.Context, nb string, nodes []egress.Node, o Options) er
 	defer c.Close()
 	topo := ovsdbnb.Topology{ClusterSubnet: o.ClusterSubnet, JoinRouterIP: "100.64.0.1/16"}
 	for _, n := range nodes {
-		if len(n.Subnets) == 0 || len(n.GatewayJoin) == 0 || len(n.Primary) == 0 {
-			return fmt.Errorf("node %s lacks a subnet, join or primary address", n.Name)
+		tn, err := n.TopologyNode(netip.MustParsePrefix("100.64.0.0/16"), o.Gateway)
+		if err != nil {
+			return err
 		}
-		topo.Nodes = append(topo.Nodes, ovsdbnb.Node{Name: n.Name, Subnet: n.Subnets[0].String(),
-			JoinIP: n.GatewayJoin[0].String() + "/16", ExternalIP: n.Primary[0].String(), Gateway: o.Gateway})
+		topo.Nodes = append(topo.Nodes, tn)
 	}
 	return ovsdbnb.EnsureTopology(ctx, c, topo)
 }

@@ -1,8 +1,9 @@
 // Command flowgolden prints a custom flow set built with ovsflow: a CNI's
 // own br-ex rule next to ovnedge's, here "pods may not reach the cloud
 // metadata address through the uplink". Its test pins the rendering in a
-// golden file with ovsflow/flowtest (`go test ./examples/flowgolden
-// -update` rewrites it) and checks the flows on a real bridge.
+// golden file with ovsflow/flowtest (`FLOWTEST_UPDATE=1 go test
+// ./examples/flowgolden` rewrites it) and checks the flows on a real bridge
+// (ovsflow/flowtest/bridge).
 //
 //	go run ./examples/flowgolden
 package main

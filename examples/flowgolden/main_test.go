@@ -4,13 +4,14 @@ import (
 	"testing"
 
 	"github.com/ovnedge/ovnedge/ovsflow/flowtest"
+	"github.com/ovnedge/ovnedge/ovsflow/flowtest/bridge"
 )
 
 // TestGolden pins the custom flows' rendering and checks them on a real
 // bridge: installed, they dump as the golden file says, and a pod's
 // packet to the metadata address is dropped.
 func TestGolden(t *testing.T) {
-	b := flowtest.NewBridge(t, flowtest.BridgeOptions{})
+	b := bridge.New(t, bridge.Options{})
 	p, err := Program(b.Patch)
 	if err != nil {
 		t.Fatal(err)

@@ -1,12 +1,12 @@
 package flowtest_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/ovnedge/ovnedge/ovsflow"
 	"github.com/ovnedge/ovnedge/ovsflow/flowtest"
 )
 
@@ -31,30 +31,48 @@ func TestGoldenMatches(t *testing.T) {
 	flowtest.Golden(t, path, []byte("priority=0 actions=NORMAL\n"))
 }
 
-// A CNI's own program, tested the way ovnedge tests its programs: install
-// it on a real bridge, read it back, trace a packet through it.
-func TestBridge(t *testing.T) {
-	t.Parallel()
-	br := flowtest.NewBridge(t, flowtest.BridgeOptions{})
-	var p ovsflow.Program
-	err := p.Set("mine", []ovsflow.Flow{
-		{Priority: 10, Match: ovsflow.Match{Proto: ovsflow.ProtoUDP, InPort: ovsflow.PortName(br.Uplink), TpDst: 4789},
-			Actions: []ovsflow.Action{ovsflow.Output(ovsflow.PortName(br.Patch))}},
-		{Priority: 0, Actions: []ovsflow.Action{ovsflow.Output(ovsflow.NORMAL)}},
-	})
-	if err != nil {
+func TestGoldenUpdate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sub", "p.flows")
+	flowtest.Options{Update: true}.Golden(t, path, []byte("priority=0 actions=drop\n"))
+	if b, err := os.ReadFile(path); err != nil || string(b) != "priority=0 actions=drop\n" {
+		t.Fatalf("after Update: %q, %v", b, err)
+	}
+	t.Setenv(flowtest.UpdateEnv, "1")
+	flowtest.Golden(t, path, []byte("priority=0 actions=NORMAL\n"))
+	if b, err := os.ReadFile(path); err != nil || string(b) != "priority=0 actions=NORMAL\n" {
+		t.Fatalf("after %s=1: %q, %v", flowtest.UpdateEnv, b, err)
+	}
+	for v, want := range map[string]bool{"": false, "0": false, "false": false, "1": true, "true": true} {
+		t.Setenv(flowtest.UpdateEnv, v)
+		if got := flowtest.Updating(); got != want {
+			t.Errorf("%s=%q: Updating() = %v, want %v", flowtest.UpdateEnv, v, got, want)
+		}
+	}
+}
+
+// A golden mismatch fails the test and leaves the file alone.
+func TestGoldenMismatch(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "p.flows")
+	if err := os.WriteFile(path, []byte("priority=0 actions=NORMAL\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	br.Install(&p)
-	want, err := p.Render(br.Ports())
-	if err != nil {
-		t.Fatal(err)
+	rec := &recorder{TB: t}
+	flowtest.Options{}.Golden(rec, path, []byte("priority=0 actions=drop\n"))
+	if !rec.failed || !strings.Contains(rec.msg, "- priority=0 actions=NORMAL") || !strings.Contains(rec.msg, "+ priority=0 actions=drop") {
+		t.Errorf("mismatch: failed=%v msg %q", rec.failed, rec.msg)
 	}
-	if got := br.Dump(); string(got) != string(want) {
-		t.Errorf("dump differs:\n%s", flowtest.Diff(string(want), string(got)))
+	if b, _ := os.ReadFile(path); string(b) != "priority=0 actions=NORMAL\n" {
+		t.Errorf("file rewritten without Update: %q", b)
 	}
-	tr := br.Trace("in_port=1,udp,nw_src=192.0.2.1,nw_dst=192.0.2.2,udp_dst=4789")
-	if len(tr.Rules) == 0 || !strings.Contains(tr.Rules[0], "priority 10") || !strings.Contains(tr.Output, "output:2") {
-		t.Errorf("trace: rules %q\n%s", tr.Rules, tr.Output)
-	}
+}
+
+type recorder struct {
+	testing.TB
+	failed bool
+	msg    string
+}
+
+func (r *recorder) Helper() {}
+func (r *recorder) Errorf(format string, args ...any) {
+	r.failed, r.msg = true, fmt.Sprintf(format, args...)
 }

@@ -2,21 +2,46 @@ package flowtest
 
 import (
 	"bytes"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
-var update = flag.Bool("update", false, "rewrite golden files with the output of the tests")
+// UpdateEnv is the environment variable that makes [Golden] rewrite golden
+// files instead of comparing: `FLOWTEST_UPDATE=1 go test ./...`. flowtest
+// registers no command-line flag, so a test package may define its own
+// -update.
+const UpdateEnv = "FLOWTEST_UPDATE"
+
+// Options shape a golden comparison; the zero value compares.
+type Options struct {
+	// Update rewrites the golden file with got instead of comparing
+	// (creating its directory).
+	Update bool
+}
+
+// Updating reports whether $FLOWTEST_UPDATE asks for golden files to be
+// rewritten: any value but "", "0" and "false".
+func Updating() bool {
+	v := os.Getenv(UpdateEnv)
+	return v != "" && v != "0" && v != "false"
+}
 
 // Golden compares got with the golden file at path and fails t with a line
-// diff when they differ. With `go test -update` it rewrites the file
-// instead (creating its directory): review that diff as you would code.
+// diff when they differ. With FLOWTEST_UPDATE=1 in the environment it
+// rewrites the file instead: review that diff as you would code.
 func Golden(t testing.TB, path string, got []byte) {
 	t.Helper()
-	if *update {
+	Options{Update: Updating()}.Golden(t, path, got)
+}
+
+// Golden compares got with the golden file at path, or rewrites it when
+// o.Update is set; a test package with its own -update flag passes it
+// here.
+func (o Options) Golden(t testing.TB, path string, got []byte) {
+	t.Helper()
+	if o.Update {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatalf("golden %s: %v", path, err)
 		}
@@ -28,10 +53,10 @@ func Golden(t testing.TB, path string, got []byte) {
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("golden %s: %v (run `go test -update` to create it)", path, err)
+		t.Fatalf("golden %s: %v (run with FLOWTEST_UPDATE=1 to create it)", path, err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("golden %s differs (run `go test -update` to accept):\n%s", path, Diff(string(want), string(got)))
+		t.Errorf("golden %s differs (run with FLOWTEST_UPDATE=1 to accept):\n%s", path, Diff(string(want), string(got)))
 	}
 }
 

@@ -1,4 +1,4 @@
-// Package event is the one shape the pure packages (egress, lbsvc, ...)
+// Package event is the one public shape the pure packages (egress, lbsvc, ...)
 // use to say what a Kubernetes object's owner should see: a Kubernetes
 // Event about bad input that was skipped or a decision that was made. The
 // daemon records them through client-go's event recorder; in manifests

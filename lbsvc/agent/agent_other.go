@@ -1,0 +1,16 @@
+//go:build !linux
+
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+)
+
+// apply needs Linux (netlink, iptables); elsewhere Config and Status build
+// and Apply and Run report errors.ErrUnsupported.
+func apply(context.Context, Config) (Status, error) {
+	return Status{}, fmt.Errorf("agent: programming the pod needs Linux, not %s: %w", runtime.GOOS, errors.ErrUnsupported)
+}

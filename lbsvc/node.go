@@ -1,0 +1,61 @@
+package lbsvc
+
+import (
+	"net/netip"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/ovnedge/ovnedge/egress"
+)
+
+// AnnotationNodeChassisID is OVN-Kubernetes' node annotation naming the
+// node's chassis (its system-id).
+const AnnotationNodeChassisID = "k8s.ovn.org/node-chassis-id"
+
+// The node models: egress.Node is a Kubernetes node parsed once from its
+// OVN-Kubernetes annotations (egress.ParseNode); Node here is what the
+// load balancers need of it, converted by NodeFrom, and ovsdbnb.Node the
+// topology's, converted by egress.Node.TopologyNode.
+
+// NodeFrom is a parsed node as its load balancers see it: its host
+// addresses are those of Primary then HostCIDRs (k8s.ovn.org/host-cidrs),
+// each once, as OVN-Kubernetes serves NodePorts on them; chassis is its
+// k8s.ovn.org/node-chassis-id.
+func NodeFrom(n egress.Node, chassis string) Node {
+	node := Node{Name: n.Name, Chassis: chassis}
+	for _, pr := range slices.Concat(n.Primary, n.HostCIDRs) {
+		if !slices.Contains(node.IPs, pr.Addr()) {
+			node.IPs = append(node.IPs, pr.Addr())
+		}
+	}
+	return node
+}
+
+// ParseNode is a Kubernetes node as its load balancers see it: NodeFrom
+// of its parsed annotations, or, when they are missing or broken, its
+// InternalIP and ExternalIP addresses.
+func ParseNode(n *corev1.Node) Node {
+	node := Node{Name: n.Name, Chassis: n.Annotations[AnnotationNodeChassisID]}
+	if parsed, err := egress.ParseNode(n); err == nil {
+		node = NodeFrom(parsed, node.Chassis)
+	}
+	if len(node.IPs) == 0 {
+		node.IPs = StatusIPs(n)
+	}
+	return node
+}
+
+// StatusIPs returns a node's InternalIP and ExternalIP addresses.
+func StatusIPs(n *corev1.Node) []netip.Addr {
+	var out []netip.Addr
+	for _, a := range n.Status.Addresses {
+		if a.Type != corev1.NodeInternalIP && a.Type != corev1.NodeExternalIP {
+			continue
+		}
+		if ip, err := netip.ParseAddr(a.Address); err == nil {
+			out = append(out, ip)
+		}
+	}
+	return out
+}
