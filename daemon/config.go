@@ -52,6 +52,11 @@ type Config struct {
 	// Northbound database: endpoints (several for RAFT) and TLS files.
 	NBAddress               []string
 	NBPrivKey, NBCert, NBCA string
+	// SBAddress are the OVN Southbound endpoints: the leader waits there
+	// for the new egress node's chassis to have installed its SNAT before
+	// the reroute moves (make-before-break); none skips the wait. ssl:
+	// endpoints use the Northbound's TLS files.
+	SBAddress []string
 
 	OVSDB     string // Open_vSwitch database endpoint
 	OVSRunDir string // directory of <bridge>.mgmt
@@ -150,6 +155,8 @@ var options = []option{
 		func(c *Config, v string) (err error) { c.LBTemplates, err = strconv.ParseBool(v); return err }},
 	{"nb-address", "ovnnorth", "address", "", "OVN Northbound endpoints, comma-separated (unix:, tcp:, ssl:); several for a RAFT cluster",
 		func(c *Config, v string) error { c.NBAddress = splitList(v); return nil }},
+	{"sb-address", "ovnsouth", "address", "", "OVN Southbound endpoints, comma-separated: the leader waits for the new egress node's chassis to install its SNAT before moving a reroute (empty: no wait)",
+		func(c *Config, v string) error { c.SBAddress = splitList(v); return nil }},
 	{"nb-client-privkey", "ovnnorth", "client-privkey", "", "TLS private key for ssl: endpoints",
 		func(c *Config, v string) error { c.NBPrivKey = v; return nil }},
 	{"nb-client-cert", "ovnnorth", "client-cert", "", "TLS certificate for ssl: endpoints",
@@ -310,12 +317,12 @@ func ParseConfig(name string, args []string, extra ...func(*flag.FlagSet)) (*Con
 // has many) are ignored.
 func readConfigFile(path string) (map[string]string, error) {
 	var raw struct {
-		Default, Kubernetes, Gateway, Ovnnorth, Ovnkubernetesfeature, Ovnedge rawSection
+		Default, Kubernetes, Gateway, Ovnnorth, Ovnsouth, Ovnkubernetesfeature, Ovnedge rawSection
 	}
 	if err := gcfg.FatalOnly(gcfg.ReadFileInto(&raw, path)); err != nil {
 		return nil, fmt.Errorf("config file %s: %w", path, err)
 	}
-	sections := map[string]*rawSection{"default": &raw.Default, "kubernetes": &raw.Kubernetes, "gateway": &raw.Gateway, "ovnnorth": &raw.Ovnnorth,
+	sections := map[string]*rawSection{"default": &raw.Default, "kubernetes": &raw.Kubernetes, "gateway": &raw.Gateway, "ovnnorth": &raw.Ovnnorth, "ovnsouth": &raw.Ovnsouth,
 		"ovnkubernetesfeature": &raw.Ovnkubernetesfeature, "ovnedge": &raw.Ovnedge}
 	out := map[string]string{}
 	for _, o := range options {

@@ -207,3 +207,17 @@ func TestParseConfigMasqueradeAndTemplates(t *testing.T) {
 		}
 	}
 }
+
+// TestParseConfigSBAddress: the Southbound endpoints from the flag or
+// OVN-Kubernetes' [ovnsouth] section.
+func TestParseConfigSBAddress(t *testing.T) {
+	file := writeFile(t, "[ovnsouth]\naddress = ssl:10.0.0.1:6642,ssl:10.0.0.2:6642\n")
+	c, _, err := ParseConfig("daemon", []string{"--config-file", file})
+	if err != nil || strings.Join(c.SBAddress, " ") != "ssl:10.0.0.1:6642 ssl:10.0.0.2:6642" {
+		t.Errorf("file: %v (%v)", c.SBAddress, err)
+	}
+	c, _, err = ParseConfig("daemon", []string{"--config-file", file, "--sb-address=unix:/run/ovn/ovnsb_db.sock"})
+	if err != nil || strings.Join(c.SBAddress, " ") != "unix:/run/ovn/ovnsb_db.sock" {
+		t.Errorf("flag over file: %v (%v)", c.SBAddress, err)
+	}
+}

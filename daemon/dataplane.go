@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -24,6 +25,7 @@ import (
 	"github.com/ovnedge/ovnedge/egress/hostnet"
 	"github.com/ovnedge/ovnedge/egress/reach"
 	"github.com/ovnedge/ovnedge/event"
+	"github.com/ovnedge/ovnedge/internal/sbwait"
 	"github.com/ovnedge/ovnedge/lbsvc"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 	"github.com/ovnedge/ovnedge/ovsdbnb/nbdb"
@@ -59,6 +61,7 @@ type Dataplane struct {
 
 	cmu       sync.Mutex // the cluster half
 	nb        *ovsdbnb.Client
+	sb        *sbwait.Waiter // nil without --sb-address
 	lastEIP   map[ovsdbnb.Owner]ovsdbnb.State // egress rows last synced
 	lbOwners  map[ovsdbnb.Owner]bool          // load balancer owners last synced
 	lastNodes []egress.Node                   // egress nodes last computed
@@ -117,6 +120,10 @@ func (d *Dataplane) Close() {
 	if d.nb != nil {
 		d.nb.Close()
 		d.nb = nil
+	}
+	if d.sb != nil {
+		d.sb.Close()
+		d.sb = nil
 	}
 	d.cmu.Unlock()
 	d.nmu.Lock()
@@ -272,6 +279,13 @@ func (d *Dataplane) syncNB(ctx context.Context, s Snapshot, cs *ClusterState) ([
 		}
 		d.nb, d.stale = c, stale
 	}
+	if d.sb == nil && len(d.cfg.SBAddress) > 0 {
+		w, err := d.dialSB(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("southbound: %w", err)
+		}
+		d.sb = w
+	}
 	d.fitSchema(cs)
 	lb := maps.Clone(cs.LB)
 	for o := range d.lbOwners {
@@ -323,7 +337,7 @@ func (d *Dataplane) syncNB(ctx context.Context, s Snapshot, cs *ClusterState) ([
 	maps.Copy(steps[0], lb)
 	var events []event.Event
 	var syncErr error
-	for _, step := range steps {
+	for i, step := range steps {
 		// Between full resyncs only the owners whose desired rows
 		// changed are sent: one Service or pod change costs one
 		// owner's sync, not every owner's.
@@ -336,8 +350,12 @@ func (d *Dataplane) syncNB(ctx context.Context, s Snapshot, cs *ClusterState) ([
 		if len(send) == 0 {
 			continue
 		}
+		added := natRouters(send, d.synced)
 		res, err := d.nb.Sync(ctx, send)
 		d.countNB(res)
+		if err == nil && i < len(steps)-1 {
+			d.waitChassis(ctx, s, added)
+		}
 		var se *ovsdbnb.SyncError
 		if err != nil && !errors.As(err, &se) {
 			d.synced = nil // unknown: resend everything
@@ -382,6 +400,84 @@ func (d *Dataplane) syncNB(ctx context.Context, s Snapshot, cs *ClusterState) ([
 func (d *Dataplane) silenced(router string) bool {
 	node, ok := strings.CutPrefix(router, "GR_")
 	return ok && d.Reachable != nil && !d.Reachable(node)
+}
+
+// natRouters are the routers that send gives a NAT synced does not hold.
+func natRouters(send, synced map[ovsdbnb.Owner]ovsdbnb.State) []string {
+	var out []string
+	for o, st := range send {
+		had := map[string]bool{}
+		for _, n := range synced[o].NATs {
+			had[n.Router+"/"+n.ExternalIP+"/"+n.LogicalIP] = true
+		}
+		for _, n := range st.NATs {
+			if !had[n.Router+"/"+n.ExternalIP+"/"+n.LogicalIP] && !slices.Contains(out, n.Router) {
+				out = append(out, n.Router)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// waitChassis waits, up to chassisWait, until the chassis of routers
+// (gateway routers, GR_<node>) have applied the NB as just written, so a
+// new egress node's SNAT is installed before the next step moves the
+// reroute to it: otherwise the first packets of a connection take the
+// node-wide SNAT and conntrack keeps that source for its whole life. A
+// chassis that does not confirm in time (dead, or slow) is logged and
+// the next step goes ahead. Without --sb-address nothing is waited for.
+func (d *Dataplane) waitChassis(ctx context.Context, s Snapshot, routers []string) {
+	if d.sb == nil || len(routers) == 0 {
+		return
+	}
+	var chassis []string
+	for _, r := range routers {
+		node, ok := strings.CutPrefix(r, lbsvc.GatewayRouter(""))
+		if !ok {
+			continue
+		}
+		name := node
+		for _, n := range s.Nodes {
+			if n.Name == node && n.Annotations[annotationChassisID] != "" {
+				name = n.Annotations[annotationChassisID]
+			}
+		}
+		chassis = append(chassis, name)
+	}
+	begin := time.Now()
+	cfg, err := d.nb.NextCfg(ctx)
+	if err == nil {
+		wctx, cancel := context.WithTimeout(ctx, chassisWait)
+		err = d.sb.Wait(wctx, cfg, chassis...)
+		cancel()
+	}
+	if err != nil {
+		d.log.Warn("northbound: the new egress nodes' chassis did not confirm their SNATs in time; moving the reroute anyway",
+			"chassis", chassis, "err", err)
+		return
+	}
+	d.log.Debug("northbound: chassis confirmed the SNATs", "chassis", chassis, "took", time.Since(begin))
+}
+
+// chassisWait bounds waitChassis.
+const chassisWait = 2 * time.Second
+
+// annotationChassisID is OVN-Kubernetes' node annotation naming the
+// node's chassis (its system-id).
+const annotationChassisID = "k8s.ovn.org/node-chassis-id"
+
+// dialSB connects the make-before-break waiter to the Southbound.
+func (d *Dataplane) dialSB(ctx context.Context) (*sbwait.Waiter, error) {
+	var cfg *tls.Config
+	if slices.ContainsFunc(d.cfg.SBAddress, func(a string) bool { return strings.HasPrefix(a, "ssl:") }) {
+		c, err := ovsdbnb.TLSConfig(d.cfg.NBPrivKey, d.cfg.NBCert, d.cfg.NBCA)
+		if err != nil {
+			return nil, err
+		}
+		cfg = c
+	}
+	return sbwait.Dial(ctx, d.cfg.SBAddress, cfg)
 }
 
 // fitSchema leaves out of cs the rows the NB's schema cannot hold.

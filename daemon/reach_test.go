@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/ovnedge/ovnedge/egress"
 	"github.com/ovnedge/ovnedge/egress/reach"
+	"github.com/ovnedge/ovnedge/ovsdbnb"
 )
 
 // TestReachTargets: the egress-assignable nodes are probed on their
@@ -69,5 +71,25 @@ func TestHostLease(t *testing.T) {
 	}
 	if !l.Alive("n1") || !l.Alive("n2") {
 		t.Error("without a heartbeat every node is alive")
+	}
+}
+
+// TestNATRouters: the routers a make-before-break step gives a new NAT,
+// whose chassis must confirm it before the reroute moves.
+func TestNATRouters(t *testing.T) {
+	o := ovsdbnb.Owner{Type: egress.OwnerEgressIP, Name: "prod"}
+	nat := func(router, ext string) ovsdbnb.NAT {
+		return ovsdbnb.NAT{Router: router, Type: "snat", ExternalIP: ext, LogicalIP: "10.244.1.3"}
+	}
+	synced := map[ovsdbnb.Owner]ovsdbnb.State{o: {NATs: []ovsdbnb.NAT{nat("GR_a", "172.18.0.44")}}}
+	send := map[ovsdbnb.Owner]ovsdbnb.State{
+		o: {NATs: []ovsdbnb.NAT{nat("GR_a", "172.18.0.44"), nat("GR_b", "172.18.0.44")}},
+		{Type: egress.OwnerEgressIP, Name: "new"}: {NATs: []ovsdbnb.NAT{nat("GR_c", "172.18.0.45")}},
+	}
+	if got := natRouters(send, synced); !slices.Equal(got, []string{"GR_b", "GR_c"}) {
+		t.Errorf("routers %v, want [GR_b GR_c]", got)
+	}
+	if got := natRouters(synced, synced); len(got) != 0 {
+		t.Errorf("nothing new: %v", got)
 	}
 }

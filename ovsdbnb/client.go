@@ -210,20 +210,27 @@ func (c *Client) probe(interval, timeout time.Duration) {
 
 // tlsConfig loads the key pair and CA of opts.
 func tlsConfig(opts Options) (*tls.Config, error) {
-	if opts.PrivateKey == "" || opts.Certificate == "" || opts.CACert == "" {
+	return TLSConfig(opts.PrivateKey, opts.Certificate, opts.CACert)
+}
+
+// TLSConfig is the client TLS configuration of an OVSDB ssl: endpoint
+// from a private key, its certificate and the CA certificate (files), as
+// Dial uses it; other OVSDB clients (a Southbound one) can share it.
+func TLSConfig(privateKey, certificate, caCert string) (*tls.Config, error) {
+	if privateKey == "" || certificate == "" || caCert == "" {
 		return nil, errors.New("ssl: endpoint needs PrivateKey, Certificate and CACert")
 	}
-	cert, err := tls.LoadX509KeyPair(opts.Certificate, opts.PrivateKey)
+	cert, err := tls.LoadX509KeyPair(certificate, privateKey)
 	if err != nil {
 		return nil, fmt.Errorf("load key pair: %w", err)
 	}
-	ca, err := os.ReadFile(opts.CACert)
+	ca, err := os.ReadFile(caCert)
 	if err != nil {
 		return nil, fmt.Errorf("read CA: %w", err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(ca) {
-		return nil, fmt.Errorf("CA %s: no PEM certificate", opts.CACert)
+		return nil, fmt.Errorf("CA %s: no PEM certificate", caCert)
 	}
 	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
 }

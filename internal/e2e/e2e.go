@@ -241,7 +241,7 @@ func (e *Env) kubeconfig(sa string) string {
 func (e *Env) LeaderArgs() []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return append([]string{"--leader-elect=true", "--nb-address=" + e.OVN.NB,
+	return append([]string{"--leader-elect=true", "--nb-address=" + e.OVN.NB, "--sb-address=" + e.OVN.SB,
 		"--cluster-subnets=" + clusterSubnets, "--join-subnet=" + testbed.ClusterJoin, "--v6-join-subnet=" + testbed.ClusterJoin6,
 		"--metrics-address=127.0.0.1:9476"}, e.opts.LeaderArgs...)
 }

@@ -1,0 +1,118 @@
+// Package sbwait tells when an OVN chassis has applied the Northbound
+// database up to a given point: ovn-northd copies NB_Global.nb_cfg into
+// the Southbound, and each ovn-controller writes it into its
+// Chassis_Private row once its flows are installed (the mechanism of
+// `ovn-nbctl --wait=hv`, but for one chassis, so a dead chassis elsewhere
+// does not hold anyone up).
+//
+// The daemon uses it for make-before-break: the new egress node's SNAT
+// must be installed on that node before another node starts rerouting
+// traffic to it, or the first packets take the node-wide SNAT and
+// conntrack keeps that source for the whole connection.
+package sbwait
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/ovn-kubernetes/libovsdb/client"
+	"github.com/ovn-kubernetes/libovsdb/model"
+)
+
+// chassisPrivate is the Southbound Chassis_Private row (every column:
+// the cache drops an update naming a column the model lacks, and
+// ovn-controller changes nb_cfg_timestamp with nb_cfg).
+type chassisPrivate struct {
+	UUID           string            `ovsdb:"_uuid"`
+	Name           string            `ovsdb:"name"`
+	Chassis        *string           `ovsdb:"chassis"`
+	NbCfg          int               `ovsdb:"nb_cfg"`
+	NbCfgTimestamp int               `ovsdb:"nb_cfg_timestamp"`
+	ExternalIDs    map[string]string `ovsdb:"external_ids"`
+}
+
+// Waiter watches the Southbound's Chassis_Private table.
+type Waiter struct {
+	sb client.Client
+}
+
+// Dial connects to the Southbound at endpoints (unix:, tcp:, ssl:, with
+// tlsConfig for ssl:) and monitors Chassis_Private.
+func Dial(ctx context.Context, endpoints []string, tlsConfig *tls.Config) (*Waiter, error) {
+	if len(endpoints) == 0 {
+		return nil, errors.New("sbwait: no endpoints")
+	}
+	m, err := model.NewClientDBModel("OVN_Southbound", map[string]model.Model{"Chassis_Private": &chassisPrivate{}})
+	if err != nil {
+		return nil, fmt.Errorf("sbwait: model: %w", err)
+	}
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval, bo.MaxInterval, bo.MaxElapsedTime = 50*time.Millisecond, 5*time.Second, 0
+	opts := []client.Option{client.WithReconnect(5*time.Second, bo)}
+	for _, ep := range endpoints {
+		opts = append(opts, client.WithEndpoint(ep))
+	}
+	if tlsConfig != nil {
+		opts = append(opts, client.WithTLSConfig(tlsConfig))
+	}
+	sb, err := client.NewOVSDBClient(m, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("sbwait: %w", err)
+	}
+	if err := sb.Connect(ctx); err != nil {
+		return nil, fmt.Errorf("sbwait: connect %s: %w", strings.Join(endpoints, ","), err)
+	}
+	if _, err := sb.MonitorAll(ctx); err != nil {
+		sb.Close()
+		return nil, fmt.Errorf("sbwait: monitor: %w", err)
+	}
+	return &Waiter{sb: sb}, nil
+}
+
+// Applied reports the nb_cfg each chassis has applied, by chassis name.
+func (w *Waiter) Applied(ctx context.Context) (map[string]int, error) {
+	var rows []chassisPrivate
+	if err := w.sb.List(ctx, &rows); err != nil {
+		return nil, fmt.Errorf("sbwait: %w", err)
+	}
+	out := make(map[string]int, len(rows))
+	for _, r := range rows {
+		out[r.Name] = r.NbCfg
+	}
+	return out, nil
+}
+
+// Wait returns once every chassis in chassis has applied nb_cfg cfg, or
+// an error naming the ones that had not when ctx ends.
+func (w *Waiter) Wait(ctx context.Context, cfg int, chassis ...string) error {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		applied, err := w.Applied(ctx)
+		if err != nil {
+			return err
+		}
+		var behind []string
+		for _, c := range chassis {
+			if applied[c] < cfg {
+				behind = append(behind, fmt.Sprintf("%s (at %d)", c, applied[c]))
+			}
+		}
+		if len(behind) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("sbwait: nb_cfg %d not applied by %s: %w", cfg, strings.Join(behind, ", "), ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// Close disconnects.
+func (w *Waiter) Close() { w.sb.Close() }
