@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -129,10 +130,20 @@ func Run(ctx context.Context, cfg Config) error {
 	log := cfg.Logger.With("cluster_ip", cfg.ClusterIP)
 	t := time.NewTicker(cfg.Resync)
 	defer t.Stop()
+	var applied netip.Prefix // the address of the last pass that applied
 	for {
 		var st Status
 		if cfg, err = base.complete(); err == nil {
 			st, err = apply(ctx, cfg)
+			if err == nil || errors.Is(err, ErrGatewayUnreachable) {
+				if applied.IsValid() && applied != cfg.LBIP {
+					log.Info("lbsvc-agent: the pod's address changed; the old one is removed", "old", applied, "new", cfg.LBIP)
+					if ferr := forget(cfg, applied); ferr != nil {
+						log.Warn("lbsvc-agent: old address left behind", "err", ferr)
+					}
+				}
+				applied = cfg.LBIP
+			}
 		}
 		switch {
 		case ctx.Err() != nil:
@@ -154,6 +165,28 @@ func Run(ctx context.Context, cfg Config) error {
 		case <-t.C:
 		}
 	}
+}
+
+// forget removes what an earlier pass programmed for the address old
+// that the current cfg no longer has: old on the external interface and
+// its subnet's table route (when the subnet changed too). The NAT rules
+// and the other routes were already replaced by the pass of cfg.
+func forget(cfg Config, old netip.Prefix) error {
+	ext, err := netlink.LinkByName(cfg.External)
+	if err != nil {
+		return fmt.Errorf("agent: external interface %s: %w", cfg.External, err)
+	}
+	if err := netlink.AddrDel(ext, &netlink.Addr{IPNet: ipNet(old)}); err != nil && !errors.Is(err, syscall.EADDRNOTAVAIL) {
+		return fmt.Errorf("agent: remove %s from %s: %w", old, cfg.External, err)
+	}
+	if old.Masked() == cfg.LBIP.Masked() {
+		return nil
+	}
+	r := &netlink.Route{LinkIndex: ext.Attrs().Index, Dst: ipNet(old.Masked()), Table: cfg.Table, Scope: netlink.SCOPE_LINK}
+	if err := netlink.RouteDel(r); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("agent: route %s dev %s table %d: %w", old.Masked(), cfg.External, cfg.Table, err)
+	}
+	return nil
 }
 
 // ensureAddress brings link up with addr on it.
@@ -261,10 +294,17 @@ func ensureRoutes(ext, pod netlink.Link, podGW netip.Addr, cfg Config) error {
 		dst  netip.Prefix
 		gw   netip.Addr
 	}{
+		// lb-svc.sh's "ip route replace <subnet> dev net1 table 100":
+		// replies to clients on the attachment subnet go straight out
+		// of net1, not through the gateway.
+		{ext, cfg.LBIP.Masked(), netip.Addr{}},
 		{ext, def, cfg.Gateway},
 		{pod, netip.PrefixFrom(cfg.ClusterIP, cfg.ClusterIP.BitLen()), podGW},
 	} {
 		route := &netlink.Route{LinkIndex: r.link.Attrs().Index, Dst: ipNet(r.dst), Gw: r.gw.AsSlice(), Table: cfg.Table}
+		if !r.gw.IsValid() {
+			route.Scope = netlink.SCOPE_LINK
+		}
 		if err := netlink.RouteReplace(route); err != nil {
 			return fmt.Errorf("agent: route %s via %s dev %s table %d: %w", r.dst, r.gw, r.link.Attrs().Name, cfg.Table, err)
 		}
