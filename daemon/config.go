@@ -104,6 +104,16 @@ type Config struct {
 	// Open_vSwitch database (the bridge interface's mac_in_use).
 	BridgeMAC net.HardwareAddr
 
+	// EnableLBSvc runs Kube-OVN's LoadBalancer Services (seed 004) on the
+	// leader: Services annotated ovn.kubernetes.io/attachmentprovider get
+	// their address from the provider's Subnet and an lb-svc-<service>
+	// Deployment running `ovnedge lbsvc-agent`. It watches Kube-OVN's
+	// Subnets and NetworkAttachmentDefinitions, whose CRDs must exist.
+	EnableLBSvc bool
+	// LBSvcImage is the image of the lb-svc Deployments; "" takes the
+	// key image of ConfigMap kube-system/ovn-vpc-nat-config.
+	LBSvcImage string
+
 	// LeaderElect campaigns for the Lease and runs the cluster-wide
 	// work when elected; off for node-only instances (the DaemonSet).
 	LeaderElect bool
@@ -221,6 +231,11 @@ var options = []option{
 		func(c *Config, v string) (err error) { c.BridgeMAC, err = parseMAC(v); return err }},
 	{"enable-l2-announce", "ovnedge", "enable-l2-announce", "false", "answer ARP/NDP for ExternalIP and LoadBalancer VIPs from one elected node (off, as upstream)",
 		func(c *Config, v string) (err error) { c.EnableL2Announce, err = strconv.ParseBool(v); return err }},
+	{"enable-lb-svc", "ovnedge", "enable-lb-svc", "false",
+		"Kube-OVN LoadBalancer Services (as kube-ovn-controller's --enable-lb-svc): Services annotated ovn.kubernetes.io/attachmentprovider=<nad>.<namespace> get an address from the provider's kubeovn.io Subnet and an lb-svc-<service> Deployment running `ovnedge lbsvc-agent`; needs the Subnet and NetworkAttachmentDefinition CRDs",
+		func(c *Config, v string) (err error) { c.EnableLBSvc, err = strconv.ParseBool(v); return err }},
+	{"lb-svc-image", "ovnedge", "lb-svc-image", "", "image (holding the ovnedge binary) of the lb-svc Deployments; empty: the key image of ConfigMap kube-system/ovn-vpc-nat-config",
+		func(c *Config, v string) error { c.LBSvcImage = v; return nil }},
 	{"leader-elect", "ovnedge", "leader-elect", "true", "campaign for the kube-system/ovnedge Lease and do the cluster-wide work (EgressIP assignment, NB, LB IPAM) while leading",
 		func(c *Config, v string) (err error) { c.LeaderElect, err = strconv.ParseBool(v); return err }},
 	{"metrics-address", "ovnedge", "metrics-address", ":9476", "address of /metrics, /healthz and /readyz; empty disables",
@@ -372,6 +387,8 @@ type rawSection struct {
 	EnableL2Announce                 *string `gcfg:"enable-l2-announce"`
 	GatewayFlows                     *string `gcfg:"gateway-flows"`
 	BridgeMAC                        *string `gcfg:"bridge-mac"`
+	EnableLBSvc                      *string `gcfg:"enable-lb-svc"`
+	LBSvcImage                       *string `gcfg:"lb-svc-image"`
 	LeaderElect                      *string `gcfg:"leader-elect"`
 	MetricsAddress                   *string `gcfg:"metrics-address"`
 	EnablePprof                      *string `gcfg:"enable-pprof"`

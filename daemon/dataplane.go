@@ -14,10 +14,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
 
 	"github.com/ovnedge/ovnedge/arp"
 	"github.com/ovnedge/ovnedge/egress"
@@ -27,6 +30,7 @@ import (
 	"github.com/ovnedge/ovnedge/event"
 	"github.com/ovnedge/ovnedge/internal/sbwait"
 	"github.com/ovnedge/ovnedge/lbsvc"
+	"github.com/ovnedge/ovnedge/lbsvc/kubeovn"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 	"github.com/ovnedge/ovnedge/ovsdbnb/nbdb"
 	"github.com/ovnedge/ovnedge/ovsflow"
@@ -164,6 +168,13 @@ func (d *Dataplane) Cluster(ctx context.Context, s Snapshot) error {
 	if err := d.writeIngress(ctx, s, cs.Ingress); err != nil {
 		errs = append(errs, err)
 	}
+	if cs.LBSvc != nil {
+		lbEvents, err := d.syncLBSvc(ctx, cs.LBSvc, s.LBSvcDeployments)
+		events = append(events, lbEvents...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if len(d.cfg.NBAddress) > 0 {
 		nbEvents, err := d.syncNB(ctx, s, &cs)
 		events = append(events, nbEvents...)
@@ -257,6 +268,63 @@ func (d *Dataplane) writeIngress(ctx context.Context, s Snapshot, ingress map[st
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ReasonLBSvcNotOwned is the Warning event of a Service whose
+// lb-svc-<service> Deployment exists but is not ovnedge's (Kube-OVN's own,
+// say): it is left alone.
+const ReasonLBSvcNotOwned = "LBServiceDeploymentNotOwned"
+
+// syncLBSvc makes the cluster's lb-svc Deployments those of plan:
+// creates, updates (on the resourceVersion the informer saw: a conflict
+// is retried) and deletes of orphans (on their UID). A
+// Deployment of the name that ovnedge does not manage is an event.
+func (d *Dataplane) syncLBSvc(ctx context.Context, plan *kubeovn.Plan, existing []*appsv1.Deployment) ([]event.Event, error) {
+	create, update, del := plan.Changes(existing)
+	api := d.clients.Typed.AppsV1()
+	var events []event.Event
+	var errs []error
+	for _, dp := range create {
+		_, err := api.Deployments(dp.Namespace).Create(ctx, dp, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			cur, gerr := api.Deployments(dp.Namespace).Get(ctx, dp.Name, metav1.GetOptions{})
+			if gerr == nil && cur.Labels[kubeovn.LabelManagedBy] == kubeovn.ManagedBy {
+				continue // created by an earlier pass the informer has not shown yet
+			}
+			if gerr == nil {
+				owner := dp.OwnerReferences[0]
+				events = append(events, event.Warningf(corev1.ObjectReference{APIVersion: "v1", Kind: "Service",
+					Namespace: dp.Namespace, Name: owner.Name, UID: owner.UID}, ReasonLBSvcNotOwned,
+					"Deployment %s/%s exists without the label %s=%s: it is not ovnedge's and is left alone",
+					dp.Namespace, dp.Name, kubeovn.LabelManagedBy, kubeovn.ManagedBy))
+				continue
+			}
+			err = gerr
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("create Deployment %s/%s: %w", dp.Namespace, dp.Name, err))
+			continue
+		}
+		d.log.Info("lb-svc Deployment created", "deployment", dp.Namespace+"/"+dp.Name, "manifests", d.clients.FromManifests)
+	}
+	for _, dp := range update {
+		if _, err := api.Deployments(dp.Namespace).Update(ctx, dp, metav1.UpdateOptions{}); err != nil {
+			errs = append(errs, fmt.Errorf("update Deployment %s/%s: %w", dp.Namespace, dp.Name, err))
+			continue
+		}
+		d.log.Info("lb-svc Deployment updated", "deployment", dp.Namespace+"/"+dp.Name, "manifests", d.clients.FromManifests)
+	}
+	for _, dp := range del {
+		err := api.Deployments(dp.Namespace).Delete(ctx, dp.Name, metav1.DeleteOptions{
+			Preconditions: &metav1.Preconditions{UID: &dp.UID}, PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("delete Deployment %s/%s: %w", dp.Namespace, dp.Name, err))
+			continue
+		}
+		d.log.Info("lb-svc Deployment deleted: its Service is gone or no longer an lb-svc one", "deployment", dp.Namespace+"/"+dp.Name,
+			"manifests", d.clients.FromManifests)
+	}
+	return events, errors.Join(errs...)
 }
 
 // syncNB writes the NB rows: the EgressIP rows make-before-break from the

@@ -20,6 +20,7 @@ import (
 	"github.com/ovnedge/ovnedge/event"
 	"github.com/ovnedge/ovnedge/lbsvc"
 	"github.com/ovnedge/ovnedge/lbsvc/ipam"
+	"github.com/ovnedge/ovnedge/lbsvc/kubeovn"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 	"github.com/ovnedge/ovnedge/ovsflow"
 )
@@ -54,6 +55,12 @@ type Params struct {
 	// k8s.ovn.org/l3-gateway-config annotation.
 	GatewayFlows bool
 	BridgeMAC    net.HardwareAddr
+	// LBSvc runs Kube-OVN's LoadBalancer Services (--enable-lb-svc):
+	// Services kubeovn.Selected get their address from their provider's
+	// Subnet (not from Pools) and an lb-svc Deployment; LBSvcImage is the
+	// Deployments' image ("" takes the ovn-vpc-nat-config ConfigMap's).
+	LBSvc      bool
+	LBSvcImage string
 	// LBCache, when not nil, keeps each Service's load balancers between
 	// ComputeCluster calls over an informer's objects, so only the
 	// Services that changed are computed again (see lbsvc.Cache).
@@ -67,7 +74,8 @@ type Params struct {
 // ParamsFrom returns the Params of a configuration.
 func ParamsFrom(cfg *Config) Params {
 	p := Params{Pools: cfg.LBPools, Bridge: cfg.Bridge, Uplink: cfg.Uplink, Patch: cfg.Patch(),
-		Zone: cfg.CTZone, EnableEgressIP: cfg.EnableEgressIP, GatewayFlows: cfg.GatewayFlows, BridgeMAC: cfg.BridgeMAC}
+		Zone: cfg.CTZone, EnableEgressIP: cfg.EnableEgressIP, GatewayFlows: cfg.GatewayFlows, BridgeMAC: cfg.BridgeMAC,
+		LBSvc: cfg.EnableLBSvc, LBSvcImage: cfg.LBSvcImage}
 	for _, cs := range cfg.ClusterSubnets {
 		p.Egress.ClusterSubnets = append(p.Egress.ClusterSubnets, cs.CIDR)
 		p.LB.ClusterSubnets = append(p.LB.ClusterSubnets, cs.CIDR)
@@ -91,6 +99,9 @@ type ClusterState struct {
 	// Ingress is the status.loadBalancer.ingress of every LoadBalancer
 	// Service LB IPAM gives addresses to, by "<namespace>/<name>".
 	Ingress map[string][]corev1.LoadBalancerIngress
+	// LBSvc is the plan of Kube-OVN's LoadBalancer Services (its Ingress
+	// is in Ingress too), nil unless Params.LBSvc.
+	LBSvc *kubeovn.Plan
 	// Host are the egress IPs hosted on non-OVN host networks.
 	Host []egress.HostAssignment
 	// Keep are the owners of objects that could not be read this time:
@@ -166,7 +177,18 @@ func ComputeCluster(s Snapshot, p Params, reachable func(node string) bool, prev
 		cs.ReplyFallback = egress.ReplyPortPolicies(p.Egress, servedLocalPorts(served, s.Services, s.EndpointSlices))
 	}
 
-	svcs, events, err := allocate(s.Services, p.Pools, cs.Ingress)
+	svcs := s.Services
+	var kubeOVN func(*corev1.Service) bool // Services whose address is not the pools'
+	if p.LBSvc {
+		opts := kubeovn.OptionsFromConfigMap(kubeovn.Options{Image: p.LBSvcImage}, s.LBSvcConfig)
+		plan := kubeovn.Desired(kubeovn.Input{Services: s.Services, Subnets: s.Subnets, NADs: kubeovn.NADs(s.NADs)}, opts)
+		cs.LBSvc = &plan
+		cs.Events = append(cs.Events, plan.Events...)
+		maps.Copy(cs.Ingress, plan.Ingress)
+		svcs = withIngress(svcs, plan.Ingress)
+		kubeOVN = kubeovn.Selected
+	}
+	svcs, events, err := allocate(svcs, p.Pools, cs.Ingress, kubeOVN)
 	if err != nil {
 		return cs, err
 	}
@@ -237,10 +259,30 @@ func servedLocalPorts(served []egress.Served, svcs []*corev1.Service, eps []*dis
 	return out
 }
 
+// withIngress returns svcs with the ingress lists of ingress (by
+// "<namespace>/<name>") in copies of the Services they change.
+func withIngress(svcs []*corev1.Service, ingress map[string][]corev1.LoadBalancerIngress) []*corev1.Service {
+	if len(ingress) == 0 {
+		return svcs
+	}
+	out := slices.Clone(svcs)
+	for i, svc := range out {
+		if ing, ok := ingress[svc.Namespace+"/"+svc.Name]; ok {
+			c := svc.DeepCopy()
+			c.Status.LoadBalancer.Ingress = ing
+			out[i] = c
+		}
+	}
+	return out
+}
+
 // allocate runs LB IPAM over svcs, oldest first, and returns the Services
 // as the load balancers see them: with the ingress IPAM gives them. New
-// ingress lists are stored in ingress by "<namespace>/<name>".
-func allocate(svcs []*corev1.Service, pools []*ipam.Pool, ingress map[string][]corev1.LoadBalancerIngress) ([]*corev1.Service, []event.Event, error) {
+// ingress lists are stored in ingress by "<namespace>/<name>". Services
+// skip reports (nil: none) are left as they are: their addresses come
+// from elsewhere.
+func allocate(svcs []*corev1.Service, pools []*ipam.Pool, ingress map[string][]corev1.LoadBalancerIngress,
+	skip func(*corev1.Service) bool) ([]*corev1.Service, []event.Event, error) {
 	if len(pools) == 0 {
 		return svcs, nil, nil
 	}
@@ -248,11 +290,14 @@ func allocate(svcs []*corev1.Service, pools []*ipam.Pool, ingress map[string][]c
 	if err != nil {
 		return nil, nil, fmt.Errorf("lb pools: %w", err)
 	}
-	events := alloc.Rebuild(svcs)
+	if skip == nil {
+		skip = func(*corev1.Service) bool { return false }
+	}
+	events := alloc.Rebuild(slices.DeleteFunc(slices.Clone(svcs), skip))
 	sorted := slices.Clone(svcs)
 	slices.SortFunc(sorted, olderFirst)
 	for i, svc := range sorted {
-		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || skip(svc) {
 			continue
 		}
 		res := alloc.Allocate(svc)

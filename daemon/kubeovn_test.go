@@ -7,6 +7,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // TestKubeOVNSeedManifests loads seeds 003 and 004 as their documentation
@@ -55,5 +59,79 @@ func TestKubeOVNSeedManifests(t *testing.T) {
 	}
 	if strings.Contains(errOut.String(), "unsupported kind") {
 		t.Errorf("render: %s", errOut.String())
+	}
+}
+
+// TestLBSvcFromManifests runs the leader's work with --enable-lb-svc on
+// seeds 003 and 004: test-service gets its static address from
+// attach-subnet and its lb-svc Deployment is created through the client
+// (the manifests' in-memory API here, a real one in daemon/e2e); a second
+// pass changes nothing.
+func TestLBSvcFromManifests(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg, _, err := ParseConfig("test", []string{"--manifests", "testdata/kubeovn", "--enable-lb-svc", "--lb-svc-image", "img"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Connect(cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := NewWatcher(c.Typed, c.Dynamic, log, c.watchOptions(cfg)...)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s, err := w.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The manifests give no ClusterIP; the API server would.
+	for i, svc := range s.Services {
+		if svc.Name == "test-service" {
+			svc = svc.DeepCopy()
+			svc.Spec.ClusterIP = "10.96.0.10"
+			if svc, err = c.Typed.CoreV1().Services("default").Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			s.Services[i] = svc
+		}
+	}
+	rec, stop := NewRecorder(c.Typed, false, log)
+	defer stop()
+	d := NewDataplane(cfg, c, rec, NewMetrics(), log)
+	defer d.Close()
+	if err := d.Cluster(ctx, s); err != nil {
+		t.Fatalf("Cluster: %v", err)
+	}
+	dp, err := c.Typed.AppsV1().Deployments("default").Get(ctx, "lb-svc-test-service", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("lb-svc Deployment: %v", err)
+	}
+	if img := dp.Spec.Template.Spec.Containers[0].Image; img != "img" ||
+		dp.Spec.Template.Annotations["lb-svc-attachment.kube-system.kubernetes.io/ip_address"] != "172.18.0.18" {
+		t.Errorf("deployment image %q, pod annotations %v", img, dp.Spec.Template.Annotations)
+	}
+	svc, err := c.Typed.CoreV1().Services("default").Get(ctx, "test-service", metav1.GetOptions{})
+	if err != nil || len(svc.Status.LoadBalancer.Ingress) != 1 || svc.Status.LoadBalancer.Ingress[0].IP != "172.18.0.18" {
+		t.Fatalf("test-service status %+v, %v", svc.Status, err)
+	}
+
+	// The next snapshot holds both: nothing more to do.
+	s.Services = []*corev1.Service{svc}
+	s.LBSvcDeployments = []*appsv1.Deployment{dp}
+	cs, err := ComputeCluster(s, d.params, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if create, update, del := cs.LBSvc.Changes(s.LBSvcDeployments); len(cs.Ingress)+len(create)+len(update)+len(del) != 0 {
+		t.Errorf("second pass: ingress %v, %d creates, %d updates, %d deletes", cs.Ingress, len(create), len(update), len(del))
+	}
+	// Without --enable-lb-svc nothing of the kind is computed.
+	off := d.params
+	off.LBSvc = false
+	if cs, _ := ComputeCluster(s, off, nil, nil); cs.LBSvc != nil {
+		t.Errorf("lb-svc plan without --enable-lb-svc")
 	}
 }

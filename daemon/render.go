@@ -20,7 +20,7 @@ func LoadSnapshot(ctx context.Context, cfg *Config, log *slog.Logger) (Snapshot,
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // stops the informers: the snapshot's objects stay
-	w := NewWatcher(c.Typed, c.Dynamic, log, c.watchOptions()...)
+	w := NewWatcher(c.Typed, c.Dynamic, log, c.watchOptions(cfg)...)
 	if err := w.Start(ctx); err != nil {
 		return Snapshot{}, nil, err
 	}

@@ -63,11 +63,15 @@ type Clients struct {
 	Source *ManifestSource
 }
 
-// watchOptions are the kinds watched beyond the built-in ones: the
-// manifests always hold Kube-OVN's Subnets and NetworkAttachmentDefinitions
-// (seeds 003 and 004) when they have any.
-func (c *Clients) watchOptions() []WatchOption {
-	if c.FromManifests {
+// watchOptions are the kinds watched beyond the built-in ones: with
+// --enable-lb-svc what Kube-OVN's LoadBalancer Services need (WatchLBSvc);
+// the manifests always hold Kube-OVN's Subnets and
+// NetworkAttachmentDefinitions (seeds 003 and 004) when they have any.
+func (c *Clients) watchOptions(cfg *Config) []WatchOption {
+	switch {
+	case cfg.EnableLBSvc:
+		return []WatchOption{WatchLBSvc()}
+	case c.FromManifests:
 		return []WatchOption{WatchKubeOVN()}
 	}
 	return nil
@@ -142,7 +146,7 @@ func Run(ctx context.Context, cfg *Config, c *Clients, r Reconcilers, env Env) e
 		go c.Source.Watch(ctx, poll)
 	}
 
-	w := NewWatcher(c.Typed, c.Dynamic, log, c.watchOptions()...)
+	w := NewWatcher(c.Typed, c.Dynamic, log, c.watchOptions(cfg)...)
 	nodeQ, clusterQ := w.Queue("node"), w.Queue("cluster")
 	if err := w.Start(ctx); err != nil {
 		return err

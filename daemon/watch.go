@@ -10,10 +10,13 @@ import (
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
@@ -41,6 +44,12 @@ type Snapshot struct {
 	// (WatchKubeOVN); objects that do not convert are logged and left out.
 	Subnets []*kubeovn.Subnet
 	NADs    []*nadv1.NetworkAttachmentDefinition
+	// LBSvcDeployments are the lb-svc Deployments ovnedge manages (label
+	// app.kubernetes.io/managed-by=ovnedge) and LBSvcConfig Kube-OVN's
+	// kube-system/ovn-vpc-nat-config ConfigMap (nil when missing), when
+	// the Watcher watches them (WatchLBSvc).
+	LBSvcDeployments []*appsv1.Deployment
+	LBSvcConfig      *corev1.ConfigMap
 }
 
 // Watcher runs shared informers for the kinds ovnedge reads and turns
@@ -48,14 +57,20 @@ type Snapshot struct {
 // level-triggered: a request means "compute the desired state again from
 // the caches", so bursts of events collapse into one request.
 type Watcher struct {
+	cs      kubernetes.Interface
 	factory informers.SharedInformerFactory
 	dynamic dynamicinformer.DynamicSharedInformerFactory
 	eips    cache.SharedIndexInformer
 	subnets cache.SharedIndexInformer // nil unless WatchKubeOVN
 	nads    cache.SharedIndexInformer // nil unless WatchKubeOVN
-	synced  []cache.InformerSynced
-	queues  []keyedQueue
-	log     *slog.Logger
+	// lbsvc watches the managed lb-svc Deployments and the
+	// ovn-vpc-nat-config ConfigMap; nil unless WatchLBSvc.
+	lbsvc       []informers.SharedInformerFactory
+	deployments cache.SharedIndexInformer
+	natConfig   cache.SharedIndexInformer
+	synced      []cache.InformerSynced
+	queues      []keyedQueue
+	log         *slog.Logger
 }
 
 // stripManagedFields drops managedFields from cached objects: ovnedge
@@ -80,6 +95,28 @@ func WatchKubeOVN() WatchOption {
 	}
 }
 
+// WatchLBSvc watches what Kube-OVN's LoadBalancer Services need besides
+// WatchKubeOVN's kinds (which it includes): the lb-svc Deployments
+// ovnedge manages, in every namespace (by their managed-by label), and
+// the ConfigMap kube-system/ovn-vpc-nat-config (by name).
+func WatchLBSvc() WatchOption {
+	return func(w *Watcher) {
+		WatchKubeOVN()(w)
+		managed := informers.NewSharedInformerFactoryWithOptions(w.cs, 0, informers.WithTransform(stripManagedFields),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+				o.LabelSelector = kubeovn.LabelManagedBy + "=" + kubeovn.ManagedBy
+			}))
+		config := informers.NewSharedInformerFactoryWithOptions(w.cs, 0, informers.WithTransform(stripManagedFields),
+			informers.WithNamespace(kubeovn.ConfigMapNamespace),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", kubeovn.ConfigMapName).String()
+			}))
+		w.lbsvc = []informers.SharedInformerFactory{managed, config}
+		w.deployments = managed.Apps().V1().Deployments().Informer()
+		w.natConfig = config.Core().V1().ConfigMaps().Informer()
+	}
+}
+
 func (w *Watcher) customInformer(gvr schema.GroupVersionResource) cache.SharedIndexInformer {
 	inf := w.dynamic.ForResource(gvr).Informer()
 	if err := inf.SetTransform(stripManagedFields); err != nil {
@@ -92,6 +129,7 @@ func (w *Watcher) customInformer(gvr schema.GroupVersionResource) cache.SharedIn
 // API server's, or a ManifestSource's).
 func NewWatcher(cs kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger, opts ...WatchOption) *Watcher {
 	w := &Watcher{
+		cs:      cs,
 		factory: informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTransform(stripManagedFields)),
 		dynamic: dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0),
 		log:     log,
@@ -110,6 +148,9 @@ func NewWatcher(cs kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger
 	}
 	if w.subnets != nil {
 		infs = append(infs, w.subnets, w.nads)
+	}
+	if w.deployments != nil {
+		infs = append(infs, w.deployments, w.natConfig)
 	}
 	for _, inf := range infs {
 		w.synced = append(w.synced, inf.HasSynced)
@@ -149,6 +190,9 @@ func (w *Watcher) notify() {
 func (w *Watcher) Start(ctx context.Context) error {
 	w.factory.Start(ctx.Done())
 	w.dynamic.Start(ctx.Done())
+	for _, f := range w.lbsvc {
+		f.Start(ctx.Done())
+	}
 	if !cache.WaitForCacheSync(ctx.Done(), w.synced...) {
 		return fmt.Errorf("informer caches did not sync: %w", ctx.Err())
 	}
@@ -204,6 +248,22 @@ func (w *Watcher) Snapshot() (Snapshot, error) {
 		slices.SortFunc(s.NADs, func(a, b *nadv1.NetworkAttachmentDefinition) int {
 			return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
 		})
+	}
+	if w.deployments != nil {
+		for _, o := range w.deployments.GetStore().List() {
+			if dp, ok := o.(*appsv1.Deployment); ok && dp.Labels[kubeovn.LabelManagedBy] == kubeovn.ManagedBy {
+				s.LBSvcDeployments = append(s.LBSvcDeployments, dp)
+			}
+		}
+		slices.SortFunc(s.LBSvcDeployments, func(a, b *appsv1.Deployment) int {
+			return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+		})
+		for _, o := range w.natConfig.GetStore().List() {
+			// The manifests' fake API ignores field selectors: match here.
+			if cm, ok := o.(*corev1.ConfigMap); ok && cm.Namespace == kubeovn.ConfigMapNamespace && cm.Name == kubeovn.ConfigMapName {
+				s.LBSvcConfig = cm
+			}
+		}
 	}
 	return s, nil
 }

@@ -4,10 +4,12 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
+	"syscall"
 
 	"github.com/vishvananda/netlink"
 )
@@ -50,6 +52,28 @@ func apply(ctx context.Context, cfg Config) (Status, error) {
 		return st, fmt.Errorf("agent: %w: %s", ErrGatewayUnreachable, st)
 	}
 	return st, nil
+}
+
+// forget removes what an earlier pass programmed for the address old
+// that the current cfg no longer has: old on the external interface and
+// its subnet's table route (when the subnet changed too). The NAT rules
+// and the other routes were already replaced by the pass of cfg.
+func forget(cfg Config, old netip.Prefix) error {
+	ext, err := netlink.LinkByName(cfg.External)
+	if err != nil {
+		return fmt.Errorf("agent: external interface %s: %w", cfg.External, err)
+	}
+	if err := netlink.AddrDel(ext, &netlink.Addr{IPNet: ipNet(old)}); err != nil && !errors.Is(err, syscall.EADDRNOTAVAIL) {
+		return fmt.Errorf("agent: remove %s from %s: %w", old, cfg.External, err)
+	}
+	if old.Masked() == cfg.LBIP.Masked() {
+		return nil
+	}
+	r := &netlink.Route{LinkIndex: ext.Attrs().Index, Dst: ipNet(old.Masked()), Table: cfg.Table, Scope: netlink.SCOPE_LINK}
+	if err := netlink.RouteDel(r); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("agent: route %s dev %s table %d: %w", old.Masked(), cfg.External, cfg.Table, err)
+	}
+	return nil
 }
 
 // ensureAddress brings link up with addr on it.
@@ -157,10 +181,17 @@ func ensureRoutes(ext, pod netlink.Link, podGW netip.Addr, cfg Config) error {
 		dst  netip.Prefix
 		gw   netip.Addr
 	}{
+		// lb-svc.sh's "ip route replace <subnet> dev net1 table 100":
+		// replies to clients on the attachment subnet go straight out
+		// of net1, not through the gateway.
+		{ext, cfg.LBIP.Masked(), netip.Addr{}},
 		{ext, def, cfg.Gateway},
 		{pod, netip.PrefixFrom(cfg.ClusterIP, cfg.ClusterIP.BitLen()), podGW},
 	} {
 		route := &netlink.Route{LinkIndex: r.link.Attrs().Index, Dst: ipNet(r.dst), Gw: r.gw.AsSlice(), Table: cfg.Table}
+		if !r.gw.IsValid() {
+			route.Scope = netlink.SCOPE_LINK
+		}
 		if err := netlink.RouteReplace(route); err != nil {
 			return fmt.Errorf("agent: route %s via %s dev %s table %d: %w", r.dst, r.gw, r.link.Attrs().Name, cfg.Table, err)
 		}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"runtime"
 )
 
@@ -13,4 +14,9 @@ import (
 // and Apply and Run report errors.ErrUnsupported.
 func apply(context.Context, Config) (Status, error) {
 	return Status{}, fmt.Errorf("agent: programming the pod needs Linux, not %s: %w", runtime.GOOS, errors.ErrUnsupported)
+}
+
+// forget needs Linux (netlink).
+func forget(Config, netip.Prefix) error {
+	return fmt.Errorf("agent: needs Linux, not %s: %w", runtime.GOOS, errors.ErrUnsupported)
 }

@@ -130,6 +130,12 @@ func TestAgentInNamespaces(t *testing.T) {
 			t.Errorf("no %q in ip rule:\n%s", w, rules)
 		}
 	}
+	routes := p.pod.Run(t, "ip", "route", "show", "table", "100")
+	for _, w := range []string{"172.18.0.0/24 dev net1 scope link", "default via 172.18.0.1 dev net1", "10.96.0.10 via 10.16.0.1 dev eth0"} {
+		if !strings.Contains(routes, w) {
+			t.Errorf("no %q in table 100 (lb-svc.sh's routes):\n%s", w, routes)
+		}
+	}
 	if st, err := p.apply(t, cfg); err != nil || st.Changed() {
 		t.Errorf("second Apply changed something: %s, %v", st, err)
 	}
@@ -218,5 +224,24 @@ func TestRunResyncs(t *testing.T) {
 	waitFor("the DNAT rule to come back", func() bool { return strings.Contains(dnat(), rule) })
 	if got, err := p.get(t, "172.18.0.18:80"); err != nil || got != "cluster-ip:80 from 10.16.0.2" {
 		t.Errorf("client -> LBIP:80: %q, %v", got, err)
+	}
+
+	// The pod's address changes (a Service edit re-creates the pod with
+	// another one; here the kubelet refreshes the file in place): the
+	// agent moves to it and drops the old one.
+	moved := strings.ReplaceAll(string(full), `ip_address="172.18.0.18"`, `ip_address="172.18.0.19"`)
+	if err := os.WriteFile(path, []byte(moved), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addrs := func() string { out, _ := p.pod.RunErr("ip", "-4", "addr", "show", "dev", "net1"); return out }
+	waitFor("net1 to hold 172.18.0.19 only", func() bool {
+		a := addrs()
+		return strings.Contains(a, "172.18.0.19/24") && !strings.Contains(a, "172.18.0.18/")
+	})
+	if got, err := p.get(t, "172.18.0.19:80"); err != nil || got != "cluster-ip:80 from 10.16.0.2" {
+		t.Errorf("client -> new LBIP:80: %q, %v", got, err)
+	}
+	if nat := dnat(); strings.Contains(nat, "172.18.0.18") {
+		t.Errorf("DNAT of the old address left behind:\n%s", nat)
 	}
 }

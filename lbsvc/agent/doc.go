@@ -6,8 +6,10 @@
 //
 //   - net1 up with the LoadBalancer address (LBIP/subnet length);
 //   - `ip rule iif net1 lookup 100` and `ip rule iif eth0 lookup 100`;
-//   - table 100: default via the subnet gateway on net1, and the ClusterIP
-//     via eth0's gateway (the main table's default route unless given);
+//   - table 100: the attachment subnet on net1 (scope link, so clients on
+//     it are answered directly), default via the subnet gateway on net1,
+//     and the ClusterIP via eth0's gateway (the main table's default route
+//     unless given);
 //   - iptables nat: per service port `-d LBIP -p proto --dport port -j DNAT
 //     --to-destination ClusterIP:port` (chain OVNEDGE-LBSVC-DNAT, jumped to
 //     from PREROUTING) and `-d ClusterIP -j MASQUERADE` (chain
@@ -22,7 +24,11 @@
 // Every step is idempotent: a second Apply with the same [Config] changes
 // nothing and reports no added or removed rule. [Run] applies, then
 // re-applies every Resync until its context ends, so rules removed behind
-// its back come back. A [Config] is flag-friendly ([Config.RegisterFlags],
+// its back come back; when the pod's address changes (its annotations
+// file is read again on each pass) the old address and its subnet route
+// are removed. A re-created pod (the Deployment's Recreate strategy, a
+// node failure) is initialised from scratch by the agent that is its
+// command: nothing is exec'd into it and nothing waits for a controller. A [Config] is flag-friendly ([Config.RegisterFlags],
 // [Config.Args]) and can take the address and gateway from the pod's
 // Kube-OVN annotations through a downward-API file.
 //

@@ -86,10 +86,20 @@ func Run(ctx context.Context, cfg Config) error {
 	log := cfg.Logger.With("cluster_ip", cfg.ClusterIP)
 	t := time.NewTicker(cfg.Resync)
 	defer t.Stop()
+	var applied netip.Prefix // the address of the last pass that applied
 	for {
 		var st Status
 		if cfg, err = base.complete(); err == nil {
 			st, err = apply(ctx, cfg)
+			if err == nil || errors.Is(err, ErrGatewayUnreachable) {
+				if applied.IsValid() && applied != cfg.LBIP {
+					log.Info("lbsvc-agent: the pod's address changed; the old one is removed", "old", applied, "new", cfg.LBIP)
+					if ferr := forget(cfg, applied); ferr != nil {
+						log.Warn("lbsvc-agent: old address left behind", "err", ferr)
+					}
+				}
+				applied = cfg.LBIP
+			}
 		}
 		switch {
 		case ctx.Err() != nil:

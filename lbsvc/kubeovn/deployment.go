@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -32,6 +34,14 @@ const (
 	// AnnotationResourceName on a NetworkAttachmentDefinition names a
 	// device resource the pod must request.
 	AnnotationResourceName = "k8s.v1.cni.cncf.io/resourceName"
+	// LabelManagedBy, set to ManagedBy on every lb-svc Deployment
+	// ovnedge creates (not on its pods), marks the Deployments ovnedge
+	// updates and deletes; others are never touched.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	ManagedBy      = "ovnedge"
+	// AnnotationSpecHash on an lb-svc Deployment digests its labels,
+	// owner and spec as ovnedge built them.
+	AnnotationSpecHash = "ovnedge.io/lb-svc-spec-hash"
 	// DeploymentPrefix prefixes the Service name: lb-svc-<service>.
 	DeploymentPrefix = "lb-svc-"
 	// ContainerName is the agent's container.
@@ -132,16 +142,11 @@ func Deployment(svc *corev1.Service, nads []NAD, opts Options) (*appsv1.Deployme
 	}
 	ref := event.Ref("v1", "Service", svc)
 	provider := svc.Annotations[AnnotationAttachmentProvider]
-	nadName, nadNS, err := ParseProvider(provider)
-	if err != nil {
-		return nil, []event.Event{event.Warningf(ref, ReasonUnknownProvider, "annotation %s: %v; no %s%s Deployment",
-			AnnotationAttachmentProvider, err, DeploymentPrefix, svc.Name)}
+	nad, ev := attachment(svc, nads)
+	if ev != nil {
+		return nil, []event.Event{*ev}
 	}
-	i := slices.IndexFunc(nads, func(n NAD) bool { return n.Namespace == nadNS && n.Name == nadName })
-	if i < 0 {
-		return nil, []event.Event{event.Warningf(ref, ReasonNADNotFound, "NetworkAttachmentDefinition %s/%s of provider %q does not exist; no %s%s Deployment",
-			nadNS, nadName, provider, DeploymentPrefix, svc.Name)}
-	}
+	nadName, nadNS := nad.Name, nad.Namespace
 	cluster, err := netip.ParseAddr(svc.Spec.ClusterIP)
 	if err != nil {
 		return nil, []event.Event{event.Warningf(ref, ReasonNoClusterIP, "spec.clusterIP %q is not an address: nothing to forward to; no %s%s Deployment",
@@ -170,8 +175,13 @@ func Deployment(svc *corev1.Service, nads []NAD, opts Options) (*appsv1.Deployme
 	}
 	name := DeploymentPrefix + svc.Name
 	labels := map[string]string{"app": NormalizeLabelValue(name), "namespace": svc.Namespace, "service": svc.Name}
+	// The Deployment alone also carries the managed-by label, by which
+	// ovnedge finds its Deployments (and only those) again: the
+	// selector and the pod's labels stay Kube-OVN's.
+	ownLabels := maps.Clone(labels)
+	ownLabels[LabelManagedBy] = ManagedBy
 	res := corev1.ResourceRequirements{}
-	if r := nads[i].ResourceName; r != "" {
+	if r := nad.ResourceName; r != "" {
 		one := corev1.ResourceList{corev1.ResourceName(r): resource.MustParse("1")}
 		res.Limits, res.Requests = one, one.DeepCopy()
 	}
@@ -181,7 +191,7 @@ func Deployment(svc *corev1.Service, nads []NAD, opts Options) (*appsv1.Deployme
 	}
 	dp := &appsv1.Deployment{
 		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: svc.Namespace, Labels: labels,
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: svc.Namespace, Labels: ownLabels,
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: svc.Name, UID: svc.UID,
 				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}},
 		Spec: appsv1.DeploymentSpec{
@@ -210,7 +220,46 @@ func Deployment(svc *corev1.Service, nads []NAD, opts Options) (*appsv1.Deployme
 			},
 		},
 	}
+	dp.Annotations = map[string]string{AnnotationSpecHash: specHash(dp)}
 	return dp, events
+}
+
+// attachment returns the existing NetworkAttachmentDefinition of a
+// Selected Service's provider, or the Warning event saying why there is
+// none.
+func attachment(svc *corev1.Service, nads []NAD) (NAD, *event.Event) {
+	ref := event.Ref("v1", "Service", svc)
+	provider := svc.Annotations[AnnotationAttachmentProvider]
+	nadName, nadNS, err := ParseProvider(provider)
+	if err != nil {
+		ev := event.Warningf(ref, ReasonUnknownProvider, "annotation %s: %v; no %s%s Deployment",
+			AnnotationAttachmentProvider, err, DeploymentPrefix, svc.Name)
+		return NAD{}, &ev
+	}
+	i := slices.IndexFunc(nads, func(n NAD) bool { return n.Namespace == nadNS && n.Name == nadName })
+	if i < 0 {
+		ev := event.Warningf(ref, ReasonNADNotFound, "NetworkAttachmentDefinition %s/%s of provider %q does not exist; no %s%s Deployment",
+			nadNS, nadName, provider, DeploymentPrefix, svc.Name)
+		return NAD{}, &ev
+	}
+	return nads[i], nil
+}
+
+// specHash digests what Deployment decides of a Deployment: its labels,
+// owner and spec. Stored in AnnotationSpecHash, it tells whether a
+// Deployment in the cluster is still the one wanted without comparing
+// objects the API server has defaulted.
+func specHash(dp *appsv1.Deployment) string {
+	b, err := json.Marshal(struct {
+		Labels map[string]string
+		Owners []metav1.OwnerReference
+		Spec   appsv1.DeploymentSpec
+	}{dp.Labels, dp.OwnerReferences, dp.Spec})
+	if err != nil { // plain structs and maps: cannot happen
+		panic(fmt.Sprintf("lb-svc deployment hash: %v", err))
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
 }
 
 // NormalizeLabelValue returns value when it fits a label value (63

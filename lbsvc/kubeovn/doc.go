@@ -18,6 +18,20 @@
 // never affected. [PoolNames] gives the ipam pools the Service's
 // LoadBalancer address comes from.
 //
+// [Desired] is the whole of it over the cluster's Services, Subnets and
+// NetworkAttachmentDefinitions: each Selected Service's address from its
+// provider's Subnet with Kube-OVN's IPAM semantics (package ipam; the
+// status.loadBalancer.ingress to write) and its Deployment, or a Warning
+// event saying why not. [Plan.Changes] turns that into the creates,
+// updates and deletes of the Deployments in the cluster: ovnedge's own
+// are labelled app.kubernetes.io/managed-by=ovnedge and carry a digest of
+// what was built (an update only when it changes), and those of deleted
+// or deselected Services are deleted (the Service is also their
+// controller owner, so the garbage collector agrees). The image comes
+// from a flag or, as in Kube-OVN, from the key image of ConfigMap
+// kube-system/ovn-vpc-nat-config, the node selector from its key
+// nodeSelector ([OptionsFromConfigMap]).
+//
 // [Subnet] is the part of a kubeovn.io/v1 Subnet ovnedge reads (the CRD
 // for clusters without Kube-OVN is deploy/crds/kubeovn.io_subnets.yaml);
 // [Subnet.Pools] makes its ipam pools and [ProviderSubnet] finds the
