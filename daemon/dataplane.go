@@ -65,7 +65,7 @@ type Dataplane struct {
 
 	cmu       sync.Mutex // the cluster half
 	nb        *ovsdbnb.Client
-	sb        *sbwait.Waiter // nil without --sb-address
+	sb        *sbwait.Waiter                  // nil without --sb-address
 	lastEIP   map[ovsdbnb.Owner]ovsdbnb.State // egress rows last synced
 	lbOwners  map[ovsdbnb.Owner]bool          // load balancer owners last synced
 	lastNodes []egress.Node                   // egress nodes last computed

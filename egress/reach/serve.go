@@ -8,9 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
-	"syscall"
 
-	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -40,18 +38,6 @@ func Listen(ctx context.Context, network string, addr netip.AddrPort) (net.Liste
 		return nil, c, nil
 	}
 	return nil, nil, fmt.Errorf("listen %s: network %q: want tcp or udp", addr, network)
-}
-
-func freebind(network, _ string, c syscall.RawConn) error {
-	var serr error
-	err := c.Control(func(fd uintptr) {
-		level, opt := unix.SOL_IP, unix.IP_FREEBIND
-		if network == "tcp6" || network == "udp6" {
-			level, opt = unix.SOL_IPV6, unix.IPV6_FREEBIND
-		}
-		serr = unix.SetsockoptInt(int(fd), level, opt, 1)
-	})
-	return errors.Join(err, serr)
 }
 
 // StatusFunc reports whether the node can serve egress traffic now; nil
