@@ -86,25 +86,29 @@ func TestProbeDiscard(t *testing.T) {
 	}
 }
 
-// serveHealth serves the health service on address (a loopback address)
-// until the test ends or stop is called.
 // belowEphemeral, as serveHealth's port, serves on a free port below the
 // kernel's ephemeral range (testbed.FreePorts).
 const belowEphemeral = -1
 
+// serveHealth serves the health service on host:port (a loopback
+// address) until the test ends or stop is called.
 func serveHealth(t *testing.T, host string, port int, files reach.TLSFiles) (stop func(), bound int) {
 	t.Helper()
 	var l net.Listener
 	var err error
-	for range 20 {
+	for range 100 {
 		p := port
 		if port == belowEphemeral {
 			p = testbed.FreePorts(t, 1)[0]
 		}
 		l, err = net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(p)))
-		if port != belowEphemeral || !errors.Is(err, syscall.EADDRINUSE) {
-			break // a picked port another test took meanwhile is picked again
+		if !errors.Is(err, syscall.EADDRINUSE) {
+			break
 		}
+		// A picked port another test took meanwhile is picked again; a
+		// server started again on its port retries, as a restarting
+		// daemon does, while the old one's sockets wind down.
+		time.Sleep(20 * time.Millisecond)
 	}
 	if err != nil {
 		t.Fatal(err)
