@@ -24,15 +24,7 @@ func TestKubeOVNSeedManifests(t *testing.T) {
 		t.Fatalf("Reload: %v", err)
 	}
 	w := NewWatcher(src.Clientset, src.Dynamic, log, WatchKubeOVN())
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	if err := w.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	s, err := w.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _ := snapshot(t, w)
 	if len(s.Subnets) != 2 || len(s.NADs) != 1 || len(s.Services) != 2 {
 		t.Fatalf("%d subnets, %d NADs, %d services", len(s.Subnets), len(s.NADs), len(s.Services))
 	}
@@ -78,15 +70,7 @@ func TestLBSvcFromManifests(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := NewWatcher(c.Typed, c.Dynamic, log, c.watchOptions(cfg)...)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	if err := w.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	s, err := w.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, ctx := snapshot(t, w)
 	// The manifests give no ClusterIP; the API server would.
 	for i, svc := range s.Services {
 		if svc.Name == "test-service" {
@@ -134,4 +118,20 @@ func TestLBSvcFromManifests(t *testing.T) {
 	if cs, _ := ComputeCluster(s, off, nil, nil); cs.LBSvc != nil {
 		t.Errorf("lb-svc plan without --enable-lb-svc")
 	}
+}
+
+// snapshot starts w until the test ends and returns its first Snapshot
+// and the context it runs in.
+func snapshot(t *testing.T, w *Watcher) (Snapshot, context.Context) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s, err := w.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, ctx
 }

@@ -29,15 +29,7 @@ func TestWatcherSeesAPIObjects(t *testing.T) {
 
 	w := daemon.NewWatcher(k.cs, k.dyn, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	q := w.Queue("e2e")
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	if err := w.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	s, err := w.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, ctx := snapshot(t, w)
 	for _, c := range []struct {
 		kind string
 		got  []string
@@ -124,15 +116,7 @@ func TestWatcherKubeOVN(t *testing.T) {
 	k.apply(t, filepath.Join("..", "testdata", "kubeovn"), "seed004.yaml")
 
 	w := daemon.NewWatcher(k.cs, k.dyn, slog.New(slog.NewTextHandler(io.Discard, nil)), daemon.WatchKubeOVN())
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	if err := w.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	s, err := w.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, ctx := snapshot(t, w)
 	if len(s.Subnets) != 1 || len(s.NADs) != 1 {
 		t.Fatalf("%d subnets, %d NADs; want 1, 1", len(s.Subnets), len(s.NADs))
 	}
@@ -165,4 +149,20 @@ func TestWatcherKubeOVN(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// snapshot starts w until the test ends and returns its first Snapshot
+// and the context it runs in.
+func snapshot(t *testing.T, w *daemon.Watcher) (daemon.Snapshot, context.Context) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s, err := w.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, ctx
 }
