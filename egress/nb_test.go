@@ -28,19 +28,7 @@ func seedNodesPlusWorker3(t *testing.T) []egress.Node {
 // MakeBeforeBreak orders the NB changes so the new SNAT exists before the
 // reroute moves and the old SNAT goes last.
 func TestFailoverMakeBeforeBreak(t *testing.T) {
-	nodes := seedNodesPlusWorker3(t)
-	e := seedEgressIP("172.18.0.33", "172.18.0.44")
-	pods, err := egress.SelectPods(e, seedNamespaces, seedPods)
-	if err != nil {
-		t.Fatal(err)
-	}
-	compute := func(status []egressv1.EgressIPStatusItem) map[ovsdbnb.Owner]ovsdbnb.State {
-		d, err := egress.Compute(seedCluster, nodes, []egress.Served{{Name: e.Name, Status: status, Pods: pods}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d.NB
-	}
+	e, nodes, compute := seedFailover(t)
 	e.Status.Items = []egressv1.EgressIPStatusItem{{Node: "ovn-worker", EgressIP: "172.18.0.33"}, {Node: "ovn-worker2", EgressIP: "172.18.0.44"}}
 	old := compute(e.Status.Items)
 
@@ -105,19 +93,7 @@ func TestFailoverMakeBeforeBreak(t *testing.T) {
 // goes in a step of its own before the new node's SNAT appears; the live
 // node's SNAT stays in every step, and the rest is make-before-break.
 func TestFailoverSilenceFirst(t *testing.T) {
-	nodes := seedNodesPlusWorker3(t)
-	e := seedEgressIP("172.18.0.33", "172.18.0.44")
-	pods, err := egress.SelectPods(e, seedNamespaces, seedPods)
-	if err != nil {
-		t.Fatal(err)
-	}
-	compute := func(status []egressv1.EgressIPStatusItem) map[ovsdbnb.Owner]ovsdbnb.State {
-		d, err := egress.Compute(seedCluster, nodes, []egress.Served{{Name: e.Name, Status: status, Pods: pods}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d.NB
-	}
+	_, _, compute := seedFailover(t)
 	old := compute([]egressv1.EgressIPStatusItem{{Node: "ovn-worker", EgressIP: "172.18.0.33"}, {Node: "ovn-worker2", EgressIP: "172.18.0.44"}})
 	next := compute([]egressv1.EgressIPStatusItem{{Node: "ovn-worker3", EgressIP: "172.18.0.33"}, {Node: "ovn-worker2", EgressIP: "172.18.0.44"}})
 	steps := egress.SilenceFirst(old, next, func(r string) bool { return r == "GR_ovn-worker" })
@@ -244,5 +220,24 @@ func TestNodeFlowsSeed(t *testing.T) {
 	}
 	if _, err := egress.NodeFlows(seedCluster, w2, "", seed.Patch); err == nil {
 		t.Error("no uplink accepted")
+	}
+}
+
+// seedFailover is seed 002's EgressIP over the seed nodes plus
+// ovn-worker3, and its NB rows for a given status.
+func seedFailover(t *testing.T) (*egressv1.EgressIP, []egress.Node, func([]egressv1.EgressIPStatusItem) map[ovsdbnb.Owner]ovsdbnb.State) {
+	t.Helper()
+	nodes := seedNodesPlusWorker3(t)
+	e := seedEgressIP("172.18.0.33", "172.18.0.44")
+	pods, err := egress.SelectPods(e, seedNamespaces, seedPods)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, nodes, func(status []egressv1.EgressIPStatusItem) map[ovsdbnb.Owner]ovsdbnb.State {
+		d, err := egress.Compute(seedCluster, nodes, []egress.Served{{Name: e.Name, Status: status, Pods: pods}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.NB
 	}
 }
