@@ -230,7 +230,10 @@ func (s *Speaker) apiPeer(p Peer) *api.Peer {
 	out := &api.Peer{
 		Conf: &api.PeerConf{NeighborAddress: p.Address.String(), PeerAsn: p.ASN, AuthPassword: p.Password},
 		Timers: &api.Timers{Config: &api.TimersConfig{HoldTime: hold, KeepaliveInterval: max(hold/3, 1),
-			ConnectRetry: uint64(max(p.ConnectRetry/time.Second, 1))}},
+			ConnectRetry: uint64(max(p.ConnectRetry/time.Second, 1)),
+			// After a reset (BFD down, a notification) try again within a
+			// second, not GoBGP's default 30 s.
+			IdleHoldTimeAfterReset: 1}},
 		Transport: &api.Transport{RemotePort: uint32(p.Port)},
 		AfiSafis: []*api.AfiSafi{{
 			Config:            &api.AfiSafiConfig{Family: fam, Enabled: true},
