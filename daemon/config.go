@@ -7,12 +7,14 @@ import (
 	"net"
 	"net/netip"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"gopkg.in/gcfg.v1"
 
+	"github.com/ovnedge/ovnedge/bgp"
 	"github.com/ovnedge/ovnedge/egress/reach"
 	"github.com/ovnedge/ovnedge/lbsvc/ipam"
 )
@@ -117,6 +119,30 @@ type Config struct {
 	// LeaderElect campaigns for the Lease and runs the cluster-wide
 	// work when elected; off for node-only instances (the DaemonSet).
 	LeaderElect bool
+
+	// BGP announces the VIPs a node can serve (and, with BGPEgressIPs,
+	// the egress IPs assigned to it) to its BGP peers: see package bgp.
+	EnableBGP, BGPEgressIPs bool
+	BGPASN                  uint32
+	// BGPRouterID is the BGP identifier; invalid means the node's IPv4
+	// address.
+	BGPRouterID netip.Addr
+	// BGPPeers are the peers' addresses; all have BGPPeerASN and port
+	// BGPPeerPort.
+	BGPPeers    []netip.Addr
+	BGPPeerASN  uint32
+	BGPPeerPort uint16
+	BGPHoldTime time.Duration
+	// BGPBFD runs BFD with every peer, a packet every BGPBFDInterval, down
+	// after BGPBFDMultiplier missed.
+	BGPBFD           bool
+	BGPBFDInterval   time.Duration
+	BGPBFDMultiplier int
+	// BGPGracefulRestart is the restart time advertised (0: off).
+	BGPGracefulRestart time.Duration
+	// BGPCommunities and BGPLocalPref are per LB pool (by name).
+	BGPCommunities map[string][]bgp.Community
+	BGPLocalPref   map[string]uint32
 
 	MetricsAddr string
 	Pprof       bool
@@ -238,6 +264,52 @@ var options = []option{
 		func(c *Config, v string) error { c.LBSvcImage = v; return nil }},
 	{"leader-elect", "ovnedge", "leader-elect", "true", "campaign for the kube-system/ovnedge Lease and do the cluster-wide work (EgressIP assignment, NB, LB IPAM) while leading",
 		func(c *Config, v string) (err error) { c.LeaderElect, err = strconv.ParseBool(v); return err }},
+	{"enable-bgp", "bgp", "enable", "false",
+		"announce ExternalIPs and LoadBalancer ingress VIPs over BGP from every node that can serve them (externalTrafficPolicy=Local: nodes with a ready local endpoint), from an embedded speaker (node instances)",
+		func(c *Config, v string) (err error) { c.EnableBGP, err = strconv.ParseBool(v); return err }},
+	{"bgp-announce-egress-ips", "bgp", "announce-egress-ips", "false", "also announce each egress IP from the node it is assigned to",
+		func(c *Config, v string) (err error) { c.BGPEgressIPs, err = strconv.ParseBool(v); return err }},
+	{"bgp-asn", "bgp", "asn", "64513", "this node's autonomous system number",
+		func(c *Config, v string) (err error) { c.BGPASN, err = parseASN(v); return err }},
+	{"bgp-router-id", "bgp", "router-id", "", "BGP identifier (an IPv4 address); empty: the node's IPv4 InternalIP",
+		func(c *Config, v string) (err error) { c.BGPRouterID, err = parseOptionalAddr(v, true); return err }},
+	{"bgp-peer-address", "bgp", "peer-address", "", "BGP peers (routers), comma-separated addresses; IPv4 VIPs go to IPv4 peers, IPv6 VIPs to IPv6 peers",
+		func(c *Config, v string) (err error) { c.BGPPeers, err = parseAddrs(v); return err }},
+	{"bgp-peer-asn", "bgp", "peer-asn", "64512", "the peers' autonomous system number",
+		func(c *Config, v string) (err error) { c.BGPPeerASN, err = parseASN(v); return err }},
+	{"bgp-peer-port", "bgp", "peer-port", "179", "the peers' TCP port",
+		func(c *Config, v string) error {
+			n, err := parseUint(v, 1, 65535)
+			c.BGPPeerPort = uint16(n)
+			return err
+		}},
+	{"bgp-hold-time", "bgp", "hold-time", "90s", "BGP hold time proposed to the peers (3s or more; keepalives every third)",
+		func(c *Config, v string) (err error) {
+			c.BGPHoldTime, err = parseDuration(v)
+			if err == nil && (c.BGPHoldTime < 3*time.Second || c.BGPHoldTime > 65535*time.Second) {
+				err = fmt.Errorf("%v out of range 3s-65535s", c.BGPHoldTime)
+			}
+			return err
+		}},
+	{"bgp-bfd", "bgp", "bfd", "false", "run BFD with every peer (single-hop): a dead peer or node is detected in --bgp-bfd-interval x --bgp-bfd-multiplier",
+		func(c *Config, v string) (err error) { c.BGPBFD, err = strconv.ParseBool(v); return err }},
+	{"bgp-bfd-interval", "bgp", "bfd-interval", "300ms", "BFD transmit and receive interval",
+		func(c *Config, v string) (err error) { c.BGPBFDInterval, err = parseDuration(v); return err }},
+	{"bgp-bfd-multiplier", "bgp", "bfd-multiplier", "3", "BFD detection multiplier",
+		func(c *Config, v string) (err error) { c.BGPBFDMultiplier, err = parseUint(v, 1, 255); return err }},
+	{"bgp-graceful-restart", "bgp", "graceful-restart", "120s",
+		"graceful restart time: peers keep the routes this long while ovnedge restarts (it stops without a notification and comes back with the restart flag); 0 disables",
+		func(c *Config, v string) (err error) {
+			c.BGPGracefulRestart, err = parseDurationOrZero(v)
+			if err == nil && c.BGPGracefulRestart > 4095*time.Second {
+				err = fmt.Errorf("%v out of range 0-4095s", c.BGPGracefulRestart)
+			}
+			return err
+		}},
+	{"bgp-communities", "bgp", "communities", "", "communities of each LB pool's routes, comma-separated POOL=AS:VALUE (a pool may repeat)",
+		func(c *Config, v string) (err error) { c.BGPCommunities, err = parseCommunities(v); return err }},
+	{"bgp-local-pref", "bgp", "local-pref", "", "LOCAL_PREF of each LB pool's routes (iBGP peers), comma-separated POOL=N",
+		func(c *Config, v string) (err error) { c.BGPLocalPref, err = parseLocalPref(v); return err }},
 	{"metrics-address", "ovnedge", "metrics-address", ":9476", "address of /metrics, /healthz and /readyz; empty disables",
 		func(c *Config, v string) error { c.MetricsAddr = v; return nil }},
 	{"enable-pprof", "ovnedge", "enable-pprof", "false", "serve /debug/pprof on the metrics address",
@@ -332,13 +404,13 @@ func ParseConfig(name string, args []string, extra ...func(*flag.FlagSet)) (*Con
 // has many) are ignored.
 func readConfigFile(path string) (map[string]string, error) {
 	var raw struct {
-		Default, Kubernetes, Gateway, Ovnnorth, Ovnsouth, Ovnkubernetesfeature, Ovnedge rawSection
+		Default, Kubernetes, Gateway, Ovnnorth, Ovnsouth, Ovnkubernetesfeature, Ovnedge, Bgp rawSection
 	}
 	if err := gcfg.FatalOnly(gcfg.ReadFileInto(&raw, path)); err != nil {
 		return nil, fmt.Errorf("config file %s: %w", path, err)
 	}
 	sections := map[string]*rawSection{"default": &raw.Default, "kubernetes": &raw.Kubernetes, "gateway": &raw.Gateway, "ovnnorth": &raw.Ovnnorth, "ovnsouth": &raw.Ovnsouth,
-		"ovnkubernetesfeature": &raw.Ovnkubernetesfeature, "ovnedge": &raw.Ovnedge}
+		"ovnkubernetesfeature": &raw.Ovnkubernetesfeature, "ovnedge": &raw.Ovnedge, "bgp": &raw.Bgp}
 	out := map[string]string{}
 	for _, o := range options {
 		if s := sections[o.section]; s != nil {
@@ -394,6 +466,21 @@ type rawSection struct {
 	EnablePprof                      *string `gcfg:"enable-pprof"`
 	ManifestsPoll                    *string `gcfg:"manifests-poll"`
 	LogLevel                         *string `gcfg:"log-level"`
+	// [bgp]
+	Enable            *string `gcfg:"enable"`
+	AnnounceEgressIPs *string `gcfg:"announce-egress-ips"`
+	ASN               *string `gcfg:"asn"`
+	RouterID          *string `gcfg:"router-id"`
+	PeerAddress       *string `gcfg:"peer-address"`
+	PeerASN           *string `gcfg:"peer-asn"`
+	PeerPort          *string `gcfg:"peer-port"`
+	HoldTime          *string `gcfg:"hold-time"`
+	BFD               *string `gcfg:"bfd"`
+	BFDInterval       *string `gcfg:"bfd-interval"`
+	BFDMultiplier     *string `gcfg:"bfd-multiplier"`
+	GracefulRestart   *string `gcfg:"graceful-restart"`
+	Communities       *string `gcfg:"communities"`
+	LocalPref         *string `gcfg:"local-pref"`
 }
 
 // get returns the value of key, nil when the file does not set it.
@@ -551,6 +638,120 @@ func ParseLBPools(s string) ([]*ipam.Pool, error) {
 		return nil, fmt.Errorf("lb pools: %w", err)
 	}
 	return pools, nil
+}
+
+// parseASN parses an autonomous system number (1-4294967295).
+func parseASN(s string) (uint32, error) {
+	n, err := strconv.ParseUint(strings.TrimSpace(s), 10, 32)
+	if err == nil && n == 0 {
+		err = fmt.Errorf("ASN 0")
+	}
+	return uint32(n), err
+}
+
+// parseOptionalAddr parses an address ("" is none); v4 requires IPv4.
+func parseOptionalAddr(s string, v4 bool) (netip.Addr, error) {
+	if s = strings.TrimSpace(s); s == "" {
+		return netip.Addr{}, nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err == nil && v4 && !a.Is4() {
+		err = fmt.Errorf("%s is not an IPv4 address", s)
+	}
+	return a, err
+}
+
+// parseAddrs parses comma-separated addresses.
+func parseAddrs(s string) ([]netip.Addr, error) {
+	var out []netip.Addr
+	for _, f := range splitList(s) {
+		a, err := netip.ParseAddr(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// parseCommunities parses POOL=AS:VALUE entries.
+func parseCommunities(s string) (map[string][]bgp.Community, error) {
+	out := map[string][]bgp.Community{}
+	for _, f := range splitList(s) {
+		pool, v, ok := strings.Cut(f, "=")
+		if !ok || pool == "" {
+			return nil, fmt.Errorf("%q: want POOL=AS:VALUE", f)
+		}
+		c, err := bgp.ParseCommunity(v)
+		if err != nil {
+			return nil, err
+		}
+		out[pool] = append(out[pool], c)
+	}
+	return out, nil
+}
+
+// parseLocalPref parses POOL=N entries.
+func parseLocalPref(s string) (map[string]uint32, error) {
+	out := map[string]uint32{}
+	for _, f := range splitList(s) {
+		pool, v, ok := strings.Cut(f, "=")
+		if !ok || pool == "" {
+			return nil, fmt.Errorf("%q: want POOL=N", f)
+		}
+		n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w", f, err)
+		}
+		out[pool] = uint32(n)
+	}
+	return out, nil
+}
+
+// BGP returns the speaker configuration of a node whose router ID (unless
+// --bgp-router-id is given) is routerID: one peer per --bgp-peer-address
+// and the LB pools' communities and local preference. It is an error to
+// enable BGP without a peer or a router ID.
+func (c *Config) BGP(routerID netip.Addr) (bgp.Config, error) {
+	out := bgp.Config{ASN: c.BGPASN, RouterID: routerID, GracefulRestart: c.BGPGracefulRestart,
+		// Always flag a restart: after a fresh start the peers have no
+		// stale routes and nothing changes; after a restart they keep
+		// forwarding on the old routes until the End-of-RIB.
+		Restarting: c.BGPGracefulRestart > 0}
+	if c.BGPRouterID.IsValid() {
+		out.RouterID = c.BGPRouterID
+	}
+	if len(c.BGPPeers) == 0 {
+		return out, fmt.Errorf("--enable-bgp without --bgp-peer-address")
+	}
+	for _, a := range c.BGPPeers {
+		p := bgp.Peer{Address: a, ASN: c.BGPPeerASN, Port: c.BGPPeerPort, HoldTime: c.BGPHoldTime}
+		if c.BGPBFD {
+			p.BFD = bgp.BFD{Enabled: true, Interval: c.BGPBFDInterval, Multiplier: c.BGPBFDMultiplier}
+		}
+		out.Peers = append(out.Peers, p)
+	}
+	for _, pool := range c.LBPools {
+		comm, lp := c.BGPCommunities[pool.Name], c.BGPLocalPref[pool.Name]
+		if len(comm) == 0 && lp == 0 {
+			continue
+		}
+		out.Pools = append(out.Pools, bgp.Pool{Name: pool.Name, Prefixes: []netip.Prefix{pool.CIDR}, Communities: comm, LocalPref: lp})
+	}
+	for name := range c.BGPCommunities {
+		if !slices.ContainsFunc(c.LBPools, func(p *ipam.Pool) bool { return p.Name == name }) {
+			return out, fmt.Errorf("--bgp-communities: no LB pool %q", name)
+		}
+	}
+	for name := range c.BGPLocalPref {
+		if !slices.ContainsFunc(c.LBPools, func(p *ipam.Pool) bool { return p.Name == name }) {
+			return out, fmt.Errorf("--bgp-local-pref: no LB pool %q", name)
+		}
+	}
+	if err := out.Validate(); err != nil {
+		return out, err
+	}
+	return out, nil
 }
 
 // Patch returns the bridge's patch port to br-int: PatchPort, or

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ovnedge/ovnedge/bgp"
 )
 
 func writeFile(t *testing.T, text string) string {
@@ -219,5 +221,64 @@ func TestParseConfigSBAddress(t *testing.T) {
 	c, _, err = ParseConfig("daemon", []string{"--config-file", file, "--sb-address=unix:/run/ovn/ovnsb_db.sock"})
 	if err != nil || strings.Join(c.SBAddress, " ") != "unix:/run/ovn/ovnsb_db.sock" {
 		t.Errorf("flag over file: %v (%v)", c.SBAddress, err)
+	}
+}
+
+func TestParseConfigBGP(t *testing.T) {
+	file := writeFile(t, `
+[ovnedge]
+lb-pools = public=172.18.0.200/29,other=172.18.0.208/29
+
+[bgp]
+enable = true
+asn = 65010
+peer-address = 172.18.0.1, fd00:18::1
+bfd = true
+bfd-interval = 100ms
+communities = public=65010:100,public=65010:200
+local-pref = public=300
+`)
+	c, _, err := ParseConfig("daemon", []string{"--config-file", file, "--bgp-hold-time=9s", "--bgp-peer-asn=65000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.EnableBGP || c.BGPASN != 65010 || c.BGPPeerASN != 65000 || len(c.BGPPeers) != 2 || !c.BGPBFD ||
+		c.BGPHoldTime != 9*time.Second || c.BGPGracefulRestart != 120*time.Second {
+		t.Fatalf("bgp settings lost: %+v", c)
+	}
+	bc, err := c.BGP(netip.MustParseAddr("172.18.0.2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bc.RouterID != netip.MustParseAddr("172.18.0.2") || len(bc.Peers) != 2 || !bc.Restarting ||
+		bc.Peers[0].BFD.Interval != 100*time.Millisecond || bc.Peers[1].Port != 179 {
+		t.Errorf("speaker config %+v", bc)
+	}
+	if len(bc.Pools) != 1 || bc.Pools[0].Name != "public" || len(bc.Pools[0].Communities) != 2 || bc.Pools[0].LocalPref != 300 {
+		t.Errorf("pools %+v, want public with two communities and local-pref 300", bc.Pools)
+	}
+	c.BGPRouterID = netip.MustParseAddr("10.9.9.9")
+	if bc, _ := c.BGP(netip.Addr{}); bc.RouterID != c.BGPRouterID {
+		t.Errorf("--bgp-router-id ignored: %v", bc.RouterID)
+	}
+	for _, args := range [][]string{
+		{"--bgp-asn=0"}, {"--bgp-hold-time=1s"}, {"--bgp-router-id=fd00::1"}, {"--bgp-communities=public"},
+		{"--bgp-peer-address=nope"}, {"--bgp-graceful-restart=2h"},
+	} {
+		if _, _, err := ParseConfig("daemon", args); err == nil {
+			t.Errorf("%v: no error", args)
+		}
+	}
+	for name, mut := range map[string]func(*Config){
+		"no peer":       func(c *Config) { c.BGPPeers = nil },
+		"unknown pool":  func(c *Config) { c.BGPLocalPref = map[string]uint32{"nope": 1} },
+		"no router ID":  func(c *Config) { c.BGPRouterID = netip.Addr{} },
+		"unknown pool2": func(c *Config) { c.BGPCommunities = map[string][]bgp.Community{"nope": {1}} },
+	} {
+		cc := *c
+		mut(&cc)
+		if _, err := cc.BGP(netip.Addr{}); err == nil {
+			t.Errorf("%s: no error", name)
+		}
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/ovnedge/ovnedge/arp"
+	"github.com/ovnedge/ovnedge/bgp"
 	"github.com/ovnedge/ovnedge/egress"
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
 	"github.com/ovnedge/ovnedge/egress/hostnet"
@@ -90,6 +91,7 @@ type Dataplane struct {
 	applier   *ovsflow.Applier
 	program   ovsflow.Program
 	responder *arp.Responder
+	speaker   *bgp.Speaker
 	hostnet   *hostnet.Manager
 	nemitted  map[string]bool
 	// hosting is whether the node was last asked to host egress IPs on
@@ -131,6 +133,14 @@ func (d *Dataplane) Close() {
 	}
 	d.cmu.Unlock()
 	d.nmu.Lock()
+	if d.speaker != nil {
+		// Without a notification: the peers keep the routes for the
+		// graceful restart time while ovnedge restarts.
+		if err := d.speaker.Close(true); err != nil {
+			d.log.Warn("bgp speaker", "err", err)
+		}
+		d.speaker = nil
+	}
 	for _, stop := range d.bgStop {
 		stop()
 	}
@@ -658,7 +668,64 @@ func (d *Dataplane) Node(ctx context.Context, s Snapshot) error {
 			errs = append(errs, err)
 		}
 	}
+	if d.cfg.EnableBGP {
+		if err := d.advertise(ctx, &ns); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// Event reasons of the BGP sessions, on the node's object.
+const (
+	ReasonBGPSessionUp   = "BGPSessionEstablished"
+	ReasonBGPSessionDown = "BGPSessionDown"
+	ReasonBGPConfig      = "BGPConfigInvalid"
+)
+
+// advertise makes the node's BGP speaker announce exactly ns.Routes,
+// starting it on first use (its router ID is the node's unless
+// --bgp-router-id says otherwise).
+func (d *Dataplane) advertise(ctx context.Context, ns *NodeState) error {
+	if d.speaker == nil {
+		cfg, err := d.cfg.BGP(ns.RouterID)
+		if err != nil {
+			return fmt.Errorf("bgp: %w", err)
+		}
+		node := corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: d.cfg.NodeName}
+		up := map[netip.Addr]bool{}
+		var mu sync.Mutex
+		cfg.OnPeerState = func(ps bgp.PeerStatus) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case ps.Established && !up[ps.Address]:
+				d.rec.Eventf(&node, corev1.EventTypeNormal, ReasonBGPSessionUp, "BGP session with %v (AS %d) established", ps.Address, ps.ASN)
+			case !ps.Established && up[ps.Address]:
+				d.rec.Eventf(&node, corev1.EventTypeWarning, ReasonBGPSessionDown, "BGP session with %v (AS %d) down: %s", ps.Address, ps.ASN, ps.State)
+			}
+			up[ps.Address] = ps.Established
+		}
+		// The speaker outlives this reconcile: it stops on Close.
+		sp, err := bgp.Start(context.WithoutCancel(ctx), cfg, d.log)
+		if err != nil {
+			return err
+		}
+		d.speaker = sp
+		if d.m != nil {
+			d.m.SetBGPStats(sp.Stats)
+		}
+		d.log.Info("bgp speaker started", "asn", cfg.ASN, "router-id", cfg.RouterID, "peers", len(cfg.Peers),
+			"graceful-restart", d.cfg.BGPGracefulRestart, "bfd", d.cfg.BGPBFD)
+	}
+	before := d.speaker.Stats().Updates
+	if err := d.speaker.Announce(ns.Routes); err != nil {
+		return err
+	}
+	if n := d.speaker.Stats().Updates - before; n > 0 {
+		d.log.Info("bgp routes changed", "updates", n, "announced", len(ns.Routes))
+	}
+	return nil
 }
 
 // openBridge connects to the Open_vSwitch database and the bridge once.

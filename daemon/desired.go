@@ -69,13 +69,17 @@ type Params struct {
 	// condition (the fast failover heartbeat): the L2 VIP election only
 	// counts nodes that are both.
 	Alive func(node string) bool
+	// BGP computes the routes the node announces (NodeState.Routes);
+	// BGPEgressIPs adds the egress IPs assigned to it.
+	BGP, BGPEgressIPs bool
 }
 
 // ParamsFrom returns the Params of a configuration.
 func ParamsFrom(cfg *Config) Params {
 	p := Params{Pools: cfg.LBPools, Bridge: cfg.Bridge, Uplink: cfg.Uplink, Patch: cfg.Patch(),
 		Zone: cfg.CTZone, EnableEgressIP: cfg.EnableEgressIP, GatewayFlows: cfg.GatewayFlows, BridgeMAC: cfg.BridgeMAC,
-		LBSvc: cfg.EnableLBSvc, LBSvcImage: cfg.LBSvcImage}
+		LBSvc: cfg.EnableLBSvc, LBSvcImage: cfg.LBSvcImage,
+		BGP: cfg.EnableBGP, BGPEgressIPs: cfg.EnableBGP && cfg.BGPEgressIPs}
 	for _, cs := range cfg.ClusterSubnets {
 		p.Egress.ClusterSubnets = append(p.Egress.ClusterSubnets, cs.CIDR)
 		p.LB.ClusterSubnets = append(p.LB.ClusterSubnets, cs.CIDR)
@@ -399,8 +403,14 @@ type NodeState struct {
 	Announce []netip.Addr
 	// Host are the egress IPs the leader assigned to this node on a
 	// secondary (non-OVN) host network.
-	Host   []egress.HostAssignment
-	Events []event.Event
+	Host []egress.HostAssignment
+	// Routes are the host routes (/32, /128) the node announces over BGP
+	// (Params.BGP): the VIPs it can serve while it is ready, and with
+	// Params.BGPEgressIPs the egress IPs assigned to it. RouterID is its
+	// first IPv4 InternalIP/ExternalIP, the default BGP identifier.
+	Routes   []netip.Prefix
+	RouterID netip.Addr
+	Events   []event.Event
 }
 
 // ComputeNode returns the desired bridge state of node: the EgressIP flows
@@ -453,7 +463,45 @@ func ComputeNode(s Snapshot, p Params, node string) (NodeState, error) {
 		}
 	}
 	ns.Announce = lbsvc.VIPOwners(s.Services, s.EndpointSlices, healthy)[node]
+	if p.BGP {
+		bgpRoutes(&ns, s, p, s.Nodes[i], slices.Contains(healthy, node))
+	}
 	return ns, nil
+}
+
+// bgpRoutes sets the node's BGP routes and router ID: the VIPs it can
+// serve (every ready node those of externalTrafficPolicy=Cluster, nodes
+// with a ready local endpoint those of Local) and, with
+// p.BGPEgressIPs, the egress IPs its EgressIPs' status assigns to it.
+// A node that is not ready (or not alive) announces no VIP.
+func bgpRoutes(ns *NodeState, s Snapshot, p Params, n *corev1.Node, ready bool) {
+	for _, a := range nodeIPs(n) {
+		if a.Is4() {
+			ns.RouterID = a
+			break
+		}
+	}
+	var addrs []netip.Addr
+	if ready {
+		addrs = lbsvc.ServedVIPs(s.Services, s.EndpointSlices, n.Name)
+	}
+	if p.BGPEgressIPs {
+		for _, u := range s.EgressIPs {
+			e, err := egressv1.FromUnstructured(u)
+			if err != nil {
+				continue // the leader's to report
+			}
+			for _, it := range e.Status.Items {
+				if a, err := netip.ParseAddr(it.EgressIP); err == nil && it.Node == n.Name {
+					addrs = append(addrs, a.Unmap())
+				}
+			}
+		}
+	}
+	slices.SortFunc(addrs, netip.Addr.Compare)
+	for _, a := range slices.Compact(addrs) {
+		ns.Routes = append(ns.Routes, netip.PrefixFrom(a, a.BitLen()))
+	}
 }
 
 // gatewayFlows adds node's shared gateway flows to ns: the base and every

@@ -381,3 +381,58 @@ func golden(t *testing.T, path, got string) {
 	t.Helper()
 	flowtest.Golden(t, path, []byte(got))
 }
+
+const assignedEgressIP = `apiVersion: k8s.ovn.org/v1
+kind: EgressIP
+metadata:
+  name: egress-prod
+spec:
+  egressIPs: ["172.18.0.44"]
+  namespaceSelector:
+    matchLabels: {env: prod}
+status:
+  items: [{node: ovn-worker, egressIP: 172.18.0.44}]
+`
+
+// TestComputeNodeBGP: every ready node announces the ETP=Cluster VIPs,
+// only nodes with a ready local endpoint the ETP=Local one, a node that
+// is not ready none; egress IPs go with their node when asked.
+func TestComputeNodeBGP(t *testing.T) {
+	snap := demoSnapshot(t, map[string]string{"ingress.yaml": hostNetworkService, "egressip.yaml": assignedEgressIP})
+	p := demoParams(t, "--gateway-flows=false", "--enable-bgp", "--bgp-announce-egress-ips")
+	routes := func(node string, p Params) []netip.Prefix {
+		ns, err := ComputeNode(snap, p, node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ns.Routes
+	}
+	for node, want := range map[string][]netip.Prefix{
+		"ovn-worker":  prefixes("172.18.0.44/32", "172.18.0.200/32", "172.18.0.201/32"),
+		"ovn-worker2": prefixes("172.18.0.200/32", "172.18.0.201/32", "172.18.0.202/32"),
+	} {
+		if got := routes(node, p); !slices.Equal(got, want) {
+			t.Errorf("%s announces %v, want %v", node, got, want)
+		}
+	}
+	ns, _ := ComputeNode(snap, p, "ovn-worker")
+	if ns.RouterID != netip.MustParseAddr("172.18.0.2") {
+		t.Errorf("router ID %v, want the node's InternalIP", ns.RouterID)
+	}
+	p.Alive = func(n string) bool { return n != "ovn-worker2" }
+	if got := routes("ovn-worker2", p); len(got) != 0 {
+		t.Errorf("a dead node announces %v", got)
+	}
+	off := demoParams(t, "--gateway-flows=false")
+	if got := routes("ovn-worker", off); got != nil {
+		t.Errorf("without --enable-bgp: routes %v", got)
+	}
+}
+
+func prefixes(ss ...string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range ss {
+		out = append(out, netip.MustParsePrefix(s))
+	}
+	return out
+}

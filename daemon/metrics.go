@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ovnedge/ovnedge/arp"
+	"github.com/ovnedge/ovnedge/bgp"
 )
 
 // Metrics are the daemon's Prometheus metrics and its health state.
@@ -28,6 +29,7 @@ type Metrics struct {
 
 	ready atomic.Bool
 	arp   arpCollector
+	bgp   bgpCollector
 }
 
 // NewMetrics registers the daemon's metrics, plus Go runtime and process
@@ -53,7 +55,7 @@ func NewMetrics() *Metrics {
 			Help: "Egress IPs moved from one node to another.",
 		}),
 	}
-	m.Registry.MustRegister(m.Reconcile, m.NBOps, m.FlowOps, m.Failovers, &m.arp,
+	m.Registry.MustRegister(m.Reconcile, m.NBOps, m.FlowOps, m.Failovers, &m.arp, &m.bgp,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -96,6 +98,40 @@ func (c *arpCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(v.d, prometheus.CounterValue, float64(v.n), a.String())
 		}
 	}
+}
+
+// SetBGPStats makes /metrics export the BGP speaker's counters (stats is
+// bgp.Speaker.Stats): ovnedge_bgp_sessions, ovnedge_bgp_prefixes and
+// ovnedge_bgp_updates_total.
+func (m *Metrics) SetBGPStats(stats func() bgp.Stats) { m.bgp.stats.Store(&stats) }
+
+// bgpCollector exports the BGP speaker's counters.
+type bgpCollector struct {
+	stats atomic.Pointer[func() bgp.Stats]
+}
+
+var (
+	bgpSessions = prometheus.NewDesc("ovnedge_bgp_sessions", "Established BGP sessions.", nil, nil)
+	bgpPrefixes = prometheus.NewDesc("ovnedge_bgp_prefixes", "Prefixes announced over BGP.", nil, nil)
+	bgpUpdates  = prometheus.NewDesc("ovnedge_bgp_updates_total",
+		"Prefix announcements and withdrawals handed to the BGP speaker.", nil, nil)
+)
+
+func (c *bgpCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- bgpSessions
+	ch <- bgpPrefixes
+	ch <- bgpUpdates
+}
+
+func (c *bgpCollector) Collect(ch chan<- prometheus.Metric) {
+	f := c.stats.Load()
+	if f == nil {
+		return
+	}
+	s := (*f)()
+	ch <- prometheus.MustNewConstMetric(bgpSessions, prometheus.GaugeValue, float64(s.Sessions))
+	ch <- prometheus.MustNewConstMetric(bgpPrefixes, prometheus.GaugeValue, float64(s.Announced))
+	ch <- prometheus.MustNewConstMetric(bgpUpdates, prometheus.CounterValue, float64(s.Updates))
 }
 
 // SetReady sets what /readyz answers: 200 once the informers have synced

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ovnedge/ovnedge/arp"
+	"github.com/ovnedge/ovnedge/bgp"
 )
 
 func TestMetricsHandler(t *testing.T) {
@@ -17,6 +18,7 @@ func TestMetricsHandler(t *testing.T) {
 	m.SetARPStats(func() map[netip.Addr]arp.Stats {
 		return map[netip.Addr]arp.Stats{netip.MustParseAddr("172.18.0.200"): {RequestsSeen: 7, RepliesSent: 6, GratuitousSent: 10}}
 	})
+	m.SetBGPStats(func() bgp.Stats { return bgp.Stats{Announced: 12, Updates: 40, Sessions: 2} })
 	for _, tc := range []struct {
 		name       string
 		pprof      bool
@@ -32,6 +34,9 @@ func TestMetricsHandler(t *testing.T) {
 		{"arp requests", false, false, "/metrics", 200, `ovnedge_arp_requests_total{address="172.18.0.200"} 7`},
 		{"arp replies", false, false, "/metrics", 200, `ovnedge_arp_replies_total{address="172.18.0.200"} 6`},
 		{"arp gratuitous", false, false, "/metrics", 200, `ovnedge_arp_gratuitous_total{address="172.18.0.200"} 10`},
+		{"bgp sessions", false, false, "/metrics", 200, "ovnedge_bgp_sessions 2"},
+		{"bgp prefixes", false, false, "/metrics", 200, "ovnedge_bgp_prefixes 12"},
+		{"bgp updates", false, false, "/metrics", 200, "ovnedge_bgp_updates_total 40"},
 		{"pprof off", false, false, "/debug/pprof/", 404, ""},
 		{"pprof on", true, false, "/debug/pprof/", 200, "goroutine"},
 	} {

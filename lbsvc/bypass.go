@@ -136,3 +136,19 @@ func readyNodes(svc *corev1.Service, eps []*discoveryv1.EndpointSlice) []string 
 	slices.Sort(nodes)
 	return slices.Compact(nodes)
 }
+
+// ServedVIPs is what node announces in BGP mode (ECMP: every node that
+// can serve a VIP announces it): every ExternalIP and LoadBalancer
+// ingress VIP, except those of externalTrafficPolicy=Local Services
+// without a ready endpoint on node. Whether node itself is ready is the
+// caller's question. The result is sorted.
+func ServedVIPs(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, node string) []netip.Addr {
+	var out []netip.Addr
+	for _, v := range L2VIPs(svcs, eps, "") {
+		if v.Eligible == nil || slices.Contains(v.Eligible, node) {
+			out = append(out, v.Addr)
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return out
+}

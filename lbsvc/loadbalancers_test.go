@@ -301,3 +301,28 @@ func TestVIPOwners(t *testing.T) {
 		t.Errorf("owners without healthy nodes: %v", got)
 	}
 }
+
+func TestServedVIPs(t *testing.T) {
+	in := cluster()
+	addrs := func(ss ...string) []netip.Addr {
+		var out []netip.Addr
+		for _, s := range ss {
+			out = append(out, netip.MustParseAddr(s))
+		}
+		return out
+	}
+	// ETP=Cluster VIPs from every node; the ETP=Local ones (.70 and
+	// 2001:db8::70) only from the nodes with a ready endpoint.
+	for node, want := range map[string][]netip.Addr{
+		"node1": addrs("172.18.0.50", "172.18.0.60", "172.18.0.70", "2001:db8::70"),
+		"node2": addrs("172.18.0.50", "172.18.0.60", "172.18.0.70", "2001:db8::70"),
+		"node3": addrs("172.18.0.50", "172.18.0.60"),
+	} {
+		if got := lbsvc.ServedVIPs(in.Services, in.EndpointSlices, node); !slices.Equal(got, want) {
+			t.Errorf("%s serves %v, want %v", node, got, want)
+		}
+	}
+	if got := lbsvc.ServedVIPs(in.Services, nil, "node1"); !slices.Equal(got, addrs("172.18.0.50", "172.18.0.60")) {
+		t.Errorf("without endpoints node1 serves %v, want the ETP=Cluster VIPs only", got)
+	}
+}

@@ -2,11 +2,13 @@
 # Installs what ovnedge's tests, benchmarks and demo need on a fresh
 # Debian 12 machine: real Open vSwitch, OVN and host networking tools (see
 # docs: no kernel module is needed, everything runs on OVS's userspace
-# datapath). With --lint it also installs staticcheck. Idempotent: when
-# everything is there it only checks, in well under a second.
+# datapath; frr is the BGP peer of the e2e tests, which run their own
+# zebra, bfdd and bgpd inside the router namespace, whatever the system's
+# frr service does). With --lint it also installs staticcheck. Idempotent:
+# when everything is there it only checks, in well under a second.
 set -euo pipefail
 
-packages=(openvswitch-switch ovn-central ovn-host iptables nftables iproute2
+packages=(openvswitch-switch ovn-central ovn-host frr iptables nftables iproute2
   tcpdump iputils-arping iputils-ping netcat-openbsd ethtool ndisc6)
 staticcheck_version=v0.8.2 # staticcheck 2026.2.2: the Go proxy serves it under its module version only
 
