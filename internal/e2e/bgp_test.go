@@ -42,7 +42,7 @@ type frr struct {
 
 // startFRR starts FRR in the router namespace; it stops (and its routes
 // go) when t ends.
-func startFRR(t *testing.T, e *Env) *frr {
+func startFRR(t testing.TB, e *Env) *frr {
 	t.Helper()
 	if _, err := os.Stat(filepath.Join(frrDir, "bgpd")); err != nil {
 		t.Fatalf("FRR is not installed (scripts/install-deps.sh installs Debian's frr): %v", err)
@@ -115,7 +115,7 @@ func startFRR(t *testing.T, e *Env) *frr {
 }
 
 // waitBFD waits until FRR's BFD session with every node is up.
-func (f *frr) waitBFD(t *testing.T, e *Env) {
+func (f *frr) waitBFD(t testing.TB, e *Env) {
 	t.Helper()
 	e.Eventually(30*time.Second, "every node's BFD session up at FRR", func() error {
 		out := f.vtysh("show bfd peers json")
@@ -187,7 +187,7 @@ func (f *frr) nextHops(vip netip.Addr) ([]netip.Addr, error) {
 
 // waitHops waits until the router's route to vip goes through exactly
 // the nodes named and returns how long that took.
-func (f *frr) waitHops(t *testing.T, e *Env, vip netip.Addr, timeout time.Duration, nodes ...string) time.Duration {
+func (f *frr) waitHops(t testing.TB, e *Env, vip netip.Addr, timeout time.Duration, nodes ...string) time.Duration {
 	t.Helper()
 	var want []netip.Addr
 	for _, n := range nodes {
@@ -213,7 +213,7 @@ func (f *frr) waitHops(t *testing.T, e *Env, vip netip.Addr, timeout time.Durati
 // path returns the node the router forwards the remote client's packets
 // to vip through (with the L3 hash policy a flow's path depends on its
 // addresses only).
-func (f *frr) path(t *testing.T, e *Env, vip netip.Addr) string {
+func (f *frr) path(t testing.TB, e *Env, vip netip.Addr) string {
 	t.Helper()
 	var dev []struct {
 		Dev string `json:"dev"`
@@ -240,7 +240,7 @@ func (f *frr) path(t *testing.T, e *Env, vip netip.Addr) string {
 
 // l3Hash makes the router hash ECMP on addresses only until t ends: one
 // client's flow then keeps one path, which path says.
-func l3Hash(t *testing.T, e *Env) {
+func l3Hash(t testing.TB, e *Env) {
 	e.Router.Run(t, "sysctl", "-qw", "net.ipv4.fib_multipath_hash_policy=0")
 	t.Cleanup(func() { _, _ = e.Router.RunErr("sysctl", "-qw", "net.ipv4.fib_multipath_hash_policy=1") })
 }
@@ -269,7 +269,7 @@ func nodeOfJoinIP(e *Env, a netip.Addr) string {
 // bgpSetup restarts the node instances with BGP and starts FRR; the
 // router hashes ECMP on ports (L4), so connections of one client spread
 // over the nodes.
-func bgpSetup(t *testing.T) (*Env, *frr) {
+func bgpSetup(t testing.TB) (*Env, *frr) {
 	e := shared.With(t)
 	e.RestartNodes(bgpNodeArgs...)
 	t.Cleanup(func() { shared.With(t).RestartNodes() })
