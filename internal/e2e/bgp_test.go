@@ -309,6 +309,28 @@ func lbService(ns, name, selector string, etp corev1.ServiceExternalTrafficPolic
 	return s
 }
 
+// setPodReady sets a pod's Ready condition, as its kubelet would.
+func setPodReady(t testing.TB, e *Env, ns, name string, ready bool) {
+	t.Helper()
+	pods := e.CS.CoreV1().Pods(ns)
+	p, err := pods.Get(e.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := corev1.ConditionFalse
+	if ready {
+		st = corev1.ConditionTrue
+	}
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == corev1.PodReady {
+			p.Status.Conditions[i].Status = st
+		}
+	}
+	if _, err := pods.UpdateStatus(e.Context(), p, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("pod %s/%s ready=%v: %v", ns, name, ready, err)
+	}
+}
+
 // TestBGP proves --enable-bgp against a real FRR peer: ECMP routes in the
 // router's kernel table bring an external client's connections to a VIP
 // through several nodes; an ETP=Local Service's route leaves a node as
@@ -351,10 +373,12 @@ func TestBGP(t *testing.T) {
 		vip := e.LoadBalancerIP("shop", "bgp-local")
 		f.waitHops(t, e, vip, 30*time.Second, w2, w3)
 		answers(t, e, e.RemoteClient, vip.String()+":80")
+		// bgp-a stops being ready (its readiness probe fails, or it
+		// terminates): the endpoint controller drops it from the ready
+		// endpoints.
 		deleted := time.Now()
-		if err := e.CS.CoreV1().Pods("shop").Delete(e.Context(), "bgp-a", metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		setPodReady(t, e, "shop", "bgp-a", false)
+		t.Cleanup(func() { setPodReady(t, shared.With(t), "shop", "bgp-a", true) })
 		failed, total := 0, 0
 		done := make(chan struct{})
 		go func() {
@@ -368,7 +392,7 @@ func TestBGP(t *testing.T) {
 		}()
 		took := f.waitHops(t, e, vip, 10*time.Second, w3)
 		<-done
-		t.Logf("bgp-a deleted: %s's route to %s withdrawn at FRR after %v; %d of %d connections during 3 s failed",
+		t.Logf("bgp-a not ready: %s's route to %s withdrawn at FRR after %v; %d of %d connections during 3 s failed",
 			w2, vip, took.Round(time.Millisecond), failed, total)
 		for range 10 {
 			if pod, _ := answers(t, e, e.RemoteClient, vip.String()+":80"); pod != "bgp-b" {
@@ -381,14 +405,22 @@ func TestBGP(t *testing.T) {
 		e := e.With(t)
 		l3Hash(t, e)
 		const port = 9410
-		createService(t, e, lbService("shop", "bgp-udp", "bgpudp", corev1.ServiceExternalTrafficPolicyCluster, port))
+		// The receiver's Service: its VIP's path decides the receiver's
+		// node, so the selector is set once the path is known.
+		svc := createService(t, e, lbService("shop", "bgp-udp", "none", corev1.ServiceExternalTrafficPolicyCluster, port))
 		vip := e.LoadBalancerIP("shop", "bgp-udp")
 		f.waitHops(t, e, vip, 30*time.Second, all...)
 		// The stream enters through node `through`; its receiver lives
 		// on another node.
 		through := f.path(t, e, vip)
-		e.EnsurePod(ServerPod("shop", "bgp-udp", otherThan(all, through), map[string]string{"app": "bgpudp"}))
-		pod := e.WaitPod("shop", "bgp-udp")
+		svc = e.Service("shop", svc.Name)
+		svc.Spec.Selector = map[string]string{"app": "bgpudp-" + otherThan(all, through)}
+		if _, err := e.CS.CoreV1().Services("shop").Update(e.Context(), svc, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		rx := "bgp-udp-" + otherThan(all, through) // one receiver per node, kept for later runs
+		e.EnsurePod(ServerPod("shop", rx, otherThan(all, through), map[string]string{"app": "bgpudp-" + otherThan(all, through)}))
+		pod := e.WaitPod("shop", rx)
 		s, err := StartStream(e.RemoteClient, pod.Netns, netip.AddrPortFrom(vip, port), 10*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
@@ -429,13 +461,19 @@ func TestBGP(t *testing.T) {
 		e := e.With(t)
 		l3Hash(t, e)
 		const port = 9411
-		createService(t, e, lbService("shop", "bgp-gr", "bgpgr", corev1.ServiceExternalTrafficPolicyCluster, port))
+		svc := createService(t, e, lbService("shop", "bgp-gr", "none", corev1.ServiceExternalTrafficPolicyCluster, port))
 		vip := e.LoadBalancerIP("shop", "bgp-gr")
 		alive := all
 		f.waitHops(t, e, vip, 60*time.Second, alive...)
 		through := f.path(t, e, vip)
-		e.EnsurePod(ServerPod("shop", "bgp-gr", otherThan(all, through), map[string]string{"app": "bgpgr"}))
-		pod := e.WaitPod("shop", "bgp-gr")
+		rx := "bgp-gr-" + otherThan(all, through)
+		e.EnsurePod(ServerPod("shop", rx, otherThan(all, through), map[string]string{"app": rx}))
+		pod := e.WaitPod("shop", rx)
+		svc = e.Service("shop", svc.Name)
+		svc.Spec.Selector = map[string]string{"app": rx}
+		if _, err := e.CS.CoreV1().Services("shop").Update(e.Context(), svc, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 		s, err := StartStream(e.RemoteClient, pod.Netns, netip.AddrPortFrom(vip, port), 10*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
