@@ -30,7 +30,8 @@ const (
 // graceful restart, hold time 9 s.
 var bgpNodeArgs = []string{"--enable-bgp", "--bgp-peer-address=" + testbed.ClusterGatewayIP,
 	fmt.Sprintf("--bgp-asn=%d", nodeASN), fmt.Sprintf("--bgp-peer-asn=%d", frrASN),
-	"--bgp-bfd", "--bgp-bfd-interval=100ms", "--bgp-bfd-multiplier=3", "--bgp-hold-time=9s", "--bgp-graceful-restart=30s"}
+	"--bgp-bfd", "--bgp-bfd-interval=100ms", "--bgp-bfd-multiplier=3", "--bgp-hold-time=9s", "--bgp-graceful-restart=30s",
+	"--bgp-announce-egress-ips"}
 
 // frr is Debian's FRR (zebra, bfdd, bgpd) run by the test inside the
 // cluster's router namespace, configured for the nodes' addresses only;
@@ -335,8 +336,10 @@ func setPodReady(t testing.TB, e *Env, ns, name string, ready bool) {
 // router's kernel table bring an external client's connections to a VIP
 // through several nodes; an ETP=Local Service's route leaves a node as
 // soon as its local endpoint goes, while connections keep working through
-// the others; a dead node is removed by BFD (loss window of a stream
-// measured); a restarted ovnedge keeps traffic flowing (graceful restart).
+// the others; an egress IP is announced from its assigned node alone
+// (--bgp-announce-egress-ips); a dead node is removed by BFD (loss window
+// of a stream measured); a restarted ovnedge keeps traffic flowing
+// (graceful restart).
 func TestBGP(t *testing.T) {
 	e, f := bgpSetup(t)
 	all := []string{w1, w2, w3}
@@ -399,6 +402,24 @@ func TestBGP(t *testing.T) {
 				t.Errorf("answered by %q, want bgp-b", pod)
 			}
 		}
+	})
+
+	t.Run("EgressIP", func(t *testing.T) {
+		e := e.With(t)
+		eip := netip.MustParseAddr("172.18.0.47")
+		e.ApplyYAML(`
+apiVersion: k8s.ovn.org/v1
+kind: EgressIP
+metadata: {name: bgp}
+spec:
+  egressIPs: [` + eip.String() + `]
+  namespaceSelector: {matchLabels: {env: bgp-egress}}
+`)
+		t.Cleanup(func() { _ = e.Dyn.Resource(egressGVR).Delete(e.Context(), "bgp", metav1.DeleteOptions{}) })
+		node := e.EgressNode("bgp", eip, "")
+		took := f.waitHops(t, e, eip, 30*time.Second, node)
+		t.Logf("egress IP %s assigned to %s: announced from it alone (at FRR %v after the assignment was seen)", eip, node,
+			took.Round(time.Millisecond))
 	})
 
 	t.Run("NodeDeathBFD", func(t *testing.T) {
