@@ -96,4 +96,14 @@ func TestAdvertise(t *testing.T) {
 	if st := d.speaker.Stats(); st.Announced != 1 || st.Updates != 3 || st.Sessions != 1 {
 		t.Errorf("stats %+v", st)
 	}
+	// The router goes away: a Warning event on the Node.
+	r.Stop()
+	select {
+	case e := <-rec.Events:
+		if !strings.Contains(e, "Warning "+ReasonBGPSessionDown) || !strings.Contains(e, "127.0.0.1") {
+			t.Errorf("event %q, want a Warning %s about 127.0.0.1", e, ReasonBGPSessionDown)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("no event for the session going down")
+	}
 }

@@ -238,7 +238,7 @@ bfd-interval = 100ms
 communities = public=65010:100,public=65010:200
 local-pref = public=300
 `)
-	c, _, err := ParseConfig("daemon", []string{"--config-file", file, "--bgp-hold-time=9s", "--bgp-peer-asn=65000"})
+	c, _, err := ParseConfig("daemon", []string{"--config-file", file, "--bgp-hold-time=9s", "--bgp-peer-asn=65000", "--bgp-listen-port=179"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +251,7 @@ local-pref = public=300
 		t.Fatal(err)
 	}
 	if bc.RouterID != netip.MustParseAddr("172.18.0.2") || len(bc.Peers) != 2 || !bc.Restarting ||
-		bc.Peers[0].BFD.Interval != 100*time.Millisecond || bc.Peers[1].Port != 179 {
+		bc.Peers[0].BFD.Interval != 100*time.Millisecond || bc.Peers[1].Port != 179 || bc.ListenPort != 179 {
 		t.Errorf("speaker config %+v", bc)
 	}
 	if len(bc.Pools) != 1 || bc.Pools[0].Name != "public" || len(bc.Pools[0].Communities) != 2 || bc.Pools[0].LocalPref != 300 {

@@ -30,7 +30,8 @@ const (
 // graceful restart, hold time 9 s.
 var bgpNodeArgs = []string{"--enable-bgp", "--bgp-peer-address=" + testbed.ClusterGatewayIP,
 	fmt.Sprintf("--bgp-asn=%d", nodeASN), fmt.Sprintf("--bgp-peer-asn=%d", frrASN),
-	"--bgp-bfd", "--bgp-bfd-interval=100ms", "--bgp-bfd-multiplier=3", "--bgp-hold-time=9s", "--bgp-graceful-restart=30s"}
+	"--bgp-bfd", "--bgp-bfd-interval=100ms", "--bgp-bfd-multiplier=3", "--bgp-hold-time=9s", "--bgp-graceful-restart=30s",
+	"--bgp-announce-egress-ips"}
 
 // frr is Debian's FRR (zebra, bfdd, bgpd) run by the test inside the
 // cluster's router namespace, configured for the nodes' addresses only;
@@ -42,7 +43,7 @@ type frr struct {
 
 // startFRR starts FRR in the router namespace; it stops (and its routes
 // go) when t ends.
-func startFRR(t *testing.T, e *Env) *frr {
+func startFRR(t testing.TB, e *Env) *frr {
 	t.Helper()
 	if _, err := os.Stat(filepath.Join(frrDir, "bgpd")); err != nil {
 		t.Fatalf("FRR is not installed (scripts/install-deps.sh installs Debian's frr): %v", err)
@@ -115,7 +116,7 @@ func startFRR(t *testing.T, e *Env) *frr {
 }
 
 // waitBFD waits until FRR's BFD session with every node is up.
-func (f *frr) waitBFD(t *testing.T, e *Env) {
+func (f *frr) waitBFD(t testing.TB, e *Env) {
 	t.Helper()
 	e.Eventually(30*time.Second, "every node's BFD session up at FRR", func() error {
 		out := f.vtysh("show bfd peers json")
@@ -187,7 +188,7 @@ func (f *frr) nextHops(vip netip.Addr) ([]netip.Addr, error) {
 
 // waitHops waits until the router's route to vip goes through exactly
 // the nodes named and returns how long that took.
-func (f *frr) waitHops(t *testing.T, e *Env, vip netip.Addr, timeout time.Duration, nodes ...string) time.Duration {
+func (f *frr) waitHops(t testing.TB, e *Env, vip netip.Addr, timeout time.Duration, nodes ...string) time.Duration {
 	t.Helper()
 	var want []netip.Addr
 	for _, n := range nodes {
@@ -213,7 +214,7 @@ func (f *frr) waitHops(t *testing.T, e *Env, vip netip.Addr, timeout time.Durati
 // path returns the node the router forwards the remote client's packets
 // to vip through (with the L3 hash policy a flow's path depends on its
 // addresses only).
-func (f *frr) path(t *testing.T, e *Env, vip netip.Addr) string {
+func (f *frr) path(t testing.TB, e *Env, vip netip.Addr) string {
 	t.Helper()
 	var dev []struct {
 		Dev string `json:"dev"`
@@ -240,7 +241,7 @@ func (f *frr) path(t *testing.T, e *Env, vip netip.Addr) string {
 
 // l3Hash makes the router hash ECMP on addresses only until t ends: one
 // client's flow then keeps one path, which path says.
-func l3Hash(t *testing.T, e *Env) {
+func l3Hash(t testing.TB, e *Env) {
 	e.Router.Run(t, "sysctl", "-qw", "net.ipv4.fib_multipath_hash_policy=0")
 	t.Cleanup(func() { _, _ = e.Router.RunErr("sysctl", "-qw", "net.ipv4.fib_multipath_hash_policy=1") })
 }
@@ -269,7 +270,7 @@ func nodeOfJoinIP(e *Env, a netip.Addr) string {
 // bgpSetup restarts the node instances with BGP and starts FRR; the
 // router hashes ECMP on ports (L4), so connections of one client spread
 // over the nodes.
-func bgpSetup(t *testing.T) (*Env, *frr) {
+func bgpSetup(t testing.TB) (*Env, *frr) {
 	e := shared.With(t)
 	e.RestartNodes(bgpNodeArgs...)
 	t.Cleanup(func() { shared.With(t).RestartNodes() })
@@ -309,12 +310,36 @@ func lbService(ns, name, selector string, etp corev1.ServiceExternalTrafficPolic
 	return s
 }
 
+// setPodReady sets a pod's Ready condition, as its kubelet would.
+func setPodReady(t testing.TB, e *Env, ns, name string, ready bool) {
+	t.Helper()
+	pods := e.CS.CoreV1().Pods(ns)
+	p, err := pods.Get(e.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := corev1.ConditionFalse
+	if ready {
+		st = corev1.ConditionTrue
+	}
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == corev1.PodReady {
+			p.Status.Conditions[i].Status = st
+		}
+	}
+	if _, err := pods.UpdateStatus(e.Context(), p, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("pod %s/%s ready=%v: %v", ns, name, ready, err)
+	}
+}
+
 // TestBGP proves --enable-bgp against a real FRR peer: ECMP routes in the
 // router's kernel table bring an external client's connections to a VIP
 // through several nodes; an ETP=Local Service's route leaves a node as
 // soon as its local endpoint goes, while connections keep working through
-// the others; a dead node is removed by BFD (loss window of a stream
-// measured); a restarted ovnedge keeps traffic flowing (graceful restart).
+// the others; an egress IP is announced from its assigned node alone
+// (--bgp-announce-egress-ips); a dead node is removed by BFD (loss window
+// of a stream measured); a restarted ovnedge keeps traffic flowing
+// (graceful restart).
 func TestBGP(t *testing.T) {
 	e, f := bgpSetup(t)
 	all := []string{w1, w2, w3}
@@ -351,10 +376,12 @@ func TestBGP(t *testing.T) {
 		vip := e.LoadBalancerIP("shop", "bgp-local")
 		f.waitHops(t, e, vip, 30*time.Second, w2, w3)
 		answers(t, e, e.RemoteClient, vip.String()+":80")
+		// bgp-a stops being ready (its readiness probe fails, or it
+		// terminates): the endpoint controller drops it from the ready
+		// endpoints.
 		deleted := time.Now()
-		if err := e.CS.CoreV1().Pods("shop").Delete(e.Context(), "bgp-a", metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		setPodReady(t, e, "shop", "bgp-a", false)
+		t.Cleanup(func() { setPodReady(t, shared.With(t), "shop", "bgp-a", true) })
 		failed, total := 0, 0
 		done := make(chan struct{})
 		go func() {
@@ -368,7 +395,7 @@ func TestBGP(t *testing.T) {
 		}()
 		took := f.waitHops(t, e, vip, 10*time.Second, w3)
 		<-done
-		t.Logf("bgp-a deleted: %s's route to %s withdrawn at FRR after %v; %d of %d connections during 3 s failed",
+		t.Logf("bgp-a not ready: %s's route to %s withdrawn at FRR after %v; %d of %d connections during 3 s failed",
 			w2, vip, took.Round(time.Millisecond), failed, total)
 		for range 10 {
 			if pod, _ := answers(t, e, e.RemoteClient, vip.String()+":80"); pod != "bgp-b" {
@@ -377,18 +404,44 @@ func TestBGP(t *testing.T) {
 		}
 	})
 
+	t.Run("EgressIP", func(t *testing.T) {
+		e := e.With(t)
+		eip := netip.MustParseAddr("172.18.0.47")
+		e.ApplyYAML(`
+apiVersion: k8s.ovn.org/v1
+kind: EgressIP
+metadata: {name: bgp}
+spec:
+  egressIPs: [` + eip.String() + `]
+  namespaceSelector: {matchLabels: {env: bgp-egress}}
+`)
+		t.Cleanup(func() { _ = e.Dyn.Resource(egressGVR).Delete(e.Context(), "bgp", metav1.DeleteOptions{}) })
+		node := e.EgressNode("bgp", eip, "")
+		took := f.waitHops(t, e, eip, 30*time.Second, node)
+		t.Logf("egress IP %s assigned to %s: announced from it alone (at FRR %v after the assignment was seen)", eip, node,
+			took.Round(time.Millisecond))
+	})
+
 	t.Run("NodeDeathBFD", func(t *testing.T) {
 		e := e.With(t)
 		l3Hash(t, e)
 		const port = 9410
-		createService(t, e, lbService("shop", "bgp-udp", "bgpudp", corev1.ServiceExternalTrafficPolicyCluster, port))
+		// The receiver's Service: its VIP's path decides the receiver's
+		// node, so the selector is set once the path is known.
+		svc := createService(t, e, lbService("shop", "bgp-udp", "none", corev1.ServiceExternalTrafficPolicyCluster, port))
 		vip := e.LoadBalancerIP("shop", "bgp-udp")
 		f.waitHops(t, e, vip, 30*time.Second, all...)
 		// The stream enters through node `through`; its receiver lives
 		// on another node.
 		through := f.path(t, e, vip)
-		e.EnsurePod(ServerPod("shop", "bgp-udp", otherThan(all, through), map[string]string{"app": "bgpudp"}))
-		pod := e.WaitPod("shop", "bgp-udp")
+		svc = e.Service("shop", svc.Name)
+		svc.Spec.Selector = map[string]string{"app": "bgpudp-" + otherThan(all, through)}
+		if _, err := e.CS.CoreV1().Services("shop").Update(e.Context(), svc, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		rx := "bgp-udp-" + otherThan(all, through) // one receiver per node, kept for later runs
+		e.EnsurePod(ServerPod("shop", rx, otherThan(all, through), map[string]string{"app": "bgpudp-" + otherThan(all, through)}))
+		pod := e.WaitPod("shop", rx)
 		s, err := StartStream(e.RemoteClient, pod.Netns, netip.AddrPortFrom(vip, port), 10*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
@@ -429,13 +482,19 @@ func TestBGP(t *testing.T) {
 		e := e.With(t)
 		l3Hash(t, e)
 		const port = 9411
-		createService(t, e, lbService("shop", "bgp-gr", "bgpgr", corev1.ServiceExternalTrafficPolicyCluster, port))
+		svc := createService(t, e, lbService("shop", "bgp-gr", "none", corev1.ServiceExternalTrafficPolicyCluster, port))
 		vip := e.LoadBalancerIP("shop", "bgp-gr")
 		alive := all
 		f.waitHops(t, e, vip, 60*time.Second, alive...)
 		through := f.path(t, e, vip)
-		e.EnsurePod(ServerPod("shop", "bgp-gr", otherThan(all, through), map[string]string{"app": "bgpgr"}))
-		pod := e.WaitPod("shop", "bgp-gr")
+		rx := "bgp-gr-" + otherThan(all, through)
+		e.EnsurePod(ServerPod("shop", rx, otherThan(all, through), map[string]string{"app": rx}))
+		pod := e.WaitPod("shop", rx)
+		svc = e.Service("shop", svc.Name)
+		svc.Spec.Selector = map[string]string{"app": rx}
+		if _, err := e.CS.CoreV1().Services("shop").Update(e.Context(), svc, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 		s, err := StartStream(e.RemoteClient, pod.Netns, netip.AddrPortFrom(vip, port), 10*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)

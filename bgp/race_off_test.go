@@ -1,0 +1,6 @@
+//go:build !race
+
+package bgp
+
+// raceDetector says whether the tests run with -race.
+const raceDetector = false
