@@ -1,6 +1,0 @@
-//go:build !race
-
-package bgp
-
-// raceDetector says whether the tests run with -race.
-const raceDetector = false
