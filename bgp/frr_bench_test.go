@@ -1,6 +1,8 @@
 package bgp
 
 import (
+	"github.com/ovnedge/ovnedge/internal/testbed"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,14 +18,12 @@ import (
 
 // frrBGPD starts Debian's FRR bgpd (without zebra: nothing reaches a
 // kernel table) on loopback addr:port, peering passively with node, and
-// returns its vty directory. It skips unless FRR is installed and the
-// test runs as root (bgpd drops to user frr).
+// returns its vty directory. It needs FRR installed and root (bgpd drops
+// to user frr): testbed.Require skips without them, or fails with CI=true.
 func frrBGPD(tb testing.TB, addr, node netip.Addr, port, nodePort int) string {
 	tb.Helper()
 	const bgpd = "/usr/lib/frr/bgpd"
-	if _, err := os.Stat(bgpd); err != nil || os.Geteuid() != 0 {
-		tb.Skip("needs root and Debian's frr (scripts/install-deps.sh)")
-	}
+	testbed.Require(tb, bgpd) // root and Debian's frr (scripts/install-deps.sh); fails under CI=true
 	dir, err := os.MkdirTemp("", "ovnedge-bgpd")
 	if err != nil {
 		tb.Fatal(err)

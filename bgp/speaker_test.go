@@ -284,7 +284,6 @@ func TestECMPFromTwoNodes(t *testing.T) {
 	t.Logf("withdrawal at the router after %v", time.Since(start))
 }
 
-
 // TestHardStopWithdraws: without graceful restart a stop withdraws at once.
 func TestHardStopWithdraws(t *testing.T) {
 	router, node := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
