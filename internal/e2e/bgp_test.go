@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -28,7 +29,7 @@ const (
 
 // bgpNodeArgs are the node instances' BGP flags: BFD 100 ms x 3 and
 // graceful restart, hold time 9 s.
-var bgpNodeArgs = []string{"--enable-bgp", "--bgp-peer-address=" + testbed.ClusterGatewayIP,
+var bgpNodeArgs = []string{"--enable-bgp", "--bgp-peer-address=" + testbed.ClusterGatewayIP + "," + testbed.ClusterGatewayIP6,
 	fmt.Sprintf("--bgp-asn=%d", nodeASN), fmt.Sprintf("--bgp-peer-asn=%d", frrASN),
 	"--bgp-bfd", "--bgp-bfd-interval=100ms", "--bgp-bfd-multiplier=3", "--bgp-hold-time=9s", "--bgp-graceful-restart=30s",
 	"--bgp-announce-egress-ips"}
@@ -56,7 +57,7 @@ func startFRR(t testing.TB, e *Env) *frr {
 	f := &frr{dir: dir, ns: e.Router}
 	var nbrs strings.Builder
 	for _, n := range e.Nodes {
-		fmt.Fprintf(&nbrs, " neighbor %s peer-group nodes\n", n.IP)
+		fmt.Fprintf(&nbrs, " neighbor %s peer-group nodes\n neighbor %s peer-group nodes6\n", n.IP, n.IP6)
 	}
 	files := map[string]string{
 		"zebra.conf": "hostname router\nno zebra nexthop kernel enable\n",
@@ -72,10 +73,19 @@ func startFRR(t testing.TB, e *Env) *frr {
  neighbor nodes update-source %s
  neighbor nodes bfd
  neighbor nodes bfd profile fast
+ neighbor nodes6 peer-group
+ neighbor nodes6 remote-as %d
+ neighbor nodes6 passive
+ neighbor nodes6 update-source %s
 %s address-family ipv4 unicast
+  no neighbor nodes6 activate
   maximum-paths 8
  exit-address-family
-`, frrASN, testbed.ClusterGatewayIP, nodeASN, testbed.ClusterGatewayIP, nbrs.String()),
+ address-family ipv6 unicast
+  neighbor nodes6 activate
+  maximum-paths 8
+ exit-address-family
+`, frrASN, testbed.ClusterGatewayIP, nodeASN, testbed.ClusterGatewayIP, nodeASN, testbed.ClusterGatewayIP6, nbrs.String()),
 	}
 	for name, text := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
@@ -88,7 +98,10 @@ func startFRR(t testing.TB, e *Env) *frr {
 		t.Fatalf("chown %s: %v: %s", dir, err, out)
 	}
 	// Stopped routes are flushed whatever the daemons leave behind.
-	t.Cleanup(func() { _, _ = f.ns.RunErr("ip", "route", "flush", "proto", "bgp") })
+	t.Cleanup(func() {
+		_, _ = f.ns.RunErr("ip", "-4", "route", "flush", "proto", "bgp")
+		_, _ = f.ns.RunErr("ip", "-6", "route", "flush", "proto", "bgp")
+	})
 	zserv := filepath.Join(dir, "zserv.api")
 	for _, d := range []struct {
 		name string
@@ -96,7 +109,7 @@ func startFRR(t testing.TB, e *Env) *frr {
 	}{
 		{"zebra", nil},
 		{"bfdd", []string{"--bfdctl", filepath.Join(dir, "bfdd.sock")}},
-		{"bgpd", []string{"-p", "179", "-l", testbed.ClusterGatewayIP}},
+		{"bgpd", []string{"-p", "179"}},
 	} {
 		argv := append([]string{"ip", "netns", "exec", f.ns.Name, filepath.Join(frrDir, d.name),
 			"-f", filepath.Join(dir, d.name+".conf"), "-i", filepath.Join(dir, d.name+".pid"), "-z", zserv,
@@ -157,7 +170,11 @@ func (f *frr) vtysh(cmds ...string) string {
 // nextHops returns the next hops of the router's kernel route to vip
 // (none without a route), sorted.
 func (f *frr) nextHops(vip netip.Addr) ([]netip.Addr, error) {
-	out, err := f.ns.RunErr("ip", "-j", "route", "show", vip.String()+"/32", "proto", "bgp")
+	fam := "-4"
+	if vip.Is6() {
+		fam = "-6"
+	}
+	out, err := f.ns.RunErr("ip", fam, "-j", "route", "show", netip.PrefixFrom(vip, vip.BitLen()).String(), "proto", "bgp")
 	if err != nil {
 		return nil, fmt.Errorf("ip route: %v: %s", err, out)
 	}
@@ -192,7 +209,11 @@ func (f *frr) waitHops(t testing.TB, e *Env, vip netip.Addr, timeout time.Durati
 	t.Helper()
 	var want []netip.Addr
 	for _, n := range nodes {
-		want = append(want, e.Node(n).IP)
+		if vip.Is6() {
+			want = append(want, e.Node(n).IP6)
+		} else {
+			want = append(want, e.Node(n).IP)
+		}
 	}
 	slices.SortFunc(want, netip.Addr.Compare)
 	start := time.Now()
@@ -260,7 +281,7 @@ func otherThan(all []string, n string) string {
 // (the source an ETP=Cluster backend sees).
 func nodeOfJoinIP(e *Env, a netip.Addr) string {
 	for _, n := range e.Nodes {
-		if n.JoinIP == a {
+		if n.JoinIP == a || n.JoinIP6 == a {
 			return n.Name
 		}
 	}
@@ -275,8 +296,10 @@ func bgpSetup(t testing.TB) (*Env, *frr) {
 	e.RestartNodes(bgpNodeArgs...)
 	t.Cleanup(func() { shared.With(t).RestartNodes() })
 	f := startFRR(t, e)
-	e.Router.Run(t, "sysctl", "-qw", "net.ipv4.fib_multipath_hash_policy=1")
-	t.Cleanup(func() { _, _ = e.Router.RunErr("sysctl", "-qw", "net.ipv4.fib_multipath_hash_policy=0") })
+	e.Router.Run(t, "sysctl", "-qw", "net.ipv4.fib_multipath_hash_policy=1", "net.ipv6.fib_multipath_hash_policy=1")
+	t.Cleanup(func() {
+		_, _ = e.Router.RunErr("sysctl", "-qw", "net.ipv4.fib_multipath_hash_policy=0", "net.ipv6.fib_multipath_hash_policy=0")
+	})
 	e.Eventually(30*time.Second, "every node's BGP session established at FRR", func() error {
 		out := f.vtysh("show bgp summary json")
 		var sum struct {
@@ -334,7 +357,7 @@ func setPodReady(t testing.TB, e *Env, ns, name string, ready bool) {
 
 // TestBGP proves --enable-bgp against a real FRR peer: ECMP routes in the
 // router's kernel table bring an external client's connections to a VIP
-// through several nodes; an ETP=Local Service's route leaves a node as
+// through several nodes, over IPv4 and IPv6 sessions; an ETP=Local Service's route leaves a node as
 // soon as its local endpoint goes, while connections keep working through
 // the others; an egress IP is announced from its assigned node alone
 // (--bgp-announce-egress-ips); a dead node is removed by BFD (loss window
@@ -360,6 +383,27 @@ func TestBGP(t *testing.T) {
 			via[nodeOfJoinIP(e, ap.Addr())]++
 		}
 		t.Logf("24 connections from %s to %s entered through %v", testbed.ClusterRemoteClientIP, vip, via)
+		if len(via) < 2 {
+			t.Errorf("connections entered through %v, want several nodes (ECMP)", via)
+		}
+	})
+
+	t.Run("IPv6", func(t *testing.T) {
+		e := e.With(t)
+		createService(t, e, v6(lbService("shop", "bgp-cluster6", "web", corev1.ServiceExternalTrafficPolicyCluster, 0)))
+		vip := e.LoadBalancerIP("shop", "bgp-cluster6")
+		f.waitHops(t, e, vip, 30*time.Second, all...)
+		via := map[string]int{}
+		for range 24 {
+			_, client := answers(t, e, e.RemoteClient, net.JoinHostPort(vip.String(), "80"))
+			ap, err := netip.ParseAddrPort(client)
+			if err != nil {
+				t.Fatalf("client %q: %v", client, err)
+			}
+			via[nodeOfJoinIP(e, ap.Addr())]++
+		}
+		t.Logf("IPv6: %s/128 from every node over the IPv6 sessions; 24 connections from %s entered through %v",
+			vip, testbed.ClusterRemoteClientIP6, via)
 		if len(via) < 2 {
 			t.Errorf("connections entered through %v, want several nodes (ECMP)", via)
 		}
