@@ -235,12 +235,7 @@ func BenchmarkBGPNodeDeath(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		e.Eventually(30*time.Second, "stream to "+vip.String(), func() error {
-			if !s.LastFrom().IsValid() {
-				return fmt.Errorf("nothing arrived")
-			}
-			return nil
-		})
+		e.Eventually(30*time.Second, "stream to "+vip.String(), func() error { return s.ArrivedAfter(0, netip.Addr{}) })
 		rest := slices.DeleteFunc(slices.Clone(all), func(n string) bool { return n == through })
 		var want []netip.Addr
 		for _, n := range rest {

@@ -491,12 +491,7 @@ spec:
 			t.Fatal(err)
 		}
 		defer s.Stop()
-		e.Eventually(30*time.Second, "stream to "+vip.String(), func() error {
-			if !s.LastFrom().IsValid() {
-				return fmt.Errorf("nothing arrived")
-			}
-			return nil
-		})
+		e.Eventually(30*time.Second, "stream to "+vip.String(), func() error { return s.ArrivedAfter(0, netip.Addr{}) })
 		rest := slices.DeleteFunc(slices.Clone(all), func(n string) bool { return n == through })
 		// The machine dies: no packet leaves it any more (no FIN, no
 		// notification), then its processes are gone.
@@ -544,12 +539,7 @@ spec:
 			t.Fatal(err)
 		}
 		defer s.Stop()
-		e.Eventually(30*time.Second, "stream to "+vip.String(), func() error {
-			if !s.LastFrom().IsValid() {
-				return fmt.Errorf("nothing arrived")
-			}
-			return nil
-		})
+		e.Eventually(30*time.Second, "stream to "+vip.String(), func() error { return s.ArrivedAfter(0, netip.Addr{}) })
 		start := time.Now()
 		// SIGTERM: ovnedge leaves without a notification; FRR keeps the
 		// routes (stale) until the new instance's End-of-RIB. BFD goes

@@ -352,13 +352,6 @@ func (n *ClusterNode) Mgmt(bridge string) string {
 	return "unix:" + filepath.Join(n.RunDir, bridge+".mgmt")
 }
 
-// Appctl runs ovs-appctl against the node's ovs-vswitchd.
-func (n *ClusterNode) Appctl(args ...string) string {
-	n.c.T().Helper()
-	argv := append([]string{"ovs-appctl", "-t", filepath.Join(n.Dir, "ovs-vswitchd.ctl")}, args...)
-	return mustRun(n.c.T(), logPaths(n.Dir, "ovs-vswitchd"), argv...)
-}
-
 func (n *ClusterNode) startVswitchd() {
 	file := filepath.Join(n.Dir, "ovs-vswitchd")
 	n.vswitchd = startDaemon(n.c.T(), "ovs-vswitchd", file+".log", []string{"OVS_RUNDIR=" + n.RunDir},
@@ -704,18 +697,6 @@ func (n *ClusterNode) SetUplink(up bool) {
 		state = "up"
 	}
 	n.NS.Run(n.c.T(), "ip", "link", "set", ClusterUplink, state)
-}
-
-// Env is the environment a process on the node needs to find the node's
-// OVS and OVN sockets (OVS_RUNDIR, OVN_RUNDIR).
-func (n *ClusterNode) Env() []string {
-	return []string{"OVS_RUNDIR=" + n.RunDir, "OVN_RUNDIR=" + n.Dir}
-}
-
-// Trace runs ofproto/trace on a bridge of the node.
-func (n *ClusterNode) Trace(bridge, flow string) string {
-	n.c.T().Helper()
-	return n.Appctl("ofproto/trace", bridge, flow)
 }
 
 // String names the node for messages.
