@@ -56,7 +56,7 @@ update-golden:
 # The pure packages build for any GOOS (host I/O is behind linux build
 # tags), and examples/embed, a separate module using only the public API,
 # is vetted, tested and cross-built.
-PORTABLE = ./event ./egress ./egress/api/... ./egress/reach ./lbsvc ./lbsvc/ipam ./lbsvc/kubeovn ./ovsflow ./ovsflow/openflow ./ovsflow/flowtest ./ovsdbnb ./ovsdbnb/nbdb ./arp
+PORTABLE = ./event ./bgp/metallb ./egress ./egress/api/... ./egress/reach ./lbsvc ./lbsvc/ipam ./lbsvc/kubeovn ./ovsflow ./ovsflow/openflow ./ovsflow/flowtest ./ovsdbnb ./ovsdbnb/nbdb ./arp
 embed:
 	GOOS=darwin $(GO) build $(PORTABLE)
 	cd examples/embed && $(GO) vet ./... && $(STATICCHECK) ./... && $(GO) test -race -count=1 ./... && GOOS=darwin $(GO) build ./...

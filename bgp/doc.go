@@ -22,6 +22,10 @@
 // come back with forwarding preserved, and they replace the stale routes
 // with the ones it sends before its End-of-RIB.
 //
+// A [Peer] may also set its own local AS, keepalive, BFD receive
+// interval and opt out of graceful restart: package bgp/metallb builds
+// such peers from MetalLB's BGPPeer and BFDProfile objects.
+//
 // [Speaker.Peers] and [Speaker.Stats] report sessions, announced prefixes
 // and updates for export; [Config.OnPeerState] is called on every session
 // state change. The package imports no Kubernetes types.

@@ -148,6 +148,16 @@ type Config struct {
 	// BGPCommunities and BGPLocalPref are per LB pool (by name).
 	BGPCommunities map[string][]bgp.Community
 	BGPLocalPref   map[string]uint32
+	// BGPPeerCRDs also takes peers from MetalLB's BGPPeer and BFDProfile
+	// objects in BGPCRDNamespace (package bgp/metallb).
+	BGPPeerCRDs     bool
+	BGPCRDNamespace string
+	// BGPShutdown says how a stopping node instance leaves its peers:
+	// "restart" (graceful restart: peers keep the routes), "withdraw"
+	// (routes withdrawn, sessions closed with a Cease) or "auto"
+	// (withdraw when the node is leaving: cordoned, being deleted or out
+	// of service; restart otherwise).
+	BGPShutdown string
 
 	MetricsAddr string
 	Pprof       bool
@@ -317,6 +327,21 @@ var options = []option{
 		func(c *Config, v string) (err error) { c.BGPCommunities, err = parseCommunities(v); return err }},
 	{"bgp-local-pref", "bgp", "local-pref", "", "LOCAL_PREF of each LB pool's routes (iBGP peers), comma-separated POOL=N",
 		func(c *Config, v string) (err error) { c.BGPLocalPref, err = parseLocalPref(v); return err }},
+	{"bgp-peer-crds", "bgp", "peer-crds", "false",
+		"also peer with the routers of MetalLB's BGPPeer objects (metallb.io/v1beta2, with their BFDProfiles) in --bgp-crd-namespace whose nodeSelectors match the node",
+		func(c *Config, v string) (err error) { c.BGPPeerCRDs, err = strconv.ParseBool(v); return err }},
+	{"bgp-crd-namespace", "bgp", "crd-namespace", "metallb-system", "namespace of the BGPPeer and BFDProfile objects",
+		func(c *Config, v string) error { c.BGPCRDNamespace = v; return nil }},
+	{"bgp-shutdown", "bgp", "shutdown", "auto",
+		"how a stopping node instance leaves its peers: restart (graceful restart keeps the routes), withdraw (routes withdrawn at once), auto (withdraw when the node is cordoned, being deleted or out of service)",
+		func(c *Config, v string) error {
+			switch v {
+			case "auto", "restart", "withdraw":
+				c.BGPShutdown = v
+				return nil
+			}
+			return fmt.Errorf("%q is not auto, restart or withdraw", v)
+		}},
 	{"metrics-address", "ovnedge", "metrics-address", ":9476", "address of /metrics, /healthz and /readyz; empty disables",
 		func(c *Config, v string) error { c.MetricsAddr = v; return nil }},
 	{"enable-pprof", "ovnedge", "enable-pprof", "false", "serve /debug/pprof on the metrics address",
@@ -729,8 +754,8 @@ func (c *Config) BGP(routerID netip.Addr) (bgp.Config, error) {
 	if c.BGPRouterID.IsValid() {
 		out.RouterID = c.BGPRouterID
 	}
-	if len(c.BGPPeers) == 0 {
-		return out, fmt.Errorf("--enable-bgp without --bgp-peer-address")
+	if len(c.BGPPeers) == 0 && !c.BGPPeerCRDs {
+		return out, fmt.Errorf("--enable-bgp without --bgp-peer-address or --bgp-peer-crds")
 	}
 	for _, a := range c.BGPPeers {
 		p := bgp.Peer{Address: a, ASN: c.BGPPeerASN, Port: c.BGPPeerPort, HoldTime: c.BGPHoldTime}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/ovnedge/ovnedge/arp"
 	"github.com/ovnedge/ovnedge/bgp"
+	"github.com/ovnedge/ovnedge/bgp/metallb"
 	"github.com/ovnedge/ovnedge/egress"
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
 	"github.com/ovnedge/ovnedge/egress/hostnet"
@@ -92,6 +93,8 @@ type Dataplane struct {
 	program   ovsflow.Program
 	responder *arp.Responder
 	speaker   *bgp.Speaker
+	bgpPeers  []bgp.Peer  // the speaker's peers
+	leaving   atomic.Bool // this node is cordoned, being deleted or out of service
 	hostnet   *hostnet.Manager
 	nemitted  map[string]bool
 	// hosting is whether the node was last asked to host egress IPs on
@@ -134,12 +137,7 @@ func (d *Dataplane) Close() {
 	d.cmu.Unlock()
 	d.nmu.Lock()
 	if d.speaker != nil {
-		// Without a notification: the peers keep the routes for the
-		// graceful restart time while ovnedge restarts.
-		if err := d.speaker.Close(true); err != nil {
-			d.log.Warn("bgp speaker", "err", err)
-		}
-		d.speaker = nil
+		d.stopSpeaker()
 	}
 	for _, stop := range d.bgStop {
 		stop()
@@ -155,6 +153,26 @@ func (d *Dataplane) Close() {
 		_ = d.hostnet.Close()
 	}
 	d.nmu.Unlock()
+}
+
+// stopSpeaker stops the BGP speaker as --bgp-shutdown says. A restart
+// leaves without a notification: the peers keep the routes for the
+// graceful restart time while ovnedge restarts. A node that is leaving
+// withdraws its routes and closes the sessions with a Cease, so the
+// routers stop sending it traffic at once instead of after the restart
+// time.
+func (d *Dataplane) stopSpeaker() {
+	withdraw := d.cfg.BGPShutdown == "withdraw" || (d.cfg.BGPShutdown != "restart" && d.leaving.Load())
+	if withdraw {
+		if err := d.speaker.Announce(nil); err != nil {
+			d.log.Warn("bgp: withdrawing the routes", "err", err)
+		}
+	}
+	d.log.Info("bgp speaker stopping", "withdraw", withdraw, "leaving", d.leaving.Load(), "shutdown", d.cfg.BGPShutdown)
+	if err := d.speaker.Close(!withdraw); err != nil {
+		d.log.Warn("bgp speaker", "err", err)
+	}
+	d.speaker = nil
 }
 
 // Cluster is the leader's work: EgressIP assignment and status, LB IPAM
@@ -662,14 +680,27 @@ func (d *Dataplane) Node(ctx context.Context, s Snapshot) error {
 	if err != nil {
 		errs = append(errs, err)
 	}
+	var bgpCfg bgp.Config
+	if d.cfg.EnableBGP {
+		self := s.Nodes[slices.IndexFunc(s.Nodes, func(n *corev1.Node) bool { return n.Name == d.cfg.NodeName })]
+		if l := leaving(self); d.leaving.Swap(l) != l {
+			d.log.Info("node service state changed: a stopping ovnedge withdraws its BGP routes while the node is leaving",
+				"leaving", l, "shutdown", d.cfg.BGPShutdown)
+		}
+		var peerEvents []event.Event
+		if bgpCfg, peerEvents, err = d.bgpConfig(s, self, &ns); err != nil {
+			errs = append(errs, err)
+		}
+		hostEvents = append(hostEvents, peerEvents...)
+	}
 	d.record(d.nemitted, append(ns.Events, hostEvents...))
 	if d.cfg.EnableL2Announce {
 		if err := d.announce(ctx, ns.Announce); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if d.cfg.EnableBGP {
-		if err := d.advertise(ctx, &ns); err != nil {
+	if d.cfg.EnableBGP && bgpCfg.ASN != 0 {
+		if err := d.advertise(ctx, bgpCfg, &ns); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -683,15 +714,46 @@ const (
 	ReasonBGPConfig      = "BGPConfigInvalid"
 )
 
-// advertise makes the node's BGP speaker announce exactly ns.Routes,
-// starting it on first use (its router ID is the node's unless
-// --bgp-router-id says otherwise).
-func (d *Dataplane) advertise(ctx context.Context, ns *NodeState) error {
-	if d.speaker == nil {
-		cfg, err := d.cfg.BGP(ns.RouterID)
-		if err != nil {
-			return fmt.Errorf("bgp: %w", err)
+// bgpConfig is the node's speaker configuration: the flags' peers and,
+// with --bgp-peer-crds, MetalLB's BGPPeers that select the node (a peer
+// address given by a flag keeps the flag's settings).
+func (d *Dataplane) bgpConfig(s Snapshot, self *corev1.Node, ns *NodeState) (bgp.Config, []event.Event, error) {
+	cfg, err := d.cfg.BGP(ns.RouterID)
+	if err != nil {
+		return bgp.Config{}, nil, fmt.Errorf("bgp: %w", err)
+	}
+	if !d.cfg.BGPPeerCRDs {
+		return cfg, nil, nil
+	}
+	peers, profiles, evs := metallb.FromUnstructured(s.BGPPeers, s.BFDProfiles)
+	crd, more := metallb.Peers(self, cfg.RouterID, peers, profiles)
+	evs = append(evs, more...)
+	for _, p := range crd {
+		if !slices.ContainsFunc(cfg.Peers, func(q bgp.Peer) bool { return q.Address == p.Address }) {
+			cfg.Peers = append(cfg.Peers, p)
 		}
+	}
+	return cfg, evs, nil
+}
+
+// leaving reports whether node is being taken out of service: cordoned,
+// being deleted, or tainted out-of-service or for deletion by the
+// cluster autoscaler. Its BGP routes are then withdrawn when ovnedge
+// stops (--bgp-shutdown=auto) instead of kept for a graceful restart.
+func leaving(node *corev1.Node) bool {
+	if node.Spec.Unschedulable || node.DeletionTimestamp != nil {
+		return true
+	}
+	return slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool {
+		return t.Key == corev1.TaintNodeOutOfService || t.Key == "ToBeDeletedByClusterAutoscaler"
+	})
+}
+
+// advertise makes the node's BGP speaker (configured as cfg) announce
+// exactly ns.Routes, starting it on first use and following changes of
+// its peers without touching the sessions of unchanged ones.
+func (d *Dataplane) advertise(ctx context.Context, cfg bgp.Config, ns *NodeState) error {
+	if d.speaker == nil {
 		node := corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: d.cfg.NodeName}
 		up := map[netip.Addr]bool{}
 		var mu sync.Mutex
@@ -711,12 +773,18 @@ func (d *Dataplane) advertise(ctx context.Context, ns *NodeState) error {
 		if err != nil {
 			return err
 		}
-		d.speaker = sp
+		d.speaker, d.bgpPeers = sp, cfg.Peers
 		if d.m != nil {
 			d.m.SetBGPStats(sp.Stats)
 		}
 		d.log.Info("bgp speaker started", "asn", cfg.ASN, "router-id", cfg.RouterID, "peers", len(cfg.Peers),
 			"graceful-restart", d.cfg.BGPGracefulRestart, "bfd", d.cfg.BGPBFD)
+	} else if !slices.Equal(cfg.Peers, d.bgpPeers) {
+		if err := d.speaker.SetPeers(ctx, cfg.Peers); err != nil {
+			return err
+		}
+		d.log.Info("bgp peers changed", "peers", len(cfg.Peers))
+		d.bgpPeers = cfg.Peers
 	}
 	before := d.speaker.Stats().Updates
 	if err := d.speaker.Announce(ns.Routes); err != nil {

@@ -67,14 +67,19 @@ type Clients struct {
 // --enable-lb-svc what Kube-OVN's LoadBalancer Services need (WatchLBSvc);
 // the manifests always hold Kube-OVN's Subnets and
 // NetworkAttachmentDefinitions (seeds 003 and 004) when they have any.
+// With --bgp-peer-crds on a node instance, MetalLB's BGP peers too.
 func (c *Clients) watchOptions(cfg *Config) []WatchOption {
+	var out []WatchOption
 	switch {
 	case cfg.EnableLBSvc:
-		return []WatchOption{WatchLBSvc()}
+		out = append(out, WatchLBSvc())
 	case c.FromManifests:
-		return []WatchOption{WatchKubeOVN()}
+		out = append(out, WatchKubeOVN())
 	}
-	return nil
+	if cfg.EnableBGP && cfg.BGPPeerCRDs && cfg.NodeName != "" {
+		out = append(out, WatchBGPPeers(cfg.BGPCRDNamespace))
+	}
+	return out
 }
 
 // Connect returns clients for the API server of cfg.Kubeconfig (in-cluster

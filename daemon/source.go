@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/ovnedge/ovnedge/bgp/metallb"
 	"github.com/ovnedge/ovnedge/lbsvc/kubeovn"
 )
 
@@ -37,10 +38,13 @@ var customKinds = map[schema.GroupVersionKind]schema.GroupVersionResource{
 	{Group: "k8s.ovn.org", Version: "v1", Kind: "EgressIP"}:                        EgressIPResource,
 	{Group: "kubeovn.io", Version: "v1", Kind: "Subnet"}:                           kubeovn.SubnetResource,
 	{Group: "k8s.cni.cncf.io", Version: "v1", Kind: "NetworkAttachmentDefinition"}: kubeovn.NADResource,
-	// MetalLB's, held (seed 003 lists them) but not read: MetalLB
-	// assigns and announces; ovnedge reads the Services' status.
+	// MetalLB's pools and L2 advertisements are held (seed 003 lists
+	// them) but not read: MetalLB assigns and announces; ovnedge reads
+	// the Services' status. Its BGP peers are read with --bgp-peer-crds.
 	{Group: "metallb.io", Version: "v1beta1", Kind: "IPAddressPool"}:   {Group: "metallb.io", Version: "v1beta1", Resource: "ipaddresspools"},
 	{Group: "metallb.io", Version: "v1beta1", Kind: "L2Advertisement"}: {Group: "metallb.io", Version: "v1beta1", Resource: "l2advertisements"},
+	{Group: "metallb.io", Version: "v1beta2", Kind: "BGPPeer"}:         metallb.BGPPeerResource,
+	{Group: "metallb.io", Version: "v1beta1", Kind: "BFDProfile"}:      metallb.BFDProfileResource,
 }
 
 // ManifestSource keeps an in-memory API server, client-go's fake

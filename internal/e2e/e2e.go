@@ -920,3 +920,24 @@ func (e *Env) LoadBalancerIP(namespace, name string) netip.Addr {
 	})
 	return vip
 }
+
+// WaitEvent waits for an event with reason about the object ns/name and
+// returns its message.
+func (e *Env) WaitEvent(ns, name, reason string) string {
+	e.t.Helper()
+	var msg string
+	e.Eventually(30*time.Second, "event "+reason+" about "+ns+"/"+name, func() error {
+		evs, err := e.CS.CoreV1().Events(ns).List(e.Context(), metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, ev := range evs.Items {
+			if ev.InvolvedObject.Name == name && ev.Reason == reason {
+				msg = ev.Message
+				return nil
+			}
+		}
+		return fmt.Errorf("none among %d events", len(evs.Items))
+	})
+	return msg
+}
