@@ -257,7 +257,7 @@ func (s *Speaker) apiPeer(p Peer) *api.Peer {
 	if p.BFD.Enabled {
 		out.Bfd = &api.BfdPeerConfig{Enabled: true, DesiredMinimumTxInterval: uint32(p.BFD.Interval / time.Microsecond),
 			RequiredMinimumReceive: uint32(p.BFD.ReceiveInterval / time.Microsecond),
-			DetectionMultiplier: uint32(p.BFD.Multiplier)}
+			DetectionMultiplier:    uint32(p.BFD.Multiplier)}
 	}
 	return out
 }
