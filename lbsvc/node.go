@@ -3,6 +3,7 @@ package lbsvc
 import (
 	"net/netip"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -18,10 +19,14 @@ const AnnotationNodeChassisID = "k8s.ovn.org/node-chassis-id"
 // load balancers need of it, converted by NodeFrom, and ovsdbnb.Node the
 // topology's, converted by egress.Node.TopologyNode.
 
-// NodeFrom is a parsed node as its load balancers see it: its host
-// addresses are those of Primary then HostCIDRs (k8s.ovn.org/host-cidrs),
-// each once, as OVN-Kubernetes serves NodePorts on them; chassis is its
-// k8s.ovn.org/node-chassis-id.
+// NodeFrom is a parsed node as its load balancers see it: chassis is its
+// k8s.ovn.org/node-chassis-id, and its host addresses are those of
+// HostCIDRs (k8s.ovn.org/host-cidrs), each once, in the order of their
+// text (OVN-Kubernetes' GetNodeHostAddrs, a sorted set of strings: so
+// "10.89.0.2" is NODEIP_IPv4_0 before "172.18.0.2", and "172.18.0.10"
+// comes before "172.18.0.2"), as OVN-Kubernetes serves NodePorts on them.
+// Primary counts too when HostCIDRs lacks it (OVN-Kubernetes' node agent
+// always lists it there).
 func NodeFrom(n egress.Node, chassis string) Node {
 	node := Node{Name: n.Name, Chassis: chassis}
 	for _, pr := range slices.Concat(n.Primary, n.HostCIDRs) {
@@ -29,6 +34,7 @@ func NodeFrom(n egress.Node, chassis string) Node {
 			node.IPs = append(node.IPs, pr.Addr())
 		}
 	}
+	slices.SortFunc(node.IPs, func(a, b netip.Addr) int { return strings.Compare(a.String(), b.String()) })
 	return node
 }
 
