@@ -34,8 +34,10 @@ import (
 // coexistCluster is the cluster as Kubernetes objects: three nodes
 // (ovn-worker has a second host address, 10.89.0.2), an EgressIP with two
 // egress IPs serving the app=web pods of namespace prod, a ClusterIP, a
-// NodePort (ETP=Cluster: template load balancers), a LoadBalancer with
-// ETP=Local and a ClusterIP Service with an ExternalIP.
+// NodePort (ETP=Cluster: template load balancers), a NodePort backed by
+// a host-network endpoint on ovn-worker2 (per-node ClusterIP load
+// balancers, a per-chassis target template on the gateway routers), a
+// LoadBalancer with ETP=Local and a ClusterIP Service with an ExternalIP.
 var coexistCluster = map[string]string{
 	"nodes.yaml": coexistNode("ovn-worker", 1, `"172.18.0.2/24","10.89.0.2/24"`, false) + "---\n" +
 		coexistNode("ovn-worker2", 2, `"172.18.0.3/24"`, true) + "---\n" +
@@ -107,7 +109,18 @@ spec:
   externalIPs: [172.18.0.201]
   ports:
   - {name: https, protocol: TCP, port: 443, targetPort: 8443}
-` + coexistSlice("web", "http", 8080, "10.244.1.3/ovn-worker", "10.244.3.4/ovn-worker3") +
+---
+apiVersion: v1
+kind: Service
+metadata: {name: metrics, namespace: prod}
+spec:
+  type: NodePort
+  clusterIP: 10.96.0.40
+  clusterIPs: [10.96.0.40]
+  ports:
+  - {name: metrics, protocol: TCP, port: 9100, targetPort: 9100, nodePort: 30910}
+` + coexistSlice("metrics", "metrics", 9100, "172.18.0.3/ovn-worker2") +
+		coexistSlice("web", "http", 8080, "10.244.1.3/ovn-worker", "10.244.3.4/ovn-worker3") +
 		coexistSlice("db", "pg", 5432, "10.244.2.5/ovn-worker2") +
 		coexistSlice("shop", "https", 8443, "10.244.1.5/ovn-worker") +
 		coexistSlice("api", "https", 8443, "10.244.1.3/ovn-worker"),
@@ -382,13 +395,42 @@ func ovnkFixture(qosMark bool) []ovnkRow {
 			"169.254.169.3:30443": "", ip + ":30443": shop, "172.18.0.200:443": shop},
 			opts(), "Logical_Switch:"+n.name+":load_balancer")
 	}
+	// The NodePort backed by the host-network endpoint 172.18.0.3 (on
+	// ovn-worker2): buildServiceLBConfigs makes its ClusterIP per node
+	// (hasHostEndpoints); on ovn-worker2's gateway router the endpoint is
+	// the host masquerade IP 169.254.169.2 (makeNodeRouterTargetIPs), so
+	// the router's ClusterIP load balancer differs there, and
+	// buildTemplateLBs gives the router template load balancer a target
+	// template (makeLBTargetTemplateName, makeTemplateName) set per
+	// chassis, the switch one the shared target. buildPerNodeLBs then
+	// coalesces equal router and switch rules into node_router+switch and
+	// mergeLBs folds the equal ones of ovn-worker, ovn-worker2's switch
+	// and ovn-worker3 into the first ("_merged").
+	host, masq := "172.18.0.3:9100", "169.254.169.2:9100"
+	tmpl := "Service__prod_metrics__TCP__30910__node__router__template__IPv4"
+	lb("Service_prod/metrics_TCP_node_switch_template_IPv4", "prod/metrics", map[string]string{
+		"^NODEIP_IPv4_0:30910": host, "^NODEIP_IPv4_1:30910": host},
+		opts("template", "true", "address-family", "ipv4"), "Load_Balancer_Group:clusterSwitchLBGroup:load_balancer")
+	lb("Service_prod/metrics_TCP_node_router_template_IPv4", "prod/metrics", map[string]string{
+		"^NODEIP_IPv4_0:30910": "^" + tmpl, "^NODEIP_IPv4_1:30910": "^" + tmpl},
+		opts("template", "true", "address-family", "ipv4"), "Load_Balancer_Group:clusterRouterLBGroup:load_balancer")
+	lb("Service_prod/metrics_TCP_node_router+switch_ovn-worker_merged", "prod/metrics", map[string]string{"10.96.0.40:9100": host}, opts(),
+		"Logical_Router:GR_ovn-worker:load_balancer", "Logical_Switch:ovn-worker:load_balancer",
+		"Logical_Switch:ovn-worker2:load_balancer", "Logical_Router:GR_ovn-worker3:load_balancer", "Logical_Switch:ovn-worker3:load_balancer")
+	lb("Service_prod/metrics_TCP_node_router_ovn-worker2", "prod/metrics", map[string]string{"10.96.0.40:9100": masq}, opts(),
+		"Logical_Router:GR_ovn-worker2:load_balancer")
 	// The node IP template variables (svc_template_var.go
 	// NodeIPsTemplates.AddIP over each node's host addresses;
-	// services_controller_test.go nodeIPTemplate: no external_ids).
+	// services_controller_test.go nodeIPTemplate: no external_ids) and the
+	// router target template of the host-network NodePort.
 	for _, n := range nodes {
 		vars := map[string]string{}
 		for i, ip := range n.hostIPs {
 			vars[fmt.Sprintf("NODEIP_IPv4_%d", i)] = ip
+		}
+		vars[tmpl] = host
+		if n.name == "ovn-worker2" {
+			vars[tmpl] = masq
 		}
 		rows = append(rows, ovnkRow{table: "Chassis_Template_Var", cols: []string{"chassis=" + n.chassis, "variables=" + nbMap(vars)}})
 	}
