@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"maps"
 	"os"
 	"os/exec"
@@ -590,6 +591,47 @@ func idsJSON(ids map[string]string) json.RawMessage {
 	return b
 }
 
+var coexistNodes = []string{"ovn-worker", "ovn-worker2", "ovn-worker3"}
+
+// startCoexistNB starts OVN with coexistCluster's routers, switches and
+// ports (not rows under test).
+func startCoexistNB(t *testing.T, qosMark bool) *testbed.OVN {
+	t.Helper()
+	ovn := testbed.StartOVNWith(t, testbed.OVNOptions{QoSMark: qosMark})
+	ctx := context.Background()
+	c, err := ovsdbnb.Dial(ctx, ovsdbnb.Options{Endpoints: []string{ovn.NB}, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	topo := ovsdbnb.Topology{ClusterSubnet: "10.244.0.0/16", JoinRouterIP: "100.64.0.1/16"}
+	for i, n := range coexistNodes {
+		topo.Nodes = append(topo.Nodes, ovsdbnb.Node{Name: n, Subnet: fmt.Sprintf("10.244.%d.0/24", i+1),
+			JoinIP: fmt.Sprintf("100.64.0.%d/16", i+3), ExternalIP: fmt.Sprintf("172.18.0.%d/24", i+2)})
+	}
+	if err := ovsdbnb.EnsureTopology(ctx, c, topo); err != nil {
+		t.Fatal(err)
+	}
+	return ovn
+}
+
+// loadCoexist loads coexistCluster as the daemon does (--manifests).
+func loadCoexist(t *testing.T, cfg *Config) (Snapshot, *Clients) {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range coexistCluster {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg.Manifests = dir
+	s, clients, err := LoadSnapshot(context.Background(), cfg, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, clients
+}
+
 // TestCoexistOVNK: the daemon's first leader pass over an NB that
 // OVN-Kubernetes filled for the same cluster inserts and deletes nothing
 // and leaves every row (values, options, attachments) as OVN-Kubernetes
@@ -605,41 +647,14 @@ func TestCoexistOVNK(t *testing.T) {
 		{"legacy", true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ovn := testbed.StartOVNWith(t, testbed.OVNOptions{QoSMark: tc.qosMark})
+			ovn := startCoexistNB(t, tc.qosMark)
 			ctx := context.Background()
-			nodes := []string{"ovn-worker", "ovn-worker2", "ovn-worker3"}
-			c, err := ovsdbnb.Dial(ctx, ovsdbnb.Options{Endpoints: []string{ovn.NB}, Logger: quiet})
-			if err != nil {
-				t.Fatal(err)
-			}
-			// The topology's routers, switches and ports (not rows under
-			// test here).
-			topo := ovsdbnb.Topology{ClusterSubnet: "10.244.0.0/16", JoinRouterIP: "100.64.0.1/16"}
-			for i, n := range nodes {
-				topo.Nodes = append(topo.Nodes, ovsdbnb.Node{Name: n, Subnet: fmt.Sprintf("10.244.%d.0/24", i+1),
-					JoinIP: fmt.Sprintf("100.64.0.%d/16", i+3), ExternalIP: fmt.Sprintf("172.18.0.%d/24", i+2)})
-			}
-			err = ovsdbnb.EnsureTopology(ctx, c, topo)
-			c.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
 			fixture := ovnkFixture(tc.qosMark)
-			writeOVNK(t, ovn, fixture, nodes, tc.legacy)
+			writeOVNK(t, ovn, fixture, coexistNodes, tc.legacy)
 			before := dumpNB(t, ovn)
 
 			cfg := demoConfig(t, "--nb-address", ovn.NB)
-			dir := t.TempDir()
-			for name, content := range coexistCluster {
-				if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			cfg.Manifests = dir
-			s, clients, err := LoadSnapshot(ctx, cfg, quiet)
-			if err != nil {
-				t.Fatal(err)
-			}
+			s, clients := loadCoexist(t, cfg)
 			m := NewMetrics()
 			d := NewDataplane(cfg, clients, record.NewFakeRecorder(100), m, quiet)
 			defer d.Close()
@@ -731,4 +746,69 @@ func matchesCols(row nbRow, cols []string) bool {
 		}
 	}
 	return true
+}
+
+// TestLBTemplatesFallback: on the installed NB (23.03's schema has
+// Chassis_Template_Var) NodePorts get OVN-Kubernetes' template load
+// balancers; on an NB whose schema lacks the table (OVN before 22.12,
+// simulated by the schema the check is given) the daemon falls back to
+// per-node load balancers with one warning, as OVN-Kubernetes does, and
+// writes no template variables.
+func TestLBTemplatesFallback(t *testing.T) {
+	for _, templates := range []bool{true, false} {
+		t.Run(fmt.Sprintf("templates=%v", templates), func(t *testing.T) {
+			ovn := startCoexistNB(t, false)
+			ctx := context.Background()
+			cfg := demoConfig(t, "--nb-address", ovn.NB)
+			s, clients := loadCoexist(t, cfg)
+			var logs strings.Builder
+			d := NewDataplane(cfg, clients, record.NewFakeRecorder(100), NewMetrics(), slog.New(slog.NewTextHandler(&logs, nil)))
+			defer d.Close()
+			if err := d.connectNB(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if !ovsdbnb.SupportsTemplates(d.nb.Schema()) {
+				t.Fatalf("the installed NB schema %s has no Chassis_Template_Var", d.nb.Schema().Version)
+			}
+			if !templates {
+				old := d.nb.Schema()
+				old.Tables = maps.Clone(old.Tables)
+				delete(old.Tables, "Chassis_Template_Var")
+				d.fitTemplates(old)
+			}
+			for range 2 {
+				if err := d.Cluster(ctx, s); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := d.Verify(ctx, s); err != nil {
+				t.Errorf("resync: %v", err)
+			}
+			lbs := ovn.Nbctl("--bare", "--columns=name", "find", "Load_Balancer", `external_ids:"k8s.ovn.org/owner"="prod/web"`)
+			vars := ovn.Nbctl("--bare", "--columns=variables", "list", "Chassis_Template_Var")
+			warned := strings.Count(logs.String(), "no Chassis_Template_Var table")
+			if templates {
+				if !strings.Contains(lbs, "Service_prod/web_TCP_node_switch_template_IPv4_merged") || strings.Contains(lbs, "node_router+switch") ||
+					!strings.Contains(vars, "NODEIP_IPv4_0") || warned != 0 {
+					t.Errorf("load balancers of prod/web:\n%s\nvariables: %s\n%d warnings", lbs, vars, warned)
+				}
+				return
+			}
+			// Per node: the NodePort VIPs are each node's addresses;
+			// ovn-worker2 and ovn-worker3's are alike but for them, so
+			// nothing merges.
+			for _, n := range coexistNodes {
+				if !strings.Contains(lbs, "Service_prod/web_TCP_node_router+switch_"+n) {
+					t.Errorf("no per-node load balancer on %s:\n%s", n, lbs)
+				}
+			}
+			if strings.Contains(lbs, "template") || strings.Contains(vars, "NODEIP") || warned != 1 {
+				t.Errorf("load balancers of prod/web:\n%s\nvariables: %s\n%d warnings, want 1", lbs, vars, warned)
+			}
+			if got := ovn.Nbctl("get", "Load_Balancer", "Service_prod/web_TCP_node_router+switch_ovn-worker", "vips"); !strings.Contains(got, `"10.89.0.2:30080"`) ||
+				!strings.Contains(got, `"172.18.0.2:30080"`) {
+				t.Errorf("ovn-worker's NodePort VIPs: %s", got)
+			}
+		})
+	}
 }

@@ -22,6 +22,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 
+	"github.com/ovn-kubernetes/libovsdb/ovsdb"
+
 	"github.com/ovnedge/ovnedge/arp"
 	"github.com/ovnedge/ovnedge/bgp"
 	"github.com/ovnedge/ovnedge/bgp/metallb"
@@ -180,6 +182,13 @@ func (d *Dataplane) stopSpeaker() {
 func (d *Dataplane) Cluster(ctx context.Context, s Snapshot) error {
 	d.cmu.Lock()
 	defer d.cmu.Unlock()
+	// Connected before the desired state is computed: whether the NB has
+	// load balancer templates decides its NodePort rows. An NB that cannot
+	// be reached fails the NB sync alone (the statuses are still written).
+	var nbErr error
+	if len(d.cfg.NBAddress) > 0 {
+		nbErr = d.connectNB(ctx)
+	}
 	cs, err := ComputeCluster(s, d.params, d.Reachable, d.lastNodes)
 	if err != nil {
 		return err
@@ -203,7 +212,9 @@ func (d *Dataplane) Cluster(ctx context.Context, s Snapshot) error {
 			errs = append(errs, err)
 		}
 	}
-	if len(d.cfg.NBAddress) > 0 {
+	if nbErr != nil {
+		errs = append(errs, nbErr)
+	} else if len(d.cfg.NBAddress) > 0 {
 		nbEvents, err := d.syncNB(ctx, s, &cs)
 		events = append(events, nbEvents...)
 		if err != nil {
@@ -362,18 +373,8 @@ func (d *Dataplane) syncLBSvc(ctx context.Context, plan *kubeovn.Plan, existing 
 // an error, so the reconcile is retried with backoff; the others are
 // written. The events say which owners were refused.
 func (d *Dataplane) syncNB(ctx context.Context, s Snapshot, cs *ClusterState) ([]event.Event, error) {
-	if d.nb == nil {
-		c, err := ovsdbnb.Dial(ctx, ovsdbnb.Options{Endpoints: d.cfg.NBAddress, PrivateKey: d.cfg.NBPrivKey,
-			Certificate: d.cfg.NBCert, CACert: d.cfg.NBCA, Logger: d.log})
-		if err != nil {
-			return nil, fmt.Errorf("northbound: %w", err)
-		}
-		stale, err := c.Owners(egress.OwnerEgressIP, egress.OwnerNode, egress.OwnerClusterPolicies, lbsvc.OwnerService)
-		if err != nil {
-			c.Close()
-			return nil, fmt.Errorf("northbound: %w", err)
-		}
-		d.nb, d.stale = c, stale
+	if err := d.connectNB(ctx); err != nil {
+		return nil, err
 	}
 	if d.sb == nil && len(d.cfg.SBAddress) > 0 {
 		w, err := d.dialSB(ctx)
@@ -491,6 +492,40 @@ func (d *Dataplane) syncNB(ctx context.Context, s Snapshot, cs *ClusterState) ([
 	return events, nil
 }
 
+// connectNB dials the NB once, notes the owners of a previous run and
+// fits the load balancers to the NB's schema (fitTemplates).
+func (d *Dataplane) connectNB(ctx context.Context) error {
+	if d.nb != nil {
+		return nil
+	}
+	c, err := ovsdbnb.Dial(ctx, ovsdbnb.Options{Endpoints: d.cfg.NBAddress, PrivateKey: d.cfg.NBPrivKey,
+		Certificate: d.cfg.NBCert, CACert: d.cfg.NBCA, Logger: d.log})
+	if err != nil {
+		return fmt.Errorf("northbound: %w", err)
+	}
+	stale, err := c.Owners(egress.OwnerEgressIP, egress.OwnerNode, egress.OwnerClusterPolicies, lbsvc.OwnerService)
+	if err != nil {
+		c.Close()
+		return fmt.Errorf("northbound: %w", err)
+	}
+	d.nb, d.stale = c, stale
+	d.fitTemplates(c.Schema())
+	return nil
+}
+
+// fitTemplates turns the template load balancers of NodePorts
+// (--lb-templates) into per-node ones on an NB whose schema has no
+// Chassis_Template_Var table (OVN before 22.12), with one warning, as
+// OVN-Kubernetes disables its template support there.
+func (d *Dataplane) fitTemplates(schema ovsdb.DatabaseSchema) {
+	if d.params.LB.PerNodeLBs || ovsdbnb.SupportsTemplates(schema) {
+		return
+	}
+	d.log.Warn("northbound: the NB schema has no Chassis_Template_Var table (OVN older than 22.12): NodePorts get per-node load balancers instead of templates",
+		"schema", schema.Version)
+	d.params.LB.PerNodeLBs = true
+}
+
 // silenced reports whether router is the gateway router of a node the
 // reachability checks find down.
 func (d *Dataplane) silenced(router string) bool {
@@ -605,7 +640,7 @@ func (d *Dataplane) fitSchema(cs *ClusterState) {
 const fullResync = 5 * time.Minute
 
 func isEmpty(s ovsdbnb.State) bool {
-	return len(s.LoadBalancers)+len(s.Groups)+len(s.Policies)+len(s.NATs)+len(s.AddressSets)+len(s.QoSRules) == 0
+	return len(s.LoadBalancers)+len(s.Groups)+len(s.Policies)+len(s.NATs)+len(s.AddressSets)+len(s.QoSRules)+len(s.TemplateVars) == 0
 }
 
 func (d *Dataplane) countNB(r ovsdbnb.Result) {
