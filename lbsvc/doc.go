@@ -23,7 +23,8 @@
 //     (..._node_switch_template_IPv4 in clusterSwitchLBGroup,
 //     ..._node_router_template_IPv4 in clusterRouterLBGroup, merged into
 //     one "..._merged" in both when equal), VIPs ^NODEIP_IPv4_<i>:<port>
-//     that each chassis expands to its i-th host address, backends the
+//     that each chassis expands to its i-th host address (in the order of
+//     their text, as OVN-Kubernetes' GetNodeHostAddrs lists them), backends the
 //     cluster's or a per-chassis variable ([TemplateName]) when they differ
 //     per node;
 //   - per node and protocol (other NodePorts, ETP=Local VIPs, ITP=Local or
@@ -55,9 +56,33 @@
 //     k8s.ovn.org/node-chassis-id) gets per-node NodePort load balancers;
 //     ovn-k serves template NodePorts there only once the node has one.
 //   - Options.PerNodeLBs (`--lb-templates=false`) keeps per-node NodePort
-//     load balancers on an OVN with templates; ovn-k has no such switch.
-//   - Unidling (options event=true / reject=false for idled Services) is
-//     not done: reject=true, event=false always.
+//     load balancers on an OVN with templates, as ovn-k's
+//     --enable-svc-template-support=false does. Like ovn-k
+//     (configureSvcTemplateSupport), the daemon also falls back to them,
+//     with one warning, on an NB whose schema has no Chassis_Template_Var
+//     (ovsdbnb.SupportsTemplates). ovsdbnb's models are those of OVN
+//     23.03's schema, so in practice an NB that old is refused when
+//     dialled, before the check.
+//   - Unidling is not done: options reject=true, event=false always.
+//     OVN-Kubernetes, with --ovn-empty-lb-events (off by default), gives
+//     the load balancers of a Service annotated k8s.ovn.org/idled-at, or
+//     k8s.ovn.org/unidled-at within its grace period, reject=false and
+//     event=true (lb_config.go lbOpts, Test_idledServices), sets
+//     NB_Global options:controller_event=true, and turns the Southbound
+//     Controller_Event rows of type empty_lb_backends into NeedPods events
+//     on the Service (controller/unidling) for the unidler to scale it
+//     up. Porting only the options would drop the first packets of an
+//     idled Service without anything waking it, so none of it is ported.
+//   - The NodePort proof is packets, not ovn-trace: ovn-trace (23.03) of
+//     a NodePort from the external network stops at lr_in_unsnat, whose
+//     ct_snat on the gateway router's own address (lb_force_snat_ip=
+//     router_ip, as ovn-k sets it) it does not follow, for per-node load
+//     balancers as for template ones; and it has no notion of a chassis,
+//     so it could not expand ^NODEIP_IPv4_<i> anyway. internal/e2e
+//     TestNodePortTemplates proves template NodePorts with real TCP
+//     connections from the external client to every node's address on the
+//     three-chassis cluster; lbsvc TestNBTrace traces the ingress and
+//     ETP=Local VIPs, which ovn-trace does follow.
 //   - Router and switch names are OVN-Kubernetes' default network's
 //     (GR_<node>, <node>); user-defined networks are not handled.
 //
