@@ -183,7 +183,8 @@ func wireReachability(ctx context.Context, cfg *Config, c *Clients, d *Dataplane
 				go serveNode(ctx, cfg, c, l, log)
 			}
 		}
-		if cfg.FastFailover && cfg.EnableL2Announce {
+		d.Kick = func() { poke(nodeWake) }
+		if cfg.FastFailover && (cfg.EnableL2Announce || cfg.UnderlayLBMode == UnderlayStandalone) {
 			hb, err := reach.NewHeartbeat(reach.HeartbeatConfig{Interval: cfg.HeartbeatInterval, Misses: cfg.HeartbeatMisses,
 				Port: cfg.HeartbeatPort, Logger: log}, func(string, bool) { poke(nodeWake) })
 			if err != nil {

@@ -90,8 +90,20 @@ type WatchOption func(*Watcher)
 // sync otherwise.
 func WatchKubeOVN() WatchOption {
 	return func(w *Watcher) {
-		w.subnets = w.customInformer(kubeovn.SubnetResource)
-		w.nads = w.customInformer(kubeovn.NADResource)
+		WatchSubnets()(w)
+		if w.nads == nil {
+			w.nads = w.customInformer(kubeovn.NADResource)
+		}
+	}
+}
+
+// WatchSubnets also watches kubeovn.io/v1 Subnets (the underlay subnets of
+// seed 003). Their CRD must exist.
+func WatchSubnets() WatchOption {
+	return func(w *Watcher) {
+		if w.subnets == nil {
+			w.subnets = w.customInformer(kubeovn.SubnetResource)
+		}
 	}
 }
 

@@ -130,7 +130,16 @@ type Options struct {
 	LSCtSkipDstLportIPs bool
 	// Underlay are the underlay subnets (seed 003).
 	Underlay []UnderlaySubnet
+	// UnderlayNodes are the nodes whose chassis get the underlay
+	// template variables: every node with a chassis, OVN-Kubernetes'
+	// annotations or not (a Kube-OVN node has none); nil: Input.Nodes.
+	UnderlayNodes []Node
 }
+
+// UnderlayVIP reports whether vip is an external LB address of an
+// underlay subnet (one with EnableExternalLBAddress): it is served on
+// that subnet's switch, not by the gateway routers.
+func (o Options) UnderlayVIP(vip netip.Addr) bool { return inUnderlay(vip.Unmap(), o) }
 
 func (o Options) group() string { return cmp.Or(o.ClusterLBGroup, DefaultClusterLBGroup) }
 
