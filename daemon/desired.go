@@ -285,6 +285,16 @@ func ComputeCluster(s Snapshot, p Params, reachable func(node string) bool, prev
 		svcs = withIngress(svcs, plan.Ingress)
 		kubeOVN = kubeovn.Selected
 	}
+	if p.Underlay == UnderlayMetalLB {
+		// MetalLB's addresses in underlay subnets are MetalLB's.
+		lbOpts, other := p.LB, kubeOVN
+		kubeOVN = func(svc *corev1.Service) bool {
+			return (other != nil && other(svc)) || slices.ContainsFunc(svc.Status.LoadBalancer.Ingress, func(in corev1.LoadBalancerIngress) bool {
+				a, err := netip.ParseAddr(in.IP)
+				return err == nil && lbOpts.UnderlayVIP(a)
+			})
+		}
+	}
 	svcs, events, err := allocate(svcs, pools, cs.Ingress, kubeOVN, poolOf)
 	if err != nil {
 		return cs, err

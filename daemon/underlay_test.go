@@ -91,7 +91,7 @@ func seed003Snapshot(t *testing.T, status, ingress string) Snapshot {
 // 003's controller flags, MetalLB's VIP of nginx-lb is a template load
 // balancer on underlay-subnet whose backends are each chassis' own pods
 // (kube-ovn-worker3 has none: all of them), and ovnedge writes no
-// ingress; standalone gives nginx-lb the subnet's first excluded address
+// ingress (nor takes the Service into its --lb-pools); standalone gives nginx-lb the subnet's first excluded address
 // itself; without the mode the VIP is the gateway routers' as any other.
 func TestUnderlaySeed003Cluster(t *testing.T) {
 	const lb = "Service_default/nginx-lb_TCP_underlay_underlay-subnet_IPv4"
@@ -101,7 +101,8 @@ func TestUnderlaySeed003Cluster(t *testing.T) {
 	flags := []string{"--enable-ovn-lb-prefer-local", "--ls-ct-skip-dst-lport-ips=false", "--enable-egress-ip=false", "--gateway-flows=false"}
 
 	s := seed003Snapshot(t, "", "10.180.204.252")
-	cs, err := ComputeCluster(s, demoParams(t, append(flags, "--underlay-lb-mode=metallb")...), nil, nil)
+	// --lb-pools leaves MetalLB's underlay address alone.
+	cs, err := ComputeCluster(s, demoParams(t, append(flags, "--underlay-lb-mode=metallb", "--lb-pools=default=172.18.0.200/29")...), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,4 +202,18 @@ func vipOn(st ovsdbnb.State, key string) []string {
 		}
 	}
 	return out
+}
+
+// TestWatchSubnetsOnly: the underlay mode watches Subnets without the
+// NetworkAttachmentDefinitions (a Kube-OVN cluster may lack Multus' CRD).
+func TestWatchSubnetsOnly(t *testing.T) {
+	src := NewManifestSource("testdata/kubeovn", quiet)
+	if err := src.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &Config{UnderlayLBMode: UnderlayMetalLB}
+	s, _ := snapshot(t, NewWatcher(src.Clientset, src.Dynamic, quiet, (&Clients{}).watchOptions(cfg)...))
+	if len(s.Subnets) != 2 || len(s.NADs) != 0 {
+		t.Errorf("%d subnets, %d NADs", len(s.Subnets), len(s.NADs))
+	}
 }

@@ -158,8 +158,10 @@ func NewWatcher(cs kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger
 		w.factory.Discovery().V1().EndpointSlices().Informer(),
 		w.eips,
 	}
-	if w.subnets != nil {
-		infs = append(infs, w.subnets, w.nads)
+	for _, inf := range []cache.SharedIndexInformer{w.subnets, w.nads} {
+		if inf != nil {
+			infs = append(infs, inf)
+		}
 	}
 	if w.deployments != nil {
 		infs = append(infs, w.deployments, w.natConfig)
@@ -247,6 +249,8 @@ func (w *Watcher) Snapshot() (Snapshot, error) {
 				}
 			}
 		}
+	}
+	if w.nads != nil {
 		for _, o := range w.nads.GetStore().List() {
 			if u, ok := o.(*unstructured.Unstructured); ok {
 				if nad, err := kubeovn.NADFromUnstructured(u); err != nil {
