@@ -233,4 +233,3 @@ func TestUnderlayStandalone(t *testing.T) {
 		}
 	}
 }
-
