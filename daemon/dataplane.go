@@ -804,20 +804,7 @@ func (d *Dataplane) applyProvider(ctx context.Context, ns *NodeState) error {
 		d.log.Info("provider bridge: waiting for patch ports", "bridge", d.cfg.ProviderBridge, "ports", ns.ProviderMissing)
 		time.AfterFunc(time.Second, func() { d.kickArmed.Store(false); d.Kick() })
 	}
-	p := d.provProgram.Clone()
-	if err := ns.UpdateProvider(p); err != nil {
-		return err
-	}
-	res, err := d.provApplier.Apply(ctx, p)
-	if err != nil {
-		return fmt.Errorf("provider bridge %s: %w", d.cfg.ProviderBridge, err)
-	}
-	d.provProgram = *p
-	if res.Changed() {
-		d.log.Info("provider bridge flows applied", "bridge", d.cfg.ProviderBridge, "added", res.Added, "modified", res.Modified,
-			"deleted", res.Deleted, "flows", p.Len())
-	}
-	return nil
+	return d.applyProgram(ctx, d.provApplier, &d.provProgram, d.cfg.ProviderBridge, ns.UpdateProvider)
 }
 
 // announceUnderlay makes the underlay interface's responder own addrs.
@@ -872,22 +859,29 @@ func (d *Dataplane) applyFlows(ctx context.Context, ns *NodeState) error {
 	if err := d.openBridge(ctx); err != nil {
 		return err
 	}
-	p := d.program.Clone()
-	if err := ns.Update(p); err != nil {
+	return d.applyProgram(ctx, d.applier, &d.program, d.cfg.Bridge, ns.Update)
+}
+
+// applyProgram sends a bridge the difference between its program cur and
+// cur as update leaves it, and keeps the result in cur once applied.
+func (d *Dataplane) applyProgram(ctx context.Context, a *ovsflow.Applier, cur *ovsflow.Program, bridge string,
+	update func(*ovsflow.Program) error) error {
+	p := cur.Clone()
+	if err := update(p); err != nil {
 		return err
 	}
-	res, err := d.applier.Apply(ctx, p)
+	res, err := a.Apply(ctx, p)
 	if err != nil {
-		return fmt.Errorf("bridge %s: %w", d.cfg.Bridge, err)
+		return fmt.Errorf("bridge %s: %w", bridge, err)
 	}
-	d.program = *p
+	*cur = *p
 	for op, n := range map[string]int{"add": res.Added, "modify": res.Modified, "delete": res.Deleted} {
 		if n > 0 {
 			d.m.FlowOps.WithLabelValues(op).Add(float64(n))
 		}
 	}
 	if res.Changed() {
-		d.log.Info("bridge flows applied", "bridge", d.cfg.Bridge, "added", res.Added, "modified", res.Modified,
+		d.log.Info("bridge flows applied", "bridge", bridge, "added", res.Added, "modified", res.Modified,
 			"deleted", res.Deleted, "flows", p.Len())
 	}
 	return nil

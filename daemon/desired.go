@@ -633,20 +633,10 @@ func providerFlows(ns *NodeState, s Snapshot, p Params) {
 }
 
 // UpdateProvider makes p, the provider bridge's program, hold exactly the
-// Provider sets (owners of others than "service/..." are left alone).
+// Provider sets (as Update: owners not ovnedge's node work are left
+// alone).
 func (ns *NodeState) UpdateProvider(p *ovsflow.Program) error {
-	for _, owner := range p.Owners() {
-		if _, ok := ns.Provider[owner]; !ok && strings.HasPrefix(owner, ownerServicePfx) {
-			p.Delete(owner)
-		}
-	}
-	var errs []error
-	for _, owner := range slices.Sorted(maps.Keys(ns.Provider)) {
-		if err := p.Set(owner, ns.Provider[owner]); err != nil {
-			errs = append(errs, fmt.Errorf("provider flows of %s: %w", owner, err))
-		}
-	}
-	return errors.Join(errs...)
+	return (&NodeState{Sets: ns.Provider}).Update(p)
 }
 
 // bgpRoutes sets the node's BGP routes and router ID: the VIPs it can

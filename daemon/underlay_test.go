@@ -2,9 +2,11 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -17,34 +19,7 @@ import (
 // annotations), the U2O interconnection MAC Kube-OVN's controller writes
 // in the Subnet's status, and the Deployment's pods as the endpoint
 // controller lists them (two on kube-ovn-worker, one on kube-ovn-worker2).
-const seed003Cluster = `apiVersion: v1
-kind: Node
-metadata:
-  name: kube-ovn-worker
-  annotations: {ovn.kubernetes.io/chassis: chassis-1}
-status:
-  addresses: [{type: InternalIP, address: 172.18.0.2}]
-  conditions: [{type: Ready, status: "True"}]
----
-apiVersion: v1
-kind: Node
-metadata:
-  name: kube-ovn-worker2
-  annotations: {ovn.kubernetes.io/chassis: chassis-2}
-status:
-  addresses: [{type: InternalIP, address: 172.18.0.3}]
-  conditions: [{type: Ready, status: "True"}]
----
-apiVersion: v1
-kind: Node
-metadata:
-  name: kube-ovn-worker3
-  annotations: {ovn.kubernetes.io/chassis: chassis-3}
-status:
-  addresses: [{type: InternalIP, address: 172.18.0.4}]
-  conditions: [{type: Ready, status: "True"}]
----
-apiVersion: discovery.k8s.io/v1
+var seed003Cluster = seed003Node(1) + seed003Node(2) + seed003Node(3) + `apiVersion: discovery.k8s.io/v1
 kind: EndpointSlice
 metadata:
   name: nginx-lb-abcde
@@ -57,6 +32,24 @@ endpoints:
 - {addresses: [10.180.204.12], nodeName: kube-ovn-worker, conditions: {ready: true}}
 - {addresses: [10.180.204.13], nodeName: kube-ovn-worker2, conditions: {ready: true}}
 `
+
+// seed003Node is Kube-OVN node i, kube-ovn-worker[i], Ready.
+func seed003Node(i int) string {
+	name := "kube-ovn-worker"
+	if i > 1 {
+		name += strconv.Itoa(i)
+	}
+	return fmt.Sprintf(`apiVersion: v1
+kind: Node
+metadata:
+  name: %s
+  annotations: {ovn.kubernetes.io/chassis: chassis-%d}
+status:
+  addresses: [{type: InternalIP, address: 172.18.0.%d}]
+  conditions: [{type: Ready, status: "True"}]
+---
+`, name, i, i+1)
+}
 
 // seed003Snapshot loads seed 003's manifests with the cluster around
 // them; status, when not empty, is the Subnet's status and ingress
