@@ -583,16 +583,9 @@ func ComputeNode(s Snapshot, p Params, node string) (NodeState, error) {
 	p, _ = withUnderlay(p, s) // a bad Subnet is the leader's to report
 	ns.Announce = lbsvc.VIPOwners(s.Services, s.EndpointSlices, healthy)[node]
 	if p.underlayOn() {
-		var under []netip.Addr
-		ns.Announce = slices.DeleteFunc(ns.Announce, func(a netip.Addr) bool {
-			if p.LB.UnderlayVIP(a) {
-				under = append(under, a)
-				return true
-			}
-			return false
-		})
+		ns.Announce = slices.DeleteFunc(ns.Announce, p.LB.UnderlayVIP)
 		if p.Underlay == UnderlayStandalone {
-			ns.UnderlayAnnounce = under
+			ns.UnderlayAnnounce = lbsvc.UnderlayOwners(s.Services, s.EndpointSlices, healthy, p.LB)[node]
 		}
 		providerFlows(&ns, s, p)
 	}

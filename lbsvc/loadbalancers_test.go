@@ -356,3 +356,35 @@ func TestServedVIPs(t *testing.T) {
 		t.Errorf("without endpoints node1 serves %v, want the ETP=Cluster VIPs only", got)
 	}
 }
+
+// TestUnderlayOwners: in standalone mode an underlay VIP is announced by
+// one healthy node with a ready endpoint, externalTrafficPolicy=Cluster
+// too (node3, without one, has no patch port to steer through); other
+// VIPs are not underlay VIPs.
+func TestUnderlayOwners(t *testing.T) {
+	pool, err := ipam.NewPool("underlay-subnet", "10.180.204.0/24", []string{"10.180.204.250..10.180.204.252"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := lbsvc.Options{Underlay: []lbsvc.UnderlaySubnet{{Subnet: pool, EnableExternalLBAddress: true}}}
+	s := svc("nginx-lb", corev1.ServiceTypeLoadBalancer, []string{"10.96.0.80"}, port("", corev1.ProtocolTCP, 80, 0, "80"))
+	s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "10.180.204.250"}}
+	s.Spec.ExternalIPs = []string{"172.18.0.50"}
+	eps := []*discoveryv1.EndpointSlice{slice("nginx-a", "nginx-lb", discoveryv1.AddressTypeIPv4,
+		[]discoveryv1.EndpointPort{sport("", corev1.ProtocolTCP, 80)},
+		ready("10.180.204.10", "node1"), ready("10.180.204.11", "node2"))}
+	for _, healthy := range [][]string{{"node1", "node2", "node3"}, {"node2", "node3"}, {"node3"}} {
+		got := lbsvc.UnderlayOwners([]*corev1.Service{s}, eps, healthy, opts)
+		var owners []string
+		for n, vips := range got {
+			if !slices.Equal(vips, []netip.Addr{netip.MustParseAddr("10.180.204.250")}) {
+				t.Errorf("healthy %v: %s owns %v", healthy, n, vips)
+			}
+			owners = append(owners, n)
+		}
+		want := slices.DeleteFunc(slices.Clone(healthy), func(n string) bool { return n == "node3" })
+		if len(want) == 0 && len(owners) != 0 || len(want) > 0 && (len(owners) != 1 || !slices.Contains(want, owners[0])) {
+			t.Errorf("healthy %v: owners %v, want one of %v", healthy, owners, want)
+		}
+	}
+}
