@@ -148,9 +148,7 @@ func TestUnderlaySeed003Node(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var prov NodeState
-	prov.Sets = ns.Provider
-	text, err := RenderFlows(prov)
+	text, err := RenderFlows(NodeState{Sets: ns.Provider})
 	if err != nil {
 		t.Fatal(err)
 	}
