@@ -125,7 +125,13 @@
 //   - Replies. The pod answers the client directly (same subnet) through
 //     the localnet port of the same chassis; the egress pipeline's
 //     conntrack of that port undoes the DNAT (a switch with a load
-//     balancer sends its localnet traffic through conntrack).
+//     balancer sends its localnet traffic through conntrack). This holds
+//     for a backend on the entering node only: a backend elsewhere (no
+//     PreferLocal, externalTrafficPolicy=Cluster, or a node without local
+//     endpoints) answers through its own node's localnet port, whose
+//     conntrack never saw the DNAT, so the client gets the reply from
+//     the pod's address. Only the local case is proven with packets
+//     (internal/e2e TestUnderlayMetalLB, TestUnderlayStandalone).
 //   - --ls-ct-skip-dst-lport-ips ([Options].LSCtSkipDstLportIPs, on by
 //     default in Kube-OVN): Kube-OVN's OVN then skips conntrack on a
 //     logical switch for traffic to a logical port's IP, so underlay VIPs
