@@ -183,7 +183,8 @@ func wireReachability(ctx context.Context, cfg *Config, c *Clients, d *Dataplane
 				go serveNode(ctx, cfg, c, l, log)
 			}
 		}
-		if cfg.FastFailover && cfg.EnableL2Announce {
+		d.Kick = func() { poke(nodeWake) }
+		if cfg.FastFailover && (cfg.EnableL2Announce || cfg.UnderlayLBMode == UnderlayStandalone) {
 			hb, err := reach.NewHeartbeat(reach.HeartbeatConfig{Interval: cfg.HeartbeatInterval, Misses: cfg.HeartbeatMisses,
 				Port: cfg.HeartbeatPort, Logger: log}, func(string, bool) { poke(nodeWake) })
 			if err != nil {
@@ -271,7 +272,7 @@ func wireReachability(ctx context.Context, cfg *Config, c *Clients, d *Dataplane
 func runRender(ctx context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger, level *slog.LevelVar) error {
 	var what string
 	cfg, err := parse("render", args, stderr, level, func(fs *flag.FlagSet) {
-		fs.StringVar(&what, "what", "flows", "what to print: flows (the node's bridge flows) or nb (the Northbound rows)")
+		fs.StringVar(&what, "what", "flows", "what to print: flows (the node's bridge flows), provider-flows (its provider bridge's, --underlay-lb-mode) or nb (the Northbound rows)")
 	})
 	if err != nil {
 		return err
@@ -279,11 +280,11 @@ func runRender(ctx context.Context, args []string, stdout, stderr io.Writer, log
 	if cfg.Manifests == "" {
 		return usageError{errors.New("--manifests DIR is required")}
 	}
-	if what != "flows" && what != "nb" {
-		return usageError{fmt.Errorf("--what %q: want flows or nb", what)}
+	if what != "flows" && what != "provider-flows" && what != "nb" {
+		return usageError{fmt.Errorf("--what %q: want flows, provider-flows or nb", what)}
 	}
-	if what == "flows" && cfg.NodeName == "" {
-		return usageError{errors.New("--what flows needs --node NAME")}
+	if what != "nb" && cfg.NodeName == "" {
+		return usageError{fmt.Errorf("--what %s needs --node NAME", what)}
 	}
 	s, _, err := LoadSnapshot(ctx, cfg, log)
 	if err != nil {
@@ -291,12 +292,15 @@ func runRender(ctx context.Context, args []string, stdout, stderr io.Writer, log
 	}
 	p := ParamsFrom(cfg)
 	var out []byte
-	if what == "flows" {
+	if what != "nb" {
 		ns, err := ComputeNode(s, p, cfg.NodeName)
 		if err != nil {
 			return err
 		}
 		logEvents(log, ns.Events)
+		if what == "provider-flows" {
+			ns = NodeState{Sets: ns.Provider}
+		}
 		if out, err = RenderFlows(ns); err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -66,6 +67,10 @@ type Dataplane struct {
 	// Fenced, when not nil, says whether this node has lost its host
 	// lease: its egress IPs on host interfaces are then withdrawn.
 	Fenced func() bool
+	// Kick, when not nil, asks for another node reconcile (the provider
+	// bridge's steering flows wait for a patch port ovn-controller has
+	// not made yet).
+	Kick func()
 
 	cmu       sync.Mutex // the cluster half
 	nb        *ovsdbnb.Client
@@ -94,11 +99,18 @@ type Dataplane struct {
 	applier   *ovsflow.Applier
 	program   ovsflow.Program
 	responder *arp.Responder
-	speaker   *bgp.Speaker
-	bgpPeers  []bgp.Peer  // the speaker's peers
-	leaving   atomic.Bool // this node is cordoned, being deleted or out of service
-	hostnet   *hostnet.Manager
-	nemitted  map[string]bool
+	// The provider bridge (seed 003): its applier and program, and the
+	// responder of the underlay VIPs on the underlay interface.
+	provPorts   *ovsflow.OVSDBPorts // its own monitor: an Applier consumes its ports' Changed
+	provApplier *ovsflow.Applier
+	provProgram ovsflow.Program
+	uresponder  *arp.Responder
+	kickArmed   atomic.Bool
+	speaker     *bgp.Speaker
+	bgpPeers    []bgp.Peer  // the speaker's peers
+	leaving     atomic.Bool // this node is cordoned, being deleted or out of service
+	hostnet     *hostnet.Manager
+	nemitted    map[string]bool
 	// hosting is whether the node was last asked to host egress IPs on
 	// host interfaces.
 	hosting atomic.Bool
@@ -147,6 +159,9 @@ func (d *Dataplane) Close() {
 	d.bg.Wait()
 	if d.ports != nil {
 		d.ports.Close()
+	}
+	if d.provPorts != nil {
+		d.provPorts.Close()
 	}
 	if d.transport != nil {
 		_ = d.transport.Close()
@@ -697,6 +712,16 @@ func (d *Dataplane) Node(ctx context.Context, s Snapshot) error {
 		}
 		p.BridgeMAC = mac
 	}
+	if d.provider() {
+		if err := d.openProvider(ctx); err != nil {
+			return err
+		}
+		ports, err := d.provPorts.Ports(ctx)
+		if err != nil {
+			return fmt.Errorf("provider bridge %s ports: %w", d.cfg.ProviderBridge, err)
+		}
+		p.ProviderPorts = func(name string) bool { return ports[name] != 0 }
+	}
 	ns, err := ComputeNode(s, p, d.cfg.NodeName)
 	if errors.Is(err, ErrUnknownNode) {
 		d.log.Warn("this node is not (yet) known; its flows stay as they are", "node", d.cfg.NodeName)
@@ -731,6 +756,16 @@ func (d *Dataplane) Node(ctx context.Context, s Snapshot) error {
 	d.record(d.nemitted, append(ns.Events, hostEvents...))
 	if d.cfg.EnableL2Announce {
 		if err := d.announce(ctx, ns.Announce); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if d.provider() {
+		if err := d.applyProvider(ctx, &ns); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if d.cfg.UnderlayLBMode == UnderlayStandalone {
+		if err := d.announceUnderlay(ctx, ns.UnderlayAnnounce); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -831,6 +866,74 @@ func (d *Dataplane) advertise(ctx context.Context, cfg bgp.Config, ns *NodeState
 	return nil
 }
 
+// provider reports whether the node programs a provider bridge.
+func (d *Dataplane) provider() bool {
+	return d.cfg.ProviderBridge != "" && d.params.underlayOn()
+}
+
+// openProvider connects to the provider bridge once.
+func (d *Dataplane) openProvider(ctx context.Context) error {
+	if err := d.openBridge(ctx); err != nil { // the transport
+		return err
+	}
+	if d.provApplier != nil {
+		return nil
+	}
+	ports, err := ovsflow.DialOVSDBPorts(ctx, d.cfg.OVSDB)
+	if err != nil {
+		return fmt.Errorf("open_vswitch database: %w", err)
+	}
+	d.provPorts = ports
+	d.provApplier = ovsflow.NewApplier(d.cfg.ProviderBridge, d.transport, ports,
+		ovsflow.ApplierOptions{KeepForeign: true, Logger: d.log})
+	a := d.provApplier
+	d.background(ctx, func(ctx context.Context) {
+		if err := a.Run(ctx); err != nil && ctx.Err() == nil {
+			d.log.Error("provider bridge replay stopped", "bridge", d.cfg.ProviderBridge, "err", err)
+		}
+	})
+	return nil
+}
+
+// applyProvider makes the provider bridge hold the node's steering flows
+// (other controllers' flows, the bridge's NORMAL among them, are left
+// alone). While a patch port is missing the node work is asked again a
+// second later.
+func (d *Dataplane) applyProvider(ctx context.Context, ns *NodeState) error {
+	if d.cfg.ProviderNIC == "" {
+		return fmt.Errorf("provider bridge %s: --provider-nic is not set", d.cfg.ProviderBridge)
+	}
+	if len(ns.ProviderMissing) > 0 && d.Kick != nil && d.kickArmed.CompareAndSwap(false, true) {
+		d.log.Info("provider bridge: waiting for patch ports", "bridge", d.cfg.ProviderBridge, "ports", ns.ProviderMissing)
+		time.AfterFunc(time.Second, func() { d.kickArmed.Store(false); d.Kick() })
+	}
+	return d.applyProgram(ctx, d.provApplier, &d.provProgram, d.cfg.ProviderBridge, ns.UpdateProvider)
+}
+
+// announceUnderlay makes the underlay interface's responder own addrs.
+func (d *Dataplane) announceUnderlay(ctx context.Context, addrs []netip.Addr) error {
+	if d.uresponder == nil {
+		iface := cmp.Or(d.cfg.UnderlayInterface, d.cfg.ProviderBridge)
+		if iface == "" {
+			return errors.New("underlay responder: neither --underlay-interface nor --provider-bridge is set")
+		}
+		r, err := arp.New(arp.Config{Interface: iface, Logger: d.log})
+		if err != nil {
+			return fmt.Errorf("underlay responder: %w", err)
+		}
+		d.uresponder = r
+		d.background(ctx, func(ctx context.Context) {
+			if err := r.Run(ctx); err != nil {
+				d.log.Error("underlay responder stopped", "interface", iface, "err", err)
+			}
+		})
+	}
+	if err := d.uresponder.SetAddresses(addrs); err != nil {
+		return fmt.Errorf("underlay responder: %w", err)
+	}
+	return nil
+}
+
 // openBridge connects to the Open_vSwitch database and the bridge once.
 func (d *Dataplane) openBridge(ctx context.Context) error {
 	if d.applier != nil {
@@ -859,22 +962,29 @@ func (d *Dataplane) applyFlows(ctx context.Context, ns *NodeState) error {
 	if err := d.openBridge(ctx); err != nil {
 		return err
 	}
-	p := d.program.Clone()
-	if err := ns.Update(p); err != nil {
+	return d.applyProgram(ctx, d.applier, &d.program, d.cfg.Bridge, ns.Update)
+}
+
+// applyProgram sends a bridge the difference between its program cur and
+// cur as update leaves it, and keeps the result in cur once applied.
+func (d *Dataplane) applyProgram(ctx context.Context, a *ovsflow.Applier, cur *ovsflow.Program, bridge string,
+	update func(*ovsflow.Program) error) error {
+	p := cur.Clone()
+	if err := update(p); err != nil {
 		return err
 	}
-	res, err := d.applier.Apply(ctx, p)
+	res, err := a.Apply(ctx, p)
 	if err != nil {
-		return fmt.Errorf("bridge %s: %w", d.cfg.Bridge, err)
+		return fmt.Errorf("bridge %s: %w", bridge, err)
 	}
-	d.program = *p
+	*cur = *p
 	for op, n := range map[string]int{"add": res.Added, "modify": res.Modified, "delete": res.Deleted} {
 		if n > 0 {
 			d.m.FlowOps.WithLabelValues(op).Add(float64(n))
 		}
 	}
 	if res.Changed() {
-		d.log.Info("bridge flows applied", "bridge", d.cfg.Bridge, "added", res.Added, "modified", res.Modified,
+		d.log.Info("bridge flows applied", "bridge", bridge, "added", res.Added, "modified", res.Modified,
 			"deleted", res.Deleted, "flows", p.Len())
 	}
 	return nil

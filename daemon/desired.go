@@ -72,6 +72,86 @@ type Params struct {
 	// BGP computes the routes the node announces (NodeState.Routes);
 	// BGPEgressIPs adds the egress IPs assigned to it.
 	BGP, BGPEgressIPs bool
+	// Underlay is --underlay-lb-mode (seed 003): with UnderlayMetalLB or
+	// UnderlayStandalone the snapshot's Subnets with
+	// enableExternalLBAddress are underlay subnets (LB.Underlay), whose
+	// VIPs are served on their switches and steered into OVN on the
+	// provider bridge; UnderlayStandalone also allocates them from the
+	// Subnets' excludeIps and announces them (NodeState.UnderlayAnnounce).
+	Underlay string
+	// ProviderNIC and ProviderVLAN are the provider bridge's NIC port and
+	// VLAN (0: any) of the steering flows; no NIC, no flows.
+	// ProviderPorts, when not nil, says whether the provider bridge has a
+	// port: steering flows through a missing patch port are left out.
+	ProviderNIC   string
+	ProviderVLAN  uint16
+	ProviderPorts func(name string) bool
+}
+
+// underlayOn reports whether the underlay mode is on.
+func (p Params) underlayOn() bool { return p.Underlay != "" && p.Underlay != UnderlayOff }
+
+// ReasonInvalidSubnet is the Warning event of a Subnet that cannot serve
+// as an underlay subnet.
+const ReasonInvalidSubnet = "InvalidSubnet"
+
+// withUnderlay returns p with LB.Underlay (and LB.UnderlayNodes) from the
+// snapshot's Subnets when the underlay mode is on; a Subnet that does not
+// parse is a Warning event and is left out.
+func withUnderlay(p Params, s Snapshot) (Params, []event.Event) {
+	if !p.underlayOn() {
+		return p, nil
+	}
+	var events []event.Event
+	p.LB.Underlay = nil
+	for _, sub := range s.Subnets {
+		u, err := sub.Underlay()
+		if err != nil {
+			events = append(events, event.Warningf(subnetRef(sub), ReasonInvalidSubnet, "not an underlay subnet: %v", err))
+			continue
+		}
+		p.LB.Underlay = append(p.LB.Underlay, u...)
+	}
+	p.LB.UnderlayNodes = make([]lbsvc.Node, 0, len(s.Nodes))
+	for _, n := range s.Nodes {
+		p.LB.UnderlayNodes = append(p.LB.UnderlayNodes, lbNode(n))
+	}
+	return p, events
+}
+
+func subnetRef(sub *kubeovn.Subnet) corev1.ObjectReference {
+	return corev1.ObjectReference{APIVersion: "kubeovn.io/v1", Kind: "Subnet", Name: sub.Name, UID: sub.UID}
+}
+
+// underlayPools are the pools of standalone mode: each underlay Subnet's
+// external LB addresses (its excludeIps), named after it, after pools. A
+// Subnet whose pools overlap another pool is a Warning event and left
+// out.
+func underlayPools(pools []*ipam.Pool, subnets []*kubeovn.Subnet) ([]*ipam.Pool, []event.Event) {
+	out := slices.Clone(pools)
+	var events []event.Event
+	for _, sub := range subnets {
+		ext, err := sub.ExternalLBPools()
+		if err == nil && len(ext) > 0 {
+			_, err = ipam.NewAllocator(append(slices.Clone(out), ext...)...)
+		}
+		if err != nil {
+			events = append(events, event.Warningf(subnetRef(sub), ReasonInvalidSubnet, "no LoadBalancer addresses from this subnet: %v", err))
+			continue
+		}
+		out = append(out, ext...)
+	}
+	return out, events
+}
+
+// underlayPoolOf restricts a Service annotated
+// ovn.kubernetes.io/service_external_ip_from_subnet to that Subnet's
+// pools.
+func underlayPoolOf(svc *corev1.Service) []string {
+	if name := svc.Annotations[lbsvc.AnnotationExternalIPFromSubnet]; name != "" {
+		return []string{name}
+	}
+	return nil
 }
 
 // ParamsFrom returns the Params of a configuration.
@@ -79,7 +159,12 @@ func ParamsFrom(cfg *Config) Params {
 	p := Params{Pools: cfg.LBPools, Bridge: cfg.Bridge, Uplink: cfg.Uplink, Patch: cfg.Patch(),
 		Zone: cfg.CTZone, EnableEgressIP: cfg.EnableEgressIP, GatewayFlows: cfg.GatewayFlows, BridgeMAC: cfg.BridgeMAC,
 		LBSvc: cfg.EnableLBSvc, LBSvcImage: cfg.LBSvcImage,
-		BGP: cfg.EnableBGP, BGPEgressIPs: cfg.EnableBGP && cfg.BGPEgressIPs}
+		BGP: cfg.EnableBGP, BGPEgressIPs: cfg.EnableBGP && cfg.BGPEgressIPs,
+		Underlay: cfg.UnderlayLBMode, ProviderVLAN: uint16(cfg.ProviderVLAN)}
+	if cfg.ProviderBridge != "" {
+		p.ProviderNIC = cfg.ProviderNIC
+	}
+	p.LB.PreferLocal, p.LB.LSCtSkipDstLportIPs = cfg.PreferLocal, cfg.LSCtSkipDstLportIPs
 	for _, cs := range cfg.ClusterSubnets {
 		p.Egress.ClusterSubnets = append(p.Egress.ClusterSubnets, cs.CIDR)
 		p.LB.ClusterSubnets = append(p.LB.ClusterSubnets, cs.CIDR)
@@ -143,7 +228,7 @@ func ComputeCluster(s Snapshot, p Params, reachable func(node string) bool, prev
 	cs := ClusterState{Status: map[string][]egressv1.EgressIPStatusItem{}, Ingress: map[string][]corev1.LoadBalancerIngress{}}
 	nodes, broken := egress.ParseNodes(s.Nodes)
 	for _, n := range s.Nodes {
-		if err := broken[n.Name]; err != nil {
+		if err := broken[n.Name]; err != nil && p.EnableEgressIP {
 			cs.Events = append(cs.Events, event.Warningf(event.Ref("v1", "Node", n), ReasonInvalidNode,
 				"node skipped for egress IPs: %v", err))
 		}
@@ -181,6 +266,14 @@ func ComputeCluster(s Snapshot, p Params, reachable func(node string) bool, prev
 		cs.ReplyFallback = egress.ReplyPortPolicies(p.Egress, servedLocalPorts(served, s.Services, s.EndpointSlices))
 	}
 
+	p, events := withUnderlay(p, s)
+	cs.Events = append(cs.Events, events...)
+	pools, poolOf := p.Pools, func(*corev1.Service) []string { return nil }
+	if p.Underlay == UnderlayStandalone {
+		pools, events = underlayPools(pools, s.Subnets)
+		cs.Events = append(cs.Events, events...)
+		poolOf = underlayPoolOf
+	}
 	svcs := s.Services
 	var kubeOVN func(*corev1.Service) bool // Services whose address is not the pools'
 	if p.LBSvc {
@@ -192,7 +285,17 @@ func ComputeCluster(s Snapshot, p Params, reachable func(node string) bool, prev
 		svcs = withIngress(svcs, plan.Ingress)
 		kubeOVN = kubeovn.Selected
 	}
-	svcs, events, err := allocate(svcs, p.Pools, cs.Ingress, kubeOVN)
+	if p.Underlay == UnderlayMetalLB {
+		// MetalLB's addresses in underlay subnets are MetalLB's.
+		lbOpts, other := p.LB, kubeOVN
+		kubeOVN = func(svc *corev1.Service) bool {
+			return (other != nil && other(svc)) || slices.ContainsFunc(svc.Status.LoadBalancer.Ingress, func(in corev1.LoadBalancerIngress) bool {
+				a, err := netip.ParseAddr(in.IP)
+				return err == nil && lbOpts.UnderlayVIP(a)
+			})
+		}
+	}
+	svcs, events, err := allocate(svcs, pools, cs.Ingress, kubeOVN, poolOf)
 	if err != nil {
 		return cs, err
 	}
@@ -284,9 +387,10 @@ func withIngress(svcs []*corev1.Service, ingress map[string][]corev1.LoadBalance
 // as the load balancers see them: with the ingress IPAM gives them. New
 // ingress lists are stored in ingress by "<namespace>/<name>". Services
 // skip reports (nil: none) are left as they are: their addresses come
-// from elsewhere.
+// from elsewhere. poolOf (nil, or nil for a Service: every pool) names
+// the pools a Service's address comes from.
 func allocate(svcs []*corev1.Service, pools []*ipam.Pool, ingress map[string][]corev1.LoadBalancerIngress,
-	skip func(*corev1.Service) bool) ([]*corev1.Service, []event.Event, error) {
+	skip func(*corev1.Service) bool, poolOf func(*corev1.Service) []string) ([]*corev1.Service, []event.Event, error) {
 	if len(pools) == 0 {
 		return svcs, nil, nil
 	}
@@ -304,7 +408,11 @@ func allocate(svcs []*corev1.Service, pools []*ipam.Pool, ingress map[string][]c
 		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || skip(svc) {
 			continue
 		}
-		res := alloc.Allocate(svc)
+		var names []string
+		if poolOf != nil {
+			names = poolOf(svc)
+		}
+		res := alloc.Allocate(svc, names...)
 		events = append(events, res.Events...)
 		if equality.Semantic.DeepEqual(res.Ingress, svc.Status.LoadBalancer.Ingress) {
 			continue
@@ -404,6 +512,16 @@ type NodeState struct {
 	// Host are the egress IPs the leader assigned to this node on a
 	// secondary (non-OVN) host network.
 	Host []egress.HostAssignment
+	// Provider are the provider bridge's flow sets by owner (the
+	// underlay steering flows of each Service, seed 003);
+	// ProviderMissing the patch ports they wait for (no flows through a
+	// port the bridge lacks yet).
+	Provider        map[string][]ovsflow.Flow
+	ProviderMissing []string
+	// UnderlayAnnounce are the underlay VIPs this node answers ARP/NDP
+	// for on the underlay interface (standalone mode); they are never in
+	// Announce.
+	UnderlayAnnounce []netip.Addr
 	// Routes are the host routes (/32, /128) the node announces over BGP
 	// (Params.BGP): the VIPs it can serve while it is ready, and with
 	// Params.BGPEgressIPs the egress IPs assigned to it. RouterID is its
@@ -462,11 +580,56 @@ func ComputeNode(s Snapshot, p Params, node string) (NodeState, error) {
 			healthy = append(healthy, n.Name)
 		}
 	}
+	p, _ = withUnderlay(p, s) // a bad Subnet is the leader's to report
 	ns.Announce = lbsvc.VIPOwners(s.Services, s.EndpointSlices, healthy)[node]
+	if p.underlayOn() {
+		ns.Announce = slices.DeleteFunc(ns.Announce, p.LB.UnderlayVIP)
+		if p.Underlay == UnderlayStandalone {
+			ns.UnderlayAnnounce = lbsvc.UnderlayOwners(s.Services, s.EndpointSlices, healthy, p.LB)[node]
+		}
+		providerFlows(&ns, s, p)
+	}
 	if p.BGP {
 		bgpRoutes(&ns, s, p, s.Nodes[i], slices.Contains(healthy, node))
 	}
 	return ns, nil
+}
+
+// providerFlows sets the node's provider bridge flows: every Service's
+// underlay steering flows (lbsvc.SteeringFlows), none without a provider
+// NIC.
+func providerFlows(ns *NodeState, s Snapshot, p Params) {
+	if p.ProviderNIC == "" {
+		return
+	}
+	ns.Provider = map[string][]ovsflow.Flow{}
+	st := lbsvc.Steering{NIC: p.ProviderNIC, VLAN: p.ProviderVLAN, HasPort: p.ProviderPorts}
+	for _, svc := range s.Services {
+		flows, missing, events, err := lbsvc.SteeringFlows(st, svc, p.LB)
+		owner := ovsflow.Service{Namespace: svc.Namespace, Name: svc.Name}.Owner()
+		if err != nil {
+			ns.Events = append(ns.Events, event.Warningf(event.Ref("v1", "Service", svc), lbsvc.ReasonGatewayFlows,
+				"provider bridge flows kept as they are: %v", err))
+			continue
+		}
+		ns.Events = append(ns.Events, events...)
+		for _, m := range missing {
+			if !slices.Contains(ns.ProviderMissing, m) {
+				ns.ProviderMissing = append(ns.ProviderMissing, m)
+			}
+		}
+		if len(flows) > 0 {
+			ns.Provider[owner] = flows
+		}
+	}
+	slices.Sort(ns.ProviderMissing)
+}
+
+// UpdateProvider makes p, the provider bridge's program, hold exactly the
+// Provider sets (as Update: owners not ovnedge's node work are left
+// alone).
+func (ns *NodeState) UpdateProvider(p *ovsflow.Program) error {
+	return (&NodeState{Sets: ns.Provider}).Update(p)
 }
 
 // bgpRoutes sets the node's BGP routes and router ID: the VIPs it can

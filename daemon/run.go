@@ -64,7 +64,8 @@ type Clients struct {
 }
 
 // watchOptions are the kinds watched beyond the built-in ones: with
-// --enable-lb-svc what Kube-OVN's LoadBalancer Services need (WatchLBSvc);
+// --enable-lb-svc what Kube-OVN's LoadBalancer Services need (WatchLBSvc),
+// with --underlay-lb-mode the Subnets;
 // the manifests always hold Kube-OVN's Subnets and
 // NetworkAttachmentDefinitions (seeds 003 and 004) when they have any.
 // With --bgp-peer-crds on a node instance, MetalLB's BGP peers too.
@@ -75,6 +76,9 @@ func (c *Clients) watchOptions(cfg *Config) []WatchOption {
 		out = append(out, WatchLBSvc())
 	case c.FromManifests:
 		out = append(out, WatchKubeOVN())
+	}
+	if cfg.UnderlayLBMode != "" && cfg.UnderlayLBMode != UnderlayOff {
+		out = append(out, WatchSubnets())
 	}
 	if cfg.EnableBGP && cfg.BGPPeerCRDs && cfg.NodeName != "" {
 		out = append(out, WatchBGPPeers(cfg.BGPCRDNamespace))

@@ -99,8 +99,20 @@ type WatchOption func(*Watcher)
 // sync otherwise.
 func WatchKubeOVN() WatchOption {
 	return func(w *Watcher) {
-		w.subnets = w.customInformer(kubeovn.SubnetResource)
-		w.nads = w.customInformer(kubeovn.NADResource)
+		WatchSubnets()(w)
+		if w.nads == nil {
+			w.nads = w.customInformer(kubeovn.NADResource)
+		}
+	}
+}
+
+// WatchSubnets also watches kubeovn.io/v1 Subnets (the underlay subnets of
+// seed 003). Their CRD must exist.
+func WatchSubnets() WatchOption {
+	return func(w *Watcher) {
+		if w.subnets == nil {
+			w.subnets = w.customInformer(kubeovn.SubnetResource)
+		}
 	}
 }
 
@@ -171,8 +183,10 @@ func NewWatcher(cs kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger
 		w.factory.Discovery().V1().EndpointSlices().Informer(),
 		w.eips,
 	}
-	if w.subnets != nil {
-		infs = append(infs, w.subnets, w.nads)
+	for _, inf := range []cache.SharedIndexInformer{w.subnets, w.nads} {
+		if inf != nil {
+			infs = append(infs, inf)
+		}
 	}
 	if w.deployments != nil {
 		infs = append(infs, w.deployments, w.natConfig)
@@ -266,6 +280,8 @@ func (w *Watcher) Snapshot() (Snapshot, error) {
 				}
 			}
 		}
+	}
+	if w.nads != nil {
 		for _, o := range w.nads.GetStore().List() {
 			if u, ok := o.(*unstructured.Unstructured); ok {
 				if nad, err := kubeovn.NADFromUnstructured(u); err != nil {

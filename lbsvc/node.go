@@ -1,6 +1,7 @@
 package lbsvc
 
 import (
+	"cmp"
 	"net/netip"
 	"slices"
 	"strings"
@@ -13,6 +14,15 @@ import (
 // AnnotationNodeChassisID is OVN-Kubernetes' node annotation naming the
 // node's chassis (its system-id).
 const AnnotationNodeChassisID = "k8s.ovn.org/node-chassis-id"
+
+// AnnotationKubeOVNChassis is Kube-OVN's node annotation naming the node's
+// chassis, read when OVN-Kubernetes' is missing.
+const AnnotationKubeOVNChassis = "ovn.kubernetes.io/chassis"
+
+// AnnotationExternalIPFromSubnet is Kube-OVN's Service annotation naming
+// the underlay Subnet of its LoadBalancer address; in ovnedge's standalone
+// underlay mode it picks the Subnet the address is allocated from.
+const AnnotationExternalIPFromSubnet = "ovn.kubernetes.io/service_external_ip_from_subnet"
 
 // The node models: egress.Node is a Kubernetes node parsed once from its
 // OVN-Kubernetes annotations (egress.ParseNode); Node here is what the
@@ -42,7 +52,7 @@ func NodeFrom(n egress.Node, chassis string) Node {
 // of its parsed annotations, or, when they are missing or broken, its
 // InternalIP and ExternalIP addresses.
 func ParseNode(n *corev1.Node) Node {
-	node := Node{Name: n.Name, Chassis: n.Annotations[AnnotationNodeChassisID]}
+	node := Node{Name: n.Name, Chassis: cmp.Or(n.Annotations[AnnotationNodeChassisID], n.Annotations[AnnotationKubeOVNChassis])}
 	if parsed, err := egress.ParseNode(n); err == nil {
 		node = NodeFrom(parsed, node.Chassis)
 	}
