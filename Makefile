@@ -55,8 +55,12 @@ update-golden:
 
 # The pure packages build for any GOOS (host I/O is behind linux build
 # tags), and examples/embed, a separate module using only the public API,
-# is vetted, tested and cross-built.
-PORTABLE = ./event ./egress ./egress/api/... ./egress/reach ./lbsvc ./lbsvc/ipam ./lbsvc/kubeovn ./ovsflow ./ovsflow/openflow ./ovsflow/flowtest ./ovsdbnb ./ovsdbnb/nbdb ./arp
+# is vetted, tested and cross-built. egress and lbsvc link no netlink,
+# nftables or iptables on Linux (egress/hostspec holds hostnet's types).
+PORTABLE = ./event ./egress ./egress/hostspec ./egress/api/... ./egress/reach ./lbsvc ./lbsvc/ipam ./lbsvc/kubeovn ./ovsflow ./ovsflow/openflow ./ovsflow/flowtest ./ovsdbnb ./ovsdbnb/nbdb ./arp
 embed:
 	GOOS=darwin $(GO) build $(PORTABLE)
+	@# the pure computation links no host I/O on Linux either
+	@heavy=$$(GOOS=linux $(GO) list -deps ./egress ./lbsvc | grep -E 'netlink|nftables|iptables' || true); \
+	if [ -n "$$heavy" ]; then echo "egress or lbsvc links host I/O on linux:"; echo "$$heavy"; exit 1; fi
 	cd examples/embed && $(GO) vet ./... && $(STATICCHECK) ./... && $(GO) test -race -count=1 ./... && GOOS=darwin $(GO) build ./...
