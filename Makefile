@@ -5,7 +5,7 @@ STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo $(shell $(GO) 
 BENCH ?= .
 BENCHTIME ?= 1s
 
-.PHONY: help deps e2e-deps test e2e demo demo-nb bench lint update-golden embed
+.PHONY: help deps e2e-deps test e2e demo demo-nb bench lint update-golden embed image
 
 help:
 	@echo "make demo           ovnedge on a 3-node OVN cluster with a real kube-apiserver: requests to VIPs, egress source, failover gap"
@@ -15,6 +15,7 @@ help:
 	@echo "make bench          run the benchmarks (BENCH=regexp BENCHTIME=1s)"
 	@echo "make lint           gofmt, go vet, staticcheck"
 	@echo "make embed          examples/embed (a separate module on the public API): vet, test, GOOS=darwin build; pure packages for darwin"
+	@echo "make image          the ovnedge OCI image without docker (crane): build/image/oci, tagged with \`ovnedge version\`"
 	@echo "make update-golden  rewrite testdata golden files (review the diff!)"
 
 deps:
@@ -64,3 +65,9 @@ embed:
 	@heavy=$$(GOOS=linux $(GO) list -deps ./egress ./lbsvc | grep -E 'netlink|nftables|iptables' || true); \
 	if [ -n "$$heavy" ]; then echo "egress or lbsvc links host I/O on linux:"; echo "$$heavy"; exit 1; fi
 	cd examples/embed && $(GO) vet ./... && $(STATICCHECK) ./... && $(GO) test -race -count=1 ./... && GOOS=darwin $(GO) build ./...
+
+# The OCI image: one static binary on an empty base, built with crane
+# v0.22.1 (installed by scripts/tool.sh into ~/.cache/ovnedge/bin) and no
+# docker; deploy's TestImage checks it in make test.
+image:
+	@scripts/image.sh
