@@ -218,7 +218,10 @@ func TestRunResyncs(t *testing.T) {
 		t.Fatal(err)
 	}
 	rule := `ip daddr 172.18.0.18 tcp dport 80 dnat to 10.96.0.10:80 comment "dnat 172.18.0.18 tcp/80 to 10.96.0.10:80"`
-	dnat := func() string { out, _ := p.pod.RunErr("nft", "list", "chain", "ip", agent.Table, agent.ChainDNAT); return out }
+	dnat := func() string {
+		out, _ := p.pod.RunErr("nft", "list", "chain", "ip", agent.Table, agent.ChainDNAT)
+		return out
+	}
 	waitFor("the DNAT rule", func() bool { return strings.Contains(dnat(), rule) })
 	p.pod.Run(t, "nft", "flush", "chain", "ip", agent.Table, agent.ChainDNAT)
 	waitFor("the DNAT rule to come back", func() bool { return strings.Contains(dnat(), rule) })
