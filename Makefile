@@ -5,7 +5,7 @@ STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo $(shell $(GO) 
 BENCH ?= .
 BENCHTIME ?= 1s
 
-.PHONY: help deps e2e-deps test e2e demo demo-nb bench lint update-golden embed image
+.PHONY: help deps e2e-deps test e2e demo demo-nb bench lint update-golden embed image deploy
 
 help:
 	@echo "make demo           ovnedge on a 3-node OVN cluster with a real kube-apiserver: requests to VIPs, egress source, failover gap"
@@ -16,6 +16,7 @@ help:
 	@echo "make lint           gofmt, go vet, staticcheck"
 	@echo "make embed          examples/embed (a separate module on the public API): vet, test, GOOS=darwin build; pure packages for darwin"
 	@echo "make image          the ovnedge OCI image without docker (crane): build/image/oci, tagged with \`ovnedge version\`"
+	@echo "make deploy         rewrite deploy/*.yaml and deploy/crds from the Helm chart deploy/helm/ovnedge"
 	@echo "make update-golden  rewrite testdata golden files (review the diff!)"
 
 deps:
@@ -71,3 +72,10 @@ embed:
 # docker; deploy's TestImage checks it in make test.
 image:
 	@scripts/image.sh
+
+# deploy/*.yaml and deploy/crds are the chart's default rendering (helm
+# v3.22.0 via scripts/tool.sh); deploy's tests check they are, lint the
+# chart and validate it with kubeconform v0.8.0 in make test.
+deploy:
+	UPDATE_DEPLOY=1 $(GO) test -count=1 -run '^TestDeployIsChart$$' ./deploy
+	git diff --stat -- deploy
