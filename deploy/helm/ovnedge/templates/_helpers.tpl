@@ -13,7 +13,8 @@ the EgressIP health check and heartbeat (node and leader must agree), the
 LB pools (the node's BGP communities are per pool), TLS. */}}
 {{- define "ovnedge.commonArgs" -}}
 - --cluster-subnets={{ .Values.clusterSubnets }}
-- --join-subnet={{ .Values.joinSubnet }}
+- --gateway-v4-join-subnet={{ .Values.joinSubnet }}
+- --gateway-v6-join-subnet={{ .Values.joinSubnetV6 }}
 - --gateway-v4-masquerade-subnet={{ .Values.masqueradeSubnetV4 }}
 - --gateway-v6-masquerade-subnet={{ .Values.masqueradeSubnetV6 }}
 - --metrics-address=:{{ .Values.metricsPort }}
