@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -121,18 +122,28 @@ func parse(name string, args []string, stderr io.Writer, level *slog.LevelVar, e
 	return cfg, err
 }
 
+// stampedVersion is "<version> <revision>", set with -ldflags -X by
+// scripts/image.sh where the go command stamps no VCS information (a git
+// worktree, whose .git is a file).
+var stampedVersion string
+
 // Version returns the module version and VCS revision the binary was
 // built from.
 func Version() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
-		return "(unknown)"
+		return cmp.Or(stampedVersion, "(unknown)")
 	}
 	v := bi.Main.Version
+	stamped := false
 	for _, s := range bi.Settings {
 		if s.Key == "vcs.revision" {
 			v += " " + s.Value
+			stamped = true
 		}
+	}
+	if !stamped && stampedVersion != "" {
+		return stampedVersion
 	}
 	return strings.TrimSpace(v)
 }
