@@ -115,7 +115,8 @@ type ClusterState struct {
 	// NB cannot hold them (no QoS mark action, OVN before 24.03): see
 	// egress.ReplyPortPolicies.
 	ReplyFallback ovsdbnb.State
-	// Nodes are the egress nodes used, for the next computation's prev.
+	// Nodes are the parsed nodes used (a broken node's last good parse
+	// included), for the next computation's prev.
 	Nodes  []egress.Node
 	Events []event.Event
 }
@@ -137,16 +138,33 @@ func (c *ClusterState) NB() map[ovsdbnb.Owner]ovsdbnb.State {
 // load balancers. It is a pure function of its inputs (reachable nil means
 // every node is reachable). prev are the egress nodes of the previous
 // computation (ClusterState.Nodes): a node whose annotations turn bad keeps
-// its last good parse, so what it hosts is not lost. Bad objects become
+// its last good parse for its egress IPs and its load balancers, so
+// nothing programmed for it is lost (a Warning event on the node names the
+// annotation). Bad objects become
 // events and are skipped; the error is reserved for bad Params.
 func ComputeCluster(s Snapshot, p Params, reachable func(node string) bool, prev []egress.Node) (ClusterState, error) {
 	cs := ClusterState{Status: map[string][]egressv1.EgressIPStatusItem{}, Ingress: map[string][]corev1.LoadBalancerIngress{}}
 	nodes, broken := egress.ParseNodes(s.Nodes)
-	for _, n := range s.Nodes {
-		if err := broken[n.Name]; err != nil {
-			cs.Events = append(cs.Events, event.Warningf(event.Ref("v1", "Node", n), ReasonInvalidNode,
-				"node skipped for egress IPs: %v", err))
+	// Every consumer of the annotations (egress IPs, load balancers) gets
+	// a broken node's last good parse, so nothing programmed for it is
+	// lost; a node never parsed is skipped.
+	cs.Nodes = egress.KeepLastGood(prev, nodes, broken)
+	lastGood := map[string]egress.Node{}
+	for _, n := range cs.Nodes {
+		if broken[n.Name] != nil {
+			lastGood[n.Name] = n
 		}
+	}
+	for _, n := range s.Nodes {
+		err := broken[n.Name]
+		if err == nil {
+			continue
+		}
+		msg := "node %s skipped for egress IPs and load balancers until its annotations are fixed: %v"
+		if _, ok := lastGood[n.Name]; ok {
+			msg = "node %s keeps its last good annotations for egress IPs and load balancers until they are fixed: %v"
+		}
+		cs.Events = append(cs.Events, event.Warningf(event.Ref("v1", "Node", n), ReasonInvalidNode, msg, n.Name, err))
 	}
 
 	if p.EnableEgressIP {
@@ -161,8 +179,7 @@ func ComputeCluster(s Snapshot, p Params, reachable func(node string) bool, prev
 			}
 			eips = append(eips, e)
 		}
-		eNodes := egress.KeepLastGood(prev, nodes, broken)
-		cs.Nodes = eNodes
+		eNodes := cs.Nodes
 		res := egress.Assign(eips, eNodes, reachable, broken)
 		cs.Events = append(cs.Events, res.Events...)
 		cs.Status = res.Status
@@ -200,11 +217,14 @@ func ComputeCluster(s Snapshot, p Params, reachable func(node string) bool, prev
 	svcs, events = dedupIngress(svcs)
 	cs.Events = append(cs.Events, events...)
 	// A node without the OVN-Kubernetes annotations has no gateway router
-	// or switch yet: it gets no per-node load balancers.
+	// or switch yet: it gets no per-node load balancers. One whose
+	// annotations broke keeps those of its last good annotations.
 	lbNodes := make([]lbsvc.Node, 0, len(s.Nodes))
 	for _, n := range s.Nodes {
 		if broken[n.Name] == nil {
 			lbNodes = append(lbNodes, lbNode(n))
+		} else if last, ok := lastGood[n.Name]; ok {
+			lbNodes = append(lbNodes, lbsvc.NodeOf(n, last))
 		}
 	}
 	var lbEvents []event.Event
