@@ -214,7 +214,7 @@ func ComputeCluster(s Snapshot, p Params, reachable func(node string) bool, prev
 		return cs, err
 	}
 	cs.Events = append(cs.Events, events...)
-	svcs, events = dedupIngress(svcs)
+	svcs, events = dedupVIPs(svcs)
 	cs.Events = append(cs.Events, events...)
 	// A node without the OVN-Kubernetes annotations has no gateway router
 	// or switch yet: it gets no per-node load balancers. One whose
@@ -337,33 +337,85 @@ func allocate(svcs []*corev1.Service, pools []*ipam.Pool, ingress map[string][]c
 	return sorted, events, nil
 }
 
-// dedupIngress keeps every LoadBalancer ingress IP with one Service, the
-// oldest (then first by name) claiming it: a younger Service's claim is a
-// Warning event and is left out of its load balancers, so it never takes
-// the VIP's traffic from the holder.
-func dedupIngress(svcs []*corev1.Service) ([]*corev1.Service, []event.Event) {
+// ReasonDuplicateExternalIP is the Warning event on a Service whose
+// ExternalIP an older Service already serves on one of its ports.
+const ReasonDuplicateExternalIP = "DuplicateExternalIP"
+
+// dedupVIPs gives every VIP to one Service, first come first served: the
+// oldest Service claiming it keeps it (creationTimestamp, which the
+// manifests source sets in the order objects appear: file name order,
+// then position in the file; equal timestamps, possible within one second
+// of an API server, fall back to namespace/name). A younger Service loses
+// only the duplicated VIP, with a Warning event: its ClusterIP and its
+// other VIPs are programmed as usual, so a duplicate never fails the
+// whole sync nor takes the VIP's traffic from its holder.
+//   - A LoadBalancer ingress IP belongs to one LoadBalancer Service
+//     whatever the ports (LB IPAM's rule).
+//   - An ExternalIP (or an ingress IP) is refused when an older Service
+//     serves the same protocol, address and port on it; Services with
+//     disjoint ports share an address, as Kubernetes allows.
+func dedupVIPs(svcs []*corev1.Service) ([]*corev1.Service, []event.Event) {
 	order := slices.Clone(svcs)
 	slices.SortStableFunc(order, olderFirst)
-	holder := map[string]*corev1.Service{}
+	ingressHolder := map[string]*corev1.Service{}
+	portHolder := map[string]*corev1.Service{} // "<protocol> <ip>:<port>"
 	replaced := map[*corev1.Service]*corev1.Service{}
 	var events []event.Event
-	for _, svc := range order {
-		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
-			continue
+	// taken is the older Service serving one of svc's ports on ip.
+	taken := func(svc *corev1.Service, ip string) (*corev1.Service, string) {
+		for _, p := range svc.Spec.Ports {
+			k := fmt.Sprintf("%s %s", cmp.Or(p.Protocol, corev1.ProtocolTCP), net.JoinHostPort(ip, fmt.Sprint(p.Port)))
+			if h, ok := portHolder[k]; ok && h != svc {
+				return h, k
+			}
 		}
-		var keep []corev1.LoadBalancerIngress
-		for _, ing := range svc.Status.LoadBalancer.Ingress {
-			if h, taken := holder[ing.IP]; taken && ing.IP != "" {
-				events = append(events, event.Warningf(event.Ref("v1", "Service", svc), ipam.ReasonDuplicate,
-					"LoadBalancer IP %s belongs to Service %s/%s; it is not programmed for this Service", ing.IP, h.Namespace, h.Name))
+		return nil, ""
+	}
+	claim := func(svc *corev1.Service, ip string) {
+		for _, p := range svc.Spec.Ports {
+			portHolder[fmt.Sprintf("%s %s", cmp.Or(p.Protocol, corev1.ProtocolTCP), net.JoinHostPort(ip, fmt.Sprint(p.Port)))] = svc
+		}
+	}
+	for _, svc := range order {
+		var keepIngress []corev1.LoadBalancerIngress
+		if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+			for _, ing := range svc.Status.LoadBalancer.Ingress {
+				if ing.IP == "" {
+					keepIngress = append(keepIngress, ing)
+					continue
+				}
+				if h, ok := ingressHolder[ing.IP]; ok && h != svc {
+					events = append(events, event.Warningf(event.Ref("v1", "Service", svc), ipam.ReasonDuplicate,
+						"LoadBalancer IP %s belongs to Service %s/%s; it is not programmed for this Service", ing.IP, h.Namespace, h.Name))
+					continue
+				}
+				if h, k := taken(svc, ing.IP); h != nil {
+					events = append(events, event.Warningf(event.Ref("v1", "Service", svc), ipam.ReasonDuplicate,
+						"LoadBalancer IP %s: %s is served by the older Service %s/%s; the IP is not programmed for this Service", ing.IP, k, h.Namespace, h.Name))
+					continue
+				}
+				ingressHolder[ing.IP] = svc
+				claim(svc, ing.IP)
+				keepIngress = append(keepIngress, ing)
+			}
+		}
+		var keepExternal []string
+		for _, ip := range svc.Spec.ExternalIPs {
+			if h, k := taken(svc, ip); h != nil {
+				events = append(events, event.Warningf(event.Ref("v1", "Service", svc), ReasonDuplicateExternalIP,
+					"ExternalIP %s: %s is served by the older Service %s/%s; the ExternalIP is not programmed for this Service (its other addresses are)", ip, k, h.Namespace, h.Name))
 				continue
 			}
-			holder[ing.IP] = svc
-			keep = append(keep, ing)
+			claim(svc, ip)
+			keepExternal = append(keepExternal, ip)
 		}
-		if len(keep) != len(svc.Status.LoadBalancer.Ingress) {
+		lostIngress := svc.Spec.Type == corev1.ServiceTypeLoadBalancer && len(keepIngress) != len(svc.Status.LoadBalancer.Ingress)
+		if lostIngress || len(keepExternal) != len(svc.Spec.ExternalIPs) {
 			c := svc.DeepCopy()
-			c.Status.LoadBalancer.Ingress = keep
+			if lostIngress {
+				c.Status.LoadBalancer.Ingress = keepIngress
+			}
+			c.Spec.ExternalIPs = keepExternal
 			replaced[svc] = c
 		}
 	}
@@ -379,6 +431,7 @@ func dedupIngress(svcs []*corev1.Service) ([]*corev1.Service, []event.Event) {
 	return out, events
 }
 
+// olderFirst orders Services by creationTimestamp, then namespace/name.
 func olderFirst(a, b *corev1.Service) int {
 	if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
 		return c
