@@ -1,11 +1,9 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,24 +13,6 @@ import (
 	"github.com/ovnedge/ovnedge/ovsflow"
 	"github.com/ovnedge/ovnedge/ovsflow/flowtest"
 )
-
-// syncBuffer is a log sink safe for the applier's goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestNodeBridgeDriftAndRestart runs the node work with the gateway flows
 // against a real bridge: flows deleted or changed by hand come back
@@ -56,8 +36,8 @@ func TestNodeBridgeDriftAndRestart(t *testing.T) {
 		}
 		return string(b)
 	}
-	start := func() (*Dataplane, *Metrics, *syncBuffer) {
-		logs := &syncBuffer{}
+	start := func() (*Dataplane, *Metrics, *lockedBuilder) {
+		logs := &lockedBuilder{}
 		m := NewMetrics()
 		d := NewDataplane(cfg, c, record.NewFakeRecorder(100), m, slog.New(slog.NewTextHandler(logs, nil)))
 		return d, m, logs
