@@ -127,7 +127,9 @@ func TestComputeCluster(t *testing.T) {
 			wantEvents: []string{ReasonInvalidNode}, wantStatus: "[{ovn-worker2 172.18.0.44}]"},
 		{name: "invalid egress IP", edits: map[string]string{"bad-eip.yaml": badEgressIP},
 			wantEvents: []string{egress.ReasonInvalidEgressIP}, wantStatus: "[{ovn-worker2 172.18.0.44}]"},
-		{name: "conflicting LoadBalancer IP", edits: map[string]string{"dup.yaml": dupService},
+		// In manifests mode the younger Service is the later in file
+		// order (the source sets creationTimestamp as it creates them).
+		{name: "conflicting LoadBalancer IP", edits: map[string]string{"zz-dup.yaml": dupService},
 			wantEvents: []string{ipam.ReasonDuplicate}, wantStatus: "[{ovn-worker2 172.18.0.44}]"},
 		{name: "egress IPs off", args: []string{"--enable-egress-ip=false"}, wantStatus: ""},
 		{name: "LB IPAM keeps an ingress inside its pool", args: []string{"--lb-pools", "pub=172.18.0.192/26"},
