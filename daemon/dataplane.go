@@ -945,7 +945,13 @@ func (d *Dataplane) openBridge(ctx context.Context) error {
 	}
 	d.ports = ports
 	d.transport = ovsflow.NewNativeTransport(d.cfg.OVSRunDir, ovsflow.NativeOptions{Logger: d.log})
-	d.applier = ovsflow.NewApplier(d.cfg.Bridge, d.transport, ports, ovsflow.ApplierOptions{KeepForeign: true, Logger: d.log})
+	// Owns: flows a previous process left for owners gone meanwhile (a
+	// Service deleted while the daemon was down) are removed by the first
+	// apply; unchanged ones are left as they are. Drift (flows deleted or
+	// changed by hand) is repaired by the applier's Run as soon as the
+	// flow monitor reports it, and by a dump every bridgeVerify.
+	d.applier = ovsflow.NewApplier(d.cfg.Bridge, d.transport, ports, ovsflow.ApplierOptions{
+		KeepForeign: true, Owns: ovsflow.OwnedCookie, VerifyInterval: bridgeVerify, Logger: d.log})
 	d.background(ctx, func(ctx context.Context) {
 		if err := d.applier.Run(ctx); err != nil && ctx.Err() == nil {
 			d.log.Error("bridge replay stopped", "bridge", d.cfg.Bridge, "err", err)
@@ -953,6 +959,10 @@ func (d *Dataplane) openBridge(ctx context.Context) error {
 	})
 	return nil
 }
+
+// bridgeVerify is how often the node's bridge is dumped and compared with
+// its program, besides the repairs the flow monitor triggers.
+const bridgeVerify = 30 * time.Second
 
 // applyFlows makes the bridge hold the node's flows, sending only the
 // difference in one bundle. Flows of other controllers are left alone

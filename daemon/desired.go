@@ -200,7 +200,8 @@ type ClusterState struct {
 	// NB cannot hold them (no QoS mark action, OVN before 24.03): see
 	// egress.ReplyPortPolicies.
 	ReplyFallback ovsdbnb.State
-	// Nodes are the egress nodes used, for the next computation's prev.
+	// Nodes are the parsed nodes used (a broken node's last good parse
+	// included), for the next computation's prev.
 	Nodes  []egress.Node
 	Events []event.Event
 }
@@ -222,16 +223,36 @@ func (c *ClusterState) NB() map[ovsdbnb.Owner]ovsdbnb.State {
 // load balancers. It is a pure function of its inputs (reachable nil means
 // every node is reachable). prev are the egress nodes of the previous
 // computation (ClusterState.Nodes): a node whose annotations turn bad keeps
-// its last good parse, so what it hosts is not lost. Bad objects become
+// its last good parse for its egress IPs and its load balancers, so
+// nothing programmed for it is lost (a Warning event on the node names the
+// annotation). Bad objects become
 // events and are skipped; the error is reserved for bad Params.
 func ComputeCluster(s Snapshot, p Params, reachable func(node string) bool, prev []egress.Node) (ClusterState, error) {
 	cs := ClusterState{Status: map[string][]egressv1.EgressIPStatusItem{}, Ingress: map[string][]corev1.LoadBalancerIngress{}}
 	nodes, broken := egress.ParseNodes(s.Nodes)
-	for _, n := range s.Nodes {
-		if err := broken[n.Name]; err != nil && p.EnableEgressIP {
-			cs.Events = append(cs.Events, event.Warningf(event.Ref("v1", "Node", n), ReasonInvalidNode,
-				"node skipped for egress IPs: %v", err))
+	// Every consumer of the annotations (egress IPs, load balancers) gets
+	// a broken node's last good parse, so nothing programmed for it is
+	// lost; a node never parsed is skipped.
+	cs.Nodes = egress.KeepLastGood(prev, nodes, broken)
+	lastGood := map[string]egress.Node{}
+	for _, n := range cs.Nodes {
+		if broken[n.Name] != nil {
+			lastGood[n.Name] = n
 		}
+	}
+	for _, n := range s.Nodes {
+		err := broken[n.Name]
+		if err == nil || (!p.EnableEgressIP && !hasOVNKAnnotations(n)) {
+			// Without EgressIPs, a node that carries none of
+			// OVN-Kubernetes' annotations (a Kube-OVN node) is not broken:
+			// its load balancers use its status addresses.
+			continue
+		}
+		msg := "node %s skipped for egress IPs and load balancers until its annotations are fixed: %v"
+		if _, ok := lastGood[n.Name]; ok {
+			msg = "node %s keeps its last good annotations for egress IPs and load balancers until they are fixed: %v"
+		}
+		cs.Events = append(cs.Events, event.Warningf(event.Ref("v1", "Node", n), ReasonInvalidNode, msg, n.Name, err))
 	}
 
 	if p.EnableEgressIP {
@@ -246,8 +267,7 @@ func ComputeCluster(s Snapshot, p Params, reachable func(node string) bool, prev
 			}
 			eips = append(eips, e)
 		}
-		eNodes := egress.KeepLastGood(prev, nodes, broken)
-		cs.Nodes = eNodes
+		eNodes := cs.Nodes
 		res := egress.Assign(eips, eNodes, reachable, broken)
 		cs.Events = append(cs.Events, res.Events...)
 		cs.Status = res.Status
@@ -300,14 +320,17 @@ func ComputeCluster(s Snapshot, p Params, reachable func(node string) bool, prev
 		return cs, err
 	}
 	cs.Events = append(cs.Events, events...)
-	svcs, events = dedupIngress(svcs)
+	svcs, events = dedupVIPs(svcs)
 	cs.Events = append(cs.Events, events...)
 	// A node without the OVN-Kubernetes annotations has no gateway router
-	// or switch yet: it gets no per-node load balancers.
+	// or switch yet: it gets no per-node load balancers. One whose
+	// annotations broke keeps those of its last good annotations.
 	lbNodes := make([]lbsvc.Node, 0, len(s.Nodes))
 	for _, n := range s.Nodes {
 		if broken[n.Name] == nil {
 			lbNodes = append(lbNodes, lbNode(n))
+		} else if last, ok := lastGood[n.Name]; ok {
+			lbNodes = append(lbNodes, lbsvc.NodeOf(n, last))
 		}
 	}
 	var lbEvents []event.Event
@@ -425,33 +448,85 @@ func allocate(svcs []*corev1.Service, pools []*ipam.Pool, ingress map[string][]c
 	return sorted, events, nil
 }
 
-// dedupIngress keeps every LoadBalancer ingress IP with one Service, the
-// oldest (then first by name) claiming it: a younger Service's claim is a
-// Warning event and is left out of its load balancers, so it never takes
-// the VIP's traffic from the holder.
-func dedupIngress(svcs []*corev1.Service) ([]*corev1.Service, []event.Event) {
+// ReasonDuplicateExternalIP is the Warning event on a Service whose
+// ExternalIP an older Service already serves on one of its ports.
+const ReasonDuplicateExternalIP = "DuplicateExternalIP"
+
+// dedupVIPs gives every VIP to one Service, first come first served: the
+// oldest Service claiming it keeps it (creationTimestamp, which the
+// manifests source sets in the order objects appear: file name order,
+// then position in the file; equal timestamps, possible within one second
+// of an API server, fall back to namespace/name). A younger Service loses
+// only the duplicated VIP, with a Warning event: its ClusterIP and its
+// other VIPs are programmed as usual, so a duplicate never fails the
+// whole sync nor takes the VIP's traffic from its holder.
+//   - A LoadBalancer ingress IP belongs to one LoadBalancer Service
+//     whatever the ports (LB IPAM's rule).
+//   - An ExternalIP (or an ingress IP) is refused when an older Service
+//     serves the same protocol, address and port on it; Services with
+//     disjoint ports share an address, as Kubernetes allows.
+func dedupVIPs(svcs []*corev1.Service) ([]*corev1.Service, []event.Event) {
 	order := slices.Clone(svcs)
 	slices.SortStableFunc(order, olderFirst)
-	holder := map[string]*corev1.Service{}
+	ingressHolder := map[string]*corev1.Service{}
+	portHolder := map[string]*corev1.Service{} // "<protocol> <ip>:<port>"
 	replaced := map[*corev1.Service]*corev1.Service{}
 	var events []event.Event
-	for _, svc := range order {
-		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
-			continue
+	// taken is the older Service serving one of svc's ports on ip.
+	taken := func(svc *corev1.Service, ip string) (*corev1.Service, string) {
+		for _, p := range svc.Spec.Ports {
+			k := fmt.Sprintf("%s %s", cmp.Or(p.Protocol, corev1.ProtocolTCP), net.JoinHostPort(ip, fmt.Sprint(p.Port)))
+			if h, ok := portHolder[k]; ok && h != svc {
+				return h, k
+			}
 		}
-		var keep []corev1.LoadBalancerIngress
-		for _, ing := range svc.Status.LoadBalancer.Ingress {
-			if h, taken := holder[ing.IP]; taken && ing.IP != "" {
-				events = append(events, event.Warningf(event.Ref("v1", "Service", svc), ipam.ReasonDuplicate,
-					"LoadBalancer IP %s belongs to Service %s/%s; it is not programmed for this Service", ing.IP, h.Namespace, h.Name))
+		return nil, ""
+	}
+	claim := func(svc *corev1.Service, ip string) {
+		for _, p := range svc.Spec.Ports {
+			portHolder[fmt.Sprintf("%s %s", cmp.Or(p.Protocol, corev1.ProtocolTCP), net.JoinHostPort(ip, fmt.Sprint(p.Port)))] = svc
+		}
+	}
+	for _, svc := range order {
+		var keepIngress []corev1.LoadBalancerIngress
+		if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+			for _, ing := range svc.Status.LoadBalancer.Ingress {
+				if ing.IP == "" {
+					keepIngress = append(keepIngress, ing)
+					continue
+				}
+				if h, ok := ingressHolder[ing.IP]; ok && h != svc {
+					events = append(events, event.Warningf(event.Ref("v1", "Service", svc), ipam.ReasonDuplicate,
+						"LoadBalancer IP %s belongs to Service %s/%s; it is not programmed for this Service", ing.IP, h.Namespace, h.Name))
+					continue
+				}
+				if h, k := taken(svc, ing.IP); h != nil {
+					events = append(events, event.Warningf(event.Ref("v1", "Service", svc), ipam.ReasonDuplicate,
+						"LoadBalancer IP %s: %s is served by the older Service %s/%s; the IP is not programmed for this Service", ing.IP, k, h.Namespace, h.Name))
+					continue
+				}
+				ingressHolder[ing.IP] = svc
+				claim(svc, ing.IP)
+				keepIngress = append(keepIngress, ing)
+			}
+		}
+		var keepExternal []string
+		for _, ip := range svc.Spec.ExternalIPs {
+			if h, k := taken(svc, ip); h != nil {
+				events = append(events, event.Warningf(event.Ref("v1", "Service", svc), ReasonDuplicateExternalIP,
+					"ExternalIP %s: %s is served by the older Service %s/%s; the ExternalIP is not programmed for this Service (its other addresses are)", ip, k, h.Namespace, h.Name))
 				continue
 			}
-			holder[ing.IP] = svc
-			keep = append(keep, ing)
+			claim(svc, ip)
+			keepExternal = append(keepExternal, ip)
 		}
-		if len(keep) != len(svc.Status.LoadBalancer.Ingress) {
+		lostIngress := svc.Spec.Type == corev1.ServiceTypeLoadBalancer && len(keepIngress) != len(svc.Status.LoadBalancer.Ingress)
+		if lostIngress || len(keepExternal) != len(svc.Spec.ExternalIPs) {
 			c := svc.DeepCopy()
-			c.Status.LoadBalancer.Ingress = keep
+			if lostIngress {
+				c.Status.LoadBalancer.Ingress = keepIngress
+			}
+			c.Spec.ExternalIPs = keepExternal
 			replaced[svc] = c
 		}
 	}
@@ -467,6 +542,7 @@ func dedupIngress(svcs []*corev1.Service) ([]*corev1.Service, []event.Event) {
 	return out, events
 }
 
+// olderFirst orders Services by creationTimestamp, then namespace/name.
 func olderFirst(a, b *corev1.Service) int {
 	if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
 		return c
@@ -811,4 +887,15 @@ func (ns *NodeState) Update(p *ovsflow.Program) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// hasOVNKAnnotations reports whether n carries any of OVN-Kubernetes'
+// k8s.ovn.org/ annotations.
+func hasOVNKAnnotations(n *corev1.Node) bool {
+	for k := range n.Annotations {
+		if strings.HasPrefix(k, "k8s.ovn.org/") {
+			return true
+		}
+	}
+	return false
 }

@@ -52,10 +52,20 @@ func NodeFrom(n egress.Node, chassis string) Node {
 // of its parsed annotations, or, when they are missing or broken, its
 // InternalIP and ExternalIP addresses.
 func ParseNode(n *corev1.Node) Node {
-	node := Node{Name: n.Name, Chassis: cmp.Or(n.Annotations[AnnotationNodeChassisID], n.Annotations[AnnotationKubeOVNChassis])}
-	if parsed, err := egress.ParseNode(n); err == nil {
-		node = NodeFrom(parsed, node.Chassis)
+	parsed, err := egress.ParseNode(n)
+	if err != nil {
+		parsed = egress.Node{}
 	}
+	return NodeOf(n, parsed)
+}
+
+// NodeOf is node n as its load balancers see it with its annotations
+// parsed as parsed (for a node whose annotations broke, their last good
+// parse): NodeFrom(parsed) with n's name and chassis, or, without an
+// address, n's InternalIP and ExternalIP addresses.
+func NodeOf(n *corev1.Node, parsed egress.Node) Node {
+	parsed.Name = n.Name
+	node := NodeFrom(parsed, cmp.Or(n.Annotations[AnnotationNodeChassisID], n.Annotations[AnnotationKubeOVNChassis]))
 	if len(node.IPs) == 0 {
 		node.IPs = StatusIPs(n)
 	}
