@@ -16,9 +16,9 @@ import (
 // row costs nothing while it is not there. Benchmarks use it to time how
 // long a change takes to reach the database.
 type NBWatch struct {
-	cl      client.Client
-	mu      sync.Mutex
-	keys    map[string]int // key -> rows
+	cl   client.Client
+	mu   sync.Mutex
+	keys map[string]int // key -> rows
 	// inserted and deleted count the rows that appeared and went since
 	// the monitor's first reply (a row deleted and inserted again counts
 	// in both).
