@@ -316,15 +316,22 @@ func TestDaemonRestartNoChurn(t *testing.T) {
 	nats := testbed.WatchNB(t, ovn.NB, nbdb.NATTable, &nbdb.NAT{}, func(n *nbdb.NAT) string { return n.ExternalIP })
 	sets := testbed.WatchNB(t, ovn.NB, nbdb.AddressSetTable, &nbdb.AddressSet{}, func(a *nbdb.AddressSet) string { return a.Name })
 	log, _ = startMain(t, daemonArgs(dir, ovn.NB))
-	// The first sync is over when the cluster loop has reconciled (the
-	// NB is written in it).
-	deadline := time.Now().Add(time.Minute)
-	for !strings.Contains(log.String(), "msg=reconciled loop=cluster") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no cluster reconcile within a minute:\n%s", log.String())
+	// The first sync is over when the cluster loop has reconciled after
+	// connecting to the NB (a reconcile before leading does nothing).
+	waitLog := func(from int, msg string) int {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute)
+		for {
+			if i := strings.Index(log.String()[from:], msg); i >= 0 {
+				return from + i
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no %q within a minute:\n%s", msg, grepLog(log.String(), "msg="))
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
+	waitLog(waitLog(0, "northbound: starting from the rows in the NB"), "msg=reconciled loop=cluster")
 	time.Sleep(time.Second) // and the drift repair that follows it
 	if d := nbDiff(c, want); d != "" {
 		t.Errorf("after the restart the NB is not the rendered one:\n%s", d)
@@ -334,7 +341,7 @@ func TestDaemonRestartNoChurn(t *testing.T) {
 			t.Errorf("%s: %d inserted and %d deleted by the restarted daemon, want none", name, ins, del)
 		}
 	}
-	if !strings.Contains(log.String(), fmt.Sprintf("egress-owners=%d", n+1)) {
+	if !strings.Contains(log.String(), fmt.Sprintf("egress-owners=%d", n+4)) {
 		t.Errorf("the restarted daemon did not start from the NB's EgressIP rows:\n%s", grepLog(log.String(), "northbound"))
 	}
 }
