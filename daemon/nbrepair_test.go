@@ -372,12 +372,16 @@ func BenchmarkNBWipedRepair(b *testing.B) {
 	waitNB(b, c, want, 2*time.Minute, log)
 	var repair, wiped []time.Duration
 	for b.Loop() {
-		begin := time.Now()
+		begin, from := time.Now(), len(log.String())
 		ovn.ReplaceNB()
 		restoreTopology(b, c, topo)
 		restored := time.Now()
 		waitNB(b, c, want, time.Minute, log)
 		repair, wiped = append(repair, time.Since(restored)), append(wiped, time.Since(begin))
+		if time.Since(restored) > 5*time.Second {
+			b.Logf("slow repair (%v after the topology's return, restored at %s):\n%s", time.Since(restored), restored.Format(time.StampMilli),
+				log.String()[from:])
+		}
 	}
 	slices.Sort(repair)
 	slices.Sort(wiped)
