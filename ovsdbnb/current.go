@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -35,12 +36,16 @@ func (c *Client) Current(types ...string) (map[Owner]State, error) {
 		return nil, err
 	}
 	out := map[Owner]State{}
-	owned := func(ids map[string]string) (Owner, bool) {
+	// put adds a row stamped with ids to its owner's State (f is given
+	// the keys the owner wrote, KeyManaged), if the owner is wanted.
+	put := func(ids map[string]string, f func(st *State, managed map[string]map[string]bool)) {
 		o, ok := ownerOf(ids)
 		if !ok || (len(want) > 0 && !want[o.Type]) {
-			return Owner{}, false
+			return
 		}
-		return o, true
+		st := out[o]
+		f(&st, decodeManaged(ids[KeyManaged]))
+		out[o] = st
 	}
 	rows := func(table string) ([]any, error) {
 		tc := c.nb.Cache().Table(table)
@@ -62,92 +67,59 @@ func (c *Client) Current(types ...string) (map[Owner]State, error) {
 		for _, m := range ms {
 			switch r := m.(type) {
 			case *nbdb.LoadBalancer:
-				o, ok := owned(r.ExternalIDs)
-				if !ok {
-					continue
-				}
-				managed := decodeManaged(r.ExternalIDs[KeyManaged])
-				lb := LoadBalancer{Name: r.Name, Protocol: ptrString(r.Protocol), VIPs: managedKeys(r.Vips, managed["vips"]),
-					Options: managedKeys(r.Options, managed["options"]), SelectionFields: sortedCopy(r.SelectionFields),
-					ExternalIDs: ownerKeys(r.ExternalIDs, managed)}
-				for _, h := range sn.holders(r.UUID) {
-					switch h.table {
-					case nbdb.LogicalSwitchTable:
-						lb.Switches = append(lb.Switches, h.name)
-					case nbdb.LogicalRouterTable:
-						lb.Routers = append(lb.Routers, h.name)
-					case nbdb.LoadBalancerGroupTable:
-						lb.Groups = append(lb.Groups, h.name)
-					}
-				}
-				slices.Sort(lb.Switches)
-				slices.Sort(lb.Routers)
-				slices.Sort(lb.Groups)
-				st := out[o]
-				st.LoadBalancers = append(st.LoadBalancers, lb)
-				out[o] = st
-			case *nbdb.LogicalRouterPolicy:
-				o, ok := owned(r.ExternalIDs)
-				if !ok {
-					continue
-				}
-				managed := decodeManaged(r.ExternalIDs[KeyManaged])
-				st := out[o]
-				st.Policies = append(st.Policies, RouterPolicy{Router: parentName(sn, r.UUID), Priority: r.Priority,
-					Match: r.Match, Action: r.Action, Nexthops: sortedCopy(r.Nexthops),
-					Options: managedKeys(r.Options, managed["options"]), ExternalIDs: ownerKeys(r.ExternalIDs, managed)})
-				out[o] = st
-			case *nbdb.NAT:
-				o, ok := owned(r.ExternalIDs)
-				if !ok {
-					continue
-				}
-				managed := decodeManaged(r.ExternalIDs[KeyManaged])
-				st := out[o]
-				st.NATs = append(st.NATs, NAT{Router: parentName(sn, r.UUID), Type: r.Type, ExternalIP: r.ExternalIP,
-					LogicalIP: r.LogicalIP, LogicalPort: ptrString(r.LogicalPort),
-					Options: managedKeys(r.Options, managed["options"]), ExternalIDs: ownerKeys(r.ExternalIDs, managed)})
-				out[o] = st
-			case *nbdb.AddressSet:
-				o, ok := owned(r.ExternalIDs)
-				if !ok {
-					continue
-				}
-				st := out[o]
-				st.AddressSets = append(st.AddressSets, AddressSet{Addresses: sortedCopy(r.Addresses),
-					ExternalIDs: ownerKeys(r.ExternalIDs, decodeManaged(r.ExternalIDs[KeyManaged]))})
-				out[o] = st
-			case *nbdb.QoS:
-				o, ok := owned(r.ExternalIDs)
-				if !ok {
-					continue
-				}
-				q := QoS{Priority: r.Priority, Direction: r.Direction, Match: r.Match, Action: r.Action,
-					Bandwidth: r.Bandwidth, ExternalIDs: ownerKeys(r.ExternalIDs, decodeManaged(r.ExternalIDs[KeyManaged]))}
-				for _, h := range sn.qosHoldersOf(r.UUID) {
-					q.Switches = append(q.Switches, h.name)
-				}
-				slices.Sort(q.Switches)
-				st := out[o]
-				st.QoSRules = append(st.QoSRules, q)
-				out[o] = st
-			case *nbdb.ChassisTemplateVar:
-				for k, names := range r.ExternalIDs {
-					name, ok := strings.CutPrefix(k, KeyTemplateVars)
-					if !ok {
-						continue
-					}
-					o, ok := owned(map[string]string{KeyOwnedBy: name})
-					if !ok {
-						continue
-					}
-					st := out[o]
-					for _, v := range strings.Split(names, ",") {
-						if val, ok := r.Variables[v]; ok && v != "" {
-							st.TemplateVars = append(st.TemplateVars, TemplateVar{Chassis: r.Chassis, Name: v, Value: val})
+				put(r.ExternalIDs, func(st *State, managed map[string]map[string]bool) {
+					lb := LoadBalancer{Name: r.Name, Protocol: ptrString(r.Protocol), VIPs: managedKeys(r.Vips, managed["vips"]),
+						Options: managedKeys(r.Options, managed["options"]), SelectionFields: sortedCopy(r.SelectionFields),
+						ExternalIDs: ownerKeys(r.ExternalIDs, managed)}
+					for _, h := range sn.holders(r.UUID) {
+						switch h.table {
+						case nbdb.LogicalSwitchTable:
+							lb.Switches = append(lb.Switches, h.name)
+						case nbdb.LogicalRouterTable:
+							lb.Routers = append(lb.Routers, h.name)
+						case nbdb.LoadBalancerGroupTable:
+							lb.Groups = append(lb.Groups, h.name)
 						}
 					}
-					out[o] = st
+					st.LoadBalancers = append(st.LoadBalancers, lb)
+				})
+			case *nbdb.LogicalRouterPolicy:
+				put(r.ExternalIDs, func(st *State, managed map[string]map[string]bool) {
+					st.Policies = append(st.Policies, RouterPolicy{Router: parentName(sn, r.UUID), Priority: r.Priority,
+						Match: r.Match, Action: r.Action, Nexthops: r.Nexthops,
+						Options: managedKeys(r.Options, managed["options"]), ExternalIDs: ownerKeys(r.ExternalIDs, managed)})
+				})
+			case *nbdb.NAT:
+				put(r.ExternalIDs, func(st *State, managed map[string]map[string]bool) {
+					st.NATs = append(st.NATs, NAT{Router: parentName(sn, r.UUID), Type: r.Type, ExternalIP: r.ExternalIP,
+						LogicalIP: r.LogicalIP, LogicalPort: ptrString(r.LogicalPort),
+						Options: managedKeys(r.Options, managed["options"]), ExternalIDs: ownerKeys(r.ExternalIDs, managed)})
+				})
+			case *nbdb.AddressSet:
+				put(r.ExternalIDs, func(st *State, managed map[string]map[string]bool) {
+					st.AddressSets = append(st.AddressSets, AddressSet{Addresses: r.Addresses,
+						ExternalIDs: ownerKeys(r.ExternalIDs, managed)})
+				})
+			case *nbdb.QoS:
+				put(r.ExternalIDs, func(st *State, managed map[string]map[string]bool) {
+					q := QoS{Priority: r.Priority, Direction: r.Direction, Match: r.Match, Action: maps.Clone(r.Action),
+						Bandwidth: maps.Clone(r.Bandwidth), ExternalIDs: ownerKeys(r.ExternalIDs, managed)}
+					for _, h := range sn.qosHoldersOf(r.UUID) {
+						q.Switches = append(q.Switches, h.name)
+					}
+					st.QoSRules = append(st.QoSRules, q)
+				})
+			case *nbdb.ChassisTemplateVar:
+				for k, names := range r.ExternalIDs {
+					if name, ok := strings.CutPrefix(k, KeyTemplateVars); ok {
+						put(map[string]string{KeyOwnedBy: name}, func(st *State, _ map[string]map[string]bool) {
+							for _, v := range strings.Split(names, ",") {
+								if val, ok := r.Variables[v]; ok && v != "" {
+									st.TemplateVars = append(st.TemplateVars, TemplateVar{Chassis: r.Chassis, Name: v, Value: val})
+								}
+							}
+						})
+					}
 				}
 			}
 		}

@@ -22,17 +22,8 @@ func TestLeaderRestartKeepsEgress(t *testing.T) {
 	e := shared.With(t)
 	eip := netip.MustParseAddr("172.18.0.46")
 	pod := fastEgress(e, eip)
-	s, err := StartStream(pod.Netns, e.Client, netip.AddrPortFrom(netip.MustParseAddr(testbed.ClusterClientIP), 9320), 10*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := egressStream(t, e, pod, eip, 9320, 30*time.Second)
 	defer s.Stop()
-	e.Eventually(30*time.Second, "stream from the egress IP", func() error {
-		if s.LastFrom() != eip {
-			return fmt.Errorf("last from %v", s.LastFrom())
-		}
-		return nil
-	})
 	const started = "northbound: starting from the rows in the NB"
 	starts := func(log string) int {
 		b, _ := os.ReadFile(log)
@@ -80,4 +71,21 @@ func TestLeaderRestartKeepsEgress(t *testing.T) {
 			}
 		}
 	}
+}
+
+// egressStream starts a 10 ms UDP stream from pod to the external host's
+// port and waits, up to within, until it arrives from the egress IP eip.
+func egressStream(t testbed.T, e *Env, pod *testbed.Pod, eip netip.Addr, port uint16, within time.Duration) *Stream {
+	t.Helper()
+	s, err := StartStream(pod.Netns, e.Client, netip.AddrPortFrom(netip.MustParseAddr(testbed.ClusterClientIP), port), 10*time.Millisecond)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	e.Eventually(within, "stream arriving from the egress IP", func() error {
+		if s.LastFrom() != eip {
+			return fmt.Errorf("last from %v", s.LastFrom())
+		}
+		return nil
+	})
+	return s
 }
