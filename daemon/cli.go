@@ -172,6 +172,14 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer, log *slog.L
 	if err := wireReachability(ctx, cfg, c, d, &env, log); err != nil {
 		return err
 	}
+	// A former leader forgets what it wrote (see Dataplane.Leading).
+	lead := env.Leading
+	env.Leading = func(leading bool) {
+		d.Leading(leading)
+		if lead != nil {
+			lead(leading)
+		}
+	}
 	return Run(ctx, cfg, c, d.Reconcilers(), env)
 }
 
@@ -184,6 +192,7 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer, log *slog.L
 func wireReachability(ctx context.Context, cfg *Config, c *Clients, d *Dataplane, env *Env, log *slog.Logger) error {
 	wake, nodeWake := make(chan struct{}, 1), make(chan struct{}, 1)
 	env.Wake, env.NodeWake = wake, nodeWake
+	d.Wake = func() { poke(wake) }
 	if cfg.NodeName != "" {
 		l := &nodeLiveness{self: cfg.NodeName, uplink: cfg.Uplink}
 		if cfg.EnableEgressIP {

@@ -72,12 +72,20 @@ type Dataplane struct {
 	// not made yet).
 	Kick func()
 
-	cmu       sync.Mutex // the cluster half
-	nb        *ovsdbnb.Client
-	sb        *sbwait.Waiter                  // nil without --sb-address
-	lastEIP   map[ovsdbnb.Owner]ovsdbnb.State // egress rows last synced
-	lbOwners  map[ovsdbnb.Owner]bool          // load balancer owners last synced
-	lastNodes []egress.Node                   // egress nodes last computed
+	// Wake, when not nil, asks the cluster loop for a reconcile (the NB
+	// drift repair does when owners it cannot repair alone changed).
+	Wake func()
+
+	cmu    sync.Mutex // the cluster half
+	nb     *ovsdbnb.Client
+	nbStop context.CancelFunc // stops the NB drift repair
+	sb     *sbwait.Waiter     // nil without --sb-address
+	// lastEIP are the egress rows last synced: on connecting, those
+	// read back from the NB (the first make-before-break steps start
+	// from them).
+	lastEIP   map[ovsdbnb.Owner]ovsdbnb.State
+	lbOwners  map[ovsdbnb.Owner]bool // load balancer owners last synced
+	lastNodes []egress.Node          // egress nodes last computed
 	// synced is each owner's desired state as last written; between
 	// full resyncs (every fullResync, repairing rows changed behind our
 	// back) only owners whose state differs are synced.
@@ -87,8 +95,11 @@ type Dataplane struct {
 	// (rows of a previous run); those no longer wanted are deleted by the
 	// first sync, so objects deleted while the daemon was down lose
 	// their rows too.
-	stale   []ovsdbnb.Owner
-	emitted map[string]bool // events already recorded
+	stale []ovsdbnb.Owner
+	// repairing is why the NB drift repair asked for this reconcile
+	// (logged with what the reconcile writes), "" when it did not.
+	repairing string
+	emitted   map[string]bool // events already recorded
 	// noReplyQoS is set once the NB turned out not to take the
 	// reply-traffic QoS rules (logged once).
 	noReplyQoS bool
@@ -140,10 +151,7 @@ func (d *Dataplane) Reconcilers() Reconcilers {
 // dataplane.
 func (d *Dataplane) Close() {
 	d.cmu.Lock()
-	if d.nb != nil {
-		d.nb.Close()
-		d.nb = nil
-	}
+	d.closeNB()
 	if d.sb != nil {
 		d.sb.Close()
 		d.sb = nil
@@ -407,7 +415,10 @@ func (d *Dataplane) syncNB(ctx context.Context, s Snapshot, cs *ClusterState) ([
 	}
 	for _, o := range d.stale {
 		_, wanted := cs.Egress[o]
-		if _, ok := lb[o]; !ok && !wanted && !slices.Contains(cs.Keep, o) {
+		// An egress owner read back into lastEIP goes in the last
+		// make-before-break step instead.
+		_, stepped := d.lastEIP[o]
+		if _, ok := lb[o]; !ok && !wanted && !stepped && !slices.Contains(cs.Keep, o) {
 			lb[o] = ovsdbnb.State{}
 		}
 	}
@@ -426,7 +437,10 @@ func (d *Dataplane) syncNB(ctx context.Context, s Snapshot, cs *ClusterState) ([
 	if !full {
 		oldEIP, newEIP = map[ovsdbnb.Owner]ovsdbnb.State{}, map[ovsdbnb.Owner]ovsdbnb.State{}
 		for o, st := range cs.Egress {
-			if prev, ok := d.lastEIP[o]; !ok || !prev.Equal(st) {
+			// An owner not written (refused, or its rows lost and
+			// not yet repaired) is sent even if unchanged.
+			_, written := d.synced[o]
+			if prev, ok := d.lastEIP[o]; !ok || !prev.Equal(st) || !written {
 				newEIP[o] = st
 				if ok {
 					oldEIP[o] = prev
@@ -449,6 +463,7 @@ func (d *Dataplane) syncNB(ctx context.Context, s Snapshot, cs *ClusterState) ([
 	maps.Copy(steps[0], lb)
 	var events []event.Event
 	var syncErr error
+	var total ovsdbnb.Result
 	for i, step := range steps {
 		// Between full resyncs only the owners whose desired rows
 		// changed are sent: one Service or pod change costs one
@@ -465,6 +480,7 @@ func (d *Dataplane) syncNB(ctx context.Context, s Snapshot, cs *ClusterState) ([
 		added := natRouters(send, d.synced)
 		res, err := d.nb.Sync(ctx, send)
 		d.countNB(res)
+		total.Add(res)
 		if err == nil && i < len(steps)-1 {
 			d.waitChassis(ctx, s, added)
 		}
@@ -489,6 +505,7 @@ func (d *Dataplane) syncNB(ctx context.Context, s Snapshot, cs *ClusterState) ([
 		}
 	}
 	d.lastEIP = maps.Clone(cs.Egress)
+	d.loggedRepair(total, syncErr)
 	if syncErr == nil {
 		d.stale = nil
 		if full {
@@ -513,18 +530,10 @@ func (d *Dataplane) connectNB(ctx context.Context) error {
 	if d.nb != nil {
 		return nil
 	}
-	c, err := ovsdbnb.Dial(ctx, ovsdbnb.Options{Endpoints: d.cfg.NBAddress, PrivateKey: d.cfg.NBPrivKey,
-		Certificate: d.cfg.NBCert, CACert: d.cfg.NBCA, Logger: d.log})
-	if err != nil {
-		return fmt.Errorf("northbound: %w", err)
+	if err := d.dialNB(ctx); err != nil {
+		return err
 	}
-	stale, err := c.Owners(egress.OwnerEgressIP, egress.OwnerNode, egress.OwnerClusterPolicies, lbsvc.OwnerService)
-	if err != nil {
-		c.Close()
-		return fmt.Errorf("northbound: %w", err)
-	}
-	d.nb, d.stale = c, stale
-	d.fitTemplates(c.Schema())
+	d.fitTemplates(d.nb.Schema())
 	return nil
 }
 

@@ -102,16 +102,18 @@ func startNBWith(t *testing.T, opts testbed.OVNOptions) *testbed.OVN {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	err = ovsdbnb.EnsureTopology(ctx, c, ovsdbnb.Topology{ClusterSubnet: "10.244.0.0/16", JoinRouterIP: "100.64.0.1/16",
-		Nodes: []ovsdbnb.Node{
-			{Name: "ovn-worker", Subnet: "10.244.1.0/24", JoinIP: "100.64.0.3/16", ExternalIP: "172.18.0.2/24"},
-			{Name: "ovn-worker2", Subnet: "10.244.2.0/24", JoinIP: "100.64.0.4/16", ExternalIP: "172.18.0.3/24"},
-		}})
-	if err != nil {
+	if err := ovsdbnb.EnsureTopology(ctx, c, demoTopology); err != nil {
 		t.Fatal(err)
 	}
 	return ovn
 }
+
+// demoTopology is the NB topology of the demo's nodes.
+var demoTopology = ovsdbnb.Topology{ClusterSubnet: "10.244.0.0/16", JoinRouterIP: "100.64.0.1/16",
+	Nodes: []ovsdbnb.Node{
+		{Name: "ovn-worker", Subnet: "10.244.1.0/24", JoinIP: "100.64.0.3/16", ExternalIP: "172.18.0.2/24"},
+		{Name: "ovn-worker2", Subnet: "10.244.2.0/24", JoinIP: "100.64.0.4/16", ExternalIP: "172.18.0.3/24"},
+	}}
 
 const malformedEgressIP = `apiVersion: k8s.ovn.org/v1
 kind: EgressIP

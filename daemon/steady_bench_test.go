@@ -24,7 +24,7 @@ import (
 )
 
 // writeManifests writes s as YAML files in dir, one file per kind.
-func writeManifests(b *testing.B, dir string, s Snapshot) {
+func writeManifests(b testing.TB, dir string, s Snapshot) {
 	b.Helper()
 	files := map[string][]any{}
 	add := func(file string, gv schema.GroupVersion, kind string, objs []any) {

@@ -53,8 +53,9 @@ func (s *syncer) apply(ctx context.Context, desired map[Owner]State, batch []Own
 		if _, err := ovsdb.CheckOperationResults(results, ops); err == nil {
 			s.res.Transactions++
 			for _, p := range plans {
-				s.res.add(p.res)
+				s.res.Add(p.res)
 				s.res.Owners++
+				s.res.Changed = append(s.res.Changed, p.owner)
 			}
 			s.res.Mutates -= absorbed
 			s.c.log.Debug("ovsdbnb: transaction committed", "endpoint", s.c.Endpoint(), "owners", len(plans), "operations", len(ops))
@@ -339,7 +340,7 @@ func (s *syncer) syncGroups(ctx context.Context, desired map[Owner]State, owners
 		return fmt.Errorf("ovsdbnb: load balancer groups %v: %w", sortedKeys(groups), err)
 	}
 	s.res.Transactions++
-	s.res.add(p.res)
+	s.res.Add(p.res)
 	return s.c.waitCache(ctx, ops, results)
 }
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -60,6 +61,11 @@ type Client struct {
 	done, probed chan struct{}
 	closeOnce    sync.Once
 	members      members // reference sets of the cached shared rows
+	// bo is the reconnection backoff; libovsdb resets it when the
+	// connection is lost.
+	bo *watchedBackoff
+	// changes are the monitor's news of owned rows, for TakeChanges.
+	changes changes
 }
 
 // Tables are the NB tables the client monitors and caches.
@@ -124,10 +130,11 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	if maxBackoff <= 0 {
 		maxBackoff = DefaultMaxBackoff
 	}
-	bo := backoff.NewExponentialBackOff()
-	bo.InitialInterval = 50 * time.Millisecond
-	bo.MaxInterval = maxBackoff
-	bo.MaxElapsedTime = 0 // retry forever; Close stops it
+	exp := backoff.NewExponentialBackOff()
+	exp.InitialInterval = 50 * time.Millisecond
+	exp.MaxInterval = maxBackoff
+	exp.MaxElapsedTime = 0 // retry forever; Close stops it
+	bo := &watchedBackoff{BackOff: exp, lost: make(chan struct{}, 1)}
 	// libovsdb logs its connection news at V(0) and dumps every
 	// transaction at V(4): one step down makes the first Debug and the
 	// second invisible even at Debug.
@@ -167,25 +174,56 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ovsdbnb: dial: %w", err)
 	}
+	c := &Client{nb: nb, log: log, done: make(chan struct{}), probed: make(chan struct{}), bo: bo,
+		changes: changes{signal: make(chan struct{}, 1)}}
 	cctx, cancel := context.WithTimeout(ctx, connect)
 	defer cancel()
 	if err := nb.Connect(cctx); err != nil {
 		return nil, fmt.Errorf("ovsdbnb: dial %s: %w", strings.Join(opts.Endpoints, ","), err)
 	}
+	// The cache exists once connected; the handler sees every row
+	// from the first monitor reply on.
+	nb.Cache().AddEventHandler(c.changes.handler())
 	if _, err := nb.MonitorAll(cctx); err != nil {
 		nb.Close()
 		return nil, fmt.Errorf("ovsdbnb: monitor %s: %w", nb.CurrentEndpoint(), err)
 	}
-	log.Info("ovsdbnb: connected", "endpoint", nb.CurrentEndpoint())
-	c := &Client{nb: nb, log: log, done: make(chan struct{}), probed: make(chan struct{})}
-	go c.probe(probe, connect)
+	endpoint := nb.CurrentEndpoint()
+	log.Info("ovsdbnb: connected", "endpoint", endpoint)
+	go c.probe(probe, connect, endpoint)
 	return c, nil
+}
+
+// watchedBackoff is the reconnection backoff. libovsdb resets it at the
+// start of every reconnection and tells nobody else that the connection
+// was lost: Reset is how the client learns it.
+type watchedBackoff struct {
+	backoff.BackOff
+	lost     chan struct{} // one pending signal
+	attempts atomic.Int64  // failed attempts of the reconnection under way
+}
+
+func (b *watchedBackoff) Reset() {
+	b.attempts.Store(0)
+	b.BackOff.Reset()
+	select {
+	case b.lost <- struct{}{}:
+	default:
+	}
+}
+
+func (b *watchedBackoff) NextBackOff() time.Duration {
+	b.attempts.Add(1)
+	return b.BackOff.NextBackOff()
 }
 
 // probe sends an echo every interval and drops the connection when the
 // server does not answer within timeout, so that the client reconnects
-// (to the leader of the moment). It returns once Close is called.
-func (c *Client) probe(interval, timeout time.Duration) {
+// (to the leader of the moment). It logs a lost connection and the
+// reconnection that ends it, and reports the reconnection to
+// TakeChanges (the database may have been replaced meanwhile). It returns
+// once Close is called.
+func (c *Client) probe(interval, timeout time.Duration, endpoint string) {
 	defer close(c.probed)
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
@@ -193,19 +231,51 @@ func (c *Client) probe(interval, timeout time.Duration) {
 		select {
 		case <-c.done:
 			return
+		case <-c.bo.lost:
+			if !c.reconnected(endpoint) {
+				return
+			}
+			endpoint = c.nb.CurrentEndpoint()
+			continue
 		case <-tick.C:
 		}
-		if !c.nb.Connected() {
+		// While libovsdb reconnects, Connected stays true (it clears it
+		// only on Disconnect and Close) but there is no endpoint: an
+		// echo then fails at once and says nothing about the server.
+		ep := c.nb.CurrentEndpoint()
+		if ep == "" {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		err := c.nb.Echo(ctx)
 		cancel()
-		if err != nil && c.nb.Connected() {
-			c.log.Warn("ovsdbnb: inactivity probe failed, reconnecting", "endpoint", c.nb.CurrentEndpoint(), "err", err)
+		if err != nil && !errors.Is(err, client.ErrNotConnected) && c.nb.CurrentEndpoint() == ep {
+			c.log.Warn("ovsdbnb: inactivity probe failed, reconnecting", "endpoint", ep, "timeout", timeout, "err", err)
 			c.nb.Disconnect()
 		}
 	}
+}
+
+// reconnected logs the loss of the connection to endpoint, waits until
+// libovsdb has reconnected (its monitors restarted and the cache
+// reloaded) and logs that too. It returns false when Close was called
+// first.
+func (c *Client) reconnected(endpoint string) bool {
+	lost := time.Now()
+	c.log.Warn("ovsdbnb: connection lost, reconnecting", "endpoint", endpoint)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for c.nb.CurrentEndpoint() == "" {
+		select {
+		case <-c.done:
+			return false
+		case <-tick.C:
+		}
+	}
+	c.log.Info("ovsdbnb: reconnected", "endpoint", c.nb.CurrentEndpoint(), "previous", endpoint,
+		"down", time.Since(lost).Round(time.Millisecond), "failed-attempts", c.bo.attempts.Load())
+	c.changes.reconnect()
+	return true
 }
 
 // tlsConfig loads the key pair and CA of opts.

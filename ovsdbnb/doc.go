@@ -67,6 +67,21 @@
 // "duplicate uuid" and the batch is planned again once the cache has
 // caught up. Nothing is ever inserted twice.
 //
+// # Drift and restarts
+//
+// The client's monitor tells what changed in the rows it caches:
+// TakeChanges names the owners whose rows were inserted, updated, deleted
+// or detached from a router or switch (by anyone: syncing them again with
+// the State last written sends nothing for the client's own writes and
+// repairs another writer's), whether routers, switches or load balancer
+// groups were created or deleted, and whether the client reconnected (the
+// cache is then reloaded, and the database may have been replaced). A
+// lost connection and the reconnection that ends it are logged.
+//
+// Current reads back each owner's State from the cache, as Sync would
+// write it: a controller that restarts, or takes over from another
+// instance, starts from it instead of from nothing.
+//
 // # OVN-Kubernetes conventions
 //
 // The rows are those OVN-Kubernetes writes (its default network

@@ -62,7 +62,7 @@ func (pl *pipeline) wait() error {
 	pl.wg.Wait()
 	p := pl.parent
 	for _, s := range pl.done {
-		p.res.add(s.res)
+		p.res.Add(s.res)
 		for o, oe := range s.failed {
 			if p.failed[o] == nil {
 				p.failed[o] = oe

@@ -50,12 +50,16 @@ type Result struct {
 	// without an owner stamp that an owner took over in place because
 	// they are the rows it wants (see Sync).
 	Adopted int
+	// Changed are the owners whose rows were written (operations sent
+	// and committed), in no particular order.
+	Changed []Owner
 }
 
 // Ops returns the number of row operations (guards not counted).
 func (r Result) Ops() int { return r.Inserts + r.Updates + r.Mutates + r.Deletes }
 
-func (r *Result) add(o Result) {
+// Add adds the counts of o to r.
+func (r *Result) Add(o Result) {
 	r.Inserts += o.Inserts
 	r.Updates += o.Updates
 	r.Mutates += o.Mutates
@@ -65,6 +69,7 @@ func (r *Result) add(o Result) {
 	r.Transactions += o.Transactions
 	r.Owners += o.Owners
 	r.Adopted += o.Adopted
+	r.Changed = append(r.Changed, o.Changed...)
 }
 
 // OwnerError is why one owner's rows were not written. The other owners
@@ -132,6 +137,7 @@ func (c *Client) SyncWith(ctx context.Context, desired map[Owner]State, opts Syn
 		opts.BatchOps = DefaultBatchOps
 	}
 	s := &syncer{c: c, opts: opts, failed: map[Owner]*OwnerError{}}
+	defer s.logFailed()
 	owners := make([]Owner, 0, len(desired))
 	for o, st := range desired {
 		err := validate(o, st)
@@ -211,7 +217,31 @@ func (s *syncer) fail(err error) {
 	}
 	if _, ok := s.failed[oe.Owner]; !ok {
 		s.failed[oe.Owner] = oe
-		s.c.log.Warn("ovsdbnb: owner not synced", "owner", oe.Owner.String(), "row", oe.Row, "err", oe.Err)
+	}
+}
+
+// logFailed logs the owners not synced, one line per cause: an NB
+// without its topology refuses every owner for the same missing router
+// or group, and says so once.
+func (s *syncer) logFailed() {
+	byCause := map[string][]*OwnerError{}
+	for _, oe := range s.failed {
+		cause := oe.Err.Error()
+		byCause[cause] = append(byCause[cause], oe)
+	}
+	for _, cause := range sortedKeys(byCause) {
+		oes := byCause[cause]
+		sort.Slice(oes, func(i, j int) bool { return oes[i].Owner.String() < oes[j].Owner.String() })
+		if len(oes) == 1 {
+			s.c.log.Warn("ovsdbnb: owner not synced", "owner", oes[0].Owner.String(), "row", oes[0].Row, "err", oes[0].Err)
+			continue
+		}
+		names := make([]string, 0, 3)
+		for _, oe := range oes[:min(3, len(oes))] {
+			names = append(names, oe.Owner.String())
+		}
+		s.c.log.Warn("ovsdbnb: owners not synced", "owners", len(oes), "first", strings.Join(names, ","),
+			"row", oes[0].Row, "err", oes[0].Err)
 	}
 }
 

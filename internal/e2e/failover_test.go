@@ -71,17 +71,8 @@ func failoverOnce(t testbed.T, e *Env, pod *testbed.Pod, name string, eip netip.
 		t.Fatalf("%v", err)
 	}
 	defer w.Stop()
-	s, err := StartStream(pod.Netns, e.Client, netip.AddrPortFrom(netip.MustParseAddr(testbed.ClusterClientIP), port), 10*time.Millisecond)
-	if err != nil {
-		t.Fatalf("%v", err)
-	}
+	s := egressStream(t, e, pod, eip, port, 30*time.Second)
 	defer s.Stop()
-	e.Eventually(30*time.Second, "stream from the egress IP", func() error {
-		if s.LastFrom() != eip {
-			return fmt.Errorf("last from %v", s.LastFrom())
-		}
-		return nil
-	})
 	killed, sentAtKill := time.Now(), s.Sent()
 	restore := f.fail(e, from)
 	defer restore()

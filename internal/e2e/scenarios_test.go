@@ -276,17 +276,8 @@ spec:
 		// leave with the egress IP through the other egress node.
 		e := env.With(t)
 		from := e.EgressNode("prod", eip, "")
-		s, err := StartStream(pod.Netns, e.Client, netip.AddrPortFrom(netip.MustParseAddr(testbed.ClusterClientIP), 9100), 10*time.Millisecond)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := egressStream(t, e, pod, eip, 9100, 10*time.Second)
 		defer s.Stop()
-		e.Eventually(10*time.Second, "stream arriving from the egress IP", func() error {
-			if s.LastFrom() != eip {
-				return fmt.Errorf("last from %v", s.LastFrom())
-			}
-			return nil
-		})
 		killed, sentAtKill := time.Now(), s.Sent()
 		e.KillNode(from)
 		t.Cleanup(func() { shared.With(t).RestoreNode(from) })

@@ -16,10 +16,15 @@ import (
 // row costs nothing while it is not there. Benchmarks use it to time how
 // long a change takes to reach the database.
 type NBWatch struct {
-	cl      client.Client
-	mu      sync.Mutex
-	keys    map[string]int // key -> rows
-	changed chan struct{}
+	cl   client.Client
+	mu   sync.Mutex
+	keys map[string]int // key -> rows
+	// inserted and deleted count the rows that appeared and went since
+	// the monitor's first reply (a row deleted and inserted again counts
+	// in both).
+	inserted, deleted int
+	ready             bool
+	changed           chan struct{}
 }
 
 // WatchNB monitors table of the NB at endpoint, whose rows are of row's
@@ -44,6 +49,11 @@ func WatchNB[M model.Model](t T, endpoint, table string, row M, key func(M) stri
 	count := func(m model.Model, d int) {
 		w.mu.Lock()
 		w.keys[key(m.(M))] += d
+		if w.ready && d > 0 {
+			w.inserted++
+		} else if w.ready {
+			w.deleted++
+		}
 		w.mu.Unlock()
 		select {
 		case w.changed <- struct{}{}:
@@ -57,7 +67,33 @@ func WatchNB[M model.Model](t T, endpoint, table string, row M, key func(M) stri
 	if _, err := cl.Monitor(ctx, cl.NewMonitor(client.WithTable(row))); err != nil {
 		t.Fatalf("testbed: watch %s: monitor: %v", table, err)
 	}
+	// The first reply's rows are in the cache; their events may still be
+	// on their way: they are counted as rows, not as insertions.
+	for end := time.Now().Add(10 * time.Second); w.total() != len(cl.Cache().Table(table).RowsShallow()) && time.Now().Before(end); {
+		time.Sleep(time.Millisecond)
+	}
+	w.mu.Lock()
+	w.ready = true
+	w.mu.Unlock()
 	return w
+}
+
+func (w *NBWatch) total() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, c := range w.keys {
+		n += c
+	}
+	return n
+}
+
+// Churn returns how many rows were inserted and deleted since WatchNB
+// returned.
+func (w *NBWatch) Churn() (inserted, deleted int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.inserted, w.deleted
 }
 
 // Wait returns once a row with key exists (or, exists false, none does),

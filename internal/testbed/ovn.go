@@ -67,7 +67,9 @@ type OVN struct {
 	// NBTCP is the northbound database on loopback, "tcp:127.0.0.1:PORT".
 	NBTCP string
 
-	t T
+	t        T
+	nb       *daemon // the NB ovsdb-server
+	nbSchema string
 }
 
 // OVNOptions tune StartOVNWith.
@@ -112,6 +114,7 @@ func StartOVNWith(t T, opts OVNOptions) *OVN {
 		t.Fatalf("testbed: NB TCP port: %v", err)
 	}
 	n.NBTCP = "tcp:127.0.0.1:" + port
+	n.nb, n.nbSchema = nb, schema
 
 	file := filepath.Join(dir, "northd")
 	northd := startDaemon(t, "ovn-northd", file+".log", []string{"OVN_RUNDIR=" + dir},
@@ -123,6 +126,23 @@ func StartOVNWith(t T, opts OVNOptions) *OVN {
 	t.Logf("testbed: OVN central up in %v (dir %s, NB also on %s)",
 		time.Since(begin).Round(time.Millisecond), dir, n.NBTCP)
 	return n
+}
+
+// ReplaceNB kills the NB ovsdb-server and serves a new, empty database
+// of the same schema on the same remotes (NB and NBTCP), as an operator
+// who wipes the NB and creates it again does. Its clients (northd, the
+// test's) reconnect to it; whatever the old database held is gone.
+func (n *OVN) ReplaceNB() {
+	n.t.Helper()
+	if err := n.nb.kill(); err != nil {
+		n.t.Fatalf("testbed: replace NB: %v", err)
+	}
+	db := filepath.Join(n.Dir, "nb.db")
+	if err := os.Remove(db); err != nil {
+		n.t.Fatalf("testbed: replace NB: %v", err)
+	}
+	mustRun(n.t, nil, "ovsdb-tool", "create", db, n.nbSchema)
+	n.nb = serveOVSDB(n.t, n.Dir, "nb", filepath.Join(n.Dir, "nb.sock"), "ptcp:"+strings.TrimPrefix(n.NBTCP, "tcp:127.0.0.1:")+":127.0.0.1")
 }
 
 // Nbctl runs ovn-nbctl against NB.

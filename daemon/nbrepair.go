@@ -1,0 +1,259 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ovnedge/ovnedge/egress"
+	"github.com/ovnedge/ovnedge/lbsvc"
+	"github.com/ovnedge/ovnedge/ovsdbnb"
+)
+
+// NB drift. The leader's NB client monitors the tables it writes
+// (ovsdbnb.Client.TakeChanges): when rows of an owner ovnedge synced are
+// changed, deleted or detached by someone else, that owner is synced
+// again with the State it last wrote, a few hundred milliseconds later
+// (repairDelay), and the repair is logged with what it wrote. A
+// reconnection (the NB restarted, a RAFT leader changed, the database
+// wiped and created again) and a router, switch or load balancer group
+// created or deleted (the topology restored) repair every owner, and ask
+// the cluster loop for a reconcile at once, so owners refused for want of
+// that topology are written without waiting for their backoff. The same
+// happens every fullResync, on a timer of its own.
+//
+// Rows stamped with an owner ovnedge does not hold (a backup restored
+// with rows of objects deleted since) are left to the cluster loop, which
+// deletes them when no object wants them.
+
+// nbOwnerTypes are the owner types whose rows the leader finds in the NB
+// on connecting: those no object wants are deleted by the first sync.
+var nbOwnerTypes = []string{egress.OwnerEgressIP, egress.OwnerNode, egress.OwnerClusterPolicies, lbsvc.OwnerService}
+
+// egressOwnerTypes are the owner types the EgressIP make-before-break
+// steps go through.
+var egressOwnerTypes = []string{egress.OwnerEgressIP, egress.OwnerNode, egress.OwnerClusterPolicies}
+
+// repairDelay lets a burst of NB changes (a restore writing row after
+// row, a reconnection reloading the cache) settle before the repair.
+const repairDelay = 200 * time.Millisecond
+
+// dialNB connects the leader's NB client and reads what a previous
+// leader (or this daemon before a restart) left there: the owners to
+// delete if no object wants them any more, and the EgressIP rows the
+// first make-before-break steps start from, so that unchanged rows are
+// neither deleted nor inserted again. It starts the drift repair.
+func (d *Dataplane) dialNB(ctx context.Context) error {
+	c, err := ovsdbnb.Dial(ctx, ovsdbnb.Options{Endpoints: d.cfg.NBAddress, PrivateKey: d.cfg.NBPrivKey,
+		Certificate: d.cfg.NBCert, CACert: d.cfg.NBCA, Logger: d.log})
+	if err != nil {
+		return fmt.Errorf("northbound: %w", err)
+	}
+	stale, err := c.Owners(nbOwnerTypes...)
+	if err == nil {
+		d.lastEIP, err = c.Current(egressOwnerTypes...)
+	}
+	if err != nil {
+		c.Close()
+		return fmt.Errorf("northbound: %w", err)
+	}
+	d.nb, d.stale, d.synced = c, stale, nil
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	d.nbStop = cancel
+	go d.watchNB(wctx, c)
+	d.log.Info("northbound: starting from the rows in the NB", "owners", len(stale), "egress-owners", len(d.lastEIP))
+	return nil
+}
+
+// closeNB stops the drift repair and closes the NB client; the next
+// cluster reconcile connects again and starts from what the NB holds.
+// Called with cmu held: a repair waiting for it finds another client (or
+// none) and returns.
+func (d *Dataplane) closeNB() {
+	if d.nb == nil {
+		return
+	}
+	d.nbStop()
+	d.nb.Close()
+	d.nb, d.nbStop, d.synced, d.stale, d.repairing = nil, nil, nil, nil, ""
+	d.lastEIP, d.lastNodes = map[ovsdbnb.Owner]ovsdbnb.State{}, nil
+	clear(d.lbOwners)
+}
+
+// Leading is told when this instance starts and stops leading. A former
+// leader drops its NB connection and its record of what it wrote: another
+// leader has written since, and on leading again this instance starts
+// from the NB as a new process does.
+func (d *Dataplane) Leading(leading bool) {
+	if leading {
+		return
+	}
+	d.cmu.Lock()
+	defer d.cmu.Unlock()
+	d.closeNB()
+}
+
+// wake asks the cluster loop for a reconcile, when Run's Env.Wake is
+// wired to it.
+func (d *Dataplane) wake() {
+	if d.Wake != nil {
+		d.Wake()
+	}
+}
+
+// watchNB repairs NB drift until ctx ends (see the note above).
+func (d *Dataplane) watchNB(ctx context.Context, c *ovsdbnb.Client) {
+	tick := time.NewTicker(fullResync)
+	defer tick.Stop()
+	for {
+		periodic := false
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.Changed():
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(repairDelay):
+			}
+		case <-tick.C:
+			periodic = true
+		}
+		d.repairNB(ctx, c, periodic)
+	}
+}
+
+// repairNB syncs again the owners whose rows changed (all of them after
+// a reconnection, a topology change or on the periodic resync) with the
+// State last written, and logs what that wrote.
+func (d *Dataplane) repairNB(ctx context.Context, c *ovsdbnb.Client, periodic bool) {
+	d.cmu.Lock()
+	defer d.cmu.Unlock()
+	if d.nb != c {
+		return
+	}
+	ch := c.TakeChanges()
+	reason := "rows changed by another writer"
+	switch {
+	case periodic:
+		reason = "periodic full resync"
+	case ch.Reconnected:
+		reason = "reconnected: the database may have been replaced"
+	case ch.Topology:
+		reason = "routers, switches or load balancer groups created or deleted"
+	}
+	all := periodic || ch.Reconnected || ch.Topology
+	if all || d.synced == nil {
+		d.wakeFor(reason) // owners refused or not yet written are retried now
+	}
+	if d.synced == nil {
+		return // no sync has completed: the cluster loop writes everything
+	}
+	send := map[ovsdbnb.Owner]ovsdbnb.State{}
+	if all {
+		maps.Copy(send, d.synced)
+	}
+	for o := range ch.Owners {
+		if st, ok := d.synced[o]; ok {
+			send[o] = st
+			continue
+		}
+		// Not written by this leader: an owner refused and being
+		// retried, or one no object wants (deleted if so).
+		if slices.Contains(nbOwnerTypes, o.Type) && !slices.Contains(d.stale, o) {
+			d.stale = append(d.stale, o)
+		}
+		d.wakeFor(reason)
+	}
+	if len(send) == 0 {
+		return
+	}
+	begin := time.Now()
+	res, err := c.Sync(ctx, send)
+	d.countNB(res)
+	var se *ovsdbnb.SyncError
+	switch {
+	case err != nil && !errors.As(err, &se):
+		d.synced = nil // unknown: the cluster loop resends everything
+		d.wakeFor(reason)
+		d.log.Warn("northbound: repair failed; the cluster loop syncs every owner again", "reason", reason, "err", err)
+		return
+	case se != nil:
+		for _, oe := range se.Owners {
+			delete(d.synced, oe.Owner) // retried, with an event, by the cluster loop
+		}
+		d.wakeFor(reason)
+	}
+	if res.Ops() == 0 {
+		d.log.Debug("northbound: nothing to repair", "reason", reason, "owners", len(send), "refused", refusedOwners(se),
+			"took", time.Since(begin))
+		return
+	}
+	d.logRepair(reason, ch.Owners, res, refusedOwners(se), time.Since(begin))
+}
+
+// wakeFor asks the cluster loop for a reconcile whose writes are logged
+// as a repair for reason.
+func (d *Dataplane) wakeFor(reason string) {
+	if d.repairing == "" {
+		d.repairing = reason
+	}
+	d.wake()
+}
+
+// loggedRepair logs, when the drift repair asked for this cluster
+// reconcile, what the reconcile wrote; the request is done once the
+// reconcile succeeds.
+func (d *Dataplane) loggedRepair(res ovsdbnb.Result, err error) {
+	if d.repairing == "" {
+		return
+	}
+	if res.Ops() > 0 {
+		d.logRepair(d.repairing+" (by the cluster loop)", nil, res, 0, 0)
+	}
+	if err == nil {
+		d.repairing = ""
+	}
+}
+
+// logRepair logs a repair: why, the owners written with what changed in
+// their rows (when the monitor said), the operations and the owners
+// refused.
+func (d *Dataplane) logRepair(reason string, changes map[ovsdbnb.Owner][]string, res ovsdbnb.Result, refused int, took time.Duration) {
+	d.log.Info("northbound: repaired rows changed behind ovnedge's back", "reason", reason,
+		"owners", len(res.Changed), "repaired", describeRepair(res.Changed, changes, 10),
+		"inserted", res.Inserts, "updated", res.Updates, "mutated", res.Mutates, "deleted", res.Deletes,
+		"refused", refused, "took", took.Round(time.Millisecond))
+}
+
+// describeRepair renders up to max owners written, each with what the
+// monitor saw change in its rows: "Type/name (what, what); ...", and how
+// many more there are.
+func describeRepair(owners []ovsdbnb.Owner, changes map[ovsdbnb.Owner][]string, max int) string {
+	keys := slices.SortedFunc(slices.Values(owners), func(a, b ovsdbnb.Owner) int { return strings.Compare(a.String(), b.String()) })
+	var parts []string
+	for i, o := range keys {
+		if i == max {
+			parts = append(parts, fmt.Sprintf("and %d more", len(keys)-max))
+			break
+		}
+		p := o.String()
+		if what := changes[o]; len(what) > 0 {
+			p += " (" + strings.Join(what, ", ") + ")"
+		}
+		parts = append(parts, p)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// refusedOwners counts the owners of se.
+func refusedOwners(se *ovsdbnb.SyncError) int {
+	if se == nil {
+		return 0
+	}
+	return len(se.Owners)
+}
