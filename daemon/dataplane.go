@@ -93,6 +93,7 @@ type Dataplane struct {
 	responder *arp.Responder
 	speaker   *bgp.Speaker
 	hostnet   *hostnet.Manager
+	announcer *arp.Announcer // the hostnet Manager's
 	nemitted  map[string]bool
 	// hosting is whether the node was last asked to host egress IPs on
 	// host interfaces.
@@ -153,6 +154,9 @@ func (d *Dataplane) Close() {
 	}
 	if d.hostnet != nil {
 		_ = d.hostnet.Close()
+	}
+	if d.announcer != nil {
+		d.announcer.Close()
 	}
 	d.nmu.Unlock()
 }
@@ -797,11 +801,19 @@ func (d *Dataplane) convergeHost(ctx context.Context, host []egress.HostAssignme
 		if err != nil {
 			return nil, fmt.Errorf("host egress: %w", err)
 		}
-		m, err := hostnet.New(hostnet.Config{Netns: d.cfg.HostNetns, SNAT: snat, Logger: d.log})
+		// The new owner of an egress IP tells the link's hosts at once
+		// (gratuitous ARP, unsolicited NA) rather than when their cache
+		// of the old owner's MAC runs out.
+		ann, err := arp.NewAnnouncer(arp.AnnouncerConfig{Logger: d.log})
 		if err != nil {
 			return nil, fmt.Errorf("host egress: %w", err)
 		}
-		d.hostnet = m
+		m, err := hostnet.New(hostnet.Config{Netns: d.cfg.HostNetns, SNAT: snat, Announcer: ann, Logger: d.log})
+		if err != nil {
+			ann.Close()
+			return nil, fmt.Errorf("host egress: %w", err)
+		}
+		d.hostnet, d.announcer = m, ann
 	}
 	state, events := egress.HostState(d.cfg.NodeName, host, d.hostnet.LinkOf)
 	res, err := d.hostnet.Converge(ctx, state)

@@ -80,7 +80,9 @@ type SNAT interface {
 
 // Announcer announces that this node now answers for ip on link (a
 // gratuitous ARP, or an unsolicited neighbor advertisement for IPv6). The
-// daemon wires it to the arp package.
+// daemon wires it to the arp package (arp.Announcer). It is called on a
+// thread that has entered the Manager's network namespace, right after the
+// address is added, so it opens its socket on the link there.
 type Announcer interface {
 	Announce(link string, ip netip.Addr) error
 }

@@ -467,7 +467,9 @@ func (m *Manager) addAddr(k addrKey, plen int, name string, res *Result) error {
 	res.AddrsAdded++
 	m.log.Info("egress IP added", "link", name, "egressIP", k.ip)
 	if m.ann != nil {
-		if err := m.ann.Announce(name, k.ip); err != nil {
+		// In the namespace: the announcer opens its socket on the link
+		// there.
+		if err := m.ns.do(func() error { return m.ann.Announce(name, k.ip) }); err != nil {
 			return fmt.Errorf("announce %s on %s: %w", k.ip, name, err)
 		}
 	}
