@@ -173,6 +173,13 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer, log *slog.L
 func wireReachability(ctx context.Context, cfg *Config, c *Clients, d *Dataplane, env *Env, log *slog.Logger) error {
 	wake, nodeWake := make(chan struct{}, 1), make(chan struct{}, 1)
 	env.Wake, env.NodeWake = wake, nodeWake
+	var key []byte
+	if cfg.FastFailover && cfg.HeartbeatKeyFile != "" {
+		var err error
+		if key, err = reach.ReadHeartbeatKey(cfg.HeartbeatKeyFile); err != nil {
+			return err
+		}
+	}
 	if cfg.NodeName != "" {
 		l := &nodeLiveness{self: cfg.NodeName, uplink: cfg.Uplink}
 		if cfg.EnableEgressIP {
@@ -180,12 +187,12 @@ func wireReachability(ctx context.Context, cfg *Config, c *Clients, d *Dataplane
 			d.Fenced = l.Fenced
 			go l.watchAPI(ctx, c, log, nodeWake)
 			if cfg.HealthCheckPort != 0 || cfg.FastFailover {
-				go serveNode(ctx, cfg, c, l, log)
+				go serveNode(ctx, cfg, c, l, key, log)
 			}
 		}
 		if cfg.FastFailover && cfg.EnableL2Announce {
 			hb, err := reach.NewHeartbeat(reach.HeartbeatConfig{Interval: cfg.HeartbeatInterval, Misses: cfg.HeartbeatMisses,
-				Port: cfg.HeartbeatPort, Logger: log}, func(string, bool) { poke(nodeWake) })
+				Port: cfg.HeartbeatPort, Key: key, Logger: log}, func(string, bool) { poke(nodeWake) })
 			if err != nil {
 				return fmt.Errorf("node heartbeat: %w", err)
 			}
@@ -225,7 +232,7 @@ func wireReachability(ctx context.Context, cfg *Config, c *Clients, d *Dataplane
 	if cfg.FastFailover {
 		onHB := changed("heartbeat")
 		hb, err := reach.NewHeartbeat(reach.HeartbeatConfig{Interval: cfg.HeartbeatInterval, Misses: cfg.HeartbeatMisses,
-			Port: cfg.HeartbeatPort, Leader: true, Logger: log}, func(node string, up bool) {
+			Port: cfg.HeartbeatPort, Leader: true, Key: key, Logger: log}, func(node string, up bool) {
 			if up && chk != nil {
 				chk.Kick() // a node heard again is checked now, not an interval later
 			}

@@ -157,7 +157,7 @@ func poke(c chan<- struct{}) {
 // serveNode runs the node's health server and heartbeat responder on its
 // management IP, found in its Node object (retried until it is there),
 // until ctx ends.
-func serveNode(ctx context.Context, cfg *Config, c *Clients, l *nodeLiveness, log *slog.Logger) {
+func serveNode(ctx context.Context, cfg *Config, c *Clients, l *nodeLiveness, key []byte, log *slog.Logger) {
 	for ctx.Err() == nil {
 		err := func() error {
 			n, err := c.Typed.CoreV1().Nodes().Get(ctx, cfg.NodeName, metav1.GetOptions{})
@@ -175,7 +175,7 @@ func serveNode(ctx context.Context, cfg *Config, c *Clients, l *nodeLiveness, lo
 			sc := reach.ServerConfig{Addr: ip, Port: cfg.HealthCheckPort, TLS: cfg.HealthTLS(), Status: l.serving, Logger: log,
 				OnLeader: func() { l.lastLeader.Store(time.Now().UnixNano()) }}
 			if cfg.FastFailover {
-				sc.HeartbeatPort = cfg.HeartbeatPort
+				sc.HeartbeatPort, sc.HeartbeatKey = cfg.HeartbeatPort, key
 			}
 			s, err := reach.NewNodeServer(ctx, sc)
 			if err != nil {
