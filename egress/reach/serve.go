@@ -83,7 +83,7 @@ type ServerConfig struct {
 	// HeartbeatKey, when set, authenticates the heartbeats
 	// (Responder.Key).
 	HeartbeatKey []byte
-	Logger   *slog.Logger
+	Logger       *slog.Logger
 }
 
 // NodeServer is a node's side of the checks: the gRPC health service
