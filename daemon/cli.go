@@ -180,6 +180,10 @@ func wireReachability(ctx context.Context, cfg *Config, c *Clients, d *Dataplane
 			return err
 		}
 	}
+	d.HostChanged = func() { poke(nodeWake) }
+	requeue := time.AfterFunc(time.Hour, func() { poke(wake) })
+	requeue.Stop()
+	d.Requeue = func(after time.Duration) { requeue.Reset(after) }
 	if cfg.NodeName != "" {
 		l := &nodeLiveness{self: cfg.NodeName, uplink: cfg.Uplink}
 		if cfg.EnableEgressIP {
@@ -231,8 +235,14 @@ func wireReachability(ctx context.Context, cfg *Config, c *Clients, d *Dataplane
 	}
 	if cfg.FastFailover {
 		onHB := changed("heartbeat")
+		// The leader's heartbeat renews a node's host lease only while the
+		// checks find it reachable and none of its host egress IPs is
+		// held (egress.HostHold counts on that lease running out).
+		renew := func(node string) bool {
+			return !d.params.Hold.Holding(node) && (chk == nil || chk.Reachable(node))
+		}
 		hb, err := reach.NewHeartbeat(reach.HeartbeatConfig{Interval: cfg.HeartbeatInterval, Misses: cfg.HeartbeatMisses,
-			Port: cfg.HeartbeatPort, Leader: true, Key: key, Logger: log}, func(node string, up bool) {
+			Port: cfg.HeartbeatPort, Leader: true, Renew: renew, Key: key, Logger: log}, func(node string, up bool) {
 			if up && chk != nil {
 				chk.Kick() // a node heard again is checked now, not an interval later
 			}

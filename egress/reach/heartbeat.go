@@ -139,9 +139,10 @@ type HeartbeatConfig struct {
 	// Port is the targets' heartbeat port (DefaultHeartbeatPort when 0).
 	Port int
 	// Leader marks the requests as the leader's (Responder.OnLeader),
-	// to the targets for which Renew (when not nil) says so: a node the
-	// leader no longer counts on gets requests that do not renew its host
-	// lease.
+	// to the targets that are up and for which Renew (when not nil) says
+	// so: a node the leader no longer counts on (one whose answers stopped
+	// arriving, though it may still hear the requests) gets requests that
+	// do not renew its host lease.
 	Leader bool
 	Renew  func(node string) bool
 	// Key, when set, authenticates the heartbeats (version 2, see
@@ -276,16 +277,17 @@ func (h *Heartbeat) send(conn net.PacketConn) {
 	type dest struct {
 		node string
 		addr netip.Addr
+		up   bool
 	}
 	dests := make([]dest, 0, len(h.targets))
 	for n, t := range h.targets {
-		dests = append(dests, dest{n, t.addr})
+		dests = append(dests, dest{n, t.addr, t.up})
 	}
 	h.mu.Unlock()
 	now := time.Now().UnixNano()
 	for _, d := range dests {
 		var role byte
-		if h.cfg.Leader && (h.cfg.Renew == nil || h.cfg.Renew(d.node)) {
+		if h.cfg.Leader && d.up && (h.cfg.Renew == nil || h.cfg.Renew(d.node)) {
 			role = 1
 		}
 		p := hbPacket(hbRequest, role, seq)
