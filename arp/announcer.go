@@ -39,6 +39,15 @@ type Announcer struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	repeats map[announced]context.CancelFunc
+}
+
+// announced is an address announced on a link.
+type announced struct {
+	link string
+	ip   netip.Addr
 }
 
 // NewAnnouncer returns an Announcer; Close stops its repeats.
@@ -56,7 +65,7 @@ func NewAnnouncer(cfg AnnouncerConfig) (*Announcer, error) {
 		cfg.Logger = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Announcer{cfg: cfg, ctx: ctx, cancel: cancel}, nil
+	return &Announcer{cfg: cfg, ctx: ctx, cancel: cancel, repeats: map[announced]context.CancelFunc{}}, nil
 }
 
 // Announce sends the first announcement of ip on link before it returns
@@ -86,16 +95,25 @@ func (a *Announcer) Announce(link string, ip netip.Addr) error {
 		_ = c.Close()
 		return fmt.Errorf("arp: announce %s on %s: %w", ip, link, err)
 	}
+	ctx, stop := context.WithCancel(a.ctx)
+	key := announced{link, ip}
+	a.mu.Lock()
+	if prev := a.repeats[key]; prev != nil {
+		prev()
+	}
+	a.repeats[key] = stop
+	a.mu.Unlock()
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
 		defer c.Close()
+		defer stop()
 		t := time.NewTicker(a.cfg.Interval)
 		defer t.Stop()
 		until := time.Now().Add(a.cfg.Duration)
 		for {
 			select {
-			case <-a.ctx.Done():
+			case <-ctx.Done():
 				return
 			case now := <-t.C:
 				if now.After(until) {
@@ -110,6 +128,20 @@ func (a *Announcer) Announce(link string, ip netip.Addr) error {
 	}()
 	a.cfg.Logger.Debug("arp: announced", "interface", link, "addr", ip)
 	return nil
+}
+
+// Withdraw stops the repeated announcements of ip on link: the host no
+// longer owns it (hostnet calls it before it removes the address), and a
+// late gratuitous ARP would point the link's hosts back at this node
+// after another took the address over.
+func (a *Announcer) Withdraw(link string, ip netip.Addr) {
+	key := announced{link, ip}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if stop := a.repeats[key]; stop != nil {
+		stop()
+		delete(a.repeats, key)
+	}
 }
 
 // Close stops the repeats and waits for them.

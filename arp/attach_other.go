@@ -42,5 +42,8 @@ func NewAnnouncer(AnnouncerConfig) (*Announcer, error) { return &Announcer{}, ni
 // Announce reports errors.ErrUnsupported.
 func (*Announcer) Announce(string, netip.Addr) error { return errors.ErrUnsupported }
 
+// Withdraw does nothing.
+func (*Announcer) Withdraw(string, netip.Addr) {}
+
 // Close does nothing.
 func (*Announcer) Close() {}

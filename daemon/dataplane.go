@@ -104,7 +104,10 @@ type Dataplane struct {
 	announcer *arp.Announcer // the hostnet Manager's
 	// refused are the host egress IPs this node refused, kept while
 	// their requirements fail.
-	refused  map[netip.Addr]egress.HostAssignment
+	refused map[netip.Addr]egress.HostAssignment
+	// hosted are the host egress IPs on the node's links after the last
+	// converge.
+	hosted   []netip.Addr
 	nemitted map[string]bool
 	// hosting is whether the node was last asked to host egress IPs on
 	// host interfaces.
@@ -833,6 +836,7 @@ func (d *Dataplane) convergeHost(ctx context.Context, host []egress.HostAssignme
 			return nil, report, err
 		}
 	}
+	mine, confirmErr := d.confirmHost(ctx, mine)
 	state, events := egress.HostState(d.cfg.NodeName, mine, d.hostnet.LinkOf)
 	res, err := d.hostnet.Converge(ctx, state)
 	events = append(events, egress.HostEvents(d.cfg.NodeName, mine, res.Rejected)...)
@@ -842,10 +846,50 @@ func (d *Dataplane) convergeHost(ctx context.Context, host []egress.HostAssignme
 			"rejected", len(res.Rejected))
 	}
 	report = d.hostReport(mine, state, res.Rejected)
-	if err = applyErrors(err); err != nil {
+	d.hosted = report.Hosted
+	if err = errors.Join(applyErrors(err), confirmErr); err != nil {
 		return events, report, fmt.Errorf("host egress: %w", err)
 	}
 	return events, report, nil
+}
+
+// confirmHost returns the assignments of mine the node may host: those
+// it hosts already, and new ones whose EgressIP, read from the API server
+// now (not from the informer's cache), still names this node. A node
+// back from a partition (its lease regained) may see a stale status
+// until its watch catches up; adding the address then would make two
+// nodes answer ARP for it. One not confirmed waits for the next pass
+// (the error, when the API server could not be asked, retries it).
+func (d *Dataplane) confirmHost(ctx context.Context, mine []egress.HostAssignment) ([]egress.HostAssignment, error) {
+	if d.clients.FromManifests || d.clients.Dynamic == nil {
+		return mine, nil
+	}
+	var out []egress.HostAssignment
+	var errs []error
+	for _, h := range mine {
+		if slices.Contains(d.hosted, h.EgressIP) {
+			out = append(out, h)
+			continue
+		}
+		u, err := d.clients.Dynamic.Resource(EgressIPResource).Get(ctx, h.EgressIPName, metav1.GetOptions{})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("confirm egress IP %s of EgressIP %s: %w", h.EgressIP, h.EgressIPName, err))
+			continue
+		}
+		e, err := egressv1.FromUnstructured(u)
+		if err != nil {
+			continue
+		}
+		if slices.ContainsFunc(e.Status.Items, func(it egressv1.EgressIPStatusItem) bool {
+			a, err := netip.ParseAddr(it.EgressIP)
+			return err == nil && a.Unmap() == h.EgressIP && it.Node == d.cfg.NodeName
+		}) {
+			out = append(out, h)
+		} else {
+			d.log.Info("host egress IP not added: the API server's status no longer names this node", "egressIP", h.EgressIP, "egressip", h.EgressIPName)
+		}
+	}
+	return out, errors.Join(errs...)
 }
 
 // openHostnet opens the host egress Manager, its announcer and the watch

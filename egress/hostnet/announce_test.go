@@ -54,7 +54,7 @@ func TestAnnounceAfterAdd(t *testing.T) {
 		t.Fatalf("Converge: %v", err)
 	}
 
-	ann, err := arp.NewAnnouncer(arp.AnnouncerConfig{})
+	ann, err := arp.NewAnnouncer(arp.AnnouncerConfig{Interval: 100 * time.Millisecond, Duration: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,6 +77,21 @@ func TestAnnounceAfterAdd(t *testing.T) {
 		}
 	}
 	t.Logf("the far host learned %s and %s at %s %v after the converge began", v4, v6, mac, time.Since(begin).Round(time.Millisecond))
+
+	// Removed (another node takes it over): the repeats stop, so no late
+	// announcement points the far host back at this node.
+	if _, err := mgr.Converge(ctx, nil); err != nil {
+		t.Fatalf("Converge: %v", err)
+	}
+	for _, a := range []netip.Addr{v4, v6} {
+		far.Run(t, "ip", "neigh", "replace", a.String(), "lladdr", oldMAC, "dev", "eth0", "nud", "stale")
+	}
+	time.Sleep(500 * time.Millisecond) // five intervals
+	for _, a := range []netip.Addr{v4, v6} {
+		if got := neigh(a); !strings.Contains(got, oldMAC) {
+			t.Errorf("announced after its removal: the far host's entry for %s is %q", a, got)
+		}
+	}
 }
 
 // waitUntil polls cond every 10 ms until it returns nil or timeout.

@@ -87,6 +87,14 @@ type Announcer interface {
 	Announce(link string, ip netip.Addr) error
 }
 
+// Withdrawer is an Announcer that repeats its announcements: Withdraw,
+// called before the address is removed, stops them (a late gratuitous
+// ARP would point the link's hosts back at this node after another took
+// the address over). arp.Announcer is one.
+type Withdrawer interface {
+	Withdraw(link string, ip netip.Addr)
+}
+
 // Reason says which requirement an assignment fails.
 type Reason string
 

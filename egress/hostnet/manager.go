@@ -487,6 +487,9 @@ func (m *Manager) delAddr(k addrKey, res *Result) error {
 		}
 		return fmt.Errorf("remove address %s: link %d: %w", k.ip, k.ifindex, err)
 	}
+	if w, ok := m.ann.(Withdrawer); ok {
+		w.Withdraw(link.Attrs().Name, k.ip)
+	}
 	addrs, err := m.nl.AddrList(link, familyOf(k.ip))
 	if err != nil {
 		return fmt.Errorf("remove address %s: list addresses of %s: %w", k.ip, link.Attrs().Name, err)

@@ -64,14 +64,21 @@ spec:
 // before it returns.
 func failoverOnce(t testbed.T, e *Env, pod *testbed.Pod, name string, eip netip.Addr, port uint16, f failure) (gap time.Duration, from, to string, w *ARPWatch) {
 	t.Helper()
+	return failoverTo(t, e, pod, name, eip, port, f, e.Client, netip.MustParseAddr(testbed.ClusterClientIP))
+}
+
+// failoverTo is failoverOnce with the stream to, and the ARP watch on the
+// eth0 of, client (at dst).
+func failoverTo(t testbed.T, e *Env, pod *testbed.Pod, name string, eip netip.Addr, port uint16, f failure, client *testbed.Netns, dst netip.Addr) (gap time.Duration, from, to string, w *ARPWatch) {
+	t.Helper()
 	from = e.EgressNode(name, eip, "")
-	_, _ = e.Client.RunErr("ip", "neigh", "flush", "dev", "eth0")
-	w, err := StartARPWatch(e.Client, "eth0", eip, 10*time.Millisecond)
+	_, _ = client.RunErr("ip", "neigh", "flush", "dev", "eth0")
+	w, err := StartARPWatch(client, "eth0", eip, 10*time.Millisecond)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
 	defer w.Stop()
-	s, err := StartStream(pod.Netns, e.Client, netip.AddrPortFrom(netip.MustParseAddr(testbed.ClusterClientIP), port), 10*time.Millisecond)
+	s, err := StartStream(pod.Netns, client, netip.AddrPortFrom(dst, port), 10*time.Millisecond)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
