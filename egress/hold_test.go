@@ -85,8 +85,8 @@ func TestHostHold(t *testing.T) {
 			steps: []step{{0, []egress.Node{w1(), w2}, map[string][]egressv1.EgressIPStatusItem{"a": {{Node: "w2", EgressIP: "172.18.0.50"}}}, "w2=172.18.0.50", 0}},
 		},
 		{
-			name: "no lease: nothing held",
-			old:  []string{"w1=10.10.10.50"},
+			name:  "no lease: nothing held",
+			old:   []string{"w1=10.10.10.50"},
 			steps: []step{{0, []egress.Node{w1(), w2}, moved, "w2=10.10.10.50", 0}},
 		},
 	}
