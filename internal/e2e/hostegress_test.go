@@ -4,10 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
-	"os"
 	"strings"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -33,20 +31,10 @@ func hostEgress(t *testing.T, e *Env, ip netip.Addr) *testbed.Pod {
 			t.Fatalf("host-cidrs of %s: %v", n.Name, err)
 		}
 	}
-	e.CreateNamespace("hostegr", map[string]string{"env": "hostegr"})
-	e.EnsurePod(ServerPod("hostegr", "sender", w1, nil))
-	e.ApplyYAML(`
-apiVersion: k8s.ovn.org/v1
-kind: EgressIP
-metadata: {name: hostegr}
-spec:
-  egressIPs: [` + ip.String() + `]
-  namespaceSelector: {matchLabels: {env: hostegr}}
-`)
 	t.Cleanup(func() {
 		_ = e.Dyn.Resource(egressGVR).Delete(e.Context(), "hostegr", metav1.DeleteOptions{})
 	})
-	return e.WaitPod("hostegr", "sender")
+	return senderEgress(e, "hostegr", ip)
 }
 
 // partition cuts node off from the leader (its health check and
@@ -106,25 +94,7 @@ func TestHostEgressFailover(t *testing.T) {
 		t.Run(f.name, func(t *testing.T) {
 			e := env.With(t)
 			gap, from, to, w := failoverTo(t, e, pod, "hostegr", eip, uint16(9400+i), f, e.HostClient, dst)
-			owners := w.Owners()
-			named := make([]string, len(owners))
-			for i, m := range owners {
-				named[i] = nodeOfMAC(e, m)
-			}
-			t.Logf("%s: %s -> %s, loss window %v; ARP answered by %v (%d replies)", f.name, from, to,
-				gap.Round(time.Millisecond), named, len(w.Replies()))
-			if err := w.Overlap(); err != nil {
-				t.Errorf("two nodes answered ARP for %s: %v (%v)", eip, err, named)
-				if b, err := os.ReadFile(e.Instance(from).Log); err == nil {
-					t.Logf("%s's ovnedge:\n%s", from, b)
-				}
-				for _, r := range w.Replies() {
-					t.Logf("reply %d %s %s", r.Request, r.At.Format("15:04:05.000"), nodeOfMAC(e, r.MAC))
-				}
-			}
-			if len(named) == 0 || named[len(named)-1] != to {
-				t.Errorf("ARP for %s last answered by %v, want the new owner %s", eip, named, to)
-			}
+			checkTakeover(t, e, f.name, eip, gap, from, to, w)
 			if f.name == "HostLinkDown" {
 				hostRefusal(t, e, from, eip)
 			}

@@ -718,11 +718,17 @@ func (n *ClusterNode) Restart() {
 // SetUplink takes the node's breth0 uplink (its "NIC") down or up.
 func (n *ClusterNode) SetUplink(up bool) {
 	n.c.T().Helper()
+	n.setLink(ClusterUplink, up)
+}
+
+// setLink takes the node's link name down or up.
+func (n *ClusterNode) setLink(name string, up bool) {
+	n.c.T().Helper()
 	state := "down"
 	if up {
 		state = "up"
 	}
-	n.NS.Run(n.c.T(), "ip", "link", "set", ClusterUplink, state)
+	n.NS.Run(n.c.T(), "ip", "link", "set", name, state)
 }
 
 // String names the node for messages.
@@ -788,9 +794,5 @@ func (n *ClusterNode) configureForwarding() {
 // SetHostLink takes the node's second host interface down or up.
 func (n *ClusterNode) SetHostLink(up bool) {
 	n.c.T().Helper()
-	state := "down"
-	if up {
-		state = "up"
-	}
-	n.NS.Run(n.c.T(), "ip", "link", "set", ClusterHostLink, state)
+	n.setLink(ClusterHostLink, up)
 }
