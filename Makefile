@@ -5,7 +5,7 @@ STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo $(shell $(GO) 
 BENCH ?= .
 BENCHTIME ?= 1s
 
-.PHONY: help deps e2e-deps test e2e demo demo-nb bench lint update-golden embed
+.PHONY: help deps e2e-deps test e2e demo demo-nb bench lint update-golden embed image deploy
 
 help:
 	@echo "make demo           ovnedge on a 3-node OVN cluster with a real kube-apiserver: requests to VIPs, egress source, failover gap"
@@ -15,6 +15,8 @@ help:
 	@echo "make bench          run the benchmarks (BENCH=regexp BENCHTIME=1s)"
 	@echo "make lint           gofmt, go vet, staticcheck"
 	@echo "make embed          examples/embed (a separate module on the public API): vet, test, GOOS=darwin build; pure packages for darwin"
+	@echo "make image          the ovnedge OCI image without docker (crane): build/image/oci, tagged with \`ovnedge version\`"
+	@echo "make deploy         rewrite deploy/*.yaml and deploy/crds from the Helm chart deploy/helm/ovnedge"
 	@echo "make update-golden  rewrite testdata golden files (review the diff!)"
 
 deps:
@@ -55,8 +57,25 @@ update-golden:
 
 # The pure packages build for any GOOS (host I/O is behind linux build
 # tags), and examples/embed, a separate module using only the public API,
-# is vetted, tested and cross-built.
-PORTABLE = ./event ./egress ./egress/api/... ./egress/reach ./lbsvc ./lbsvc/ipam ./lbsvc/kubeovn ./ovsflow ./ovsflow/openflow ./ovsflow/flowtest ./ovsdbnb ./ovsdbnb/nbdb ./arp
+# is vetted, tested and cross-built. egress and lbsvc link no netlink,
+# nftables or iptables on Linux (egress/hostspec holds hostnet's types).
+PORTABLE = ./event ./bgp/metallb ./egress ./egress/hostspec ./egress/api/... ./egress/reach ./lbsvc ./lbsvc/ipam ./lbsvc/kubeovn ./ovsflow ./ovsflow/openflow ./ovsflow/flowtest ./ovsdbnb ./ovsdbnb/nbdb ./arp
 embed:
 	GOOS=darwin $(GO) build $(PORTABLE)
+	@# the pure computation links no host I/O on Linux either
+	@heavy=$$(GOOS=linux $(GO) list -deps ./egress ./lbsvc | grep -E 'netlink|nftables|iptables' || true); \
+	if [ -n "$$heavy" ]; then echo "egress or lbsvc links host I/O on linux:"; echo "$$heavy"; exit 1; fi
 	cd examples/embed && $(GO) vet ./... && $(STATICCHECK) ./... && $(GO) test -race -count=1 ./... && GOOS=darwin $(GO) build ./...
+
+# The OCI image: one static binary on an empty base, built with crane
+# v0.22.1 (installed by scripts/tool.sh into ~/.cache/ovnedge/bin) and no
+# docker; deploy's TestImage checks it in make test.
+image:
+	@scripts/image.sh
+
+# deploy/*.yaml and deploy/crds are the chart's default rendering (helm
+# v3.22.0 via scripts/tool.sh); deploy's tests check they are, lint the
+# chart and validate it with kubeconform v0.8.0 in make test.
+deploy:
+	UPDATE_DEPLOY=1 $(GO) test -count=1 -run '^TestDeployIsChart$$' ./deploy
+	git diff --stat -- deploy

@@ -45,6 +45,9 @@ type Config struct {
 type Peer struct {
 	Address netip.Addr
 	ASN     uint32
+	// LocalASN is the AS this speaker uses with the peer; 0 is the
+	// speaker's (Config.ASN).
+	LocalASN uint32
 	// Port is the peer's TCP port; 0 means 179.
 	Port uint16
 	// LocalAddress is the source of the session; invalid picks one.
@@ -52,6 +55,8 @@ type Peer struct {
 	// HoldTime is the proposed hold time (default 90 s, at least 3 s);
 	// keepalives are sent every third of it.
 	HoldTime time.Duration
+	// Keepalive is the keepalive interval; 0 is a third of the hold time.
+	Keepalive time.Duration
 	// ConnectRetry is the time between connection attempts (default 1 s).
 	ConnectRetry time.Duration
 	// Password enables TCP MD5 authentication.
@@ -60,15 +65,19 @@ type Peer struct {
 	// connected peer.
 	Multihop uint8
 	BFD      BFD
+	// DisableGracefulRestart does not negotiate graceful restart with
+	// this peer even when the speaker has it (Config.GracefulRestart).
+	DisableGracefulRestart bool
 }
 
 // BFD is a peer's single-hop BFD session (RFC 5880/5881): a control
 // packet every Interval, the peer down after Multiplier missed ones.
 type BFD struct {
 	Enabled bool
-	// Interval is the desired transmit and required receive interval
-	// (default 300 ms).
-	Interval time.Duration
+	// Interval is the desired transmit interval (default 300 ms), and
+	// the required receive interval unless ReceiveInterval is set.
+	Interval        time.Duration
+	ReceiveInterval time.Duration
 	// Multiplier is the detection multiplier (default 3).
 	Multiplier int
 }
@@ -130,6 +139,9 @@ func (p Peer) withDefaults() Peer {
 		if p.BFD.Multiplier == 0 {
 			p.BFD.Multiplier = defaultBFDMult
 		}
+		if p.BFD.ReceiveInterval == 0 {
+			p.BFD.ReceiveInterval = p.BFD.Interval
+		}
 	}
 	return p
 }
@@ -178,12 +190,15 @@ func (p Peer) validate() error {
 	if p.HoldTime != 0 && (p.HoldTime < 3*time.Second || p.HoldTime > 65535*time.Second) {
 		return fmt.Errorf("bgp: peer %v: hold time %v out of range 3s-65535s", p.Address, p.HoldTime)
 	}
+	if p.Keepalive < 0 || (p.Keepalive > 0 && p.HoldTime > 0 && p.Keepalive > p.HoldTime) {
+		return fmt.Errorf("bgp: peer %v: keepalive %v longer than the hold time %v", p.Address, p.Keepalive, p.HoldTime)
+	}
 	if p.ConnectRetry < 0 {
 		return fmt.Errorf("bgp: peer %v: negative connect retry", p.Address)
 	}
 	if p.BFD.Enabled {
-		if p.BFD.Interval < 0 || p.BFD.Interval > time.Hour {
-			return fmt.Errorf("bgp: peer %v: BFD interval %v out of range", p.Address, p.BFD.Interval)
+		if p.BFD.Interval < 0 || p.BFD.Interval > time.Hour || p.BFD.ReceiveInterval < 0 || p.BFD.ReceiveInterval > time.Hour {
+			return fmt.Errorf("bgp: peer %v: BFD interval %v/%v out of range", p.Address, p.BFD.Interval, p.BFD.ReceiveInterval)
 		}
 		if p.BFD.Multiplier < 0 || p.BFD.Multiplier > 255 {
 			return fmt.Errorf("bgp: peer %v: BFD multiplier %d out of range 1-255", p.Address, p.BFD.Multiplier)

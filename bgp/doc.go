@@ -22,6 +22,19 @@
 // come back with forwarding preserved, and they replace the stale routes
 // with the ones it sends before its End-of-RIB.
 //
+// A [Peer] may also set its own local AS, keepalive, BFD receive
+// interval and opt out of graceful restart: package bgp/metallb builds
+// such peers from MetalLB's BGPPeer and BFDProfile objects.
+//
+// Startup: GoBGP v4.8.0 makes its first active connection attempt
+// 1.5-2 s after a peer is added (minConnectRetryInterval, 2 s, with
+// jitter, in pkg/server/fsm.go; not configurable: osrg/gobgp#2878 proposed
+// an immediate first attempt and was closed for #2885, which lowered the
+// interval). A first start therefore reaches a router in under a second
+// only when the router dials (Config.ListenPort; FRR "timers connect 1" or
+// "bgp listen range"). A restart does not depend on it: with graceful
+// restart the router keeps the routes while the speaker is away.
+//
 // [Speaker.Peers] and [Speaker.Stats] report sessions, announced prefixes
 // and updates for export; [Config.OnPeerState] is called on every session
 // state change. The package imports no Kubernetes types.

@@ -225,11 +225,15 @@ func (s *Speaker) apiPeer(p Peer) *api.Peer {
 	if p.Address.Is6() && !p.Address.Is4In6() {
 		fam.Afi = api.Family_AFI_IP6
 	}
-	gr := s.cfg.GracefulRestart > 0
+	gr := s.cfg.GracefulRestart > 0 && !p.DisableGracefulRestart
 	hold := uint64(p.HoldTime / time.Second)
+	keepalive := max(hold/3, 1)
+	if p.Keepalive > 0 {
+		keepalive = max(uint64(p.Keepalive/time.Second), 1)
+	}
 	out := &api.Peer{
-		Conf: &api.PeerConf{NeighborAddress: p.Address.String(), PeerAsn: p.ASN, AuthPassword: p.Password},
-		Timers: &api.Timers{Config: &api.TimersConfig{HoldTime: hold, KeepaliveInterval: max(hold/3, 1),
+		Conf: &api.PeerConf{NeighborAddress: p.Address.String(), PeerAsn: p.ASN, LocalAsn: p.LocalASN, AuthPassword: p.Password},
+		Timers: &api.Timers{Config: &api.TimersConfig{HoldTime: hold, KeepaliveInterval: keepalive,
 			ConnectRetry: uint64(max(p.ConnectRetry/time.Second, 1)),
 			// After a reset (BFD down, a notification) try again within a
 			// second, not GoBGP's default 30 s.
@@ -251,9 +255,9 @@ func (s *Speaker) apiPeer(p Peer) *api.Peer {
 			LocalRestarting: s.cfg.Restarting, DeferralTime: uint32(max(s.cfg.GracefulRestart/time.Second, 1))}
 	}
 	if p.BFD.Enabled {
-		us := uint32(p.BFD.Interval / time.Microsecond)
-		out.Bfd = &api.BfdPeerConfig{Enabled: true, DesiredMinimumTxInterval: us, RequiredMinimumReceive: us,
-			DetectionMultiplier: uint32(p.BFD.Multiplier)}
+		out.Bfd = &api.BfdPeerConfig{Enabled: true, DesiredMinimumTxInterval: uint32(p.BFD.Interval / time.Microsecond),
+			RequiredMinimumReceive: uint32(p.BFD.ReceiveInterval / time.Microsecond),
+			DetectionMultiplier:    uint32(p.BFD.Multiplier)}
 	}
 	return out
 }

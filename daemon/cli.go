@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -121,18 +122,28 @@ func parse(name string, args []string, stderr io.Writer, level *slog.LevelVar, e
 	return cfg, err
 }
 
+// stampedVersion is "<version> <revision>", set with -ldflags -X by
+// scripts/image.sh where the go command stamps no VCS information (a git
+// worktree, whose .git is a file).
+var stampedVersion string
+
 // Version returns the module version and VCS revision the binary was
 // built from.
 func Version() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
-		return "(unknown)"
+		return cmp.Or(stampedVersion, "(unknown)")
 	}
 	v := bi.Main.Version
+	stamped := false
 	for _, s := range bi.Settings {
 		if s.Key == "vcs.revision" {
 			v += " " + s.Value
+			stamped = true
 		}
+	}
+	if !stamped && stampedVersion != "" {
+		return stampedVersion
 	}
 	return strings.TrimSpace(v)
 }
@@ -194,7 +205,8 @@ func wireReachability(ctx context.Context, cfg *Config, c *Clients, d *Dataplane
 				go serveNode(ctx, cfg, c, l, key, log)
 			}
 		}
-		if cfg.FastFailover && cfg.EnableL2Announce {
+		d.Kick = func() { poke(nodeWake) }
+		if cfg.FastFailover && (cfg.EnableL2Announce || cfg.UnderlayLBMode == UnderlayStandalone) {
 			hb, err := reach.NewHeartbeat(reach.HeartbeatConfig{Interval: cfg.HeartbeatInterval, Misses: cfg.HeartbeatMisses,
 				Port: cfg.HeartbeatPort, Key: key, Logger: log}, func(string, bool) { poke(nodeWake) })
 			if err != nil {
@@ -288,7 +300,7 @@ func wireReachability(ctx context.Context, cfg *Config, c *Clients, d *Dataplane
 func runRender(ctx context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger, level *slog.LevelVar) error {
 	var what string
 	cfg, err := parse("render", args, stderr, level, func(fs *flag.FlagSet) {
-		fs.StringVar(&what, "what", "flows", "what to print: flows (the node's bridge flows) or nb (the Northbound rows)")
+		fs.StringVar(&what, "what", "flows", "what to print: flows (the node's bridge flows), provider-flows (its provider bridge's, --underlay-lb-mode) or nb (the Northbound rows)")
 	})
 	if err != nil {
 		return err
@@ -296,11 +308,11 @@ func runRender(ctx context.Context, args []string, stdout, stderr io.Writer, log
 	if cfg.Manifests == "" {
 		return usageError{errors.New("--manifests DIR is required")}
 	}
-	if what != "flows" && what != "nb" {
-		return usageError{fmt.Errorf("--what %q: want flows or nb", what)}
+	if what != "flows" && what != "provider-flows" && what != "nb" {
+		return usageError{fmt.Errorf("--what %q: want flows, provider-flows or nb", what)}
 	}
-	if what == "flows" && cfg.NodeName == "" {
-		return usageError{errors.New("--what flows needs --node NAME")}
+	if what != "nb" && cfg.NodeName == "" {
+		return usageError{fmt.Errorf("--what %s needs --node NAME", what)}
 	}
 	s, _, err := LoadSnapshot(ctx, cfg, log)
 	if err != nil {
@@ -308,12 +320,15 @@ func runRender(ctx context.Context, args []string, stdout, stderr io.Writer, log
 	}
 	p := ParamsFrom(cfg)
 	var out []byte
-	if what == "flows" {
+	if what != "nb" {
 		ns, err := ComputeNode(s, p, cfg.NodeName)
 		if err != nil {
 			return err
 		}
 		logEvents(log, ns.Events)
+		if what == "provider-flows" {
+			ns = NodeState{Sets: ns.Provider}
+		}
 		if out, err = RenderFlows(ns); err != nil {
 			return err
 		}

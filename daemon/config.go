@@ -119,6 +119,26 @@ type Config struct {
 	// key image of ConfigMap kube-system/ovn-vpc-nat-config.
 	LBSvcImage string
 
+	// Seed 003, Kube-OVN underlay subnets with enableExternalLBAddress.
+	// UnderlayLBMode is UnderlayOff, UnderlayMetalLB (MetalLB assigns
+	// and announces the VIPs; ovnedge programs them) or
+	// UnderlayStandalone (ovnedge also allocates them from the Subnets'
+	// excludeIps and answers ARP for them on UnderlayInterface).
+	UnderlayLBMode string
+	// PreferLocal and LSCtSkipDstLportIPs are kube-ovn-controller's
+	// --enable-ovn-lb-prefer-local and --ls-ct-skip-dst-lport-ips.
+	PreferLocal, LSCtSkipDstLportIPs bool
+	// ProviderBridge is the node's provider bridge (Kube-OVN's
+	// br-<provider network>), ProviderNIC its underlay NIC port and
+	// ProviderVLAN, when not 0, the VLAN its steering flows match; ""
+	// installs no steering flows.
+	ProviderBridge, ProviderNIC string
+	ProviderVLAN                int
+	// UnderlayInterface is the host interface on the underlay VLAN that
+	// answers ARP for the node's underlay VIPs (standalone mode; MetalLB's
+	// interface, e.g. underlay0.341).
+	UnderlayInterface string
+
 	// LeaderElect campaigns for the Lease and runs the cluster-wide
 	// work when elected; off for node-only instances (the DaemonSet).
 	LeaderElect bool
@@ -151,6 +171,16 @@ type Config struct {
 	// BGPCommunities and BGPLocalPref are per LB pool (by name).
 	BGPCommunities map[string][]bgp.Community
 	BGPLocalPref   map[string]uint32
+	// BGPPeerCRDs also takes peers from MetalLB's BGPPeer and BFDProfile
+	// objects in BGPCRDNamespace (package bgp/metallb).
+	BGPPeerCRDs     bool
+	BGPCRDNamespace string
+	// BGPShutdown says how a stopping node instance leaves its peers:
+	// "restart" (graceful restart: peers keep the routes), "withdraw"
+	// (routes withdrawn, sessions closed with a Cease) or "auto"
+	// (withdraw when the node is leaving: cordoned, being deleted or out
+	// of service; restart otherwise).
+	BGPShutdown string
 
 	MetricsAddr string
 	Pprof       bool
@@ -273,6 +303,30 @@ var options = []option{
 		func(c *Config, v string) (err error) { c.EnableLBSvc, err = strconv.ParseBool(v); return err }},
 	{"lb-svc-image", "ovnedge", "lb-svc-image", "", "image (holding the ovnedge binary) of the lb-svc Deployments; empty: the key image of ConfigMap kube-system/ovn-vpc-nat-config",
 		func(c *Config, v string) error { c.LBSvcImage = v; return nil }},
+	{"underlay-lb-mode", "kubeovn", "underlay-lb-mode", UnderlayOff,
+		"LoadBalancer VIPs inside kubeovn.io Subnets with enableExternalLBAddress (seed 003): off; metallb (MetalLB assigns and announces them, ovnedge programs the underlay switch's load balancers and the provider bridge's steering flows); standalone (ovnedge also assigns them from the Subnets' excludeIps and answers ARP for each from one node on --underlay-interface). Needs the Subnet CRD",
+		func(c *Config, v string) error {
+			switch v {
+			case UnderlayOff, UnderlayMetalLB, UnderlayStandalone:
+				c.UnderlayLBMode = v
+				return nil
+			}
+			return fmt.Errorf("%q: want %s, %s or %s", v, UnderlayOff, UnderlayMetalLB, UnderlayStandalone)
+		}},
+	{"enable-ovn-lb-prefer-local", "kubeovn", "enable-ovn-lb-prefer-local", "false",
+		"as kube-ovn-controller's flag: an underlay VIP of an externalTrafficPolicy=Local Service goes to the entering node's own endpoints (all when it has none), client address kept (per-chassis template load balancers on stock OVN)",
+		func(c *Config, v string) (err error) { c.PreferLocal, err = strconv.ParseBool(v); return err }},
+	{"ls-ct-skip-dst-lport-ips", "kubeovn", "ls-ct-skip-dst-lport-ips", "true",
+		"as kube-ovn-controller's flag (seed 003 sets it false): Kube-OVN's patched OVN then skips conntrack to logical port IPs, which breaks underlay VIPs; stock OVN has no such skip, so it only makes ovnedge warn (an event per affected Service)",
+		func(c *Config, v string) (err error) { c.LSCtSkipDstLportIPs, err = strconv.ParseBool(v); return err }},
+	{"provider-bridge", "kubeovn", "provider-bridge", "", "the node's provider bridge of the underlay (Kube-OVN's br-<provider network>): it gets the flows steering underlay VIP traffic from --provider-nic into OVN; empty: none",
+		func(c *Config, v string) error { c.ProviderBridge = v; return nil }},
+	{"provider-nic", "kubeovn", "provider-nic", "", "the provider bridge's port of the underlay NIC (Kube-OVN's ProviderNetwork defaultInterface)",
+		func(c *Config, v string) error { c.ProviderNIC = v; return nil }},
+	{"provider-vlan", "kubeovn", "provider-vlan", "0", "VLAN ID of the underlay subnets on the provider NIC: the steering flows match it (0: any frame)",
+		func(c *Config, v string) (err error) { c.ProviderVLAN, err = parseUint(v, 0, 4094); return err }},
+	{"underlay-interface", "kubeovn", "underlay-interface", "", "host interface on the underlay VLAN (e.g. underlay0.341) answering ARP for the node's underlay VIPs in standalone mode; empty: the provider bridge",
+		func(c *Config, v string) error { c.UnderlayInterface = v; return nil }},
 	{"leader-elect", "ovnedge", "leader-elect", "true", "campaign for the kube-system/ovnedge Lease and do the cluster-wide work (EgressIP assignment, NB, LB IPAM) while leading",
 		func(c *Config, v string) (err error) { c.LeaderElect, err = strconv.ParseBool(v); return err }},
 	{"enable-bgp", "bgp", "enable", "false",
@@ -323,6 +377,21 @@ var options = []option{
 		func(c *Config, v string) (err error) { c.BGPCommunities, err = parseCommunities(v); return err }},
 	{"bgp-local-pref", "bgp", "local-pref", "", "LOCAL_PREF of each LB pool's routes (iBGP peers), comma-separated POOL=N",
 		func(c *Config, v string) (err error) { c.BGPLocalPref, err = parseLocalPref(v); return err }},
+	{"bgp-peer-crds", "bgp", "peer-crds", "false",
+		"also peer with the routers of MetalLB's BGPPeer objects (metallb.io/v1beta2, with their BFDProfiles) in --bgp-crd-namespace whose nodeSelectors match the node",
+		func(c *Config, v string) (err error) { c.BGPPeerCRDs, err = strconv.ParseBool(v); return err }},
+	{"bgp-crd-namespace", "bgp", "crd-namespace", "metallb-system", "namespace of the BGPPeer and BFDProfile objects",
+		func(c *Config, v string) error { c.BGPCRDNamespace = v; return nil }},
+	{"bgp-shutdown", "bgp", "shutdown", "auto",
+		"how a stopping node instance leaves its peers: restart (graceful restart keeps the routes), withdraw (routes withdrawn at once), auto (withdraw when the node is cordoned, being deleted or out of service)",
+		func(c *Config, v string) error {
+			switch v {
+			case "auto", "restart", "withdraw":
+				c.BGPShutdown = v
+				return nil
+			}
+			return fmt.Errorf("%q is not auto, restart or withdraw", v)
+		}},
 	{"metrics-address", "ovnedge", "metrics-address", ":9476", "address of /metrics, /healthz and /readyz; empty disables",
 		func(c *Config, v string) error { c.MetricsAddr = v; return nil }},
 	{"enable-pprof", "ovnedge", "enable-pprof", "false", "serve /debug/pprof on the metrics address",
@@ -330,6 +399,13 @@ var options = []option{
 	{"log-level", "ovnedge", "log-level", "info", "lowest level logged: debug, info, warn or error",
 		func(c *Config, v string) error { return c.LogLevel.UnmarshalText([]byte(v)) }},
 }
+
+// The values of --underlay-lb-mode.
+const (
+	UnderlayOff        = "off"
+	UnderlayMetalLB    = "metallb"
+	UnderlayStandalone = "standalone"
+)
 
 // isBoolFlag reports whether arg is a boolean option's flag without a
 // value ("--enable-l2-announce").
@@ -417,13 +493,13 @@ func ParseConfig(name string, args []string, extra ...func(*flag.FlagSet)) (*Con
 // has many) are ignored.
 func readConfigFile(path string) (map[string]string, error) {
 	var raw struct {
-		Default, Kubernetes, Gateway, Ovnnorth, Ovnsouth, Ovnkubernetesfeature, Ovnedge, Bgp rawSection
+		Default, Kubernetes, Gateway, Ovnnorth, Ovnsouth, Ovnkubernetesfeature, Ovnedge, Bgp, Kubeovn rawSection
 	}
 	if err := gcfg.FatalOnly(gcfg.ReadFileInto(&raw, path)); err != nil {
 		return nil, fmt.Errorf("config file %s: %w", path, err)
 	}
 	sections := map[string]*rawSection{"default": &raw.Default, "kubernetes": &raw.Kubernetes, "gateway": &raw.Gateway, "ovnnorth": &raw.Ovnnorth, "ovnsouth": &raw.Ovnsouth,
-		"ovnkubernetesfeature": &raw.Ovnkubernetesfeature, "ovnedge": &raw.Ovnedge, "bgp": &raw.Bgp}
+		"ovnkubernetesfeature": &raw.Ovnkubernetesfeature, "ovnedge": &raw.Ovnedge, "bgp": &raw.Bgp, "kubeovn": &raw.Kubeovn}
 	out := map[string]string{}
 	for _, o := range options {
 		if s := sections[o.section]; s != nil {
@@ -496,6 +572,14 @@ type rawSection struct {
 	GracefulRestart   *string `gcfg:"graceful-restart"`
 	Communities       *string `gcfg:"communities"`
 	LocalPref         *string `gcfg:"local-pref"`
+	// [kubeovn]
+	UnderlayLBMode         *string `gcfg:"underlay-lb-mode"`
+	EnableOVNLBPreferLocal *string `gcfg:"enable-ovn-lb-prefer-local"`
+	LSCtSkipDstLportIPs    *string `gcfg:"ls-ct-skip-dst-lport-ips"`
+	ProviderBridge         *string `gcfg:"provider-bridge"`
+	ProviderNIC            *string `gcfg:"provider-nic"`
+	ProviderVLAN           *string `gcfg:"provider-vlan"`
+	UnderlayInterface      *string `gcfg:"underlay-interface"`
 }
 
 // get returns the value of key, nil when the file does not set it.
@@ -736,8 +820,8 @@ func (c *Config) BGP(routerID netip.Addr) (bgp.Config, error) {
 	if c.BGPRouterID.IsValid() {
 		out.RouterID = c.BGPRouterID
 	}
-	if len(c.BGPPeers) == 0 {
-		return out, fmt.Errorf("--enable-bgp without --bgp-peer-address")
+	if len(c.BGPPeers) == 0 && !c.BGPPeerCRDs {
+		return out, fmt.Errorf("--enable-bgp without --bgp-peer-address or --bgp-peer-crds")
 	}
 	for _, a := range c.BGPPeers {
 		p := bgp.Peer{Address: a, ASN: c.BGPPeerASN, Port: c.BGPPeerPort, HoldTime: c.BGPHoldTime}

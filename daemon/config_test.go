@@ -282,3 +282,44 @@ local-pref = public=300
 		}
 	}
 }
+
+// TestParseConfigUnderlay: seed 003's settings from flags (spelled as
+// kube-ovn-controller spells them) and the [kubeovn] section; defaults are
+// Kube-OVN's (prefer-local off, ls-ct-skip-dst-lport-ips on) and the
+// underlay off.
+func TestParseConfigUnderlay(t *testing.T) {
+	c, _, err := ParseConfig("daemon", nil)
+	if err != nil || c.UnderlayLBMode != UnderlayOff || c.PreferLocal || !c.LSCtSkipDstLportIPs || c.ProviderBridge != "" {
+		t.Fatalf("defaults: %+v, %v", c, err)
+	}
+	file := writeFile(t, `
+[kubeovn]
+underlay-lb-mode = standalone
+enable-ovn-lb-prefer-local = true
+ls-ct-skip-dst-lport-ips = false
+provider-bridge = br-provider
+provider-nic = underlay0
+provider-vlan = 341
+underlay-interface = underlay0.341
+`)
+	if c, _, err = ParseConfig("daemon", []string{"--config-file", file, "--underlay-lb-mode=metallb"}); err != nil {
+		t.Fatal(err)
+	}
+	if c.UnderlayLBMode != UnderlayMetalLB || !c.PreferLocal || c.LSCtSkipDstLportIPs || c.ProviderBridge != "br-provider" ||
+		c.ProviderNIC != "underlay0" || c.ProviderVLAN != 341 || c.UnderlayInterface != "underlay0.341" {
+		t.Errorf("from the file and flags: %+v", c)
+	}
+	p := ParamsFrom(c)
+	if !p.LB.PreferLocal || p.LB.LSCtSkipDstLportIPs || p.Underlay != UnderlayMetalLB {
+		t.Errorf("params %+v", p)
+	}
+	c, _, err = ParseConfig("daemon", []string{"--enable-ovn-lb-prefer-local", "--ls-ct-skip-dst-lport-ips=false"})
+	if err != nil || !c.PreferLocal || c.LSCtSkipDstLportIPs {
+		t.Errorf("Kube-OVN's spelling: %+v, %v", c, err)
+	}
+	for _, args := range [][]string{{"--underlay-lb-mode=bgp"}, {"--provider-vlan=4095"}} {
+		if _, _, err := ParseConfig("daemon", args); err == nil {
+			t.Errorf("%v: no error", args)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -24,8 +25,11 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 
+	"github.com/ovn-kubernetes/libovsdb/ovsdb"
+
 	"github.com/ovnedge/ovnedge/arp"
 	"github.com/ovnedge/ovnedge/bgp"
+	"github.com/ovnedge/ovnedge/bgp/metallb"
 	"github.com/ovnedge/ovnedge/egress"
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
 	"github.com/ovnedge/ovnedge/egress/hostnet"
@@ -71,6 +75,10 @@ type Dataplane struct {
 	// Requeue, when not nil, asks for the cluster work to run again
 	// after a while (a held egress IP's hold runs out).
 	Requeue func(after time.Duration)
+	// Kick, when not nil, asks for another node reconcile (the provider
+	// bridge's steering flows wait for a patch port ovn-controller has
+	// not made yet).
+	Kick func()
 
 	cmu       sync.Mutex // the cluster half
 	nb        *ovsdbnb.Client
@@ -99,9 +107,18 @@ type Dataplane struct {
 	applier   *ovsflow.Applier
 	program   ovsflow.Program
 	responder *arp.Responder
-	speaker   *bgp.Speaker
-	hostnet   *hostnet.Manager
-	announcer *arp.Announcer // the hostnet Manager's
+	// The provider bridge (seed 003): its applier and program, and the
+	// responder of the underlay VIPs on the underlay interface.
+	provPorts   *ovsflow.OVSDBPorts // its own monitor: an Applier consumes its ports' Changed
+	provApplier *ovsflow.Applier
+	provProgram ovsflow.Program
+	uresponder  *arp.Responder
+	kickArmed   atomic.Bool
+	speaker     *bgp.Speaker
+	bgpPeers    []bgp.Peer  // the speaker's peers
+	leaving     atomic.Bool // this node is cordoned, being deleted or out of service
+	hostnet     *hostnet.Manager
+	announcer   *arp.Announcer // the hostnet Manager's
 	// refused are the host egress IPs this node refused, kept while
 	// their requirements fail.
 	refused map[netip.Addr]egress.HostAssignment
@@ -150,12 +167,7 @@ func (d *Dataplane) Close() {
 	d.cmu.Unlock()
 	d.nmu.Lock()
 	if d.speaker != nil {
-		// Without a notification: the peers keep the routes for the
-		// graceful restart time while ovnedge restarts.
-		if err := d.speaker.Close(true); err != nil {
-			d.log.Warn("bgp speaker", "err", err)
-		}
-		d.speaker = nil
+		d.stopSpeaker()
 	}
 	for _, stop := range d.bgStop {
 		stop()
@@ -163,6 +175,9 @@ func (d *Dataplane) Close() {
 	d.bg.Wait()
 	if d.ports != nil {
 		d.ports.Close()
+	}
+	if d.provPorts != nil {
+		d.provPorts.Close()
 	}
 	if d.transport != nil {
 		_ = d.transport.Close()
@@ -176,11 +191,38 @@ func (d *Dataplane) Close() {
 	d.nmu.Unlock()
 }
 
+// stopSpeaker stops the BGP speaker as --bgp-shutdown says. A restart
+// leaves without a notification: the peers keep the routes for the
+// graceful restart time while ovnedge restarts. A node that is leaving
+// withdraws its routes and closes the sessions with a Cease, so the
+// routers stop sending it traffic at once instead of after the restart
+// time.
+func (d *Dataplane) stopSpeaker() {
+	withdraw := d.cfg.BGPShutdown == "withdraw" || (d.cfg.BGPShutdown != "restart" && d.leaving.Load())
+	if withdraw {
+		if err := d.speaker.Announce(nil); err != nil {
+			d.log.Warn("bgp: withdrawing the routes", "err", err)
+		}
+	}
+	d.log.Info("bgp speaker stopping", "withdraw", withdraw, "leaving", d.leaving.Load(), "shutdown", d.cfg.BGPShutdown)
+	if err := d.speaker.Close(!withdraw); err != nil {
+		d.log.Warn("bgp speaker", "err", err)
+	}
+	d.speaker = nil
+}
+
 // Cluster is the leader's work: EgressIP assignment and status, LB IPAM
 // and the Northbound rows of the EgressIPs and load balancers.
 func (d *Dataplane) Cluster(ctx context.Context, s Snapshot) error {
 	d.cmu.Lock()
 	defer d.cmu.Unlock()
+	// Connected before the desired state is computed: whether the NB has
+	// load balancer templates decides its NodePort rows. An NB that cannot
+	// be reached fails the NB sync alone (the statuses are still written).
+	var nbErr error
+	if len(d.cfg.NBAddress) > 0 {
+		nbErr = d.connectNB(ctx)
+	}
 	cs, err := ComputeCluster(s, d.params, d.Reachable, d.lastNodes)
 	if err != nil {
 		return err
@@ -213,7 +255,9 @@ func (d *Dataplane) Cluster(ctx context.Context, s Snapshot) error {
 			errs = append(errs, err)
 		}
 	}
-	if len(d.cfg.NBAddress) > 0 {
+	if nbErr != nil {
+		errs = append(errs, nbErr)
+	} else if len(d.cfg.NBAddress) > 0 {
 		nbEvents, err := d.syncNB(ctx, s, &cs)
 		events = append(events, nbEvents...)
 		if err != nil {
@@ -372,18 +416,8 @@ func (d *Dataplane) syncLBSvc(ctx context.Context, plan *kubeovn.Plan, existing 
 // an error, so the reconcile is retried with backoff; the others are
 // written. The events say which owners were refused.
 func (d *Dataplane) syncNB(ctx context.Context, s Snapshot, cs *ClusterState) ([]event.Event, error) {
-	if d.nb == nil {
-		c, err := ovsdbnb.Dial(ctx, ovsdbnb.Options{Endpoints: d.cfg.NBAddress, PrivateKey: d.cfg.NBPrivKey,
-			Certificate: d.cfg.NBCert, CACert: d.cfg.NBCA, Logger: d.log})
-		if err != nil {
-			return nil, fmt.Errorf("northbound: %w", err)
-		}
-		stale, err := c.Owners(egress.OwnerEgressIP, egress.OwnerNode, egress.OwnerClusterPolicies, lbsvc.OwnerService)
-		if err != nil {
-			c.Close()
-			return nil, fmt.Errorf("northbound: %w", err)
-		}
-		d.nb, d.stale = c, stale
+	if err := d.connectNB(ctx); err != nil {
+		return nil, err
 	}
 	if d.sb == nil && len(d.cfg.SBAddress) > 0 {
 		w, err := d.dialSB(ctx)
@@ -501,6 +535,40 @@ func (d *Dataplane) syncNB(ctx context.Context, s Snapshot, cs *ClusterState) ([
 	return events, nil
 }
 
+// connectNB dials the NB once, notes the owners of a previous run and
+// fits the load balancers to the NB's schema (fitTemplates).
+func (d *Dataplane) connectNB(ctx context.Context) error {
+	if d.nb != nil {
+		return nil
+	}
+	c, err := ovsdbnb.Dial(ctx, ovsdbnb.Options{Endpoints: d.cfg.NBAddress, PrivateKey: d.cfg.NBPrivKey,
+		Certificate: d.cfg.NBCert, CACert: d.cfg.NBCA, Logger: d.log})
+	if err != nil {
+		return fmt.Errorf("northbound: %w", err)
+	}
+	stale, err := c.Owners(egress.OwnerEgressIP, egress.OwnerNode, egress.OwnerClusterPolicies, lbsvc.OwnerService)
+	if err != nil {
+		c.Close()
+		return fmt.Errorf("northbound: %w", err)
+	}
+	d.nb, d.stale = c, stale
+	d.fitTemplates(c.Schema())
+	return nil
+}
+
+// fitTemplates turns the template load balancers of NodePorts
+// (--lb-templates) into per-node ones on an NB whose schema has no
+// Chassis_Template_Var table (OVN before 22.12), with one warning, as
+// OVN-Kubernetes disables its template support there.
+func (d *Dataplane) fitTemplates(schema ovsdb.DatabaseSchema) {
+	if d.params.LB.PerNodeLBs || ovsdbnb.SupportsTemplates(schema) {
+		return
+	}
+	d.log.Warn("northbound: the NB schema has no Chassis_Template_Var table (OVN older than 22.12): NodePorts get per-node load balancers instead of templates",
+		"schema", schema.Version)
+	d.params.LB.PerNodeLBs = true
+}
+
 // silenced reports whether router is the gateway router of a node the
 // reachability checks find down.
 func (d *Dataplane) silenced(router string) bool {
@@ -615,7 +683,7 @@ func (d *Dataplane) fitSchema(cs *ClusterState) {
 const fullResync = 5 * time.Minute
 
 func isEmpty(s ovsdbnb.State) bool {
-	return len(s.LoadBalancers)+len(s.Groups)+len(s.Policies)+len(s.NATs)+len(s.AddressSets)+len(s.QoSRules) == 0
+	return len(s.LoadBalancers)+len(s.Groups)+len(s.Policies)+len(s.NATs)+len(s.AddressSets)+len(s.QoSRules)+len(s.TemplateVars) == 0
 }
 
 func (d *Dataplane) countNB(r ovsdbnb.Result) {
@@ -672,6 +740,16 @@ func (d *Dataplane) Node(ctx context.Context, s Snapshot) error {
 		}
 		p.BridgeMAC = mac
 	}
+	if d.provider() {
+		if err := d.openProvider(ctx); err != nil {
+			return err
+		}
+		ports, err := d.provPorts.Ports(ctx)
+		if err != nil {
+			return fmt.Errorf("provider bridge %s ports: %w", d.cfg.ProviderBridge, err)
+		}
+		p.ProviderPorts = func(name string) bool { return ports[name] != 0 }
+	}
 	ns, err := ComputeNode(s, p, d.cfg.NodeName)
 	if errors.Is(err, ErrUnknownNode) {
 		d.log.Warn("this node is not (yet) known; its flows stay as they are", "node", d.cfg.NodeName)
@@ -693,14 +771,37 @@ func (d *Dataplane) Node(ctx context.Context, s Snapshot) error {
 	if err := d.reportHost(ctx, s, report); err != nil {
 		errs = append(errs, err)
 	}
+	var bgpCfg bgp.Config
+	if d.cfg.EnableBGP {
+		self := s.Nodes[slices.IndexFunc(s.Nodes, func(n *corev1.Node) bool { return n.Name == d.cfg.NodeName })]
+		if l := leaving(self); d.leaving.Swap(l) != l {
+			d.log.Info("node service state changed: a stopping ovnedge withdraws its BGP routes while the node is leaving",
+				"leaving", l, "shutdown", d.cfg.BGPShutdown)
+		}
+		var peerEvents []event.Event
+		if bgpCfg, peerEvents, err = d.bgpConfig(s, self, &ns); err != nil {
+			errs = append(errs, err)
+		}
+		hostEvents = append(hostEvents, peerEvents...)
+	}
 	d.record(d.nemitted, append(ns.Events, hostEvents...))
 	if d.cfg.EnableL2Announce {
 		if err := d.announce(ctx, ns.Announce); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if d.cfg.EnableBGP {
-		if err := d.advertise(ctx, &ns); err != nil {
+	if d.provider() {
+		if err := d.applyProvider(ctx, &ns); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if d.cfg.UnderlayLBMode == UnderlayStandalone {
+		if err := d.announceUnderlay(ctx, ns.UnderlayAnnounce); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if d.cfg.EnableBGP && bgpCfg.ASN != 0 {
+		if err := d.advertise(ctx, bgpCfg, &ns); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -714,15 +815,46 @@ const (
 	ReasonBGPConfig      = "BGPConfigInvalid"
 )
 
-// advertise makes the node's BGP speaker announce exactly ns.Routes,
-// starting it on first use (its router ID is the node's unless
-// --bgp-router-id says otherwise).
-func (d *Dataplane) advertise(ctx context.Context, ns *NodeState) error {
-	if d.speaker == nil {
-		cfg, err := d.cfg.BGP(ns.RouterID)
-		if err != nil {
-			return fmt.Errorf("bgp: %w", err)
+// bgpConfig is the node's speaker configuration: the flags' peers and,
+// with --bgp-peer-crds, MetalLB's BGPPeers that select the node (a peer
+// address given by a flag keeps the flag's settings).
+func (d *Dataplane) bgpConfig(s Snapshot, self *corev1.Node, ns *NodeState) (bgp.Config, []event.Event, error) {
+	cfg, err := d.cfg.BGP(ns.RouterID)
+	if err != nil {
+		return bgp.Config{}, nil, fmt.Errorf("bgp: %w", err)
+	}
+	if !d.cfg.BGPPeerCRDs {
+		return cfg, nil, nil
+	}
+	peers, profiles, evs := metallb.FromUnstructured(s.BGPPeers, s.BFDProfiles)
+	crd, more := metallb.Peers(self, cfg.RouterID, peers, profiles)
+	evs = append(evs, more...)
+	for _, p := range crd {
+		if !slices.ContainsFunc(cfg.Peers, func(q bgp.Peer) bool { return q.Address == p.Address }) {
+			cfg.Peers = append(cfg.Peers, p)
 		}
+	}
+	return cfg, evs, nil
+}
+
+// leaving reports whether node is being taken out of service: cordoned,
+// being deleted, or tainted out-of-service or for deletion by the
+// cluster autoscaler. Its BGP routes are then withdrawn when ovnedge
+// stops (--bgp-shutdown=auto) instead of kept for a graceful restart.
+func leaving(node *corev1.Node) bool {
+	if node.Spec.Unschedulable || node.DeletionTimestamp != nil {
+		return true
+	}
+	return slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool {
+		return t.Key == corev1.TaintNodeOutOfService || t.Key == "ToBeDeletedByClusterAutoscaler"
+	})
+}
+
+// advertise makes the node's BGP speaker (configured as cfg) announce
+// exactly ns.Routes, starting it on first use and following changes of
+// its peers without touching the sessions of unchanged ones.
+func (d *Dataplane) advertise(ctx context.Context, cfg bgp.Config, ns *NodeState) error {
+	if d.speaker == nil {
 		node := corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: d.cfg.NodeName}
 		up := map[netip.Addr]bool{}
 		var mu sync.Mutex
@@ -742,12 +874,18 @@ func (d *Dataplane) advertise(ctx context.Context, ns *NodeState) error {
 		if err != nil {
 			return err
 		}
-		d.speaker = sp
+		d.speaker, d.bgpPeers = sp, cfg.Peers
 		if d.m != nil {
 			d.m.SetBGPStats(sp.Stats)
 		}
 		d.log.Info("bgp speaker started", "asn", cfg.ASN, "router-id", cfg.RouterID, "peers", len(cfg.Peers),
 			"graceful-restart", d.cfg.BGPGracefulRestart, "bfd", d.cfg.BGPBFD)
+	} else if !slices.Equal(cfg.Peers, d.bgpPeers) {
+		if err := d.speaker.SetPeers(ctx, cfg.Peers); err != nil {
+			return err
+		}
+		d.log.Info("bgp peers changed", "peers", len(cfg.Peers))
+		d.bgpPeers = cfg.Peers
 	}
 	before := d.speaker.Stats().Updates
 	if err := d.speaker.Announce(ns.Routes); err != nil {
@@ -755,6 +893,74 @@ func (d *Dataplane) advertise(ctx context.Context, ns *NodeState) error {
 	}
 	if n := d.speaker.Stats().Updates - before; n > 0 {
 		d.log.Info("bgp routes changed", "updates", n, "announced", len(ns.Routes))
+	}
+	return nil
+}
+
+// provider reports whether the node programs a provider bridge.
+func (d *Dataplane) provider() bool {
+	return d.cfg.ProviderBridge != "" && d.params.underlayOn()
+}
+
+// openProvider connects to the provider bridge once.
+func (d *Dataplane) openProvider(ctx context.Context) error {
+	if err := d.openBridge(ctx); err != nil { // the transport
+		return err
+	}
+	if d.provApplier != nil {
+		return nil
+	}
+	ports, err := ovsflow.DialOVSDBPorts(ctx, d.cfg.OVSDB)
+	if err != nil {
+		return fmt.Errorf("open_vswitch database: %w", err)
+	}
+	d.provPorts = ports
+	d.provApplier = ovsflow.NewApplier(d.cfg.ProviderBridge, d.transport, ports,
+		ovsflow.ApplierOptions{KeepForeign: true, Logger: d.log})
+	a := d.provApplier
+	d.background(ctx, func(ctx context.Context) {
+		if err := a.Run(ctx); err != nil && ctx.Err() == nil {
+			d.log.Error("provider bridge replay stopped", "bridge", d.cfg.ProviderBridge, "err", err)
+		}
+	})
+	return nil
+}
+
+// applyProvider makes the provider bridge hold the node's steering flows
+// (other controllers' flows, the bridge's NORMAL among them, are left
+// alone). While a patch port is missing the node work is asked again a
+// second later.
+func (d *Dataplane) applyProvider(ctx context.Context, ns *NodeState) error {
+	if d.cfg.ProviderNIC == "" {
+		return fmt.Errorf("provider bridge %s: --provider-nic is not set", d.cfg.ProviderBridge)
+	}
+	if len(ns.ProviderMissing) > 0 && d.Kick != nil && d.kickArmed.CompareAndSwap(false, true) {
+		d.log.Info("provider bridge: waiting for patch ports", "bridge", d.cfg.ProviderBridge, "ports", ns.ProviderMissing)
+		time.AfterFunc(time.Second, func() { d.kickArmed.Store(false); d.Kick() })
+	}
+	return d.applyProgram(ctx, d.provApplier, &d.provProgram, d.cfg.ProviderBridge, ns.UpdateProvider)
+}
+
+// announceUnderlay makes the underlay interface's responder own addrs.
+func (d *Dataplane) announceUnderlay(ctx context.Context, addrs []netip.Addr) error {
+	if d.uresponder == nil {
+		iface := cmp.Or(d.cfg.UnderlayInterface, d.cfg.ProviderBridge)
+		if iface == "" {
+			return errors.New("underlay responder: neither --underlay-interface nor --provider-bridge is set")
+		}
+		r, err := arp.New(arp.Config{Interface: iface, Logger: d.log})
+		if err != nil {
+			return fmt.Errorf("underlay responder: %w", err)
+		}
+		d.uresponder = r
+		d.background(ctx, func(ctx context.Context) {
+			if err := r.Run(ctx); err != nil {
+				d.log.Error("underlay responder stopped", "interface", iface, "err", err)
+			}
+		})
+	}
+	if err := d.uresponder.SetAddresses(addrs); err != nil {
+		return fmt.Errorf("underlay responder: %w", err)
 	}
 	return nil
 }
@@ -770,7 +976,13 @@ func (d *Dataplane) openBridge(ctx context.Context) error {
 	}
 	d.ports = ports
 	d.transport = ovsflow.NewNativeTransport(d.cfg.OVSRunDir, ovsflow.NativeOptions{Logger: d.log})
-	d.applier = ovsflow.NewApplier(d.cfg.Bridge, d.transport, ports, ovsflow.ApplierOptions{KeepForeign: true, Logger: d.log})
+	// Owns: flows a previous process left for owners gone meanwhile (a
+	// Service deleted while the daemon was down) are removed by the first
+	// apply; unchanged ones are left as they are. Drift (flows deleted or
+	// changed by hand) is repaired by the applier's Run as soon as the
+	// flow monitor reports it, and by a dump every bridgeVerify.
+	d.applier = ovsflow.NewApplier(d.cfg.Bridge, d.transport, ports, ovsflow.ApplierOptions{
+		KeepForeign: true, Owns: ovsflow.OwnedCookie, VerifyInterval: bridgeVerify, Logger: d.log})
 	d.background(ctx, func(ctx context.Context) {
 		if err := d.applier.Run(ctx); err != nil && ctx.Err() == nil {
 			d.log.Error("bridge replay stopped", "bridge", d.cfg.Bridge, "err", err)
@@ -778,6 +990,10 @@ func (d *Dataplane) openBridge(ctx context.Context) error {
 	})
 	return nil
 }
+
+// bridgeVerify is how often the node's bridge is dumped and compared with
+// its program, besides the repairs the flow monitor triggers.
+const bridgeVerify = 30 * time.Second
 
 // applyFlows makes the bridge hold the node's flows, sending only the
 // difference in one bundle. Flows of other controllers are left alone
@@ -787,22 +1003,29 @@ func (d *Dataplane) applyFlows(ctx context.Context, ns *NodeState) error {
 	if err := d.openBridge(ctx); err != nil {
 		return err
 	}
-	p := d.program.Clone()
-	if err := ns.Update(p); err != nil {
+	return d.applyProgram(ctx, d.applier, &d.program, d.cfg.Bridge, ns.Update)
+}
+
+// applyProgram sends a bridge the difference between its program cur and
+// cur as update leaves it, and keeps the result in cur once applied.
+func (d *Dataplane) applyProgram(ctx context.Context, a *ovsflow.Applier, cur *ovsflow.Program, bridge string,
+	update func(*ovsflow.Program) error) error {
+	p := cur.Clone()
+	if err := update(p); err != nil {
 		return err
 	}
-	res, err := d.applier.Apply(ctx, p)
+	res, err := a.Apply(ctx, p)
 	if err != nil {
-		return fmt.Errorf("bridge %s: %w", d.cfg.Bridge, err)
+		return fmt.Errorf("bridge %s: %w", bridge, err)
 	}
-	d.program = *p
+	*cur = *p
 	for op, n := range map[string]int{"add": res.Added, "modify": res.Modified, "delete": res.Deleted} {
 		if n > 0 {
 			d.m.FlowOps.WithLabelValues(op).Add(float64(n))
 		}
 	}
 	if res.Changed() {
-		d.log.Info("bridge flows applied", "bridge", d.cfg.Bridge, "added", res.Added, "modified", res.Modified,
+		d.log.Info("bridge flows applied", "bridge", bridge, "added", res.Added, "modified", res.Modified,
 			"deleted", res.Deleted, "flows", p.Len())
 	}
 	return nil

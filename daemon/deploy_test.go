@@ -64,7 +64,13 @@ func TestDeployManifests(t *testing.T) {
 			t.Errorf("ServiceAccount %s is not defined", p.ServiceAccountName)
 		}
 		for _, c := range p.Containers {
-			args := strings.NewReplacer("$(NODE_NAME)", "node1").Replace(strings.Join(c.Args, "\x00"))
+			// the image's binary, its daemon subcommand, then its flags
+			argv := append(slices.Clone(c.Command), c.Args...)
+			if len(argv) < 2 || argv[0] != "/usr/local/bin/ovnedge" || argv[1] != "daemon" {
+				t.Errorf("container %s runs %q, want /usr/local/bin/ovnedge daemon ...", c.Name, argv)
+				continue
+			}
+			args := strings.NewReplacer("$(NODE_NAME)", "node1").Replace(strings.Join(argv[2:], "\x00"))
 			if _, _, err := ParseConfig("deploy", strings.Split(args, "\x00")); err != nil {
 				t.Errorf("container %s: %v", c.Name, err)
 			}

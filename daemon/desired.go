@@ -77,6 +77,86 @@ type Params struct {
 	// interfaces until their old node has let them go (the leader's,
 	// with the nodes' --egressip-host-lease).
 	Hold *egress.HostHold
+	// Underlay is --underlay-lb-mode (seed 003): with UnderlayMetalLB or
+	// UnderlayStandalone the snapshot's Subnets with
+	// enableExternalLBAddress are underlay subnets (LB.Underlay), whose
+	// VIPs are served on their switches and steered into OVN on the
+	// provider bridge; UnderlayStandalone also allocates them from the
+	// Subnets' excludeIps and announces them (NodeState.UnderlayAnnounce).
+	Underlay string
+	// ProviderNIC and ProviderVLAN are the provider bridge's NIC port and
+	// VLAN (0: any) of the steering flows; no NIC, no flows.
+	// ProviderPorts, when not nil, says whether the provider bridge has a
+	// port: steering flows through a missing patch port are left out.
+	ProviderNIC   string
+	ProviderVLAN  uint16
+	ProviderPorts func(name string) bool
+}
+
+// underlayOn reports whether the underlay mode is on.
+func (p Params) underlayOn() bool { return p.Underlay != "" && p.Underlay != UnderlayOff }
+
+// ReasonInvalidSubnet is the Warning event of a Subnet that cannot serve
+// as an underlay subnet.
+const ReasonInvalidSubnet = "InvalidSubnet"
+
+// withUnderlay returns p with LB.Underlay (and LB.UnderlayNodes) from the
+// snapshot's Subnets when the underlay mode is on; a Subnet that does not
+// parse is a Warning event and is left out.
+func withUnderlay(p Params, s Snapshot) (Params, []event.Event) {
+	if !p.underlayOn() {
+		return p, nil
+	}
+	var events []event.Event
+	p.LB.Underlay = nil
+	for _, sub := range s.Subnets {
+		u, err := sub.Underlay()
+		if err != nil {
+			events = append(events, event.Warningf(subnetRef(sub), ReasonInvalidSubnet, "not an underlay subnet: %v", err))
+			continue
+		}
+		p.LB.Underlay = append(p.LB.Underlay, u...)
+	}
+	p.LB.UnderlayNodes = make([]lbsvc.Node, 0, len(s.Nodes))
+	for _, n := range s.Nodes {
+		p.LB.UnderlayNodes = append(p.LB.UnderlayNodes, lbNode(n))
+	}
+	return p, events
+}
+
+func subnetRef(sub *kubeovn.Subnet) corev1.ObjectReference {
+	return corev1.ObjectReference{APIVersion: "kubeovn.io/v1", Kind: "Subnet", Name: sub.Name, UID: sub.UID}
+}
+
+// underlayPools are the pools of standalone mode: each underlay Subnet's
+// external LB addresses (its excludeIps), named after it, after pools. A
+// Subnet whose pools overlap another pool is a Warning event and left
+// out.
+func underlayPools(pools []*ipam.Pool, subnets []*kubeovn.Subnet) ([]*ipam.Pool, []event.Event) {
+	out := slices.Clone(pools)
+	var events []event.Event
+	for _, sub := range subnets {
+		ext, err := sub.ExternalLBPools()
+		if err == nil && len(ext) > 0 {
+			_, err = ipam.NewAllocator(append(slices.Clone(out), ext...)...)
+		}
+		if err != nil {
+			events = append(events, event.Warningf(subnetRef(sub), ReasonInvalidSubnet, "no LoadBalancer addresses from this subnet: %v", err))
+			continue
+		}
+		out = append(out, ext...)
+	}
+	return out, events
+}
+
+// underlayPoolOf restricts a Service annotated
+// ovn.kubernetes.io/service_external_ip_from_subnet to that Subnet's
+// pools.
+func underlayPoolOf(svc *corev1.Service) []string {
+	if name := svc.Annotations[lbsvc.AnnotationExternalIPFromSubnet]; name != "" {
+		return []string{name}
+	}
+	return nil
 }
 
 // ParamsFrom returns the Params of a configuration.
@@ -84,7 +164,12 @@ func ParamsFrom(cfg *Config) Params {
 	p := Params{Pools: cfg.LBPools, Bridge: cfg.Bridge, Uplink: cfg.Uplink, Patch: cfg.Patch(),
 		Zone: cfg.CTZone, EnableEgressIP: cfg.EnableEgressIP, GatewayFlows: cfg.GatewayFlows, BridgeMAC: cfg.BridgeMAC,
 		LBSvc: cfg.EnableLBSvc, LBSvcImage: cfg.LBSvcImage,
-		BGP: cfg.EnableBGP, BGPEgressIPs: cfg.EnableBGP && cfg.BGPEgressIPs}
+		BGP: cfg.EnableBGP, BGPEgressIPs: cfg.EnableBGP && cfg.BGPEgressIPs,
+		Underlay: cfg.UnderlayLBMode, ProviderVLAN: uint16(cfg.ProviderVLAN)}
+	if cfg.ProviderBridge != "" {
+		p.ProviderNIC = cfg.ProviderNIC
+	}
+	p.LB.PreferLocal, p.LB.LSCtSkipDstLportIPs = cfg.PreferLocal, cfg.LSCtSkipDstLportIPs
 	for _, cs := range cfg.ClusterSubnets {
 		p.Egress.ClusterSubnets = append(p.Egress.ClusterSubnets, cs.CIDR)
 		p.LB.ClusterSubnets = append(p.LB.ClusterSubnets, cs.CIDR)
@@ -120,7 +205,8 @@ type ClusterState struct {
 	// NB cannot hold them (no QoS mark action, OVN before 24.03): see
 	// egress.ReplyPortPolicies.
 	ReplyFallback ovsdbnb.State
-	// Nodes are the egress nodes used, for the next computation's prev.
+	// Nodes are the parsed nodes used (a broken node's last good parse
+	// included), for the next computation's prev.
 	Nodes  []egress.Node
 	Events []event.Event
 	// HoldWake, when not 0, is when Params.Hold's first hold runs out:
@@ -145,16 +231,36 @@ func (c *ClusterState) NB() map[ovsdbnb.Owner]ovsdbnb.State {
 // load balancers. It is a pure function of its inputs (reachable nil means
 // every node is reachable). prev are the egress nodes of the previous
 // computation (ClusterState.Nodes): a node whose annotations turn bad keeps
-// its last good parse, so what it hosts is not lost. Bad objects become
+// its last good parse for its egress IPs and its load balancers, so
+// nothing programmed for it is lost (a Warning event on the node names the
+// annotation). Bad objects become
 // events and are skipped; the error is reserved for bad Params.
 func ComputeCluster(s Snapshot, p Params, reachable func(node string) bool, prev []egress.Node) (ClusterState, error) {
 	cs := ClusterState{Status: map[string][]egressv1.EgressIPStatusItem{}, Ingress: map[string][]corev1.LoadBalancerIngress{}}
 	nodes, broken := egress.ParseNodes(s.Nodes)
-	for _, n := range s.Nodes {
-		if err := broken[n.Name]; err != nil {
-			cs.Events = append(cs.Events, event.Warningf(event.Ref("v1", "Node", n), ReasonInvalidNode,
-				"node skipped for egress IPs: %v", err))
+	// Every consumer of the annotations (egress IPs, load balancers) gets
+	// a broken node's last good parse, so nothing programmed for it is
+	// lost; a node never parsed is skipped.
+	cs.Nodes = egress.KeepLastGood(prev, nodes, broken)
+	lastGood := map[string]egress.Node{}
+	for _, n := range cs.Nodes {
+		if broken[n.Name] != nil {
+			lastGood[n.Name] = n
 		}
+	}
+	for _, n := range s.Nodes {
+		err := broken[n.Name]
+		if err == nil || (!p.EnableEgressIP && !hasOVNKAnnotations(n)) {
+			// Without EgressIPs, a node that carries none of
+			// OVN-Kubernetes' annotations (a Kube-OVN node) is not broken:
+			// its load balancers use its status addresses.
+			continue
+		}
+		msg := "node %s skipped for egress IPs and load balancers until its annotations are fixed: %v"
+		if _, ok := lastGood[n.Name]; ok {
+			msg = "node %s keeps its last good annotations for egress IPs and load balancers until they are fixed: %v"
+		}
+		cs.Events = append(cs.Events, event.Warningf(event.Ref("v1", "Node", n), ReasonInvalidNode, msg, n.Name, err))
 	}
 
 	if p.EnableEgressIP {
@@ -169,8 +275,7 @@ func ComputeCluster(s Snapshot, p Params, reachable func(node string) bool, prev
 			}
 			eips = append(eips, e)
 		}
-		eNodes := egress.KeepLastGood(prev, nodes, broken)
-		cs.Nodes = eNodes
+		eNodes := cs.Nodes
 		res := egress.Assign(eips, eNodes, reachable, broken)
 		cs.Events = append(cs.Events, res.Events...)
 		cs.Status = res.Status
@@ -192,6 +297,14 @@ func ComputeCluster(s Snapshot, p Params, reachable func(node string) bool, prev
 		cs.ReplyFallback = egress.ReplyPortPolicies(p.Egress, servedLocalPorts(served, s.Services, s.EndpointSlices))
 	}
 
+	p, events := withUnderlay(p, s)
+	cs.Events = append(cs.Events, events...)
+	pools, poolOf := p.Pools, func(*corev1.Service) []string { return nil }
+	if p.Underlay == UnderlayStandalone {
+		pools, events = underlayPools(pools, s.Subnets)
+		cs.Events = append(cs.Events, events...)
+		poolOf = underlayPoolOf
+	}
 	svcs := s.Services
 	var kubeOVN func(*corev1.Service) bool // Services whose address is not the pools'
 	if p.LBSvc {
@@ -203,19 +316,32 @@ func ComputeCluster(s Snapshot, p Params, reachable func(node string) bool, prev
 		svcs = withIngress(svcs, plan.Ingress)
 		kubeOVN = kubeovn.Selected
 	}
-	svcs, events, err := allocate(svcs, p.Pools, cs.Ingress, kubeOVN)
+	if p.Underlay == UnderlayMetalLB {
+		// MetalLB's addresses in underlay subnets are MetalLB's.
+		lbOpts, other := p.LB, kubeOVN
+		kubeOVN = func(svc *corev1.Service) bool {
+			return (other != nil && other(svc)) || slices.ContainsFunc(svc.Status.LoadBalancer.Ingress, func(in corev1.LoadBalancerIngress) bool {
+				a, err := netip.ParseAddr(in.IP)
+				return err == nil && lbOpts.UnderlayVIP(a)
+			})
+		}
+	}
+	svcs, events, err := allocate(svcs, pools, cs.Ingress, kubeOVN, poolOf)
 	if err != nil {
 		return cs, err
 	}
 	cs.Events = append(cs.Events, events...)
-	svcs, events = dedupIngress(svcs)
+	svcs, events = dedupVIPs(svcs)
 	cs.Events = append(cs.Events, events...)
 	// A node without the OVN-Kubernetes annotations has no gateway router
-	// or switch yet: it gets no per-node load balancers.
+	// or switch yet: it gets no per-node load balancers. One whose
+	// annotations broke keeps those of its last good annotations.
 	lbNodes := make([]lbsvc.Node, 0, len(s.Nodes))
 	for _, n := range s.Nodes {
 		if broken[n.Name] == nil {
 			lbNodes = append(lbNodes, lbNode(n))
+		} else if last, ok := lastGood[n.Name]; ok {
+			lbNodes = append(lbNodes, lbsvc.NodeOf(n, last))
 		}
 	}
 	var lbEvents []event.Event
@@ -295,9 +421,10 @@ func withIngress(svcs []*corev1.Service, ingress map[string][]corev1.LoadBalance
 // as the load balancers see them: with the ingress IPAM gives them. New
 // ingress lists are stored in ingress by "<namespace>/<name>". Services
 // skip reports (nil: none) are left as they are: their addresses come
-// from elsewhere.
+// from elsewhere. poolOf (nil, or nil for a Service: every pool) names
+// the pools a Service's address comes from.
 func allocate(svcs []*corev1.Service, pools []*ipam.Pool, ingress map[string][]corev1.LoadBalancerIngress,
-	skip func(*corev1.Service) bool) ([]*corev1.Service, []event.Event, error) {
+	skip func(*corev1.Service) bool, poolOf func(*corev1.Service) []string) ([]*corev1.Service, []event.Event, error) {
 	if len(pools) == 0 {
 		return svcs, nil, nil
 	}
@@ -315,7 +442,11 @@ func allocate(svcs []*corev1.Service, pools []*ipam.Pool, ingress map[string][]c
 		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || skip(svc) {
 			continue
 		}
-		res := alloc.Allocate(svc)
+		var names []string
+		if poolOf != nil {
+			names = poolOf(svc)
+		}
+		res := alloc.Allocate(svc, names...)
 		events = append(events, res.Events...)
 		if equality.Semantic.DeepEqual(res.Ingress, svc.Status.LoadBalancer.Ingress) {
 			continue
@@ -328,33 +459,85 @@ func allocate(svcs []*corev1.Service, pools []*ipam.Pool, ingress map[string][]c
 	return sorted, events, nil
 }
 
-// dedupIngress keeps every LoadBalancer ingress IP with one Service, the
-// oldest (then first by name) claiming it: a younger Service's claim is a
-// Warning event and is left out of its load balancers, so it never takes
-// the VIP's traffic from the holder.
-func dedupIngress(svcs []*corev1.Service) ([]*corev1.Service, []event.Event) {
+// ReasonDuplicateExternalIP is the Warning event on a Service whose
+// ExternalIP an older Service already serves on one of its ports.
+const ReasonDuplicateExternalIP = "DuplicateExternalIP"
+
+// dedupVIPs gives every VIP to one Service, first come first served: the
+// oldest Service claiming it keeps it (creationTimestamp, which the
+// manifests source sets in the order objects appear: file name order,
+// then position in the file; equal timestamps, possible within one second
+// of an API server, fall back to namespace/name). A younger Service loses
+// only the duplicated VIP, with a Warning event: its ClusterIP and its
+// other VIPs are programmed as usual, so a duplicate never fails the
+// whole sync nor takes the VIP's traffic from its holder.
+//   - A LoadBalancer ingress IP belongs to one LoadBalancer Service
+//     whatever the ports (LB IPAM's rule).
+//   - An ExternalIP (or an ingress IP) is refused when an older Service
+//     serves the same protocol, address and port on it; Services with
+//     disjoint ports share an address, as Kubernetes allows.
+func dedupVIPs(svcs []*corev1.Service) ([]*corev1.Service, []event.Event) {
 	order := slices.Clone(svcs)
 	slices.SortStableFunc(order, olderFirst)
-	holder := map[string]*corev1.Service{}
+	ingressHolder := map[string]*corev1.Service{}
+	portHolder := map[string]*corev1.Service{} // "<protocol> <ip>:<port>"
 	replaced := map[*corev1.Service]*corev1.Service{}
 	var events []event.Event
-	for _, svc := range order {
-		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
-			continue
+	// taken is the older Service serving one of svc's ports on ip.
+	taken := func(svc *corev1.Service, ip string) (*corev1.Service, string) {
+		for _, p := range svc.Spec.Ports {
+			k := fmt.Sprintf("%s %s", cmp.Or(p.Protocol, corev1.ProtocolTCP), net.JoinHostPort(ip, fmt.Sprint(p.Port)))
+			if h, ok := portHolder[k]; ok && h != svc {
+				return h, k
+			}
 		}
-		var keep []corev1.LoadBalancerIngress
-		for _, ing := range svc.Status.LoadBalancer.Ingress {
-			if h, taken := holder[ing.IP]; taken && ing.IP != "" {
-				events = append(events, event.Warningf(event.Ref("v1", "Service", svc), ipam.ReasonDuplicate,
-					"LoadBalancer IP %s belongs to Service %s/%s; it is not programmed for this Service", ing.IP, h.Namespace, h.Name))
+		return nil, ""
+	}
+	claim := func(svc *corev1.Service, ip string) {
+		for _, p := range svc.Spec.Ports {
+			portHolder[fmt.Sprintf("%s %s", cmp.Or(p.Protocol, corev1.ProtocolTCP), net.JoinHostPort(ip, fmt.Sprint(p.Port)))] = svc
+		}
+	}
+	for _, svc := range order {
+		var keepIngress []corev1.LoadBalancerIngress
+		if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+			for _, ing := range svc.Status.LoadBalancer.Ingress {
+				if ing.IP == "" {
+					keepIngress = append(keepIngress, ing)
+					continue
+				}
+				if h, ok := ingressHolder[ing.IP]; ok && h != svc {
+					events = append(events, event.Warningf(event.Ref("v1", "Service", svc), ipam.ReasonDuplicate,
+						"LoadBalancer IP %s belongs to Service %s/%s; it is not programmed for this Service", ing.IP, h.Namespace, h.Name))
+					continue
+				}
+				if h, k := taken(svc, ing.IP); h != nil {
+					events = append(events, event.Warningf(event.Ref("v1", "Service", svc), ipam.ReasonDuplicate,
+						"LoadBalancer IP %s: %s is served by the older Service %s/%s; the IP is not programmed for this Service", ing.IP, k, h.Namespace, h.Name))
+					continue
+				}
+				ingressHolder[ing.IP] = svc
+				claim(svc, ing.IP)
+				keepIngress = append(keepIngress, ing)
+			}
+		}
+		var keepExternal []string
+		for _, ip := range svc.Spec.ExternalIPs {
+			if h, k := taken(svc, ip); h != nil {
+				events = append(events, event.Warningf(event.Ref("v1", "Service", svc), ReasonDuplicateExternalIP,
+					"ExternalIP %s: %s is served by the older Service %s/%s; the ExternalIP is not programmed for this Service (its other addresses are)", ip, k, h.Namespace, h.Name))
 				continue
 			}
-			holder[ing.IP] = svc
-			keep = append(keep, ing)
+			claim(svc, ip)
+			keepExternal = append(keepExternal, ip)
 		}
-		if len(keep) != len(svc.Status.LoadBalancer.Ingress) {
+		lostIngress := svc.Spec.Type == corev1.ServiceTypeLoadBalancer && len(keepIngress) != len(svc.Status.LoadBalancer.Ingress)
+		if lostIngress || len(keepExternal) != len(svc.Spec.ExternalIPs) {
 			c := svc.DeepCopy()
-			c.Status.LoadBalancer.Ingress = keep
+			if lostIngress {
+				c.Status.LoadBalancer.Ingress = keepIngress
+			}
+			c.Spec.ExternalIPs = keepExternal
 			replaced[svc] = c
 		}
 	}
@@ -370,6 +553,7 @@ func dedupIngress(svcs []*corev1.Service) ([]*corev1.Service, []event.Event) {
 	return out, events
 }
 
+// olderFirst orders Services by creationTimestamp, then namespace/name.
 func olderFirst(a, b *corev1.Service) int {
 	if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
 		return c
@@ -415,6 +599,16 @@ type NodeState struct {
 	// Host are the egress IPs the leader assigned to this node on a
 	// secondary (non-OVN) host network.
 	Host []egress.HostAssignment
+	// Provider are the provider bridge's flow sets by owner (the
+	// underlay steering flows of each Service, seed 003);
+	// ProviderMissing the patch ports they wait for (no flows through a
+	// port the bridge lacks yet).
+	Provider        map[string][]ovsflow.Flow
+	ProviderMissing []string
+	// UnderlayAnnounce are the underlay VIPs this node answers ARP/NDP
+	// for on the underlay interface (standalone mode); they are never in
+	// Announce.
+	UnderlayAnnounce []netip.Addr
 	// Routes are the host routes (/32, /128) the node announces over BGP
 	// (Params.BGP): the VIPs it can serve while it is ready, and with
 	// Params.BGPEgressIPs the egress IPs assigned to it. RouterID is its
@@ -473,11 +667,56 @@ func ComputeNode(s Snapshot, p Params, node string) (NodeState, error) {
 			healthy = append(healthy, n.Name)
 		}
 	}
+	p, _ = withUnderlay(p, s) // a bad Subnet is the leader's to report
 	ns.Announce = lbsvc.VIPOwners(s.Services, s.EndpointSlices, healthy)[node]
+	if p.underlayOn() {
+		ns.Announce = slices.DeleteFunc(ns.Announce, p.LB.UnderlayVIP)
+		if p.Underlay == UnderlayStandalone {
+			ns.UnderlayAnnounce = lbsvc.UnderlayOwners(s.Services, s.EndpointSlices, healthy, p.LB)[node]
+		}
+		providerFlows(&ns, s, p)
+	}
 	if p.BGP {
 		bgpRoutes(&ns, s, p, s.Nodes[i], slices.Contains(healthy, node))
 	}
 	return ns, nil
+}
+
+// providerFlows sets the node's provider bridge flows: every Service's
+// underlay steering flows (lbsvc.SteeringFlows), none without a provider
+// NIC.
+func providerFlows(ns *NodeState, s Snapshot, p Params) {
+	if p.ProviderNIC == "" {
+		return
+	}
+	ns.Provider = map[string][]ovsflow.Flow{}
+	st := lbsvc.Steering{NIC: p.ProviderNIC, VLAN: p.ProviderVLAN, HasPort: p.ProviderPorts}
+	for _, svc := range s.Services {
+		flows, missing, events, err := lbsvc.SteeringFlows(st, svc, p.LB)
+		owner := ovsflow.Service{Namespace: svc.Namespace, Name: svc.Name}.Owner()
+		if err != nil {
+			ns.Events = append(ns.Events, event.Warningf(event.Ref("v1", "Service", svc), lbsvc.ReasonGatewayFlows,
+				"provider bridge flows kept as they are: %v", err))
+			continue
+		}
+		ns.Events = append(ns.Events, events...)
+		for _, m := range missing {
+			if !slices.Contains(ns.ProviderMissing, m) {
+				ns.ProviderMissing = append(ns.ProviderMissing, m)
+			}
+		}
+		if len(flows) > 0 {
+			ns.Provider[owner] = flows
+		}
+	}
+	slices.Sort(ns.ProviderMissing)
+}
+
+// UpdateProvider makes p, the provider bridge's program, hold exactly the
+// Provider sets (as Update: owners not ovnedge's node work are left
+// alone).
+func (ns *NodeState) UpdateProvider(p *ovsflow.Program) error {
+	return (&NodeState{Sets: ns.Provider}).Update(p)
 }
 
 // bgpRoutes sets the node's BGP routes and router ID: the VIPs it can
@@ -659,4 +898,15 @@ func (ns *NodeState) Update(p *ovsflow.Program) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// hasOVNKAnnotations reports whether n carries any of OVN-Kubernetes'
+// k8s.ovn.org/ annotations.
+func hasOVNKAnnotations(n *corev1.Node) bool {
+	for k := range n.Annotations {
+		if strings.HasPrefix(k, "k8s.ovn.org/") {
+			return true
+		}
+	}
+	return false
 }

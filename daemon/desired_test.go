@@ -8,11 +8,15 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/ovnedge/ovnedge/egress"
+	"github.com/ovnedge/ovnedge/event"
 	"github.com/ovnedge/ovnedge/lbsvc/ipam"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 	"github.com/ovnedge/ovnedge/ovsflow"
@@ -123,7 +127,9 @@ func TestComputeCluster(t *testing.T) {
 			wantEvents: []string{ReasonInvalidNode}, wantStatus: "[{ovn-worker2 172.18.0.44}]"},
 		{name: "invalid egress IP", edits: map[string]string{"bad-eip.yaml": badEgressIP},
 			wantEvents: []string{egress.ReasonInvalidEgressIP}, wantStatus: "[{ovn-worker2 172.18.0.44}]"},
-		{name: "conflicting LoadBalancer IP", edits: map[string]string{"dup.yaml": dupService},
+		// In manifests mode the younger Service is the later in file
+		// order (the source sets creationTimestamp as it creates them).
+		{name: "conflicting LoadBalancer IP", edits: map[string]string{"zz-dup.yaml": dupService},
 			wantEvents: []string{ipam.ReasonDuplicate}, wantStatus: "[{ovn-worker2 172.18.0.44}]"},
 		{name: "egress IPs off", args: []string{"--enable-egress-ip=false"}, wantStatus: ""},
 		{name: "LB IPAM keeps an ingress inside its pool", args: []string{"--lb-pools", "pub=172.18.0.192/26"},
@@ -435,4 +441,58 @@ func prefixes(ss ...string) []netip.Prefix {
 		out = append(out, netip.MustParsePrefix(s))
 	}
 	return out
+}
+
+// A node whose k8s.ovn.org annotations break keeps its last good parse for
+// every consumer: its per-node load balancers stay as they were (egress
+// IPs on or off), and a Warning event on the node names the node and the
+// annotation. Without a last good parse (a node never seen whole) it is
+// skipped.
+func TestComputeClusterLastGoodNode(t *testing.T) {
+	for _, args := range [][]string{nil, {"--enable-egress-ip=false"}} {
+		t.Run(fmt.Sprint(args), func(t *testing.T) {
+			p := demoParams(t, args...)
+			good := demoSnapshot(t, nil)
+			before, err := ComputeCluster(good, p, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bad := good
+			bad.Nodes = slices.Clone(good.Nodes)
+			i := slices.IndexFunc(bad.Nodes, func(n *corev1.Node) bool { return n.Name == "ovn-worker2" })
+			bad.Nodes[i] = bad.Nodes[i].DeepCopy()
+			bad.Nodes[i].Annotations[egress.AnnotationNodeSubnets] = "not json"
+
+			after, err := ComputeCluster(bad, p, nil, before.Nodes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(after.LB, before.LB) {
+				t.Errorf("load balancers changed when ovn-worker2's annotations broke:\n%v\nwant\n%v", after.LB, before.LB)
+			}
+			ev := slices.IndexFunc(after.Events, func(e event.Event) bool { return e.Reason == ReasonInvalidNode })
+			if ev < 0 || after.Events[ev].Object.Name != "ovn-worker2" ||
+				!strings.Contains(after.Events[ev].Message, "ovn-worker2") ||
+				!strings.Contains(after.Events[ev].Message, egress.AnnotationNodeSubnets) ||
+				!strings.Contains(after.Events[ev].Message, "load balancers") {
+				t.Errorf("events %v, want a %s event on ovn-worker2 naming %s", after.Events, ReasonInvalidNode, egress.AnnotationNodeSubnets)
+			}
+			again, err := ComputeCluster(bad, p, nil, after.Nodes)
+			if err != nil || !reflect.DeepEqual(again.LB, before.LB) {
+				t.Errorf("second computation with the node still broken: load balancers changed (%v)", err)
+			}
+
+			fresh, err := ComputeCluster(bad, p, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for o, st := range fresh.LB {
+				for _, lb := range st.LoadBalancers {
+					if slices.Contains(lb.Routers, "GR_ovn-worker2") {
+						t.Errorf("%s: load balancer %s on a node never parsed", o, lb.Name)
+					}
+				}
+			}
+		})
+	}
 }

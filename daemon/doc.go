@@ -10,4 +10,23 @@
 // writes them (NB through one ovsdbnb client, the bridge through an
 // ovsflow Applier, statuses and events through the API) and is what Run's
 // Reconcilers call. Main is the `ovnedge` command line (daemon/cmd/ovnedge).
+//
+// Duplicate VIPs are first come, first served whatever the source: the
+// Service with the oldest creationTimestamp keeps a LoadBalancer ingress
+// IP, or an ExternalIP on a protocol and port (equal timestamps: the first
+// by namespace/name); a younger Service loses only that VIP, with a
+// Warning event, and the sync goes on. In manifests mode the in-memory
+// API sets creationTimestamp when it creates an object (unless the
+// manifest has one): at start in file name order, then position in the
+// file; an object added later is younger than those already loaded.
+//
+// Reliability: a node whose k8s.ovn.org annotations break keeps its last
+// good parse for its egress IPs and load balancers (a Warning event on the
+// node names the annotation). The node's bridge is repaired when its
+// flows are deleted or changed by someone else (ovsflow's flow monitor
+// and a dump every 30s), and a restarted daemon sends nothing for
+// unchanged flows but deletes those of owners gone meanwhile (ovnedge's
+// cookies are marked, ovsflow.OwnedCookie). A Service whose input is bad
+// at the moment of a restart loses its flows: its cookies cannot be
+// computed without it.
 package daemon

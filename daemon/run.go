@@ -64,17 +64,26 @@ type Clients struct {
 }
 
 // watchOptions are the kinds watched beyond the built-in ones: with
-// --enable-lb-svc what Kube-OVN's LoadBalancer Services need (WatchLBSvc);
+// --enable-lb-svc what Kube-OVN's LoadBalancer Services need (WatchLBSvc),
+// with --underlay-lb-mode the Subnets;
 // the manifests always hold Kube-OVN's Subnets and
 // NetworkAttachmentDefinitions (seeds 003 and 004) when they have any.
+// With --bgp-peer-crds on a node instance, MetalLB's BGP peers too.
 func (c *Clients) watchOptions(cfg *Config) []WatchOption {
+	var out []WatchOption
 	switch {
 	case cfg.EnableLBSvc:
-		return []WatchOption{WatchLBSvc()}
+		out = append(out, WatchLBSvc())
 	case c.FromManifests:
-		return []WatchOption{WatchKubeOVN()}
+		out = append(out, WatchKubeOVN())
 	}
-	return nil
+	if cfg.UnderlayLBMode != "" && cfg.UnderlayLBMode != UnderlayOff {
+		out = append(out, WatchSubnets())
+	}
+	if cfg.EnableBGP && cfg.BGPPeerCRDs && cfg.NodeName != "" {
+		out = append(out, WatchBGPPeers(cfg.BGPCRDNamespace))
+	}
+	return out
 }
 
 // Connect returns clients for the API server of cfg.Kubeconfig (in-cluster

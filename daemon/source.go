@@ -15,6 +15,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -24,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/ovnedge/ovnedge/bgp/metallb"
 	"github.com/ovnedge/ovnedge/lbsvc/kubeovn"
 )
 
@@ -37,10 +39,13 @@ var customKinds = map[schema.GroupVersionKind]schema.GroupVersionResource{
 	{Group: "k8s.ovn.org", Version: "v1", Kind: "EgressIP"}:                        EgressIPResource,
 	{Group: "kubeovn.io", Version: "v1", Kind: "Subnet"}:                           kubeovn.SubnetResource,
 	{Group: "k8s.cni.cncf.io", Version: "v1", Kind: "NetworkAttachmentDefinition"}: kubeovn.NADResource,
-	// MetalLB's, held (seed 003 lists them) but not read: MetalLB
-	// assigns and announces; ovnedge reads the Services' status.
+	// MetalLB's pools and L2 advertisements are held (seed 003 lists
+	// them) but not read: MetalLB assigns and announces; ovnedge reads
+	// the Services' status. Its BGP peers are read with --bgp-peer-crds.
 	{Group: "metallb.io", Version: "v1beta1", Kind: "IPAddressPool"}:   {Group: "metallb.io", Version: "v1beta1", Resource: "ipaddresspools"},
 	{Group: "metallb.io", Version: "v1beta1", Kind: "L2Advertisement"}: {Group: "metallb.io", Version: "v1beta1", Resource: "l2advertisements"},
+	{Group: "metallb.io", Version: "v1beta2", Kind: "BGPPeer"}:         metallb.BGPPeerResource,
+	{Group: "metallb.io", Version: "v1beta1", Kind: "BFDProfile"}:      metallb.BFDProfileResource,
 }
 
 // ManifestSource keeps an in-memory API server, client-go's fake
@@ -60,6 +65,11 @@ type ManifestSource struct {
 	// read holds the size and mtime of each file when its objects in
 	// files were read: an unchanged file is not parsed again.
 	read map[string]string
+	// created is the creationTimestamp given to each object whose
+	// manifest has none, as an API server sets it on create; last is
+	// the latest given.
+	created map[objKey]metav1.Time
+	last    time.Time
 }
 
 type objKey struct {
@@ -92,6 +102,7 @@ func NewManifestSource(dir string, log *slog.Logger) *ManifestSource {
 		files:     map[string][]runtime.Object{},
 		objects:   map[objKey]runtime.Object{},
 		read:      map[string]string{},
+		created:   map[objKey]metav1.Time{},
 	}
 }
 
@@ -100,6 +111,13 @@ func NewManifestSource(dir string, log *slog.Logger) *ManifestSource {
 // keeps its previous objects (nothing already programmed is lost) and its
 // error is returned; so is an object defined by two files (the first file
 // in name order wins).
+//
+// An object whose manifest has no creationTimestamp gets one when it is
+// first created, as an API server sets it, kept across updates: objects
+// read at once are created in file name order, then in their order in
+// the file, and an object added later is younger than those already
+// there. Rules that let the oldest object win (a duplicate VIP) are thus
+// first come, first served in manifests mode too.
 func (s *ManifestSource) Reload() error {
 	stamps := map[string]string{}
 	loaded, loadErr := loadManifests(s.dir, func(path string, info fs.FileInfo) ([]runtime.Object, bool) {
@@ -134,6 +152,7 @@ func (s *ManifestSource) Reload() error {
 	}
 
 	want := map[objKey]runtime.Object{}
+	var order []objKey // file name order, then position in the file
 	errs := []error{loadErr}
 	for _, path := range slices.Sorted(maps.Keys(s.files)) {
 		for _, obj := range s.files[path] {
@@ -147,9 +166,11 @@ func (s *ManifestSource) Reload() error {
 				continue
 			}
 			want[k] = obj
+			order = append(order, k)
 		}
 	}
-	for k, obj := range want {
+	for _, k := range order {
+		obj := want[k]
 		old, exists := s.objects[k]
 		if exists && (old == obj || equality.Semantic.DeepEqual(old, obj)) { // == : from a file not read again
 			continue
@@ -167,6 +188,7 @@ func (s *ManifestSource) Reload() error {
 				continue
 			}
 			delete(s.objects, k)
+			delete(s.created, k)
 		}
 	}
 	return errors.Join(errs...)
@@ -174,6 +196,18 @@ func (s *ManifestSource) Reload() error {
 
 func (s *ManifestSource) put(k objKey, obj runtime.Object, exists bool) error {
 	obj = obj.DeepCopyObject()
+	if m, err := meta.Accessor(obj); err == nil && m.GetCreationTimestamp().Time.IsZero() {
+		ts, ok := s.created[k]
+		if !ok {
+			t := time.Now().Round(0)
+			if !t.After(s.last) {
+				t = s.last.Add(time.Nanosecond)
+			}
+			s.last, ts = t, metav1.NewTime(t)
+		}
+		m.SetCreationTimestamp(ts)
+		s.created[k] = ts
+	}
 	var err error
 	if exists {
 		err = s.tracker(k).Update(resourceOf(k), obj, k.namespace)

@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/ovnedge/ovnedge/bgp/metallb"
 	"github.com/ovnedge/ovnedge/lbsvc/kubeovn"
 )
 
@@ -50,6 +51,9 @@ type Snapshot struct {
 	// the Watcher watches them (WatchLBSvc).
 	LBSvcDeployments []*appsv1.Deployment
 	LBSvcConfig      *corev1.ConfigMap
+	// BGPPeers and BFDProfiles are MetalLB's objects of the BGP peers,
+	// when the Watcher watches them (WatchBGPPeers).
+	BGPPeers, BFDProfiles []*unstructured.Unstructured
 }
 
 // Watcher runs shared informers for the kinds ovnedge reads and turns
@@ -58,6 +62,7 @@ type Snapshot struct {
 // the caches", so bursts of events collapse into one request.
 type Watcher struct {
 	cs      kubernetes.Interface
+	dyn     dynamic.Interface
 	factory informers.SharedInformerFactory
 	dynamic dynamicinformer.DynamicSharedInformerFactory
 	eips    cache.SharedIndexInformer
@@ -68,9 +73,13 @@ type Watcher struct {
 	lbsvc       []informers.SharedInformerFactory
 	deployments cache.SharedIndexInformer
 	natConfig   cache.SharedIndexInformer
-	synced      []cache.InformerSynced
-	queues      []keyedQueue
-	log         *slog.Logger
+	// bgp watches MetalLB's BGPPeers and BFDProfiles in one namespace;
+	// nil unless WatchBGPPeers.
+	bgp                   dynamicinformer.DynamicSharedInformerFactory
+	bgpPeers, bfdProfiles cache.SharedIndexInformer
+	synced                []cache.InformerSynced
+	queues                []keyedQueue
+	log                   *slog.Logger
 }
 
 // stripManagedFields drops managedFields from cached objects: ovnedge
@@ -90,8 +99,20 @@ type WatchOption func(*Watcher)
 // sync otherwise.
 func WatchKubeOVN() WatchOption {
 	return func(w *Watcher) {
-		w.subnets = w.customInformer(kubeovn.SubnetResource)
-		w.nads = w.customInformer(kubeovn.NADResource)
+		WatchSubnets()(w)
+		if w.nads == nil {
+			w.nads = w.customInformer(kubeovn.NADResource)
+		}
+	}
+}
+
+// WatchSubnets also watches kubeovn.io/v1 Subnets (the underlay subnets of
+// seed 003). Their CRD must exist.
+func WatchSubnets() WatchOption {
+	return func(w *Watcher) {
+		if w.subnets == nil {
+			w.subnets = w.customInformer(kubeovn.SubnetResource)
+		}
 	}
 }
 
@@ -117,6 +138,21 @@ func WatchLBSvc() WatchOption {
 	}
 }
 
+// WatchBGPPeers watches MetalLB's BGPPeers (metallb.io/v1beta2) and
+// BFDProfiles (metallb.io/v1beta1) in namespace. Their CRDs must exist.
+func WatchBGPPeers(namespace string) WatchOption {
+	return func(w *Watcher) {
+		w.bgp = dynamicinformer.NewFilteredDynamicSharedInformerFactory(w.dyn, 0, namespace, nil)
+		w.bgpPeers = w.bgp.ForResource(metallb.BGPPeerResource).Informer()
+		w.bfdProfiles = w.bgp.ForResource(metallb.BFDProfileResource).Informer()
+		for _, inf := range []cache.SharedIndexInformer{w.bgpPeers, w.bfdProfiles} {
+			if err := inf.SetTransform(stripManagedFields); err != nil {
+				w.log.Warn("informer: managedFields kept", "err", err)
+			}
+		}
+	}
+}
+
 func (w *Watcher) customInformer(gvr schema.GroupVersionResource) cache.SharedIndexInformer {
 	inf := w.dynamic.ForResource(gvr).Informer()
 	if err := inf.SetTransform(stripManagedFields); err != nil {
@@ -130,6 +166,7 @@ func (w *Watcher) customInformer(gvr schema.GroupVersionResource) cache.SharedIn
 func NewWatcher(cs kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger, opts ...WatchOption) *Watcher {
 	w := &Watcher{
 		cs:      cs,
+		dyn:     dyn,
 		factory: informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTransform(stripManagedFields)),
 		dynamic: dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0),
 		log:     log,
@@ -146,11 +183,16 @@ func NewWatcher(cs kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger
 		w.factory.Discovery().V1().EndpointSlices().Informer(),
 		w.eips,
 	}
-	if w.subnets != nil {
-		infs = append(infs, w.subnets, w.nads)
+	for _, inf := range []cache.SharedIndexInformer{w.subnets, w.nads} {
+		if inf != nil {
+			infs = append(infs, inf)
+		}
 	}
 	if w.deployments != nil {
 		infs = append(infs, w.deployments, w.natConfig)
+	}
+	if w.bgp != nil {
+		infs = append(infs, w.bgpPeers, w.bfdProfiles)
 	}
 	for _, inf := range infs {
 		w.synced = append(w.synced, inf.HasSynced)
@@ -192,6 +234,9 @@ func (w *Watcher) Start(ctx context.Context) error {
 	w.dynamic.Start(ctx.Done())
 	for _, f := range w.lbsvc {
 		f.Start(ctx.Done())
+	}
+	if w.bgp != nil {
+		w.bgp.Start(ctx.Done())
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), w.synced...) {
 		return fmt.Errorf("informer caches did not sync: %w", ctx.Err())
@@ -235,6 +280,8 @@ func (w *Watcher) Snapshot() (Snapshot, error) {
 				}
 			}
 		}
+	}
+	if w.nads != nil {
 		for _, o := range w.nads.GetStore().List() {
 			if u, ok := o.(*unstructured.Unstructured); ok {
 				if nad, err := kubeovn.NADFromUnstructured(u); err != nil {
@@ -248,6 +295,10 @@ func (w *Watcher) Snapshot() (Snapshot, error) {
 		slices.SortFunc(s.NADs, func(a, b *nadv1.NetworkAttachmentDefinition) int {
 			return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
 		})
+	}
+	if w.bgp != nil {
+		s.BGPPeers = sortedUnstructured(w.bgpPeers)
+		s.BFDProfiles = sortedUnstructured(w.bfdProfiles)
 	}
 	if w.deployments != nil {
 		for _, o := range w.deployments.GetStore().List() {
@@ -297,4 +348,18 @@ func RunLoop(ctx context.Context, q workqueue.TypedRateLimitingInterface[string]
 		}
 		q.Done(key)
 	}
+}
+
+// sortedUnstructured lists an informer's objects by namespace/name.
+func sortedUnstructured(inf cache.SharedIndexInformer) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, o := range inf.GetStore().List() {
+		if u, ok := o.(*unstructured.Unstructured); ok {
+			out = append(out, u)
+		}
+	}
+	slices.SortFunc(out, func(a, b *unstructured.Unstructured) int {
+		return strings.Compare(a.GetNamespace()+"/"+a.GetName(), b.GetNamespace()+"/"+b.GetName())
+	})
+	return out
 }

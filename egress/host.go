@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
-	"github.com/ovnedge/ovnedge/egress/hostnet"
+	"github.com/ovnedge/ovnedge/egress/hostspec"
 	"github.com/ovnedge/ovnedge/event"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -21,8 +21,8 @@ const ReasonHostRequirement = "EgressIPHostRequirement"
 // daemon passes hostnet.Manager.LinkOf), sorted by link and egress IP. An
 // assignment whose link cannot be found is left out with a Warning event
 // on its EgressIP.
-func HostState(node string, host []HostAssignment, linkOf func(netip.Prefix) (string, error)) (hostnet.State, []event.Event) {
-	var s hostnet.State
+func HostState(node string, host []HostAssignment, linkOf func(netip.Prefix) (string, error)) (hostspec.State, []event.Event) {
+	var s hostspec.State
 	var events []event.Event
 	for _, h := range host {
 		if h.Node != node {
@@ -33,9 +33,9 @@ func HostState(node string, host []HostAssignment, linkOf func(netip.Prefix) (st
 			events = append(events, hostWarning(h.EgressIPName, "node %s cannot host egress IP %s: %v", node, h.EgressIP, err))
 			continue
 		}
-		s = append(s, hostnet.Assignment{Link: link, EgressIP: h.EgressIP, PodIPs: h.PodIPs})
+		s = append(s, hostspec.Assignment{Link: link, EgressIP: h.EgressIP, PodIPs: h.PodIPs})
 	}
-	slices.SortFunc(s, func(a, b hostnet.Assignment) int {
+	slices.SortFunc(s, func(a, b hostspec.Assignment) int {
 		return cmp.Or(cmp.Compare(a.Link, b.Link), a.EgressIP.Compare(b.EgressIP))
 	})
 	return s, events
@@ -43,7 +43,7 @@ func HostState(node string, host []HostAssignment, linkOf func(netip.Prefix) (st
 
 // HostEvents turns the assignments hostnet.Manager.Converge rejected on
 // node into Warning events on the EgressIPs that asked for them.
-func HostEvents(node string, host []HostAssignment, rejected []*hostnet.RequirementError) []event.Event {
+func HostEvents(node string, host []HostAssignment, rejected []*hostspec.RequirementError) []event.Event {
 	var events []event.Event
 	for _, r := range rejected {
 		name := ""

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/ovnedge/ovnedge/egress"
-	"github.com/ovnedge/ovnedge/egress/hostnet"
+	"github.com/ovnedge/ovnedge/egress/hostspec"
 )
 
 // Seed 002's secondary host network: each worker turns its
@@ -28,11 +28,11 @@ func TestHostState(t *testing.T) {
 	tests := []struct {
 		node   string
 		linkOf func(netip.Prefix) (string, error)
-		want   hostnet.State
+		want   hostspec.State
 		events []string
 	}{
-		{"ovn-worker", eg0, hostnet.State{{Link: "eg0", EgressIP: netip.MustParseAddr("10.10.10.100"), PodIPs: pod}}, nil},
-		{"ovn-worker2", eg0, hostnet.State{{Link: "eg0", EgressIP: netip.MustParseAddr("10.10.10.101"), PodIPs: pod}}, nil},
+		{"ovn-worker", eg0, hostspec.State{{Link: "eg0", EgressIP: netip.MustParseAddr("10.10.10.100"), PodIPs: pod}}, nil},
+		{"ovn-worker2", eg0, hostspec.State{{Link: "eg0", EgressIP: netip.MustParseAddr("10.10.10.101"), PodIPs: pod}}, nil},
 		{"ovn-control-plane", eg0, nil, nil},
 		{"ovn-worker", none, nil, []string{"egressip-prod EgressIPHostRequirement"}},
 	}
@@ -52,9 +52,9 @@ func TestHostState(t *testing.T) {
 		})
 	}
 
-	rejected := []*hostnet.RequirementError{
-		{Link: "eg0", EgressIP: netip.MustParseAddr("10.10.10.100"), Reason: hostnet.ReasonForwardingDisabled},
-		{Link: "eg0", EgressIP: netip.MustParseAddr("10.10.10.101"), Reason: hostnet.ReasonLinkDown}, // not this node's
+	rejected := []*hostspec.RequirementError{
+		{Link: "eg0", EgressIP: netip.MustParseAddr("10.10.10.100"), Reason: hostspec.ReasonForwardingDisabled},
+		{Link: "eg0", EgressIP: netip.MustParseAddr("10.10.10.101"), Reason: hostspec.ReasonLinkDown}, // not this node's
 	}
 	evs := egress.HostEvents("ovn-worker", d.Host, rejected)
 	if len(evs) != 1 || evs[0].Object.Name != "egressip-prod" || evs[0].Object.Kind != "EgressIP" ||

@@ -247,9 +247,15 @@ func ClusterState(c Cluster, nodes []Node, servedPods []Pod) (map[ovsdbnb.Owner]
 		noReroute := func(name, match string, options map[string]string) ovsdbnb.RouterPolicy {
 			return c.noReroute(name, fam, match, options)
 		}
+		// Every pair of cluster subnets, as OVN-Kubernetes'
+		// createDefaultNoReroutePodPoliciesOps (egressip_ops.go).
 		for _, s := range clusterSubnets {
-			st.Policies = append(st.Policies, noReroute(noReroutePodToPod,
-				fmt.Sprintf("%s.src == %s && %s.dst == %s", fam, s, fam, s), nil))
+			for _, d := range clusterSubnets {
+				st.Policies = append(st.Policies, noReroute(noReroutePodToPod,
+					fmt.Sprintf("%s.src == %s && %s.dst == %s", fam, s, fam, d), nil))
+			}
+		}
+		for _, s := range clusterSubnets {
 			for _, j := range ofFamily(c.JoinSubnets, v6) {
 				st.Policies = append(st.Policies, noReroute(noReroutePodToJoin,
 					fmt.Sprintf("%s.src == %s && %s.dst == %s", fam, s, fam, j), nil))

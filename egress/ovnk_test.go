@@ -353,3 +353,32 @@ func TestOVNKubernetesAddressSetNames(t *testing.T) {
 		}
 	}
 }
+
+// Two cluster subnets: a pod-to-pod 102 policy for every ordered pair of
+// them, then the pod-to-join ones, as OVN-Kubernetes'
+// createDefaultNoReroutePodPoliciesOps and
+// createDefaultNoRerouteServicePoliciesOps (egressip_ops.go) write them.
+func TestNoReroutePodToPodPairs(t *testing.T) {
+	pfx := netip.MustParsePrefix
+	out, err := egress.ClusterState(egress.Cluster{ClusterSubnets: []netip.Prefix{pfx("10.128.0.0/14"), pfx("10.244.0.0/16")}}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range out[ovsdbnb.Owner{Type: egress.OwnerClusterPolicies, Name: "egressip"}].Policies {
+		if n := p.ExternalIDs[ovsdbnb.KeyName]; n == "EIP-No-Reroute-Pod-To-Pod" || n == "EIP-No-Reroute-Pod-To-Join" {
+			got = append(got, p.Match)
+		}
+	}
+	want := []string{
+		"ip4.src == 10.128.0.0/14 && ip4.dst == 10.128.0.0/14",
+		"ip4.src == 10.128.0.0/14 && ip4.dst == 10.244.0.0/16",
+		"ip4.src == 10.244.0.0/16 && ip4.dst == 10.128.0.0/14",
+		"ip4.src == 10.244.0.0/16 && ip4.dst == 10.244.0.0/16",
+		"ip4.src == 10.128.0.0/14 && ip4.dst == 100.64.0.0/16",
+		"ip4.src == 10.244.0.0/16 && ip4.dst == 100.64.0.0/16",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("no-reroute matches:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

@@ -207,15 +207,15 @@ func TestUnderlaySteeringTrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := lbsvc.Options{PreferLocal: true, Underlay: []lbsvc.UnderlaySubnet{{Subnet: pool, EnableExternalLBAddress: true}}}
+	routerMAC := net.HardwareAddr{0x0a, 0x58, 0xac, 0x12, 0x00, 0x01}
+	opts := lbsvc.Options{PreferLocal: true, Underlay: []lbsvc.UnderlaySubnet{{Subnet: pool, EnableExternalLBAddress: true, RouterMAC: routerMAC}}}
 	s := svc("nginx-lb", corev1.ServiceTypeLoadBalancer, []string{"10.96.0.80"},
 		port("http", corev1.ProtocolTCP, 80, 0, "80"), port("dns", corev1.ProtocolUDP, 53, 0, "53"))
 	s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
 	s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "172.18.0.245"}}
-	routerMAC := net.HardwareAddr{0x0a, 0x58, 0xac, 0x12, 0x00, 0x01}
-	flows, err := lbsvc.SteeringFlows(lbsvc.Steering{NIC: seed.Uplink, Patch: seed.Patch, RouterMAC: routerMAC}, s, opts)
-	if err != nil || len(flows) != 2 {
-		t.Fatalf("SteeringFlows: %d flows, %v", len(flows), err)
+	flows, missing, events, err := lbsvc.SteeringFlows(lbsvc.Steering{NIC: seed.Uplink, Patch: seed.Patch}, s, opts)
+	if err != nil || len(flows) != 2 || len(missing)+len(events) != 0 {
+		t.Fatalf("SteeringFlows: %d flows, missing %v, events %v, %v", len(flows), missing, events, err)
 	}
 	br := bridge.New(t, bridge.Options{Bridge: seed.Bridge, Node: seed.Node, Uplink: seed.Uplink,
 		UplinkOFPort: seed.UplinkOFPort, PatchOFPort: seed.PatchOFPort})

@@ -68,6 +68,14 @@ func BypassFlows(b ovsflow.Bypass, svcs []*corev1.Service) (map[string][]ovsflow
 // (SetVIPs); arp.Owned then makes exactly one healthy node answer each
 // VIP, the node VIPOwners names.
 func L2VIPs(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, iface string) []arp.VIP {
+	return l2VIPs(svcs, eps, iface, func(svc *corev1.Service) bool {
+		return svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
+	})
+}
+
+// l2VIPs is L2VIPs where only nodes with a ready endpoint are eligible
+// for the Services local says.
+func l2VIPs(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, iface string, local func(*corev1.Service) bool) []arp.VIP {
 	bySvc := SlicesByService(eps)
 	sorted := slices.DeleteFunc(slices.Clone(svcs), func(s *corev1.Service) bool { return s == nil })
 	slices.SortFunc(sorted, func(a, b *corev1.Service) int {
@@ -81,7 +89,7 @@ func L2VIPs(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, iface stri
 		}
 		ips, _ := parseIPs(svc)
 		var eligible []string
-		if svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal {
+		if local(svc) {
 			eligible = readyNodes(svc, bySvc[svc.Namespace+"/"+svc.Name])
 		}
 		for _, vip := range ips.external {
@@ -103,11 +111,29 @@ func L2VIPs(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, iface stri
 // L2VIPs). The result maps each owner node to its sorted VIPs; a VIP
 // without a candidate has no owner.
 func VIPOwners(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, healthy []string) map[string][]netip.Addr {
+	return owners(L2VIPs(svcs, eps, ""), healthy)
+}
+
+// UnderlayOwners is VIPOwners for the underlay VIPs (Options.UnderlayVIP)
+// of ovnedge's standalone underlay mode: whatever the Service's
+// externalTrafficPolicy, only healthy nodes with a ready endpoint are
+// candidates. The underlay switch has a port on their chassis, so
+// ovn-controller has made the provider bridge's patch port the steering
+// flows go through (and with PreferLocal the node serves the VIP itself).
+func UnderlayOwners(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, healthy []string, opts Options) map[string][]netip.Addr {
+	vips := l2VIPs(svcs, eps, "", func(*corev1.Service) bool { return true })
+	vips = slices.DeleteFunc(vips, func(v arp.VIP) bool { return !opts.UnderlayVIP(v.Addr) })
+	return owners(vips, healthy)
+}
+
+// owners elects the owner of each VIP among the healthy nodes eligible
+// for it.
+func owners(vips []arp.VIP, healthy []string) map[string][]netip.Addr {
 	healthy = slices.Clone(healthy)
 	slices.Sort(healthy)
 	healthy = slices.Compact(healthy)
 	out := map[string][]netip.Addr{}
-	for _, v := range L2VIPs(svcs, eps, "") {
+	for _, v := range vips {
 		candidates := healthy
 		if v.Eligible != nil {
 			candidates = slices.DeleteFunc(slices.Clone(healthy), func(n string) bool { return !slices.Contains(v.Eligible, n) })

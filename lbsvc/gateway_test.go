@@ -58,7 +58,7 @@ func ovnkGateway() ovsflow.Gateway {
 }
 
 // canonical renders OVN-Kubernetes' add-flow text in this package's
-// canonical form, sorted ("ct(zone=Z nat,...)": ovs-ofctl reads the space
+// canonical form, with ovnedge's marked cookies (ovsflow.MarkedCookie), sorted ("ct(zone=Z nat,...)": ovs-ofctl reads the space
 // as a comma).
 func canonical(t *testing.T, ovnk []string) []string {
 	t.Helper()
@@ -68,6 +68,7 @@ func canonical(t *testing.T, ovnk []string) []string {
 		if err != nil {
 			t.Fatal(err)
 		}
+		f.Cookie = ovsflow.MarkedCookie(f.Cookie)
 		out = append(out, f.String())
 	}
 	slices.Sort(out)

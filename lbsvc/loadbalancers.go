@@ -111,12 +111,12 @@ type Options struct {
 	// Kube-OVN's patched OVN honours externalTrafficPolicy=Local for VIPs
 	// of an underlay subnet (enableExternalLBAddress) by preferring local
 	// backends on the switch; without the flag those VIPs reach every
-	// backend, SNATed. Here, on stock OVN: with PreferLocal, an underlay
-	// VIP of an externalTrafficPolicy=Local Service gets the per-node
-	// local-only load balancers (node_local_router, skip_snat=true) that
-	// every other externalTrafficPolicy=Local VIP gets; without it the
-	// underlay VIP is load-balanced cluster-wide, as Kube-OVN does without
-	// the flag. VIPs outside underlay subnets are not affected.
+	// backend. Here, on stock OVN: with PreferLocal, an underlay IPv4 VIP
+	// of an externalTrafficPolicy=Local Service is a template load
+	// balancer on the underlay switch whose backends are, per chassis, the
+	// node's own endpoints (all of them where it has none); see the
+	// package documentation. VIPs outside underlay subnets are not
+	// affected.
 	PreferLocal bool
 	// LSCtSkipDstLportIPs is Kube-OVN's --ls-ct-skip-dst-lport-ips (on by
 	// default there): its patched OVN skips conntrack on a logical switch
@@ -130,7 +130,16 @@ type Options struct {
 	LSCtSkipDstLportIPs bool
 	// Underlay are the underlay subnets (seed 003).
 	Underlay []UnderlaySubnet
+	// UnderlayNodes are the nodes whose chassis get the underlay
+	// template variables: every node with a chassis, OVN-Kubernetes'
+	// annotations or not (a Kube-OVN node has none); nil: Input.Nodes.
+	UnderlayNodes []Node
 }
+
+// UnderlayVIP reports whether vip is an external LB address of an
+// underlay subnet (one with EnableExternalLBAddress): it is served on
+// that subnet's switch, not by the gateway routers.
+func (o Options) UnderlayVIP(vip netip.Addr) bool { return inUnderlay(vip.Unmap(), o) }
 
 func (o Options) group() string { return cmp.Or(o.ClusterLBGroup, DefaultClusterLBGroup) }
 

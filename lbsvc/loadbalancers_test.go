@@ -1,6 +1,7 @@
 package lbsvc_test
 
 import (
+	"maps"
 	"net/netip"
 	"reflect"
 	"slices"
@@ -191,6 +192,12 @@ func TestServiceStateMatchesBuild(t *testing.T) {
 	}
 }
 
+// TestUnderlayPreferLocal: seed 003's nginx-lb (externalTrafficPolicy=
+// Local, VIP 10.180.204.252 of underlay-subnet) is on a load balancer of
+// the underlay switch only. Without prefer-local every endpoint serves
+// it; with it, a template load balancer whose per-chassis backends are the
+// node's own endpoints (node3 has none: all of them, Kube-OVN's
+// prefer_local_backend). An ETP=Cluster Service ignores prefer-local.
 func TestUnderlayPreferLocal(t *testing.T) {
 	pool, err := ipam.NewPool("underlay-subnet", "10.180.204.0/24", []string{"10.180.204.250", "10.180.204.251", "10.180.204.252"})
 	if err != nil {
@@ -202,36 +209,59 @@ func TestUnderlayPreferLocal(t *testing.T) {
 	eps := []*discoveryv1.EndpointSlice{slice("nginx-a", "nginx-lb", discoveryv1.AddressTypeIPv4,
 		[]discoveryv1.EndpointPort{sport("", corev1.ProtocolTCP, 80)},
 		ready("10.180.204.10", "node1"), ready("10.180.204.11", "node2"))}
+	cluster := s.DeepCopy()
+	cluster.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyCluster
 	under := []lbsvc.UnderlaySubnet{{Subnet: pool, EnableExternalLBAddress: true}}
+	three := append(nodes(), lbsvc.Node{Name: "node3", Chassis: "chassis-node3"})
+	const all = "10.180.204.10:80,10.180.204.11:80"
+	const tmpl = "Service__default_nginx_lb__TCP__80__underlay__IPv4" // TemplateName of Service_default/nginx-lb_TCP_80_underlay_IPv4
 	tests := []struct {
 		name        string
+		svc         *corev1.Service
 		opts        lbsvc.Options
-		cluster     string // backends of the VIP on the cluster LB ("-" = not there)
-		localNode1  string // backends on node1's local router LB ("-" = none)
+		lbs         map[string]string // load balancer name suffix -> VIP backends
+		vars        string            // chassis=value of the template variable
 		eventReason string
 	}{
-		{"without prefer-local: cluster-wide", lbsvc.Options{Underlay: under}, "10.180.204.10:80,10.180.204.11:80", "-", ""},
-		{"prefer-local: local only", lbsvc.Options{Underlay: under, PreferLocal: true}, "-", "10.180.204.10:80", ""},
-		{"ls-ct-skip-dst-lport-ips warns", lbsvc.Options{Underlay: under, PreferLocal: true, LSCtSkipDstLportIPs: true},
-			"-", "10.180.204.10:80", "LSCtSkipDstLportIPs"},
+		{"without prefer-local: every endpoint", s, lbsvc.Options{Underlay: under},
+			map[string]string{"underlay_underlay-subnet": all}, "", ""},
+		{"prefer-local: the chassis' own endpoints", s, lbsvc.Options{Underlay: under, PreferLocal: true},
+			map[string]string{"underlay_underlay-subnet_IPv4": "^" + tmpl},
+			"chassis-node1=10.180.204.10:80 chassis-node2=10.180.204.11:80 chassis-node3=" + all, ""},
+		{"ETP=Cluster: every endpoint", cluster, lbsvc.Options{Underlay: under, PreferLocal: true},
+			map[string]string{"underlay_underlay-subnet": all}, "", ""},
+		{"ls-ct-skip-dst-lport-ips warns", s, lbsvc.Options{Underlay: under, PreferLocal: true, LSCtSkipDstLportIPs: true},
+			map[string]string{"underlay_underlay-subnet_IPv4": "^" + tmpl},
+			"chassis-node1=10.180.204.10:80 chassis-node2=10.180.204.11:80 chassis-node3=" + all, "LSCtSkipDstLportIPs"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			st, events := lbsvc.ServiceState(s, eps, nodes(), tt.opts)
+			st, events := lbsvc.ServiceState(tt.svc, eps, three, tt.opts)
 			got := map[string]string{}
 			for _, lb := range st.LoadBalancers {
 				if v, ok := lb.VIPs["10.180.204.252:80"]; ok {
-					got[strings.TrimPrefix(lb.Name, "Service_default/nginx-lb_TCP_")] = v
+					name := strings.TrimPrefix(lb.Name, "Service_default/nginx-lb_TCP_")
+					got[name] = v
+					if !slices.Equal(lb.Switches, []string{"underlay-subnet"}) || len(lb.Routers)+len(lb.Groups) != 0 {
+						t.Errorf("%s attached to switches %v, routers %v, groups %v", name, lb.Switches, lb.Routers, lb.Groups)
+					}
+					if tmpl := strings.HasSuffix(name, "_IPv4"); (lb.Options["template"] == "true") != tmpl ||
+						tmpl && lb.Options["address-family"] != "ipv4" {
+						t.Errorf("%s options %v", name, lb.Options)
+					}
 				}
 			}
-			for lb, want := range map[string]string{"cluster": tt.cluster, "node_local_router_node1": tt.localNode1} {
-				v, ok := got[lb]
-				if !ok {
-					v = "-"
+			if !maps.Equal(got, tt.lbs) {
+				t.Errorf("VIP on %v, want %v", got, tt.lbs)
+			}
+			var vars []string
+			for _, v := range st.TemplateVars {
+				if v.Name == tmpl {
+					vars = append(vars, v.Chassis+"="+v.Value)
 				}
-				if v != want {
-					t.Errorf("%s: VIP backends %q, want %q (all: %v)", lb, v, want, got)
-				}
+			}
+			if strings.Join(vars, " ") != tt.vars {
+				t.Errorf("template variables %v, want %q", vars, tt.vars)
 			}
 			var reasons []string
 			for _, e := range events {
@@ -324,5 +354,37 @@ func TestServedVIPs(t *testing.T) {
 	}
 	if got := lbsvc.ServedVIPs(in.Services, nil, "node1"); !slices.Equal(got, addrs("172.18.0.50", "172.18.0.60")) {
 		t.Errorf("without endpoints node1 serves %v, want the ETP=Cluster VIPs only", got)
+	}
+}
+
+// TestUnderlayOwners: in standalone mode an underlay VIP is announced by
+// one healthy node with a ready endpoint, externalTrafficPolicy=Cluster
+// too (node3, without one, has no patch port to steer through); other
+// VIPs are not underlay VIPs.
+func TestUnderlayOwners(t *testing.T) {
+	pool, err := ipam.NewPool("underlay-subnet", "10.180.204.0/24", []string{"10.180.204.250..10.180.204.252"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := lbsvc.Options{Underlay: []lbsvc.UnderlaySubnet{{Subnet: pool, EnableExternalLBAddress: true}}}
+	s := svc("nginx-lb", corev1.ServiceTypeLoadBalancer, []string{"10.96.0.80"}, port("", corev1.ProtocolTCP, 80, 0, "80"))
+	s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "10.180.204.250"}}
+	s.Spec.ExternalIPs = []string{"172.18.0.50"}
+	eps := []*discoveryv1.EndpointSlice{slice("nginx-a", "nginx-lb", discoveryv1.AddressTypeIPv4,
+		[]discoveryv1.EndpointPort{sport("", corev1.ProtocolTCP, 80)},
+		ready("10.180.204.10", "node1"), ready("10.180.204.11", "node2"))}
+	for _, healthy := range [][]string{{"node1", "node2", "node3"}, {"node2", "node3"}, {"node3"}} {
+		got := lbsvc.UnderlayOwners([]*corev1.Service{s}, eps, healthy, opts)
+		var owners []string
+		for n, vips := range got {
+			if !slices.Equal(vips, []netip.Addr{netip.MustParseAddr("10.180.204.250")}) {
+				t.Errorf("healthy %v: %s owns %v", healthy, n, vips)
+			}
+			owners = append(owners, n)
+		}
+		want := slices.DeleteFunc(slices.Clone(healthy), func(n string) bool { return n == "node3" })
+		if len(want) == 0 && len(owners) != 0 || len(want) > 0 && (len(owners) != 1 || !slices.Contains(want, owners[0])) {
+			t.Errorf("healthy %v: owners %v, want one of %v", healthy, owners, want)
+		}
 	}
 }

@@ -29,7 +29,7 @@ func TestNodeConversions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := lbsvc.Node{Name: "w1", Chassis: "chassis-w1", IPs: []netip.Addr{a("172.18.0.2"), a("10.10.10.2")}}
+	want := lbsvc.Node{Name: "w1", Chassis: "chassis-w1", IPs: []netip.Addr{a("10.10.10.2"), a("172.18.0.2")}} // sorted as text, as OVN-Kubernetes' GetNodeHostAddrs
 	if got := lbsvc.NodeFrom(parsed, "chassis-w1"); !reflect.DeepEqual(got, want) {
 		t.Errorf("NodeFrom = %+v, want %+v", got, want)
 	}

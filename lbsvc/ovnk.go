@@ -146,17 +146,21 @@ func serviceState(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, nodes [
 	itpLocal := svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == corev1.ServiceInternalTrafficPolicyLocal
 	affinity := sessionAffinity(svc)
 	needsTimeout := affinity != 0 && affinity != maxAffinitySeconds
-	// ExternalIPs and ingress IPs of an ETP=Local Service are per node
-	// (an underlay VIP only with PreferLocal); the rest are cluster VIPs.
-	var local []string
-	var vips []string
+	// ExternalIPs and ingress IPs of an ETP=Local Service are per node;
+	// the rest are cluster VIPs. Underlay VIPs are on their underlay
+	// switch only (underlayLBs).
+	var local, vips []string
+	var underlay []netip.Addr
 	for _, a := range ips.cluster {
 		vips = append(vips, a.String())
 	}
 	for _, vip := range ips.external {
-		if etpLocal && (opts.PreferLocal || !inUnderlay(vip, opts)) {
+		switch {
+		case inUnderlay(vip, opts):
+			underlay = append(underlay, vip)
+		case etpLocal:
 			local = append(local, vip.String())
-		} else {
+		default:
 			vips = append(vips, vip.String())
 		}
 	}
@@ -193,6 +197,14 @@ func serviceState(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, nodes [
 	lbs = append(lbs, clusterLBs(svc, cluster, opts)...)
 	tlbs, vars := templateLBs(svc, templates, nodes, opts)
 	lbs = append(lbs, tlbs...)
+	unodes := nodes
+	if opts.UnderlayNodes != nil {
+		unodes = opts.UnderlayNodes
+	}
+	ulbs, uvars, uevents := underlayLBs(svc, eps, unodes, underlay, opts)
+	lbs = append(lbs, ulbs...)
+	vars = append(vars, uvars...)
+	events = append(events, uevents...)
 	lbs = append(lbs, perNodeLBs(svc, perNode, nodes, opts)...)
 	// Nodes without a chassis have no template variables: their
 	// NodePorts get per-node load balancers (a deviation: OVN-Kubernetes

@@ -71,9 +71,14 @@
 //
 // The rows are those OVN-Kubernetes writes (its default network
 // controller, as of commit 8871cd9cec9c45d6da1baf9e3b06eb575f49039c of
-// August 2026), so either can read what the other wrote. This package
-// writes the rows it is given; egress builds the EgressIP ones (and
-// checks them against OVN-Kubernetes' unit-test vectors):
+// August 2026, github.com/ovn-kubernetes/ovn-kubernetes), so either can
+// read what the other wrote. This package writes the rows it is given;
+// egress builds the EgressIP ones and lbsvc the load balancer ones (and
+// check them against OVN-Kubernetes' unit-test vectors). The daemon's
+// TestCoexistOVNK fills a real NB with the whole row set OVN-Kubernetes
+// writes for a three-node cluster (current and legacy EgressIP scheme)
+// and checks that the first sync over it inserts, updates and deletes
+// nothing:
 //
 //   - OVN-Kubernetes finds its rows by k8s.ovn.org/id, built as its
 //     DbObjectIDs do (go-controller/pkg/libovsdb/ops/db_object_ids.go):

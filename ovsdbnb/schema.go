@@ -18,6 +18,19 @@ func (c *Client) SupportsKey(table, column, key string) bool {
 	return keyAllowed(c.nb.Schema(), table, column, key) == nil
 }
 
+// Schema returns the server's NB schema (as the client connected to it).
+func (c *Client) Schema() ovsdb.DatabaseSchema { return c.nb.Schema() }
+
+// SupportsTemplates reports whether an NB schema supports load balancer
+// templates: it has the Chassis_Template_Var table (OVN 22.12 and newer;
+// 23.03's schema has it). It is OVN-Kubernetes' check
+// (controllermanager/controller_manager.go configureSvcTemplateSupport:
+// "ovn-nbctl list Chassis_Template_Var" must succeed) on the schema the
+// client holds instead of a command.
+func SupportsTemplates(schema ovsdb.DatabaseSchema) bool {
+	return schema.Table(nbdb.ChassisTemplateVarTable) != nil
+}
+
 // keyAllowed checks key against the enum of the keys of schema's column,
 // if it has one.
 func keyAllowed(schema ovsdb.DatabaseSchema, table, column, key string) error {

@@ -1,6 +1,7 @@
 package ovsdbnb_test
 
 import (
+	"maps"
 	"strings"
 	"testing"
 
@@ -87,5 +88,26 @@ func TestAdoptForeignRowsRealNB(t *testing.T) {
 	}
 	if res := sync(t, c, want); res.Ops() != 0 {
 		t.Errorf("second sync: %+v, want nothing", res)
+	}
+}
+
+// TestSupportsTemplatesRealNB: the schema of the installed OVN (23.03)
+// has load balancer templates; the same schema without its
+// Chassis_Template_Var table (OVN before 22.12) has not.
+func TestSupportsTemplatesRealNB(t *testing.T) {
+	o := testbed.StartOVN(t)
+	c := dial(t, o.NB)
+	schema := c.Schema()
+	if !ovsdbnb.SupportsTemplates(schema) {
+		t.Fatalf("schema %s: no template support", schema.Version)
+	}
+	old := schema
+	old.Tables = maps.Clone(schema.Tables)
+	delete(old.Tables, "Chassis_Template_Var")
+	if ovsdbnb.SupportsTemplates(old) {
+		t.Error("a schema without Chassis_Template_Var: template support")
+	}
+	if !ovsdbnb.SupportsTemplates(c.Schema()) {
+		t.Error("the client's schema was changed")
 	}
 }

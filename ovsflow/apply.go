@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -49,6 +50,27 @@ type Transport interface {
 	Watch(ctx context.Context, bridge string) <-chan struct{}
 }
 
+// FlowChange is a change another controller made to a bridge's flows, as
+// a [FlowMonitor] reports it.
+type FlowChange struct {
+	// Event is "ADDED", "MODIFIED", "DELETED", or "PAUSED" when the
+	// switch stopped reporting and what changed is unknown.
+	Event    string
+	Table    uint8
+	Priority uint16
+	Cookie   uint64
+	// Key is the flow's key (table, priority, match) as a dump shows it,
+	// "" when the match is outside the model.
+	Key string
+}
+
+// FlowMonitor is a [Transport] that reports the flows others change on a
+// bridge ([NativeTransport] does, over OpenFlow 1.4+). [Applier.Run]
+// repairs the flows it owns as soon as one is reported.
+type FlowMonitor interface {
+	MonitorFlows(ctx context.Context, bridge string) <-chan FlowChange
+}
+
 // PortSource gives the ofports of a bridge's ports.
 type PortSource interface {
 	Ports(ctx context.Context) (PortMap, error)
@@ -79,6 +101,16 @@ type ApplierOptions struct {
 	// installed (another controller's flows). Otherwise the bridge ends
 	// with exactly the program.
 	KeepForeign bool
+	// Owns, when not nil, says which cookies are this Applier's even if
+	// it never installed them: with KeepForeign, a flow with such a
+	// cookie that the program lacks is deleted (a flow a previous
+	// process left for an owner that is gone). [OwnedCookie] knows the
+	// cookies of this package's builders.
+	Owns func(cookie uint64) bool
+	// VerifyInterval is how often [Applier.Run] dumps the bridge to
+	// check that it still holds the program, besides repairing at once
+	// what a [FlowMonitor] reports: 30s when zero, never when negative.
+	VerifyInterval time.Duration
 	// RunDir is the directory of the bridge's <bridge>.mgmt socket for
 	// the default native transport (/var/run/openvswitch when empty).
 	RunDir string
@@ -101,6 +133,8 @@ type Applier struct {
 	want      *Program
 	installed map[string]*entry // nil: unknown, dump before diffing
 	owned     map[uint64]bool   // cookies of flows this Applier installed
+
+	repairs atomic.Uint64
 }
 
 // NewApplier returns an Applier for bridge. A nil tr picks the native
@@ -142,13 +176,20 @@ func (a *Applier) Apply(ctx context.Context, p *Program) (Result, error) {
 // Resync dumps the bridge and sends whatever brings it back to the last
 // program given to Apply (nothing before the first Apply).
 func (a *Applier) Resync(ctx context.Context) (Result, error) {
+	res, _, err := a.resync(ctx)
+	return res, err
+}
+
+// resync is Resync that also names the owners whose flows it repaired
+// ("cookie 0x..." for a flow the program lacks).
+func (a *Applier) resync(ctx context.Context) (Result, []string, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.want == nil {
-		return Result{}, nil
+		return Result{}, nil, nil
 	}
 	a.installed = nil
-	return a.apply(ctx, a.want)
+	return a.applyOwners(ctx, a.want)
 }
 
 // Replace replaces every flow of the bridge by p in one atomic
@@ -192,28 +233,40 @@ func cookiesOf(m map[string]*entry) map[uint64]bool {
 }
 
 func (a *Applier) apply(ctx context.Context, p *Program) (Result, error) {
+	res, owners, err := a.applyOwners(ctx, p)
+	if res.Changed() {
+		a.log.Info("flows applied", "added", res.Added, "modified", res.Modified, "deleted", res.Deleted, "owners", firstOf(owners, 20))
+	}
+	return res, err
+}
+
+// mine reports whether a flow with cookie c is the Applier's to keep
+// equal to the program: every flow without KeepForeign, else the flows of
+// the cookies it installed or Owns claims.
+func (a *Applier) mine(c uint64, wanted map[uint64]bool) bool {
+	return !a.opts.KeepForeign || wanted[c] || a.owned[c] || (a.opts.Owns != nil && a.opts.Owns(c))
+}
+
+func (a *Applier) applyOwners(ctx context.Context, p *Program) (Result, []string, error) {
 	want, err := a.desired(ctx, p)
 	if err != nil {
-		return Result{}, err
+		return Result{}, nil, err
 	}
 	if a.installed == nil {
 		dump, err := a.tr.Dump(ctx, a.bridge)
 		if err != nil {
-			return Result{}, fmt.Errorf("dump flows of %s: %w", a.bridge, err)
+			return Result{}, nil, fmt.Errorf("dump flows of %s: %w", a.bridge, err)
 		}
 		if a.installed, err = parseDump(dump); err != nil {
-			return Result{}, fmt.Errorf("dump flows of %s: %w", a.bridge, err)
+			return Result{}, nil, fmt.Errorf("dump flows of %s: %w", a.bridge, err)
 		}
 	}
-	owned := cookiesOf(want)
-	for c := range a.owned {
-		owned[c] = true
-	}
-	mods, res := diff(a.installed, want, func(e *entry) bool { return !a.opts.KeepForeign || owned[e.cookie] })
+	wanted := cookiesOf(want)
+	mods, res, changed := diff(a.installed, want, func(e *entry) bool { return a.mine(e.cookie, wanted) })
 	if len(mods) > 0 {
 		if err := a.tr.Bundle(ctx, a.bridge, mods); err != nil {
 			a.installed = nil // a transport may fail after the switch committed
-			return Result{}, fmt.Errorf("apply %d flow changes to %s: %w", len(mods), a.bridge, err)
+			return Result{}, nil, fmt.Errorf("apply %d flow changes to %s: %w", len(mods), a.bridge, err)
 		}
 	}
 	for _, m := range mods {
@@ -225,17 +278,30 @@ func (a *Applier) apply(ctx context.Context, p *Program) (Result, error) {
 		a.installed[k] = e
 	}
 	a.want = p
-	a.owned = cookiesOf(want)
-	if res.Changed() {
-		a.log.Info("flows applied", "added", res.Added, "modified", res.Modified, "deleted", res.Deleted)
+	a.owned = wanted
+	return res, owners(changed), nil
+}
+
+// owners names the owners of changed entries, sorted: the program's
+// owner of a flow, else "cookie 0x..." for a flow read from the bridge.
+func owners(changed []*entry) []string {
+	var out []string
+	for _, e := range changed {
+		o := e.owner
+		if o == "" {
+			o = fmt.Sprintf("cookie %#x", e.cookie)
+		}
+		out = append(out, o)
 	}
-	return res, nil
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // diff returns the modifications turning installed into want: deletes
-// first, then adds and modifies, each in key order. Installed flows that
-// want lacks are deleted only when mayDelete says so.
-func diff(installed, want map[string]*entry, mayDelete func(*entry) bool) ([]FlowMod, Result) {
+// first, then adds and modifies, each in key order, and the entries they
+// delete or write. Installed flows that want lacks are deleted only when
+// mayDelete says so.
+func diff(installed, want map[string]*entry, mayDelete func(*entry) bool) ([]FlowMod, Result, []*entry) {
 	var mods []FlowMod
 	var res Result
 	var dels []*entry
@@ -272,19 +338,40 @@ func diff(installed, want map[string]*entry, mayDelete func(*entry) bool) ([]Flo
 			res.Added++
 		}
 	}
-	return mods, res
+	return mods, res, append(dels, ups...)
 }
 
 // Run keeps the bridge holding the last applied program until ctx ends:
 // it resyncs when ovs-vswitchd (re)connects, which replays the program
-// after a restart, and when an ofport changes. A failed resync is retried
-// with backoff.
+// after a restart, when an ofport changes, when a [FlowMonitor]
+// transport reports that another controller changed a flow the Applier
+// owns (a flow deleted by hand comes back within milliseconds), and every
+// VerifyInterval. A resync sends only what differs, so only the owners
+// whose flows were changed are rewritten; each repair is logged with
+// what it changed and whose flows. A failed resync is retried with
+// backoff.
 func (a *Applier) Run(ctx context.Context) error {
 	up := a.tr.Watch(ctx, a.bridge)
 	changed := a.ports.Changed()
+	var drift <-chan FlowChange
+	if m, ok := a.tr.(FlowMonitor); ok {
+		drift = m.MonitorFlows(ctx, a.bridge)
+	}
+	every := a.opts.VerifyInterval
+	if every == 0 {
+		every = 30 * time.Second
+	}
+	var verify <-chan time.Time
+	if every > 0 {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		verify = t.C
+	}
 	var retry <-chan time.Time
 	backoff := 50 * time.Millisecond
 	for {
+		var reason string
+		var seen []FlowChange
 		select {
 		case <-ctx.Done():
 			return nil
@@ -294,12 +381,24 @@ func (a *Applier) Run(ctx context.Context) error {
 				continue
 			}
 			a.log.Info("switch connected, resyncing")
+			reason = "switch connected"
 		case <-changed:
 			a.log.Info("ofports changed, resyncing")
+			reason = "ofports changed"
+		case c := <-drift:
+			if seen = a.relevant(append(seen, c), drift); len(seen) == 0 {
+				continue
+			}
+			reason = "flows changed by another controller"
+		case <-verify:
+			reason = "periodic verification"
 		case <-retry:
+			reason = "retry"
 		}
 		retry = nil
-		if _, err := a.Resync(ctx); err != nil {
+		start := time.Now()
+		res, owners, err := a.resync(ctx)
+		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -309,5 +408,69 @@ func (a *Applier) Run(ctx context.Context) error {
 			continue
 		}
 		backoff = 50 * time.Millisecond
+		if res.Changed() {
+			a.repairs.Add(1)
+			args := []any{"trigger", reason, "added", res.Added, "modified", res.Modified, "deleted", res.Deleted,
+				"owners", firstOf(owners, 20), "took", time.Since(start).Round(time.Microsecond)}
+			if len(seen) > 0 {
+				args = append(args, "changes", describe(seen, 10))
+			}
+			a.log.Warn("bridge flows repaired", args...)
+		}
 	}
+}
+
+// relevant drains the flow changes already waiting on drift after seen
+// and keeps those that touch the Applier's flows: a flow with one of its
+// cookies, a flow it installed with the same key (another controller's
+// add replaced it), or a paused monitor.
+func (a *Applier) relevant(seen []FlowChange, drift <-chan FlowChange) []FlowChange {
+	for more := true; more; {
+		select {
+		case c := <-drift:
+			seen = append(seen, c)
+		default:
+			more = false
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.want == nil {
+		return nil // nothing applied yet: the first Apply reads the bridge
+	}
+	return slices.DeleteFunc(seen, func(c FlowChange) bool {
+		if c.Event == "PAUSED" || a.mine(c.Cookie, nil) {
+			return false
+		}
+		e, ok := a.installed[c.Key]
+		return c.Key == "" || !ok || e.owner == ""
+	})
+}
+
+// Repairs counts the resyncs of Run that found the bridge differing from
+// the program and changed it.
+func (a *Applier) Repairs() uint64 { return a.repairs.Load() }
+
+func firstOf(s []string, n int) []string {
+	if len(s) > n {
+		return append(s[:n:n], fmt.Sprintf("... %d more", len(s)-n))
+	}
+	return s
+}
+
+// describe renders up to n flow changes for a log line.
+func describe(cs []FlowChange, n int) []string {
+	out := make([]string, 0, min(len(cs), n+1))
+	for i, c := range cs {
+		if i == n {
+			out = append(out, fmt.Sprintf("... %d more", len(cs)-n))
+			break
+		}
+		key := c.Key
+		if key == "" {
+			key = fmt.Sprintf("table=%d, priority=%d", c.Table, c.Priority)
+		}
+		out = append(out, fmt.Sprintf("%s cookie=%#x %s", c.Event, c.Cookie, key))
+	}
+	return out
 }

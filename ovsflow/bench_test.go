@@ -74,7 +74,7 @@ func BenchmarkDiffOneServiceChanged(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		mods, _ := diff(installed, want, func(*entry) bool { return true })
+		mods, _, _ := diff(installed, want, func(*entry) bool { return true })
 		if len(mods) != 3 {
 			b.Fatalf("mods = %v", mods)
 		}

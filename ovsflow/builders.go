@@ -13,6 +13,34 @@ import (
 // OVN-Kubernetes.
 const BaseCookie uint64 = 0xdeff105
 
+// CookieMark is the top 16 bits of every Service cookie ([ServiceCookie],
+// [PortCookie]): OVN-Kubernetes' hash keeps the low 48 bits, the mark
+// tells a restarted process its own flows from another controller's.
+const CookieMark uint64 = 0x0ede << 48
+
+// cookieHash are the bits of a Service cookie that hold its hash.
+const cookieHash uint64 = 1<<48 - 1
+
+// MarkedCookie is the cookie this package gives a flow for which
+// OVN-Kubernetes computes cookie c: c itself for [BaseCookie] and
+// [ETPLocalCookie], else c marked with [CookieMark]. Tests comparing flows
+// with OVN-Kubernetes' expectations go through it.
+func MarkedCookie(c uint64) uint64 {
+	if c == BaseCookie || c == ETPLocalCookie {
+		return c
+	}
+	return c&cookieHash | CookieMark
+}
+
+// OwnedCookie reports whether a flow with cookie c is one this package's
+// builders emit: a Service cookie (CookieMark), [BaseCookie] or
+// [ETPLocalCookie]. [ApplierOptions].Owns takes it, so that an Applier
+// started anew deletes the flows a previous process left for owners that
+// are gone.
+func OwnedCookie(c uint64) bool {
+	return c&^cookieHash == CookieMark || c == BaseCookie || c == ETPLocalCookie
+}
+
 // DefaultZone is the conntrack zone of br-ex's host and egress traffic.
 const DefaultZone uint16 = 64000
 
@@ -65,7 +93,8 @@ const NodeIPMark uint32 = 1008
 
 // ServiceCookie is the cookie of a service VIP's flows: FNV-1a 64 over
 // namespace, name, VIP and decimal port concatenated, as OVN-Kubernetes
-// computes it (svcToCookie with the VIP as token).
+// computes it (svcToCookie with the VIP as token), with its top 16 bits
+// replaced by [CookieMark].
 func ServiceCookie(namespace, name string, vip netip.Addr, port int32) uint64 {
 	var buf [46]byte
 	return svcCookie(namespace, name, vip.AppendTo(buf[:0]), port)
@@ -80,8 +109,8 @@ func PortCookie(namespace, name string, proto Proto, port int32) uint64 {
 	return svcCookie(namespace, name, []byte(proto.String()), port)
 }
 
-// svcCookie is OVN-Kubernetes' svcToCookie: FNV-1a 64 of namespace, name,
-// token and the decimal port.
+// svcCookie is OVN-Kubernetes' svcToCookie, FNV-1a 64 of namespace, name,
+// token and the decimal port, marked with CookieMark.
 func svcCookie(namespace, name string, token []byte, port int32) uint64 {
 	var buf [64]byte
 	b := append(buf[:0], namespace...)
@@ -90,7 +119,7 @@ func svcCookie(namespace, name string, token []byte, port int32) uint64 {
 	b = strconv.AppendInt(b, int64(port), 10)
 	h := fnv.New64a()
 	h.Write(b)
-	return h.Sum64()
+	return MarkedCookie(h.Sum64())
 }
 
 // Service is a Kubernetes Service's VIPs and ports as the ARP/NDP bypass

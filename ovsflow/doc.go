@@ -55,6 +55,14 @@
 //     one host target port (package lbsvc picks the lowest and says so in
 //     an event). Host targets are per family: a family without a
 //     host-network endpoint goes to OVN (upstream programs no flow for it).
+//   - Service cookies are OVN-Kubernetes' svcToCookie hash with the top
+//     16 bits replaced by [CookieMark] (0x0ede): a restarted process (or
+//     a new leader) tells its own flows from another controller's and
+//     deletes those of Services that went away meanwhile
+//     ([ApplierOptions].Owns with [OwnedCookie]). [BaseCookie] and
+//     [ETPLocalCookie] keep upstream's values and are recognised by value:
+//     a bridge ovnedge programs is not shared with ovnkube-node's gateway.
+//     [MarkedCookie] maps upstream's cookie to ovnedge's.
 //   - The gateway VLAN applies to the ARP/NDP bypass only ([Gateway].VLAN);
 //     the base flows' VLAN handling (dl_vlan matches, mod_vlan_vid from
 //     LOCAL, strip_vlan to LOCAL) is not modelled.
@@ -71,8 +79,15 @@
 //
 // An [Applier] applies a program to a bridge through a [Transport]: a full
 // atomic replace, or an incremental diff sent as one atomic bundle. Its
-// [Applier.Run] loop replays the program when ovs-vswitchd restarts and
-// rewrites it when an ofport changes. By default it speaks OpenFlow to the
+// [Applier.Run] loop replays the program when ovs-vswitchd restarts,
+// rewrites it when an ofport changes, and repairs drift: flows of its own
+// deleted or changed by someone else (`ovs-ofctl del-flows`) are reported
+// by OpenFlow 1.4 flow monitoring ([FlowMonitor], the native transport)
+// and restored within milliseconds, and a dump every
+// [ApplierOptions].VerifyInterval catches what no monitor reports (the
+// ovs-ofctl transport). A repair sends only the flows that differ, so
+// only the affected owners are rewritten, and is logged with their names
+// and the changes seen. By default it speaks OpenFlow to the
 // bridge itself ([NativeTransport], package openflow: bundles, flow-stats
 // dumps decoded into the model, reconnects); [OfctlTransport] forks
 // ovs-ofctl instead, as OVN-Kubernetes does.

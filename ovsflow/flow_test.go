@@ -178,7 +178,7 @@ func TestDiff(t *testing.T) {
 		t.Fatal(err)
 	}
 	owned := map[uint64]bool{1: true, 2: true}
-	mods, res := diff(installed, want, func(e *entry) bool { return owned[e.cookie] })
+	mods, res, _ := diff(installed, want, func(e *entry) bool { return owned[e.cookie] })
 	wantMods := []FlowMod{
 		{ModDeleteStrict, "priority=40,ip,in_port=1"},
 		{ModAdd, "cookie=0x2, priority=30,ip,in_port=1 actions=LOCAL"},
@@ -195,7 +195,7 @@ func TestDiff(t *testing.T) {
 	if res != (Result{Added: 0, Modified: 2, Deleted: 1}) {
 		t.Errorf("result = %+v", res)
 	}
-	mods, _ = diff(installed, want, func(*entry) bool { return true })
+	mods, _, _ = diff(installed, want, func(*entry) bool { return true })
 	if len(mods) != 4 {
 		t.Errorf("without KeepForeign the foreign flow must go too: %v", mods)
 	}

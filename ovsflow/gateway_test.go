@@ -37,6 +37,7 @@ func canonical(t *testing.T, ovnk []string) []string {
 		if err != nil {
 			t.Fatalf("OVN-Kubernetes flow: %v", err)
 		}
+		f.Cookie = ovsflow.MarkedCookie(f.Cookie)
 		out = append(out, f.String())
 	}
 	slices.Sort(out)
@@ -143,6 +144,9 @@ func TestServiceFlowsMatchOVNKubernetes(t *testing.T) {
 	}
 }
 
+// Service cookies are OVN-Kubernetes' (the values below are its), marked
+// in their top 16 bits; OwnedCookie knows them and the node's cookies, and
+// no other.
 func TestServiceCookies(t *testing.T) {
 	for _, c := range []struct {
 		got, want uint64
@@ -152,8 +156,18 @@ func TestServiceCookies(t *testing.T) {
 		{ovsflow.ServiceCookie("namespace1", "service1", netip.MustParseAddr("5.5.5.5"), 8080), 0x10c6b89e483ea111},
 		{ovsflow.ServiceCookie("namespace1", "service1", netip.MustParseAddr("1.1.1.1"), 8080), 0x71765945a31dc2f1},
 	} {
-		if c.got != c.want {
-			t.Errorf("cookie %#x, want %#x", c.got, c.want)
+		if c.got != ovsflow.MarkedCookie(c.want) || !ovsflow.OwnedCookie(c.got) {
+			t.Errorf("cookie %#x (owned %v), want %#x (OVN-Kubernetes' %#x) owned", c.got, ovsflow.OwnedCookie(c.got), ovsflow.MarkedCookie(c.want), c.want)
+		}
+	}
+	for _, c := range []uint64{ovsflow.BaseCookie, ovsflow.ETPLocalCookie} {
+		if !ovsflow.OwnedCookie(c) {
+			t.Errorf("cookie %#x not owned", c)
+		}
+	}
+	for _, c := range []uint64{0, 0x453ae29bcbbc08bd, 0xdeff106, ovsflow.CookieMark >> 1, 1 << 63} {
+		if ovsflow.OwnedCookie(c) {
+			t.Errorf("foreign cookie %#x owned", c)
 		}
 	}
 }

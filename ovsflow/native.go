@@ -248,3 +248,36 @@ func (t *NativeTransport) send(ctx context.Context, bridge string, wire []openfl
 func (t *NativeTransport) Watch(ctx context.Context, bridge string) <-chan struct{} {
 	return t.client(bridge).Watch(ctx)
 }
+
+// MonitorFlows reports the flows another connection adds, modifies or
+// deletes on the bridge (OpenFlow 1.4 flow monitoring), on every
+// connection to it, until ctx ends; the transport's own flow-mods are not
+// reported. A change that is no [FlowChange] of the model (a PAUSED
+// monitor, whose changes are unknown) comes as Event "PAUSED". Nothing is
+// reported over OpenFlow 1.3.
+func (t *NativeTransport) MonitorFlows(ctx context.Context, bridge string) <-chan FlowChange {
+	in := t.client(bridge).MonitorFlows(ctx)
+	out := make(chan FlowChange, 64)
+	go func() {
+		for {
+			var u openflow.FlowUpdate
+			select {
+			case <-ctx.Done():
+				return
+			case u = <-in:
+			}
+			c := FlowChange{Event: openflow.EventName(u.Event), Table: u.Table, Priority: u.Priority, Cookie: u.Cookie}
+			if u.MatchErr == nil && u.Event != openflow.EventPaused && u.Event != openflow.EventResumed {
+				if m, err := decodeMatch(u.Match); err == nil {
+					f := Flow{Table: u.Table, Priority: u.Priority, Match: m}
+					c.Key = string(f.appendKey(nil))
+				}
+			}
+			select {
+			case out <- c:
+			default: // full: the consumer is awake and reads the bridge anyway
+			}
+		}
+	}()
+	return out
+}

@@ -10,7 +10,9 @@
 // policy, SNAT and load balancer; restart the daemon and assert nothing
 // was removed or duplicated; kill the leader of two instances and assert
 // the other takes over within the lease duration; and send bad input
-// through the API, which must give events and no crash loop.
+// through the API, which must give events and no crash loop. TestChart
+// server-side applies the Helm chart's rendering (deploy/helm/ovnedge) and
+// runs the node and the leader with its rendered arguments.
 //
 // Run with `go test ./daemon/e2e` (root, OVS/OVN installed and the
 // apiserver built; `make e2e` does all three). Outside CI a missing

@@ -4,7 +4,33 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"strings"
+
+	"github.com/ovnedge/ovnedge/egress/hostspec"
+)
+
+// The desired state and the requirement errors are hostspec's (I/O-free,
+// so that egress computes them without linking netlink or nftables);
+// these aliases keep them nameable here.
+type (
+	// Assignment is hostspec.Assignment.
+	Assignment = hostspec.Assignment
+	// State is hostspec.State.
+	State = hostspec.State
+	// Reason is hostspec.Reason.
+	Reason = hostspec.Reason
+	// RequirementError is hostspec.RequirementError.
+	RequirementError = hostspec.RequirementError
+)
+
+// The requirements of seed 002 (hostspec's).
+const (
+	ReasonInvalid            = hostspec.ReasonInvalid
+	ReasonLinkNotFound       = hostspec.ReasonLinkNotFound
+	ReasonLinkDown           = hostspec.ReasonLinkDown
+	ReasonNoGlobalAddress    = hostspec.ReasonNoGlobalAddress
+	ReasonNotInLinkNetwork   = hostspec.ReasonNotInLinkNetwork
+	ReasonForwardingDisabled = hostspec.ReasonForwardingDisabled
+	ReasonConflict           = hostspec.ReasonConflict
 )
 
 // Markers by which the Manager finds what it owns on a host, so that a
@@ -27,28 +53,6 @@ const (
 	// NFTablesTable is the inet table of the nftables SNAT backend.
 	NFTablesTable = "ovnedge-egressip"
 )
-
-// Assignment is one egress IP hosted on a host (non-OVN) link of this node
-// and the pods whose traffic leaves through that link with it as source.
-// Pod IPs must be of the egress IP's family.
-type Assignment struct {
-	// Link is the interface name, e.g. "eth1".
-	Link string
-	// EgressIP is added to Link and is the pods' source after SNAT.
-	EgressIP netip.Addr
-	// PodIPs are the pods selected by the EgressIP (may be empty: the
-	// address is still hosted and announced).
-	PodIPs []netip.Addr
-}
-
-func (a Assignment) String() string {
-	return fmt.Sprintf("%s on %s", a.EgressIP, a.Link)
-}
-
-// State is the desired host networking of the node: every egress IP it
-// hosts on a non-OVN link. Converging to an empty State removes everything
-// the Manager owns.
-type State []Assignment
 
 // SNATRule is one pod's source NAT: traffic from PodIP leaving through Link
 // gets EgressIP as its source.
@@ -94,47 +98,6 @@ type Announcer interface {
 type Withdrawer interface {
 	Withdraw(link string, ip netip.Addr)
 }
-
-// Reason says which requirement an assignment fails.
-type Reason string
-
-// The requirements of seed 002 for a non-OVN link, plus malformed input.
-const (
-	ReasonInvalid            Reason = "Invalid"
-	ReasonLinkNotFound       Reason = "LinkNotFound"
-	ReasonLinkDown           Reason = "LinkDown"
-	ReasonNoGlobalAddress    Reason = "NoGlobalAddress"
-	ReasonNotInLinkNetwork   Reason = "NotInLinkNetwork"
-	ReasonForwardingDisabled Reason = "ForwardingDisabled"
-	ReasonConflict           Reason = "Conflict"
-)
-
-// RequirementError says why an assignment was not applied; the daemon turns
-// it into a status event. Nothing of a rejected assignment is installed,
-// and what an earlier converge installed for it is removed.
-type RequirementError struct {
-	Link     string
-	EgressIP netip.Addr
-	Reason   Reason
-	// Detail is a human-readable explanation, e.g. the link's networks.
-	Detail string
-	// Err is the underlying error, if any.
-	Err error
-}
-
-func (e *RequirementError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "egress IP %s on link %q: %s", e.EgressIP, e.Link, e.Reason)
-	if e.Detail != "" {
-		fmt.Fprintf(&b, ": %s", e.Detail)
-	}
-	if e.Err != nil {
-		fmt.Fprintf(&b, ": %v", e.Err)
-	}
-	return b.String()
-}
-
-func (e *RequirementError) Unwrap() error { return e.Err }
 
 // Result counts what one Converge changed, and lists the assignments it
 // rejected. A converge that changes nothing has Changes() == 0.

@@ -19,8 +19,12 @@ var macRE = regexp.MustCompile(`\[([0-9a-fA-F:]{17})\]`)
 
 // arpReplies sends count ARP requests for ip from the external client
 // and returns the distinct MACs that answered.
-func arpReplies(e *Env, ip netip.Addr, count int) []string {
-	out, _ := e.Client.RunErr("arping", "-c", fmt.Sprint(count), "-w", fmt.Sprint(count+1), "-I", "eth0", ip.String())
+func arpReplies(e *Env, ip netip.Addr, count int) []string { return arpRepliesOn(e.Client, ip, count) }
+
+// arpRepliesOn sends count ARP requests for ip from ns's eth0 and returns
+// the distinct MACs that answered.
+func arpRepliesOn(ns *testbed.Netns, ip netip.Addr, count int) []string {
+	out, _ := ns.RunErr("arping", "-c", fmt.Sprint(count), "-w", fmt.Sprint(count+1), "-I", "eth0", ip.String())
 	var macs []string
 	for _, m := range macRE.FindAllStringSubmatch(out, -1) {
 		if mac := strings.ToLower(m[1]); !slices.Contains(macs, mac) {

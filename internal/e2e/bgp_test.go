@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/ovnedge/ovnedge/bgp/metallb"
 	"github.com/ovnedge/ovnedge/internal/testbed"
 )
 
@@ -128,26 +129,29 @@ func startFRR(t testing.TB, e *Env) *frr {
 	return f
 }
 
-// waitBFD waits until FRR's BFD session with every node is up.
-func (f *frr) waitBFD(t testing.TB, e *Env) {
+// waitBFD waits until FRR's BFD session with each of nodes (every node
+// when none are given) is up.
+func (f *frr) waitBFD(t testing.TB, e *Env, nodes ...string) {
 	t.Helper()
-	e.Eventually(30*time.Second, "every node's BFD session up at FRR", func() error {
+	if len(nodes) == 0 {
+		for _, n := range e.Nodes {
+			nodes = append(nodes, n.Name)
+		}
+	}
+	e.Eventually(30*time.Second, "the nodes' BFD sessions up at FRR", func() error {
 		out := f.vtysh("show bfd peers json")
-		var peers []struct {
+		type peer struct {
 			Peer   string `json:"peer"`
 			Status string `json:"status"`
 		}
+		var peers []peer
 		if err := json.Unmarshal([]byte(out), &peers); err != nil {
 			return fmt.Errorf("%v: %s", err, out)
 		}
-		for _, n := range e.Nodes {
-			if !slices.ContainsFunc(peers, func(p struct {
-				Peer   string `json:"peer"`
-				Status string `json:"status"`
-			}) bool {
-				return p.Peer == n.IP.String() && p.Status == "up"
-			}) {
-				return fmt.Errorf("%s: %s", n.Name, out)
+		for _, n := range nodes {
+			ip := e.Node(n).IP.String()
+			if !slices.ContainsFunc(peers, func(p peer) bool { return p.Peer == ip && p.Status == "up" }) {
+				return fmt.Errorf("%s: %s", n, out)
 			}
 		}
 		return nil
@@ -564,5 +568,122 @@ spec:
 		if gap > 500*time.Millisecond {
 			t.Errorf("loss window %v during a graceful restart", gap)
 		}
+	})
+}
+
+// cordon sets node's spec.unschedulable and waits until its ovnedge has
+// seen it (the line the node instance logs when the node's service state
+// changes).
+func cordon(t testing.TB, e *Env, node string, on bool) {
+	t.Helper()
+	n, err := e.CS.CoreV1().Nodes().Get(e.Context(), node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Spec.Unschedulable = on
+	if _, err := e.CS.CoreV1().Nodes().Update(e.Context(), n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if i := e.Instance(node); on && i != nil && i.Alive() {
+		e.Eventually(10*time.Second, node+"'s ovnedge sees the cordon", func() error {
+			b, _ := os.ReadFile(i.Log)
+			if !strings.Contains(string(b), "node service state changed") || !strings.Contains(string(b), "leaving=true") {
+				return fmt.Errorf("not logged yet")
+			}
+			return nil
+		})
+	}
+}
+
+// TestBGPShutdownAndPeerCRDs (after TestBGP's graceful restart, which
+// keeps the routes): a node that is leaving (cordoned) withdraws its
+// routes when its ovnedge stops, so the router drops it at once instead
+// of after the restart time; and the peers can come from MetalLB's
+// BGPPeer and BFDProfile objects, per node by their nodeSelectors.
+func TestBGPShutdownAndPeerCRDs(t *testing.T) {
+	e, f := bgpSetup(t)
+	all := []string{w1, w2, w3}
+
+	t.Run("CordonedNodeWithdraws", func(t *testing.T) {
+		e := e.With(t)
+		createService(t, e, lbService("shop", "bgp-leave", "web", corev1.ServiceExternalTrafficPolicyCluster, 0))
+		vip := e.LoadBalancerIP("shop", "bgp-leave")
+		f.waitHops(t, e, vip, 60*time.Second, all...)
+		cordon(t, e, w3, true)
+		t.Cleanup(func() { cordon(t, e, w3, false) })
+		if err := e.Instance(w3).Terminate(); err != nil {
+			t.Fatal(err)
+		}
+		// The graceful restart time is 30 s (bgpNodeArgs): a route kept
+		// for a restart would stay that long.
+		took := f.waitHops(t, e, vip, 10*time.Second, w1, w2)
+		t.Logf("cordoned %s's ovnedge stopped: its next hop left the router's route in %v (graceful restart would keep it 30 s)",
+			w3, took.Round(time.Millisecond))
+		if took > 5*time.Second {
+			t.Errorf("route through the leaving node kept %v", took)
+		}
+		cordon(t, e, w3, false)
+		e.StartNode(w3)
+		f.waitHops(t, e, vip, 30*time.Second, all...)
+	})
+
+	t.Run("PeerCRDs", func(t *testing.T) {
+		e := e.With(t)
+		e.ApplyYAML(fmt.Sprintf(`apiVersion: v1
+kind: Namespace
+metadata: {name: metallb-system}
+---
+apiVersion: metallb.io/v1beta1
+kind: BFDProfile
+metadata: {name: fast, namespace: metallb-system}
+spec: {transmitInterval: 100, receiveInterval: 100, detectMultiplier: 3}
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: router, namespace: metallb-system}
+spec:
+  myASN: %d
+  peerASN: %d
+  peerAddress: %s
+  holdTime: 9s
+  bfdProfile: fast
+  enableGracefulRestart: true
+  nodeSelectors:
+  - matchExpressions:
+    - {key: kubernetes.io/hostname, operator: In, values: [%s, %s]}
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: broken, namespace: metallb-system}
+spec: {myASN: %d, peerAddress: 192.0.2.1}
+`, nodeASN, frrASN, testbed.ClusterGatewayIP, w1, w2, nodeASN))
+		t.Cleanup(func() {
+			for _, name := range []string{"router", "broken"} {
+				_ = e.Dyn.Resource(metallb.BGPPeerResource).
+					Namespace("metallb-system").Delete(e.Context(), name, metav1.DeleteOptions{})
+			}
+		})
+		// The nodes' peers now come from the objects only.
+		e.RestartNodes(append(slices.DeleteFunc(slices.Clone(bgpNodeArgs), func(a string) bool {
+			return strings.HasPrefix(a, "--bgp-peer-address=")
+		}), "--bgp-peer-crds")...)
+		createService(t, e, lbService("shop", "bgp-crd", "web", corev1.ServiceExternalTrafficPolicyCluster, 0))
+		vip := e.LoadBalancerIP("shop", "bgp-crd")
+		took := f.waitHops(t, e, vip, 60*time.Second, w1, w2)
+		t.Logf("BGPPeer selecting %s and %s: %s routed through them only (%v)", w1, w2, vip, took.Round(time.Millisecond))
+		// FRR runs BFD with every neighbour; the sessions come up only
+		// where ovnedge runs it too, from the BGPPeer's BFDProfile.
+		f.waitBFD(t, e, w1, w2)
+		ev := e.WaitEvent("metallb-system", "broken", metallb.ReasonInvalid)
+		t.Logf("the broken BGPPeer: %s", ev)
+		// Every node selected: the third node peers too, the others'
+		// sessions stay up.
+		e.ApplyYAML(fmt.Sprintf(`apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: router, namespace: metallb-system}
+spec: {myASN: %d, peerASN: %d, peerAddress: %s, holdTime: 9s, bfdProfile: fast, enableGracefulRestart: true}
+`, nodeASN, frrASN, testbed.ClusterGatewayIP))
+		took = f.waitHops(t, e, vip, 30*time.Second, all...)
+		t.Logf("BGPPeer without nodeSelectors: %s through all three nodes after %v", vip, took.Round(time.Millisecond))
 	})
 }

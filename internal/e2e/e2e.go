@@ -110,6 +110,9 @@ type Env struct {
 	// leader is the Leader field of the Env Start made (With copies
 	// update it through this).
 	leader **Instance
+	// underlay is seed 003's underlay once a test asked for it
+	// (Underlay), shared by every With copy.
+	underlay **testbed.Underlay
 }
 
 // Instance is one running `ovnedge daemon`.
@@ -139,6 +142,7 @@ func Start(t testbed.T, o Options) *Env {
 	e := &Env{t: t, owner: t, root: root, Bin: bin, mu: &sync.Mutex{}, nodes: map[string]*Instance{}, kubecfgs: map[string]string{}, opts: &o,
 		baseNodeArgs: o.NodeArgs, baseLeaderArgs: o.LeaderArgs}
 	e.leader = &e.Leader
+	e.underlay = new(*testbed.Underlay)
 	e.Cluster = testbed.StartCluster(t, testbed.ClusterOptions{Nodes: o.Nodes})
 	e.Kube = testbed.StartKubeAPI(t)
 	e.CS = kubernetes.NewForConfigOrDie(e.Kube.Config)
@@ -536,7 +540,19 @@ func (e *Env) WaitPod(namespace, name string) *testbed.Pod {
 // servers on its container ports, and a Running, Ready status with its IP.
 func (e *Env) runPod(p *corev1.Pod) {
 	e.t.Helper()
-	pod := e.AddPod(p.Spec.NodeName, p.Namespace, p.Name, testbed.ClusterPodOptions{})
+	var pod *testbed.Pod
+	ips := func() []corev1.PodIP { return []corev1.PodIP{{IP: pod.IP.String()}, {IP: pod.IP6.String()}} }
+	e.mu.Lock()
+	u := *e.underlay
+	e.mu.Unlock()
+	if u != nil && p.Annotations[annotationLogicalSwitch] == testbed.UnderlaySwitch {
+		// Kube-OVN's CNI puts a pod annotated with an underlay subnet's
+		// switch on that subnet (IPv4 only here).
+		pod = u.AddPod(p.Spec.NodeName, p.Namespace, p.Name, netip.Addr{})
+		ips = func() []corev1.PodIP { return []corev1.PodIP{{IP: pod.IP.String()}} }
+	} else {
+		pod = e.AddPod(p.Spec.NodeName, p.Namespace, p.Name, testbed.ClusterPodOptions{})
+	}
 	for _, c := range p.Spec.Containers {
 		for _, port := range c.Ports {
 			if err := Serve(e.ctx, pod.Netns, pod.Name, int(port.ContainerPort)); err != nil {
@@ -546,11 +562,33 @@ func (e *Env) runPod(p *corev1.Pod) {
 	}
 	now := metav1.Now()
 	p.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: pod.IP.String(),
-		PodIPs: []corev1.PodIP{{IP: pod.IP.String()}, {IP: pod.IP6.String()}}, HostIP: e.Node(p.Spec.NodeName).IP.String(), StartTime: &now,
+		PodIPs: ips(), HostIP: e.Node(p.Spec.NodeName).IP.String(), StartTime: &now,
 		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now}}}
 	if _, err := e.CS.CoreV1().Pods(p.Namespace).UpdateStatus(e.ctx, p, metav1.UpdateOptions{}); err != nil {
 		e.t.Fatalf("e2e: pod %s/%s status: %v", p.Namespace, p.Name, err)
 	}
+}
+
+// annotationLogicalSwitch is Kube-OVN's pod annotation naming the subnet
+// (logical switch) the pod is plugged into.
+const annotationLogicalSwitch = "ovn.kubernetes.io/logical_switch"
+
+// Underlay returns seed 003's underlay (testbed's AddUnderlay), adding it
+// to the cluster the first time: from then on pods annotated
+// ovn.kubernetes.io/logical_switch=underlay-subnet are plugged into it.
+func (e *Env) Underlay() *testbed.Underlay {
+	e.t.Helper()
+	e.mu.Lock()
+	u := *e.underlay
+	e.mu.Unlock()
+	if u != nil {
+		return u
+	}
+	u = e.AddUnderlay()
+	e.mu.Lock()
+	*e.underlay = u
+	e.mu.Unlock()
+	return u
 }
 
 // Serve listens on port inside ns until ctx ends and answers every
@@ -919,4 +957,25 @@ func (e *Env) LoadBalancerIP(namespace, name string) netip.Addr {
 		return err
 	})
 	return vip
+}
+
+// WaitEvent waits for an event with reason about the object ns/name and
+// returns its message.
+func (e *Env) WaitEvent(ns, name, reason string) string {
+	e.t.Helper()
+	var msg string
+	e.Eventually(30*time.Second, "event "+reason+" about "+ns+"/"+name, func() error {
+		evs, err := e.CS.CoreV1().Events(ns).List(e.Context(), metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, ev := range evs.Items {
+			if ev.InvolvedObject.Name == name && ev.Reason == reason {
+				msg = ev.Message
+				return nil
+			}
+		}
+		return fmt.Errorf("none among %d events", len(evs.Items))
+	})
+	return msg
 }

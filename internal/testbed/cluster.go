@@ -158,10 +158,18 @@ type Pod struct {
 	IP, IP6               netip.Addr
 	MAC                   string
 	port                  string // the veth end on br-int
+	lsp                   string // the logical switch port, when not <namespace>_<name>
 }
 
-// LSP is the pod's logical switch port name, as OVN-Kubernetes names it.
-func (p *Pod) LSP() string { return p.Namespace + "_" + p.Name }
+// LSP is the pod's logical switch port name: <namespace>_<name>, as
+// OVN-Kubernetes names it, or <name>.<namespace> (Kube-OVN's) for an
+// underlay pod.
+func (p *Pod) LSP() string {
+	if p.lsp != "" {
+		return p.lsp
+	}
+	return p.Namespace + "_" + p.Name
+}
 
 // clusterBins are the binaries StartCluster needs.
 var clusterBins = append(append([]string{}, ovsBins...), "ovn-controller", "ovn-nbctl", "ovn-sbctl", "ethtool", "ping")
@@ -598,30 +606,8 @@ func (c *Cluster) AddPod(node, namespace, name string, o ClusterPodOptions) *Pod
 	p := &Pod{Namespace: namespace, Name: name, Node: node, IP: ip, IP6: netip.AddrFrom16(host), MAC: ovnMAC(ip),
 		Netns: newHost(t, "ovcp"), port: "p" + randomHex(t)}
 	c.nbctl("lsp-add", node, p.LSP(), "--", "lsp-set-addresses", p.LSP(), p.MAC+" "+ip.String()+" "+p.IP6.String())
-	ns := n.NS.Name
-	mustRun(t, nil, "ip", "-n", ns, "link", "add", p.port, "type", "veth", "peer", "name", "eth0", "netns", p.Netns.Name)
-	mustRun(t, nil, "ip", "-n", ns, "link", "set", p.port, "up")
-	n.Vsctl("add-port", "br-int", p.port, "--", "set", "Interface", p.port, "external_ids:iface-id="+p.LSP())
-	p.Run(t, "ip", "link", "set", "eth0", "address", p.MAC, "mtu", "1400")
-	p.Run(t, "ethtool", "-K", "eth0", "tx", "off")
-	p.Run(t, "ip", "addr", "add", netip.PrefixFrom(ip, n.Subnet.Bits()).String(), "dev", "eth0")
-	p.Run(t, "ip", "link", "set", "eth0", "up")
-	p.Run(t, "ip", "addr", "add", netip.PrefixFrom(p.IP6, n.Subnet6.Bits()).String(), "dev", "eth0", "nodad")
-	p.Run(t, "ip", "route", "add", "default", "via", n.Subnet.Addr().Next().String())
-	p.Run(t, "ip", "-6", "route", "add", "default", "via", n.Subnet6.Addr().Next().String())
-	err := waitFor(readyTimeout, func() error {
-		out, err := run("ovn-nbctl", "--db="+c.OVN.NB, "get", "Logical_Switch_Port", p.LSP(), "up")
-		if err != nil || out != "true" {
-			return n.ctl.check(fmt.Errorf("port %s not up (%q, %v)", p.LSP(), out, err))
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("testbed: pod %s/%s: %v%s", namespace, name, err, tails(logPaths(n.Dir, "ovn-controller")))
-	}
-	c.mu.Lock()
-	c.pods[namespace+"/"+name] = p
-	c.mu.Unlock()
+	c.plug(n, p, []string{netip.PrefixFrom(ip, n.Subnet.Bits()).String(), netip.PrefixFrom(p.IP6, n.Subnet6.Bits()).String()},
+		[]string{n.Subnet.Addr().Next().String(), n.Subnet6.Addr().Next().String()})
 	return p
 }
 

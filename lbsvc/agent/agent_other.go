@@ -10,7 +10,7 @@ import (
 	"runtime"
 )
 
-// apply needs Linux (netlink, iptables); elsewhere Config and Status build
+// apply needs Linux (netlink, nftables); elsewhere Config and Status build
 // and Apply and Run report errors.ErrUnsupported.
 func apply(context.Context, Config) (Status, error) {
 	return Status{}, fmt.Errorf("agent: programming the pod needs Linux, not %s: %w", runtime.GOOS, errors.ErrUnsupported)

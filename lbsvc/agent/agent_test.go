@@ -26,7 +26,7 @@ type pod struct {
 
 func newPod(t *testing.T) *pod {
 	t.Helper()
-	testbed.Require(t, "ip", "iptables")
+	testbed.Require(t, "ip", "nft") // nft only to look at the rules
 	p := &pod{ext: testbed.NewNetns(t, "lbext"), pod: testbed.NewNetns(t, "lbpod"), cluster: testbed.NewNetns(t, "lbclu")}
 	testbed.Link(t, p.ext, "eth0", []string{"172.18.0.1/24"}, p.pod, "net1", nil)
 	testbed.Link(t, p.cluster, "eth0", []string{"10.16.0.1/24"}, p.pod, "eth0", []string{"10.16.0.2/24"})
@@ -145,7 +145,7 @@ func TestAgentInNamespaces(t *testing.T) {
 	if st, err := p.apply(t, cfg); err != nil || st.RulesRemoved != 1 || st.RulesAdded != 0 {
 		t.Errorf("Apply without 8443: %s, %v; want one rule removed", st, err)
 	}
-	if nat := p.pod.Run(t, "iptables", "-t", "nat", "-S", agent.ChainDNAT); strings.Contains(nat, "8443") {
+	if nat := p.pod.Run(t, "nft", "list", "chain", "ip", agent.Table, agent.ChainDNAT); strings.Contains(nat, "8443") {
 		t.Errorf("rule of the removed port is still there:\n%s", nat)
 	}
 	if got, err := p.get(t, "172.18.0.18:8443"); err == nil {
@@ -167,7 +167,7 @@ func TestAgentInNamespaces(t *testing.T) {
 	} else {
 		t.Logf("silent gateway: %v", err)
 	}
-	if nat := p.pod.Run(t, "iptables", "-t", "nat", "-S", agent.ChainDNAT); !strings.Contains(nat, "--dport 80 ") {
+	if nat := p.pod.Run(t, "nft", "list", "chain", "ip", agent.Table, agent.ChainDNAT); !strings.Contains(nat, "dport 80 ") {
 		t.Errorf("DNAT rule gone after the failed gateway check:\n%s", nat)
 	}
 	if _, err := p.apply(t, cfg); err != nil {
@@ -207,7 +207,7 @@ func TestRunResyncs(t *testing.T) {
 		}
 	}
 	time.Sleep(300 * time.Millisecond)
-	if out, err := p.pod.RunErr("iptables", "-t", "nat", "-S", agent.ChainDNAT); err == nil {
+	if out, err := p.pod.RunErr("nft", "list", "table", "ip", agent.Table); err == nil {
 		t.Fatalf("rules programmed before the pod had its address:\n%s", out)
 	}
 	full, err := os.ReadFile(annotations(t))
@@ -217,10 +217,13 @@ func TestRunResyncs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rule := "-A " + agent.ChainDNAT + " -d 172.18.0.18/32 -p tcp -m tcp --dport 80 -j DNAT --to-destination 10.96.0.10:80"
-	dnat := func() string { out, _ := p.pod.RunErr("iptables", "-t", "nat", "-S", agent.ChainDNAT); return out }
+	rule := `ip daddr 172.18.0.18 tcp dport 80 dnat to 10.96.0.10:80 comment "dnat 172.18.0.18 tcp/80 to 10.96.0.10:80"`
+	dnat := func() string {
+		out, _ := p.pod.RunErr("nft", "list", "chain", "ip", agent.Table, agent.ChainDNAT)
+		return out
+	}
 	waitFor("the DNAT rule", func() bool { return strings.Contains(dnat(), rule) })
-	p.pod.Run(t, "iptables", "-t", "nat", "-F", agent.ChainDNAT)
+	p.pod.Run(t, "nft", "flush", "chain", "ip", agent.Table, agent.ChainDNAT)
 	waitFor("the DNAT rule to come back", func() bool { return strings.Contains(dnat(), rule) })
 	if got, err := p.get(t, "172.18.0.18:80"); err != nil || got != "cluster-ip:80 from 10.16.0.2" {
 		t.Errorf("client -> LBIP:80: %q, %v", got, err)

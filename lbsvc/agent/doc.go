@@ -10,11 +10,15 @@
 //     it are answered directly), default via the subnet gateway on net1,
 //     and the ClusterIP via eth0's gateway (the main table's default route
 //     unless given);
-//   - iptables nat: per service port `-d LBIP -p proto --dport port -j DNAT
-//     --to-destination ClusterIP:port` (chain OVNEDGE-LBSVC-DNAT, jumped to
-//     from PREROUTING) and `-d ClusterIP -j MASQUERADE` (chain
-//     OVNEDGE-LBSVC-SNAT, from POSTROUTING); rules of ports no longer
-//     configured are removed;
+//   - nftables nat, through netlink (github.com/google/nftables; no nft
+//     or iptables binary, so the agent runs from an image holding only
+//     ovnedge): table [Table] (family ip, ip6 for an IPv6 address), chain
+//     [ChainDNAT] (hook prerouting, priority dstnat) with per service port
+//     `ip daddr LBIP <proto> dport <port> dnat to ClusterIP:port`, chain
+//     [ChainSNAT] (hook postrouting, priority srcnat) with `ip daddr
+//     ClusterIP masquerade`, each rule named by its comment; rules of
+//     ports no longer configured are removed (Kube-OVN's lb-svc.sh uses
+//     the same matches as iptables rules);
 //   - IP forwarding on;
 //   - an ARP check of the gateway on net1: a bounded number of attempts,
 //     each with a timeout, and a [Status] that says what answered (or
@@ -33,5 +37,5 @@
 // Kube-OVN annotations through a downward-API file.
 //
 // The agent acts on the network namespace of the calling thread and
-// needs CAP_NET_ADMIN and the iptables binary.
+// needs CAP_NET_ADMIN (and root, for /proc/sys/net).
 package agent

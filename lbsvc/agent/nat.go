@@ -8,106 +8,154 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"slices"
-	"strconv"
-	"strings"
 	"time"
 
-	"github.com/coreos/go-iptables/iptables"
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+	"github.com/google/nftables/userdata"
 	"github.com/mdlayher/arp"
+	"golang.org/x/sys/unix"
 )
 
-// The agent's nat chains.
+// The agent's nftables table (family ip, or ip6 for an IPv6 LoadBalancer
+// address) and its two nat base chains. Nothing else is touched.
 const (
-	ChainDNAT = "OVNEDGE-LBSVC-DNAT"
-	ChainSNAT = "OVNEDGE-LBSVC-SNAT"
+	Table     = "ovnedge-lbsvc"
+	ChainDNAT = "prerouting"  // type nat hook prerouting priority dstnat
+	ChainSNAT = "postrouting" // type nat hook postrouting priority srcnat
 )
 
-// natRules returns the wanted rules of each chain, as `iptables -S`
-// prints them (so a listing compares equal).
-func natRules(cfg Config) map[string][]string {
-	host := func(a netip.Addr) string { return netip.PrefixFrom(a, a.BitLen()).String() }
-	var dnat []string
-	for _, p := range cfg.Ports {
-		to := netip.AddrPortFrom(cfg.ClusterIP, p.Port).String()
-		dnat = append(dnat, strings.Join([]string{"-d", host(cfg.LBIP.Addr()), "-p", p.Protocol, "-m", p.Protocol,
-			"--dport", strconv.Itoa(int(p.Port)), "-j", "DNAT", "--to-destination", to}, " "))
+// natRule is one wanted rule: its comment, which identifies it (the
+// rules are listed and compared by it), and its expressions.
+type natRule struct {
+	comment string
+	exprs   []expr.Any
+}
+
+// natRules returns the wanted rules of each chain: per port `<ip|ip6>
+// daddr LBIP meta l4proto <proto> th dport <port> dnat to ClusterIP:port`
+// and `<ip|ip6> daddr ClusterIP masquerade`.
+func natRules(cfg Config) map[string][]natRule {
+	v6 := cfg.LBIP.Addr().Is6()
+	natFamily := uint32(unix.NFPROTO_IPV4)
+	if v6 {
+		natFamily = unix.NFPROTO_IPV6
 	}
-	return map[string][]string{
+	var dnat []natRule
+	for _, p := range cfg.Ports {
+		to := netip.AddrPortFrom(cfg.ClusterIP, p.Port)
+		exprs := append(matchDaddr(cfg.LBIP.Addr()),
+			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{protoNumber(p.Protocol)}},
+			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(p.Port)},
+			&expr.Immediate{Register: 1, Data: cfg.ClusterIP.AsSlice()},
+			&expr.Immediate{Register: 2, Data: binaryutil.BigEndian.PutUint16(p.Port)},
+			&expr.NAT{Type: expr.NATTypeDestNAT, Family: natFamily, RegAddrMin: 1, RegProtoMin: 2, Specified: true},
+		)
+		dnat = append(dnat, natRule{fmt.Sprintf("dnat %s %s to %s", cfg.LBIP.Addr(), p, to), exprs})
+	}
+	masq := append(matchDaddr(cfg.ClusterIP), &expr.Masq{})
+	return map[string][]natRule{
 		ChainDNAT: dnat,
-		ChainSNAT: {"-d " + host(cfg.ClusterIP) + " -j MASQUERADE"},
+		ChainSNAT: {{fmt.Sprintf("masquerade to %s", cfg.ClusterIP), masq}},
 	}
 }
 
-// ensureNAT makes the agent's chains hold exactly natRules, jumped to
-// from PREROUTING and POSTROUTING.
+// matchDaddr matches packets to a (of the table's family).
+func matchDaddr(a netip.Addr) []expr.Any {
+	offset := uint32(16) // IPv4 destination
+	if a.Is6() {
+		offset = 24
+	}
+	b := a.AsSlice()
+	return []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: offset, Len: uint32(len(b))},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: b},
+	}
+}
+
+func protoNumber(p string) byte {
+	switch p {
+	case "udp":
+		return unix.IPPROTO_UDP
+	case "sctp":
+		return unix.IPPROTO_SCTP
+	}
+	return unix.IPPROTO_TCP
+}
+
+// ensureNAT makes the agent's chains hold exactly natRules, through
+// nftables' netlink API (no nft or iptables binary), on the network
+// namespace of the calling thread. Rules are told apart by their comment.
 func ensureNAT(cfg Config) (added, removed int, err error) {
-	proto := iptables.ProtocolIPv4
-	if cfg.LBIP.Addr().Is6() {
-		proto = iptables.ProtocolIPv6
-	}
-	ipt, err := iptables.New(iptables.IPFamily(proto))
+	c, err := nftables.New()
 	if err != nil {
-		return 0, 0, fmt.Errorf("agent: iptables: %w", err)
+		return 0, 0, fmt.Errorf("agent: nftables: %w", err)
 	}
-	want := natRules(cfg)
-	for _, c := range []struct{ chain, from string }{{ChainDNAT, "PREROUTING"}, {ChainSNAT, "POSTROUTING"}} {
-		ok, err := ipt.ChainExists("nat", c.chain)
-		if err == nil && !ok {
-			err = ipt.NewChain("nat", c.chain)
-		}
+	family := nftables.TableFamilyIPv4
+	if cfg.LBIP.Addr().Is6() {
+		family = nftables.TableFamilyIPv6
+	}
+	table := c.AddTable(&nftables.Table{Name: Table, Family: family})
+	chains := map[string]*nftables.Chain{
+		ChainDNAT: c.AddChain(&nftables.Chain{Name: ChainDNAT, Table: table, Type: nftables.ChainTypeNAT,
+			Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityNATDest}),
+		ChainSNAT: c.AddChain(&nftables.Chain{Name: ChainSNAT, Table: table, Type: nftables.ChainTypeNAT,
+			Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource}),
+	}
+	if err := c.Flush(); err != nil { // add is idempotent: existing ones stay
+		return 0, 0, fmt.Errorf("agent: nftables table %s %s: %w", familyName(family), Table, err)
+	}
+	for _, name := range []string{ChainDNAT, ChainSNAT} {
+		have, err := c.GetRules(table, chains[name])
 		if err != nil {
-			return added, removed, fmt.Errorf("agent: nat chain %s: %w", c.chain, err)
+			return added, removed, fmt.Errorf("agent: list nftables chain %s: %w", name, err)
 		}
-		if ok, err = ipt.Exists("nat", c.from, "-j", c.chain); err == nil && !ok {
-			err = ipt.Append("nat", c.from, "-j", c.chain)
-			added++
+		a, r := syncChain(c, table, chains[name], have, natRules(cfg)[name])
+		if err := c.Flush(); err != nil {
+			return added, removed, fmt.Errorf("agent: nftables chain %s: %w", name, err)
 		}
-		if err != nil {
-			return added, removed, fmt.Errorf("agent: jump from %s to %s: %w", c.from, c.chain, err)
-		}
-		a, r, err := syncChain(ipt, c.chain, want[c.chain])
 		added, removed = added+a, removed+r
-		if err != nil {
-			return added, removed, err
-		}
 	}
 	return added, removed, nil
 }
 
-// syncChain deletes the rules of chain not in want and appends the
-// missing ones.
-func syncChain(ipt *iptables.IPTables, chain string, want []string) (added, removed int, err error) {
-	lines, err := ipt.List("nat", chain)
-	if err != nil {
-		return 0, 0, fmt.Errorf("agent: list nat %s: %w", chain, err)
+// syncChain queues the deletion of the rules of chain not in want (by
+// comment; a rule without one, or a duplicate, goes too) and the
+// addition of the missing ones.
+func syncChain(c *nftables.Conn, table *nftables.Table, chain *nftables.Chain, have []*nftables.Rule, want []natRule) (added, removed int) {
+	wanted := map[string]bool{}
+	for _, r := range want {
+		wanted[r.comment] = true
 	}
-	have := map[string]bool{}
-	for _, l := range lines {
-		rule, ok := strings.CutPrefix(l, "-A "+chain+" ")
-		if !ok {
+	seen := map[string]bool{}
+	for _, r := range have {
+		comment, _ := userdata.GetString(r.UserData, userdata.TypeComment)
+		if wanted[comment] && !seen[comment] {
+			seen[comment] = true
 			continue
 		}
-		if !slices.Contains(want, rule) {
-			if err := ipt.Delete("nat", chain, strings.Fields(rule)...); err != nil {
-				return added, removed, fmt.Errorf("agent: delete nat %s %s: %w", chain, rule, err)
-			}
-			removed++
-			continue
-		}
-		have[rule] = true
+		_ = c.DelRule(r) // queued; errors come with Flush
+		removed++
 	}
-	for _, rule := range want {
-		if have[rule] {
+	for _, r := range want {
+		if seen[r.comment] {
 			continue
 		}
-		if err := ipt.Append("nat", chain, strings.Fields(rule)...); err != nil {
-			return added, removed, fmt.Errorf("agent: append nat %s %s: %w", chain, rule, err)
-		}
-		have[rule] = true
+		c.AddRule(&nftables.Rule{Table: table, Chain: chain, Exprs: r.exprs,
+			UserData: userdata.AppendString(nil, userdata.TypeComment, r.comment)})
 		added++
 	}
-	return added, removed, nil
+	return added, removed
+}
+
+func familyName(f nftables.TableFamily) string {
+	if f == nftables.TableFamilyIPv6 {
+		return "ip6"
+	}
+	return "ip"
 }
 
 // checkGateway asks for the gateway's MAC on the external interface,

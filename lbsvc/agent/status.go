@@ -34,7 +34,7 @@ type Status struct {
 	Address netip.Prefix
 	// AddressAdded is true when the address was not there yet.
 	AddressAdded bool
-	// RulesAdded and RulesRemoved count policy rules and iptables rules
+	// RulesAdded and RulesRemoved count policy rules and nftables rules
 	// changed: zero when everything was already as configured.
 	RulesAdded, RulesRemoved int
 	// PodGateway is the next hop to the ClusterIP.

@@ -301,3 +301,40 @@ func ExampleAllocator_Allocate() {
 	// [{172.18.0.18  <nil> []}]
 	// [] LoadBalancerIPTaken
 }
+
+// TestComplement: the pool of a subnet's excluded addresses hands out
+// exactly those (seed 003: MetalLB's pool is the underlay subnet's
+// excludeIps), never the gateway nor the CIDR's first and last.
+func TestComplement(t *testing.T) {
+	tests := []struct {
+		name, cidr, gateway string
+		exclude             []string
+		want                []string // addresses handed out in order
+	}{
+		{"seed 003", "10.180.204.0/24", "10.180.204.1", []string{"10.180.204.250", "10.180.204.251", "10.180.204.252"},
+			[]string{"10.180.204.250", "10.180.204.251", "10.180.204.252"}},
+		{"range and gateway", "10.0.0.0/28", "10.0.0.1", []string{"10.0.0.0..10.0.0.3", "10.0.0.14..10.0.0.15"},
+			[]string{"10.0.0.2", "10.0.0.3", "10.0.0.14"}},
+		{"nothing excluded", "10.0.0.0/29", "", nil, nil},
+		{"IPv6", "fd00::/125", "", []string{"fd00::6..fd00::7"}, []string{"fd00::6"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pools, err := ipam.NewSubnetPools("s", tt.cidr, tt.gateway, tt.exclude)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := pools[0].Complement()
+			var got []string
+			r, _ := c.Range()
+			for a := r.First; !r.Last.Less(a); a = a.Next() {
+				if c.Usable(a) == nil {
+					got = append(got, a.String())
+				}
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("hands out %v, want %v (exclude %v)", got, tt.want, c.Exclude)
+			}
+		})
+	}
+}

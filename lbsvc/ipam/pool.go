@@ -80,6 +80,37 @@ func NewSubnetPools(name, cidrBlock, gateway string, excludeIPs []string) ([]*Po
 	return pools, nil
 }
 
+// Complement returns the pool of the addresses p excludes: the same name,
+// CIDR and gateway, handing out exactly the addresses of p's usable
+// range that p's excluded ranges hold. In Kube-OVN the excludeIps of an
+// enableExternalLBAddress subnet are where its LoadBalancer VIPs come
+// from (seed 003's MetalLB pool).
+func (p *Pool) Complement() *Pool {
+	out := &Pool{Name: p.Name, CIDR: p.CIDR, Gateway: p.Gateway}
+	r, ok := p.Range()
+	if !ok {
+		return out
+	}
+	next := r.First // the first address not yet decided
+	for _, ex := range p.Exclude {
+		if ex.Last.Less(next) {
+			continue
+		}
+		if r.Last.Less(ex.First) {
+			break
+		}
+		if next.Less(ex.First) {
+			out.Exclude = append(out.Exclude, Range{next, ex.First.Prev()})
+		}
+		if !ex.Last.Less(r.Last) {
+			return out
+		}
+		next = ex.Last.Next()
+	}
+	out.Exclude = append(out.Exclude, Range{next, r.Last})
+	return out
+}
+
 // Range returns the addresses the pool's CIDR can hand out, Kube-OVN's
 // FirstIP..LastIP, or false for a /32 or /128, which has none.
 func (p *Pool) Range() (Range, bool) {

@@ -206,9 +206,10 @@ func Deployment(svc *corev1.Service, nads []NAD, opts Options) (*appsv1.Deployme
 						Command:         command,
 						Args:            cfg.Args(),
 						ImagePullPolicy: corev1.PullIfNotPresent,
-						// Privileged, as Kube-OVN's: routes, rules, iptables and
-						// the ip_forward sysctl (/proc/sys is read-only otherwise).
-						SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
+						// Privileged, as Kube-OVN's: routes, rules, nftables and
+						// the ip_forward sysctl (/proc/sys is read-only otherwise);
+						// as root, since ovnedge's image runs as user 65532.
+						SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true), RunAsUser: ptr.To(int64(0))},
 						Resources:       res,
 						VolumeMounts:    []corev1.VolumeMount{{Name: "podinfo", MountPath: PodInfoDir, ReadOnly: true}},
 					}},

@@ -35,7 +35,11 @@
 // [Subnet] is the part of a kubeovn.io/v1 Subnet ovnedge reads (the CRD
 // for clusters without Kube-OVN is deploy/crds/kubeovn.io_subnets.yaml);
 // [Subnet.Pools] makes its ipam pools and [ProviderSubnet] finds the
-// subnet of a Service's provider. NetworkAttachmentDefinitions are the
+// subnet of a Service's provider. For seed 003 (MetalLB on an underlay
+// subnet), [Subnet.Underlay] makes it package lbsvc's underlay subnets
+// (with the router port MAC of status.u2oInterconnectionMAC) and
+// [Subnet.ExternalLBPools] the pools of its excludeIps, where
+// ovnedge's standalone mode allocates LoadBalancer VIPs. NetworkAttachmentDefinitions are the
 // network-plumbing-wg client module's type; [NADs] reduces them to what
 // [Deployment] needs.
 package kubeovn

@@ -2,6 +2,7 @@ package kubeovn
 
 import (
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/ovnedge/ovnedge/lbsvc"
 	"github.com/ovnedge/ovnedge/lbsvc/ipam"
 )
 
@@ -30,7 +32,16 @@ var (
 type Subnet struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
-	Spec              SubnetSpec `json:"spec"`
+	Spec              SubnetSpec   `json:"spec"`
+	Status            SubnetStatus `json:"status,omitempty"`
+}
+
+// SubnetStatus holds the status fields used.
+type SubnetStatus struct {
+	// U2OInterconnectionMAC is the MAC of the VPC router's port on an
+	// underlay subnet with u2oInterconnection (seed 003 steers VIP
+	// traffic to it).
+	U2OInterconnectionMAC string `json:"u2oInterconnectionMAC,omitempty"`
 }
 
 // SubnetSpec holds the fields used.
@@ -89,6 +100,47 @@ func (s *Subnet) Pools() ([]*ipam.Pool, error) {
 		return nil, fmt.Errorf("subnet %s has no cidrBlock", s.Name)
 	}
 	return ipam.NewSubnetPools(s.Name, s.Spec.CIDRBlock, s.Spec.Gateway, s.Spec.ExcludeIps)
+}
+
+// Underlay returns the subnet as package lbsvc's underlay subnets (one per
+// CIDR block): its pools, enableExternalLBAddress, its logical switch
+// (the Subnet's name) and the router port MAC of its status. A
+// malformed u2oInterconnectionMAC is an error.
+func (s *Subnet) Underlay() ([]lbsvc.UnderlaySubnet, error) {
+	pools, err := s.Pools()
+	if err != nil {
+		return nil, err
+	}
+	var mac net.HardwareAddr
+	if v := s.Status.U2OInterconnectionMAC; v != "" {
+		if mac, err = net.ParseMAC(v); err != nil || len(mac) != 6 {
+			return nil, fmt.Errorf("subnet %s: status.u2oInterconnectionMAC %q is not a MAC address", s.Name, v)
+		}
+	}
+	out := make([]lbsvc.UnderlaySubnet, 0, len(pools))
+	for _, p := range pools {
+		out = append(out, lbsvc.UnderlaySubnet{Subnet: p, EnableExternalLBAddress: s.Spec.EnableExternalLBAddress,
+			Switch: s.Name, RouterMAC: mac})
+	}
+	return out, nil
+}
+
+// ExternalLBPools are the pools of the subnet's external LoadBalancer
+// addresses: the excludeIps of its CIDR blocks (MetalLB's pool in seed
+// 003), for an enableExternalLBAddress subnet only.
+func (s *Subnet) ExternalLBPools() ([]*ipam.Pool, error) {
+	if !s.Spec.EnableExternalLBAddress {
+		return nil, nil
+	}
+	pools, err := s.Pools()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*ipam.Pool, 0, len(pools))
+	for _, p := range pools {
+		out = append(out, p.Complement())
+	}
+	return out, nil
 }
 
 // ProviderSubnet returns the subnet a Selected Service's address comes

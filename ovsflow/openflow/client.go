@@ -36,6 +36,10 @@ type Client struct {
 	mu       sync.Mutex // guards sess
 	sess     *session
 	bundleID atomic.Uint32
+	// monitor receives flow updates once MonitorFlows was called; every
+	// new session is asked for them.
+	monitor atomic.Pointer[chan FlowUpdate]
+	monID   atomic.Uint32
 }
 
 // NewClient returns a client for the switch at addr on network ("unix"
@@ -127,7 +131,7 @@ func (s *session) write(f func(b []byte) []byte, flush bool) error {
 
 func (s *session) nextXid(n uint32) uint32 { return s.xid.Add(n) - n + 1 }
 
-func (s *session) reader(log *slog.Logger) {
+func (s *session) reader(log *slog.Logger, async func(Message)) {
 	r := bufio.NewReaderSize(s.conn, 64<<10)
 	for {
 		m, err := ReadMessage(r)
@@ -144,6 +148,10 @@ func (s *session) reader(log *slog.Logger) {
 			}, true)
 			continue
 		case TypeEchoReply:
+			continue
+		}
+		if IsFlowMonitorReply(m) {
+			async(m)
 			continue
 		}
 		s.smu.Lock()
@@ -207,7 +215,7 @@ func (c *Client) dial(ctx context.Context) (*session, error) {
 	}
 	_ = conn.SetDeadline(time.Time{})
 	s.lastRecv.Store(time.Now().UnixNano())
-	go s.reader(c.log)
+	go s.reader(c.log, c.deliver)
 	go s.keepalive(c.opts.EchoInterval)
 	c.log.Info("openflow connected", "version", VersionName(s.version), "dpid", fmt.Sprintf("%016x", s.features.DatapathID))
 	return s, nil
@@ -272,6 +280,9 @@ func (c *Client) session(ctx context.Context) (*session, error) {
 		return nil, fmt.Errorf("connect to %s: %w", c.addr, err)
 	}
 	c.sess = s
+	if c.monitor.Load() != nil {
+		c.arm(s)
+	}
 	return s, nil
 }
 
@@ -577,4 +588,66 @@ func (c *Client) Watch(ctx context.Context) <-chan struct{} {
 		}
 	}()
 	return ch
+}
+
+// MonitorFlows asks the switch to report every flow that another
+// connection adds, modifies or removes (OFPMP_FLOW_MONITOR), now and on
+// every connection after a reconnect, and returns the channel of those
+// updates until ctx ends (the channel is not closed). The switch does not
+// report this client's own flow-mods. Updates that find the channel full
+// are dropped (a consumer woken by one should read the switch's flows
+// anyway). An OpenFlow 1.3 connection reports nothing:
+// [Client.Monitoring] says whether the live connection does.
+func (c *Client) MonitorFlows(ctx context.Context) <-chan FlowUpdate {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan FlowUpdate, 256)
+	c.monitor.Store(&ch)
+	if c.sess != nil && c.sess.alive() {
+		c.arm(c.sess)
+	}
+	context.AfterFunc(ctx, func() { c.monitor.CompareAndSwap(&ch, nil) })
+	return ch
+}
+
+// Monitoring reports whether the live connection reports flow updates
+// (MonitorFlows was called and the connection speaks OpenFlow 1.4+).
+func (c *Client) Monitoring() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.monitor.Load() != nil && c.sess != nil && c.sess.alive() && c.sess.version >= Version14
+}
+
+// arm sends the flow monitor request on s; c.mu is held.
+func (c *Client) arm(s *session) {
+	if s.version < Version14 {
+		c.log.Info("flow monitoring off", "reason", ErrNoMonitor, "version", VersionName(s.version))
+		return
+	}
+	xid, id := s.nextXid(1), c.monID.Add(1)
+	if err := s.write(func(b []byte) []byte { return AppendFlowMonitorRequest(b, s.version, xid, id) }, true); err != nil {
+		c.log.Warn("flow monitor request failed", "err", err)
+	}
+}
+
+// deliver hands the updates of a flow monitor message to the monitor.
+func (c *Client) deliver(m Message) {
+	ch := c.monitor.Load()
+	if ch == nil {
+		return
+	}
+	ups, err := DecodeFlowMonitorReply(m.Body)
+	if err != nil {
+		c.log.Warn("undecodable flow monitor update", "err", err)
+		ups = append(ups, FlowUpdate{Event: EventPaused}) // something changed: say so
+	}
+	for _, u := range ups {
+		if u.Event == EventAbbrev {
+			continue // the client's own flow-mod
+		}
+		select {
+		case *ch <- u:
+		default: // full: the consumer is awake
+		}
+	}
 }

@@ -196,3 +196,70 @@ func TestClientKeepaliveAndReconnect(t *testing.T) {
 		t.Errorf("barrier after the restart: %v", err)
 	}
 }
+
+// A flow monitor reports the flows another connection adds, modifies and
+// deletes, not the client's own, and is armed again after ovs-vswitchd
+// restarts.
+func TestClientMonitorFlows(t *testing.T) {
+	t.Parallel()
+	ovs := bridge(t)
+	ctx := t.Context()
+	cl := client(t, ovs, openflow.Options{MaxVersion: openflow.Version14})
+	updates := cl.MonitorFlows(ctx)
+	own := []openflow.FlowMod{{Command: openflow.FlowAdd, Priority: 7, Cookie: 0x77,
+		Match:   []openflow.OXM{{Class: openflow.ClassOpenFlow, Field: openflow.OXMEthType, Value: []byte{0x08, 0x06}}},
+		Actions: []openflow.Action{openflow.Output{Port: openflow.PortNormal}}}}
+	next := func() openflow.FlowUpdate {
+		t.Helper()
+		for {
+			select {
+			case u := <-updates:
+				if u.Cookie == 0 {
+					// After a restart ovs-vswitchd replaces the bridge's
+					// default NORMAL flow once the controller connects.
+					t.Logf("skipped update %+v", u)
+					continue
+				}
+				return u
+			case <-time.After(10 * time.Second):
+				t.Fatal("no flow update within 10s")
+			}
+		}
+	}
+	expect := func(event uint16, cookie uint64) {
+		t.Helper()
+		if u := next(); u.Event != event || u.Cookie != cookie {
+			t.Errorf("update %s cookie %#x, want %s cookie %#x", openflow.EventName(u.Event), u.Cookie, openflow.EventName(event), cookie)
+		}
+	}
+	for round := range 2 {
+		if err := cl.Bundle(ctx, own); err != nil {
+			t.Fatal(err)
+		}
+		if !cl.Monitoring() {
+			t.Fatalf("round %d: not monitoring on an OpenFlow 1.4 connection", round)
+		}
+		ovs.Ofctl("add-flow", ovs.Mgmt(), "cookie=0x5,priority=5,ip,actions=drop")
+		expect(openflow.EventAdded, 0x5) // the client's own add was not reported
+		ovs.Ofctl("mod-flows", ovs.Mgmt(), "cookie=0x5/-1,ip,actions=NORMAL")
+		expect(openflow.EventModified, 0x5)
+		ovs.Ofctl("del-flows", ovs.Mgmt(), "cookie=0x77/-1")
+		if u := next(); u.Event != openflow.EventRemoved || u.Cookie != 0x77 || u.Priority != 7 || len(u.Match) != 1 {
+			t.Errorf("update %+v, want the removal of the client's flow", u)
+		}
+		ovs.Ofctl("del-flows", ovs.Mgmt(), "cookie=0x5/-1")
+		expect(openflow.EventRemoved, 0x5)
+		if round == 0 {
+			ovs.StopVswitchd()
+			ovs.StartVswitchd()
+			if _, err := cl.Connect(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	select {
+	case u := <-updates:
+		t.Errorf("unexpected update %+v", u)
+	default:
+	}
+}

@@ -1,0 +1,50 @@
+{{/* The labels of a component (node or leader). */}}
+{{- define "ovnedge.labels" -}}
+{app.kubernetes.io/name: ovnedge, app.kubernetes.io/component: {{ . }}}
+{{- end }}
+
+{{/* The image of the workloads and of the lb-svc Deployments. */}}
+{{- define "ovnedge.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end }}
+
+{{/* Flags node and leader share: the networks, the metrics address,
+the EgressIP health check and heartbeat (node and leader must agree), the
+LB pools (the node's BGP communities are per pool), TLS. */}}
+{{- define "ovnedge.commonArgs" -}}
+- --cluster-subnets={{ .Values.clusterSubnets }}
+- --gateway-v4-join-subnet={{ .Values.joinSubnet }}
+- --gateway-v6-join-subnet={{ .Values.joinSubnetV6 }}
+- --gateway-v4-masquerade-subnet={{ .Values.masqueradeSubnetV4 }}
+- --gateway-v6-masquerade-subnet={{ .Values.masqueradeSubnetV6 }}
+- --metrics-address=:{{ .Values.metricsPort }}
+- --log-level={{ .Values.logLevel }}
+- --enable-egress-ip={{ .Values.egress.enabled }}
+- --egressip-node-healthcheck-port={{ .Values.egress.healthCheckPort }}
+- --egressip-heartbeat-port={{ .Values.egress.heartbeatPort }}
+{{- if .Values.egress.fastFailover }}
+- --egressip-fast-failover
+{{- else }}
+# opt-in sub-second failover (egress.fastFailover, both):
+# - --egressip-fast-failover
+{{- end }}
+{{- if .Values.egress.heartbeatKeySecret }}
+- --egressip-heartbeat-key-file=/etc/ovnedge/heartbeat/key
+{{- end }}
+{{- with .Values.loadBalancer.pools }}
+- --lb-pools={{ range $i, $name := keys . | sortAlpha }}{{ if $i }},{{ end }}{{ $name }}={{ index $.Values.loadBalancer.pools $name }}{{ end }}
+{{- end }}
+{{- if .Values.ovn.tlsSecret }}
+- --nb-client-cert=/etc/ovnedge/ovn-tls/tls.crt
+- --nb-client-privkey=/etc/ovnedge/ovn-tls/tls.key
+- --nb-client-cacert=/etc/ovnedge/ovn-tls/ca.crt
+{{- end }}
+{{- end }}
+
+{{/* The probes and the TLS mount of both. */}}
+{{- define "ovnedge.probes" -}}
+readinessProbe:
+  httpGet: {path: /readyz, port: {{ .Values.metricsPort }}}
+livenessProbe:
+  httpGet: {path: /healthz, port: {{ .Values.metricsPort }}}
+{{- end }}
