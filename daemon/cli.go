@@ -193,6 +193,17 @@ func wireReachability(ctx context.Context, cfg *Config, c *Clients, d *Dataplane
 	wake, nodeWake := make(chan struct{}, 1), make(chan struct{}, 1)
 	env.Wake, env.NodeWake = wake, nodeWake
 	d.Wake = func() { poke(wake) }
+	var key []byte
+	if cfg.FastFailover && cfg.HeartbeatKeyFile != "" {
+		var err error
+		if key, err = reach.ReadHeartbeatKey(cfg.HeartbeatKeyFile); err != nil {
+			return err
+		}
+	}
+	d.HostChanged = func() { poke(nodeWake) }
+	requeue := time.AfterFunc(time.Hour, func() { poke(wake) })
+	requeue.Stop()
+	d.Requeue = func(after time.Duration) { requeue.Reset(after) }
 	if cfg.NodeName != "" {
 		l := &nodeLiveness{self: cfg.NodeName, uplink: cfg.Uplink}
 		if cfg.EnableEgressIP {
@@ -200,13 +211,13 @@ func wireReachability(ctx context.Context, cfg *Config, c *Clients, d *Dataplane
 			d.Fenced = l.Fenced
 			go l.watchAPI(ctx, c, log, nodeWake)
 			if cfg.HealthCheckPort != 0 || cfg.FastFailover {
-				go serveNode(ctx, cfg, c, l, log)
+				go serveNode(ctx, cfg, c, l, key, log)
 			}
 		}
 		d.Kick = func() { poke(nodeWake) }
 		if cfg.FastFailover && (cfg.EnableL2Announce || cfg.UnderlayLBMode == UnderlayStandalone) {
 			hb, err := reach.NewHeartbeat(reach.HeartbeatConfig{Interval: cfg.HeartbeatInterval, Misses: cfg.HeartbeatMisses,
-				Port: cfg.HeartbeatPort, Logger: log}, func(string, bool) { poke(nodeWake) })
+				Port: cfg.HeartbeatPort, Key: key, Logger: log}, func(string, bool) { poke(nodeWake) })
 			if err != nil {
 				return fmt.Errorf("node heartbeat: %w", err)
 			}
@@ -245,8 +256,14 @@ func wireReachability(ctx context.Context, cfg *Config, c *Clients, d *Dataplane
 	}
 	if cfg.FastFailover {
 		onHB := changed("heartbeat")
+		// The leader's heartbeat renews a node's host lease only while the
+		// checks find it reachable and none of its host egress IPs is
+		// held (egress.HostHold counts on that lease running out).
+		renew := func(node string) bool {
+			return !d.params.Hold.Holding(node) && (chk == nil || chk.Reachable(node))
+		}
 		hb, err := reach.NewHeartbeat(reach.HeartbeatConfig{Interval: cfg.HeartbeatInterval, Misses: cfg.HeartbeatMisses,
-			Port: cfg.HeartbeatPort, Leader: true, Logger: log}, func(node string, up bool) {
+			Port: cfg.HeartbeatPort, Leader: true, Renew: renew, Key: key, Logger: log}, func(node string, up bool) {
 			if up && chk != nil {
 				chk.Kick() // a node heard again is checked now, not an interval later
 			}

@@ -89,6 +89,9 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	HeartbeatMisses   int
 	HeartbeatPort     int
+	// HeartbeatKeyFile holds the heartbeats' shared HMAC key (a
+	// Secret's key, mounted); "" sends them unauthenticated.
+	HeartbeatKeyFile string
 	// HostLease is how long a node keeps its egress IPs on host
 	// interfaces once it hears neither the leader's heartbeat nor the API
 	// server; 0 keeps them regardless.
@@ -270,6 +273,9 @@ var options = []option{
 		func(c *Config, v string) (err error) { c.HeartbeatMisses, err = parseUint(v, 1, 100); return err }},
 	{"egressip-heartbeat-port", "ovnedge", "egressip-heartbeat-port", "9108", "UDP port every node answers heartbeats on (its management IP); node and leader must agree",
 		func(c *Config, v string) (err error) { c.HeartbeatPort, err = parseUint(v, 1, 65535); return err }},
+	{"egressip-heartbeat-key-file", "ovnedge", "egressip-heartbeat-key-file", "",
+		"file holding the heartbeats' shared key (16 bytes or more; the same on every instance): heartbeats then carry an HMAC and replayed ones are refused; empty: unauthenticated",
+		func(c *Config, v string) error { c.HeartbeatKeyFile = v; return nil }},
 	{"egressip-host-lease", "ovnedge", "egressip-host-lease", "3s",
 		"a node that hears neither the leader's heartbeat nor the API server for this long removes its egress IPs from host interfaces (0: never)",
 		func(c *Config, v string) (err error) { c.HostLease, err = parseDurationOrZero(v); return err }},
@@ -537,6 +543,7 @@ type rawSection struct {
 	EgressIPHeartbeatInterval        *string `gcfg:"egressip-heartbeat-interval"`
 	EgressIPHeartbeatMisses          *string `gcfg:"egressip-heartbeat-misses"`
 	EgressIPHeartbeatPort            *string `gcfg:"egressip-heartbeat-port"`
+	EgressIPHeartbeatKeyFile         *string `gcfg:"egressip-heartbeat-key-file"`
 	EgressIPHostLease                *string `gcfg:"egressip-host-lease"`
 	EgressIPHostBackend              *string `gcfg:"egressip-host-backend"`
 	EnableL2Announce                 *string `gcfg:"enable-l2-announce"`

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 
@@ -67,6 +69,12 @@ type Dataplane struct {
 	// Fenced, when not nil, says whether this node has lost its host
 	// lease: its egress IPs on host interfaces are then withdrawn.
 	Fenced func() bool
+	// HostChanged, when not nil, is called on every change of a host
+	// link (the node work runs again).
+	HostChanged func()
+	// Requeue, when not nil, asks for the cluster work to run again
+	// after a while (a held egress IP's hold runs out).
+	Requeue func(after time.Duration)
 	// Kick, when not nil, asks for another node reconcile (the provider
 	// bridge's steering flows wait for a patch port ovn-controller has
 	// not made yet).
@@ -121,7 +129,14 @@ type Dataplane struct {
 	bgpPeers    []bgp.Peer  // the speaker's peers
 	leaving     atomic.Bool // this node is cordoned, being deleted or out of service
 	hostnet     *hostnet.Manager
-	nemitted    map[string]bool
+	announcer   *arp.Announcer // the hostnet Manager's
+	// refused are the host egress IPs this node refused, kept while
+	// their requirements fail.
+	refused map[netip.Addr]egress.HostAssignment
+	// hosted are the host egress IPs on the node's links after the last
+	// converge.
+	hosted   []netip.Addr
+	nemitted map[string]bool
 	// hosting is whether the node was last asked to host egress IPs on
 	// host interfaces.
 	hosting atomic.Bool
@@ -135,6 +150,7 @@ type Dataplane struct {
 func NewDataplane(cfg *Config, clients *Clients, rec record.EventRecorder, m *Metrics, log *slog.Logger) *Dataplane {
 	p := ParamsFrom(cfg)
 	p.LBCache = &lbsvc.Cache{} // used under cmu only
+	p.Hold = &egress.HostHold{Lease: cfg.HostLease}
 	return &Dataplane{cfg: cfg, params: p, clients: clients, rec: rec, log: log, m: m,
 		lastEIP: map[ovsdbnb.Owner]ovsdbnb.State{}, lbOwners: map[ovsdbnb.Owner]bool{},
 		emitted: map[string]bool{}, nemitted: map[string]bool{}}
@@ -177,6 +193,9 @@ func (d *Dataplane) Close() {
 	if d.hostnet != nil {
 		_ = d.hostnet.Close()
 	}
+	if d.announcer != nil {
+		d.announcer.Close()
+	}
 	d.nmu.Unlock()
 }
 
@@ -218,6 +237,15 @@ func (d *Dataplane) Cluster(ctx context.Context, s Snapshot) error {
 	}
 	d.lastNodes = cs.Nodes
 	events := cs.Events
+	if cs.HoldWake > 0 {
+		for _, h := range d.params.Hold.Held() {
+			d.log.Info("egress IP on a host interface held until its old node lets it go", "egressIP", h.IP,
+				"node", h.Node, "released", h.At.Format(time.RFC3339Nano), "for", cs.HoldWake.Round(time.Millisecond))
+		}
+		if d.Requeue != nil {
+			d.Requeue(cs.HoldWake)
+		}
+	}
 	if d.Targets != nil {
 		d.Targets(mgmtTargets(s.Nodes, true, ""))
 	}
@@ -745,8 +773,11 @@ func (d *Dataplane) Node(ctx context.Context, s Snapshot) error {
 	if err := d.applyFlows(ctx, &ns); err != nil {
 		errs = append(errs, err)
 	}
-	hostEvents, err := d.convergeHost(ctx, ns.Host)
+	hostEvents, report, err := d.convergeHost(ctx, ns.Host)
 	if err != nil {
+		errs = append(errs, err)
+	}
+	if err := d.reportHost(ctx, s, report); err != nil {
 		errs = append(errs, err)
 	}
 	var bgpCfg bgp.Config
@@ -1013,40 +1044,201 @@ func (d *Dataplane) applyProgram(ctx context.Context, a *ovsflow.Applier, cur *o
 // secondary host networks (addresses, ip rules, SNAT). Nothing is opened
 // until the node has one. An assignment the node cannot host (no link
 // for its network, a requirement of hostnet not met) is a Warning event
-// on its EgressIP and is left out; the others converge. While the node
-// is fenced (its host lease lost) it hosts none. The error is a failure
-// to apply only.
-func (d *Dataplane) convergeHost(ctx context.Context, host []egress.HostAssignment) ([]event.Event, error) {
-	d.hosting.Store(len(host) > 0)
-	if len(host) > 0 && d.Fenced != nil && d.Fenced() {
-		host = nil
+// on its EgressIP, is left out (the others converge) and is refused in
+// the node's report, so the leader moves it; it stays refused while the
+// requirement still fails. While the node is fenced (its host lease lost)
+// it hosts none. The error is a failure to apply only.
+func (d *Dataplane) convergeHost(ctx context.Context, host []egress.HostAssignment) ([]event.Event, egress.HostReport, error) {
+	var report egress.HostReport
+	var mine []egress.HostAssignment
+	for _, h := range host {
+		if h.Node == d.cfg.NodeName {
+			mine = append(mine, h)
+		}
 	}
-	if d.hostnet == nil && len(host) == 0 {
-		return nil, nil
+	d.hosting.Store(len(mine) > 0)
+	if len(mine) > 0 && d.Fenced != nil && d.Fenced() {
+		mine = nil
+	}
+	if d.hostnet == nil && len(mine) == 0 {
+		return nil, report, nil
 	}
 	if d.hostnet == nil {
-		snat, err := newHostSNAT(d.cfg.HostBackend, d.cfg.HostNetns)
-		if err != nil {
-			return nil, fmt.Errorf("host egress: %w", err)
+		if err := d.openHostnet(ctx); err != nil {
+			return nil, report, err
 		}
-		m, err := hostnet.New(hostnet.Config{Netns: d.cfg.HostNetns, SNAT: snat, Logger: d.log})
-		if err != nil {
-			return nil, fmt.Errorf("host egress: %w", err)
-		}
-		d.hostnet = m
 	}
-	state, events := egress.HostState(d.cfg.NodeName, host, d.hostnet.LinkOf)
+	mine, confirmErr := d.confirmHost(ctx, mine)
+	state, events := egress.HostState(d.cfg.NodeName, mine, d.hostnet.LinkOf)
 	res, err := d.hostnet.Converge(ctx, state)
-	events = append(events, egress.HostEvents(d.cfg.NodeName, host, res.Rejected)...)
+	events = append(events, egress.HostEvents(d.cfg.NodeName, mine, res.Rejected)...)
 	if res.Changes() > 0 {
 		d.log.Info("host egress converged", "addresses+", res.AddrsAdded, "addresses-", res.AddrsRemoved,
 			"rules+", res.RulesAdded, "rules-", res.RulesRemoved, "snat+", res.SNATAdded, "snat-", res.SNATRemoved,
 			"rejected", len(res.Rejected))
 	}
-	if err = applyErrors(err); err != nil {
-		return events, fmt.Errorf("host egress: %w", err)
+	report = d.hostReport(mine, state, res.Rejected)
+	d.hosted = report.Hosted
+	if err = errors.Join(applyErrors(err), confirmErr); err != nil {
+		return events, report, fmt.Errorf("host egress: %w", err)
 	}
-	return events, nil
+	return events, report, nil
+}
+
+// confirmHost returns the assignments of mine the node may host: those
+// it hosts already, and new ones whose EgressIP, read from the API server
+// now (not from the informer's cache), still names this node. A node
+// back from a partition (its lease regained) may see a stale status
+// until its watch catches up; adding the address then would make two
+// nodes answer ARP for it. One not confirmed waits for the next pass
+// (the error, when the API server could not be asked, retries it).
+func (d *Dataplane) confirmHost(ctx context.Context, mine []egress.HostAssignment) ([]egress.HostAssignment, error) {
+	if d.clients.FromManifests || d.clients.Dynamic == nil {
+		return mine, nil
+	}
+	var out []egress.HostAssignment
+	var errs []error
+	for _, h := range mine {
+		if slices.Contains(d.hosted, h.EgressIP) {
+			out = append(out, h)
+			continue
+		}
+		u, err := d.clients.Dynamic.Resource(EgressIPResource).Get(ctx, h.EgressIPName, metav1.GetOptions{})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("confirm egress IP %s of EgressIP %s: %w", h.EgressIP, h.EgressIPName, err))
+			continue
+		}
+		e, err := egressv1.FromUnstructured(u)
+		if err != nil {
+			continue
+		}
+		if slices.ContainsFunc(e.Status.Items, func(it egressv1.EgressIPStatusItem) bool {
+			a, err := netip.ParseAddr(it.EgressIP)
+			return err == nil && a.Unmap() == h.EgressIP && it.Node == d.cfg.NodeName
+		}) {
+			out = append(out, h)
+		} else {
+			d.log.Info("host egress IP not added: the API server's status no longer names this node", "egressIP", h.EgressIP, "egressip", h.EgressIPName)
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// openHostnet opens the host egress Manager, its announcer and the watch
+// of its links.
+func (d *Dataplane) openHostnet(ctx context.Context) error {
+	snat, err := newHostSNAT(d.cfg.HostBackend, d.cfg.HostNetns)
+	if err != nil {
+		return fmt.Errorf("host egress: %w", err)
+	}
+	// The new owner of an egress IP tells the link's hosts at once
+	// (gratuitous ARP, unsolicited NA) rather than when their cache of
+	// the old owner's MAC runs out.
+	ann, err := arp.NewAnnouncer(arp.AnnouncerConfig{Logger: d.log})
+	if err != nil {
+		return fmt.Errorf("host egress: %w", err)
+	}
+	m, err := hostnet.New(hostnet.Config{Netns: d.cfg.HostNetns, SNAT: snat, Announcer: ann, Logger: d.log})
+	if err != nil {
+		ann.Close()
+		return fmt.Errorf("host egress: %w", err)
+	}
+	d.hostnet, d.announcer = m, ann
+	if d.HostChanged != nil {
+		d.background(ctx, func(ctx context.Context) {
+			if err := m.WatchLinks(ctx, d.HostChanged); err != nil && ctx.Err() == nil {
+				d.log.Error("host egress: link watch stopped; link changes are seen at the next reconcile", "err", err)
+			}
+		})
+	}
+	return nil
+}
+
+// hostReport is the node's report after a converge of mine to state:
+// what it hosts, and what it refuses (rejected now, no link for the
+// network, or refused before and still failing its requirements).
+func (d *Dataplane) hostReport(mine []egress.HostAssignment, state hostnet.State, rejected []*hostnet.RequirementError) egress.HostReport {
+	refused := map[netip.Addr]string{}
+	asked := map[netip.Addr]bool{}
+	for _, h := range mine {
+		asked[h.EgressIP] = true
+		if !slices.ContainsFunc(state, func(a hostnet.Assignment) bool { return a.EgressIP == h.EgressIP }) {
+			refused[h.EgressIP] = fmt.Sprintf("%s: no link in network %s", hostnet.ReasonLinkNotFound, h.Network)
+		}
+	}
+	for _, r := range rejected {
+		refused[r.EgressIP] = r.Error()
+	}
+	// Refused before and not asked now (the leader moved it): still
+	// refused while its requirements fail, so the leader does not give
+	// it back.
+	for ip, h := range d.refused {
+		if asked[ip] {
+			continue
+		}
+		link, err := d.hostnet.LinkOf(h.Network)
+		if err == nil {
+			err = d.hostnet.Check(hostnet.Assignment{Link: link, EgressIP: h.EgressIP, PodIPs: h.PodIPs})
+		}
+		if err != nil {
+			refused[ip] = err.Error()
+		}
+	}
+	next := map[netip.Addr]egress.HostAssignment{}
+	for _, h := range mine {
+		if _, ok := refused[h.EgressIP]; ok {
+			next[h.EgressIP] = h
+		}
+	}
+	for ip, h := range d.refused {
+		if _, ok := refused[ip]; ok && !asked[ip] {
+			next[ip] = h
+		}
+	}
+	d.refused = next
+	var r egress.HostReport
+	for _, a := range state {
+		if _, ok := refused[a.EgressIP]; !ok {
+			r.Hosted = append(r.Hosted, a.EgressIP)
+		}
+	}
+	if len(refused) > 0 {
+		r.Refused = refused
+	}
+	return r
+}
+
+// reportHost writes the node's report to its Node object (annotation
+// egress.AnnotationHostEgress) when it differs from what the object
+// holds; an empty report removes the annotation. In manifests mode
+// nothing is written.
+func (d *Dataplane) reportHost(ctx context.Context, s Snapshot, r egress.HostReport) error {
+	if d.clients.FromManifests {
+		return nil
+	}
+	var cur *corev1.Node
+	for _, n := range s.Nodes {
+		if n.Name == d.cfg.NodeName {
+			cur = n
+		}
+	}
+	if cur == nil {
+		return nil
+	}
+	old, had := cur.Annotations[egress.AnnotationHostEgress]
+	var value any
+	if !r.Empty() {
+		value = r.String()
+	}
+	if (value == nil && !had) || (had && value == old) {
+		return nil
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{egress.AnnotationHostEgress: value}}})
+	if _, err := d.clients.Typed.CoreV1().Nodes().Patch(ctx, d.cfg.NodeName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("report host egress IPs on node %s: %w", d.cfg.NodeName, err)
+	}
+	d.log.Info("host egress IPs reported", "node", d.cfg.NodeName, "report", value)
+	return nil
 }
 
 // applyErrors is err without the hostnet.RequirementErrors it joins

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -435,7 +437,7 @@ func TestNodeHostEgress(t *testing.T) {
 	if len(ns.Host) != 1 || ns.Host[0].EgressIP.String() != "192.168.100.50" {
 		t.Fatalf("host assignments %+v", ns.Host)
 	}
-	if _, err := d.convergeHost(ctx, ns.Host); err != nil {
+	if _, _, err := d.convergeHost(ctx, ns.Host); err != nil {
 		t.Fatal(err)
 	}
 	if addrs := node.Run(t, "ip", "-4", "addr", "show", "eg0"); !strings.Contains(addrs, "192.168.100.50") {
@@ -447,7 +449,7 @@ func TestNodeHostEgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.convergeHost(ctx, ns.Host); err != nil {
+	if _, _, err := d.convergeHost(ctx, ns.Host); err != nil {
 		t.Fatal(err)
 	}
 	if addrs := node.Run(t, "ip", "-4", "addr", "show", "eg0"); strings.Contains(addrs, "192.168.100.50") {
@@ -489,10 +491,33 @@ func TestNodeHostEgressRejected(t *testing.T) {
 	if len(ns.Host) != 2 {
 		t.Fatalf("host assignments %+v", ns.Host)
 	}
-	events, err := d.convergeHost(ctx, ns.Host)
+	events, report, err := d.convergeHost(ctx, ns.Host)
 	if err != nil {
 		t.Fatalf("a rejected assignment failed the converge: %v", err)
 	}
+	// The node's report (its Node annotation, which the leader reads):
+	// hosted and refused, with the reason.
+	good, badIP := netip.MustParseAddr("192.168.100.50"), netip.MustParseAddr("192.168.101.50")
+	if !slices.Equal(report.Hosted, []netip.Addr{good}) || len(report.Refused) != 1 ||
+		!strings.Contains(report.Refused[badIP], string(hostnet.ReasonForwardingDisabled)) {
+		t.Errorf("report %s, want %s hosted and %s refused (%s)", report, good, badIP, hostnet.ReasonForwardingDisabled)
+	}
+	// The leader moves the refused IP away: the node keeps refusing it
+	// while its link does not forward, and stops once it does.
+	var onlyGood []egress.HostAssignment
+	for _, h := range ns.Host {
+		if h.EgressIP == good {
+			onlyGood = append(onlyGood, h)
+		}
+	}
+	if _, report, _ = d.convergeHost(ctx, onlyGood); report.Refused[badIP] == "" {
+		t.Errorf("moved away, the refusal of %s was dropped while it still fails: %s", badIP, report)
+	}
+	node.Run(t, "sysctl", "-qw", "net.ipv4.conf.eg1.forwarding=1")
+	if _, report, _ = d.convergeHost(ctx, onlyGood); len(report.Refused) != 0 {
+		t.Errorf("eg1 forwards now, the node still refuses: %s", report)
+	}
+	node.Run(t, "sysctl", "-qw", "net.ipv4.conf.eg1.forwarding=0")
 	if len(events) != 1 || events[0].Reason != egress.ReasonHostRequirement || events[0].Object.Name != "egress-bad" ||
 		!strings.Contains(events[0].Message, "192.168.101.50") {
 		t.Errorf("events %v, want one %s on egress-bad", events, egress.ReasonHostRequirement)
@@ -505,14 +530,14 @@ func TestNodeHostEgressRejected(t *testing.T) {
 		t.Errorf("iptables backend: no SNAT in %s:\n%s", hostnet.ChainName, rules)
 	}
 	fenced = true
-	if _, err := d.convergeHost(ctx, ns.Host); err != nil {
+	if _, _, err := d.convergeHost(ctx, ns.Host); err != nil {
 		t.Fatal(err)
 	}
 	if a := addrs(); strings.Contains(a, "192.168.100.50") {
 		t.Errorf("fenced node still hosts 192.168.100.50:\n%s", a)
 	}
 	fenced = false
-	if _, err := d.convergeHost(ctx, ns.Host); err != nil {
+	if _, _, err := d.convergeHost(ctx, ns.Host); err != nil {
 		t.Fatal(err)
 	}
 	if a := addrs(); !strings.Contains(a, "192.168.100.50") {

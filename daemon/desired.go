@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -72,6 +73,10 @@ type Params struct {
 	// BGP computes the routes the node announces (NodeState.Routes);
 	// BGPEgressIPs adds the egress IPs assigned to it.
 	BGP, BGPEgressIPs bool
+	// Hold, when not nil, holds back the moves of egress IPs on host
+	// interfaces until their old node has let them go (the leader's,
+	// with the nodes' --egressip-host-lease).
+	Hold *egress.HostHold
 	// Underlay is --underlay-lb-mode (seed 003): with UnderlayMetalLB or
 	// UnderlayStandalone the snapshot's Subnets with
 	// enableExternalLBAddress are underlay subnets (LB.Underlay), whose
@@ -204,6 +209,9 @@ type ClusterState struct {
 	// included), for the next computation's prev.
 	Nodes  []egress.Node
 	Events []event.Event
+	// HoldWake, when not 0, is when Params.Hold's first hold runs out:
+	// compute again then.
+	HoldWake time.Duration
 }
 
 // NB returns the Egress and LB rows in one map.
@@ -271,7 +279,10 @@ func ComputeCluster(s Snapshot, p Params, reachable func(node string) bool, prev
 		res := egress.Assign(eips, eNodes, reachable, broken)
 		cs.Events = append(cs.Events, res.Events...)
 		cs.Status = res.Status
-		served, events := egress.Serve(eips, res.Status, s.Namespaces, s.Pods)
+		if p.Hold != nil {
+			cs.Status, cs.HoldWake = p.Hold.Apply(eips, res.Status, eNodes)
+		}
+		served, events := egress.Serve(eips, cs.Status, s.Namespaces, s.Pods)
 		cs.Events = append(cs.Events, events...)
 		for _, e := range eips {
 			if !slices.ContainsFunc(served, func(sv egress.Served) bool { return sv.Name == e.Name }) {

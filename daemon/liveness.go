@@ -109,20 +109,29 @@ func (l *nodeLiveness) Fenced() bool {
 
 // watchAPI records every answer of the API server's /readyz, asked every
 // lease/4 (each within the same time) while the node hosts egress IPs on
-// host interfaces, until ctx ends; fence changes wake.
+// host interfaces, until ctx ends; fence changes wake. It also looks when
+// the lease would run out, so the node withdraws right then: the leader
+// counts on it (egress.HostHold waits the lease plus
+// egress.HostReleaseMargin).
 func (l *nodeLiveness) watchAPI(ctx context.Context, c *Clients, log *slog.Logger, wake chan<- struct{}) {
 	l.lastAPI.Store(time.Now().UnixNano())
 	if l.lease <= 0 {
 		return
 	}
 	every := max(l.lease/4, 50*time.Millisecond)
-	t := time.NewTicker(every)
+	t := time.NewTimer(every)
 	defer t.Stop()
 	fenced := false
+	asked := time.Time{}
 	for {
-		if c.FromManifests || (l.hosting != nil && !l.hosting()) {
-			l.lastAPI.Store(time.Now().UnixNano()) // nothing to fence
-		} else {
+		switch {
+		case c.FromManifests || (l.hosting != nil && !l.hosting()):
+			asked = time.Now()
+			l.lastAPI.Store(asked.UnixNano()) // nothing to fence
+		case time.Since(asked) < every:
+			// woken for the lease's end: no new question yet
+		default:
+			asked = time.Now()
 			rctx, cancel := context.WithTimeout(ctx, every)
 			err := c.Typed.Discovery().RESTClient().Get().AbsPath("/readyz").Do(rctx).Error()
 			cancel()
@@ -139,6 +148,12 @@ func (l *nodeLiveness) watchAPI(ctx context.Context, c *Clients, log *slog.Logge
 			}
 			poke(wake)
 		}
+		next := every - time.Since(asked)
+		if !fenced {
+			last := max(l.lastLeader.Load(), l.lastAPI.Load())
+			next = min(next, time.Until(time.Unix(0, last).Add(l.lease))+time.Millisecond)
+		}
+		t.Reset(max(next, time.Millisecond))
 		select {
 		case <-ctx.Done():
 			return
@@ -157,7 +172,7 @@ func poke(c chan<- struct{}) {
 // serveNode runs the node's health server and heartbeat responder on its
 // management IP, found in its Node object (retried until it is there),
 // until ctx ends.
-func serveNode(ctx context.Context, cfg *Config, c *Clients, l *nodeLiveness, log *slog.Logger) {
+func serveNode(ctx context.Context, cfg *Config, c *Clients, l *nodeLiveness, key []byte, log *slog.Logger) {
 	for ctx.Err() == nil {
 		err := func() error {
 			n, err := c.Typed.CoreV1().Nodes().Get(ctx, cfg.NodeName, metav1.GetOptions{})
@@ -175,7 +190,7 @@ func serveNode(ctx context.Context, cfg *Config, c *Clients, l *nodeLiveness, lo
 			sc := reach.ServerConfig{Addr: ip, Port: cfg.HealthCheckPort, TLS: cfg.HealthTLS(), Status: l.serving, Logger: log,
 				OnLeader: func() { l.lastLeader.Store(time.Now().UnixNano()) }}
 			if cfg.FastFailover {
-				sc.HeartbeatPort = cfg.HeartbeatPort
+				sc.HeartbeatPort, sc.HeartbeatKey = cfg.HeartbeatPort, key
 			}
 			s, err := reach.NewNodeServer(ctx, sc)
 			if err != nil {

@@ -47,7 +47,9 @@ type Result struct {
 //   - the other IPs go to the least-loaded candidate (ties by name) that
 //     holds no other IP of the same EgressIP, has a network containing the
 //     IP (primary, else the longest matching host-cidrs network) and has
-//     capacity left; none is NoMatchingNodeFound.
+//     capacity left, and that does not report that it cannot host the
+//     IP on its host interface (Node.Refuses: an item there moves like
+//     one on an unreachable node); none is NoMatchingNodeFound.
 //
 // Nodes in broken (those ParseNodes could not parse) are left alone: their
 // items are kept as they are and they get no new ones, so one bad
@@ -164,7 +166,7 @@ func Assign(eips []*egressv1.EgressIP, nodes []Node, reachable func(node string)
 				if !candidate(it.Node) {
 					continue
 				}
-				if _, _, ok := byName[it.Node].Network(a); !ok || !hasRoom(index[it.Node], a) {
+				if _, _, ok := byName[it.Node].Network(a); !ok || !hasRoom(index[it.Node], a) || byName[it.Node].Refuses(a) {
 					continue
 				}
 			}
@@ -201,7 +203,7 @@ func Assign(eips []*egressv1.EgressIP, nodes []Node, reachable func(node string)
 						continue
 					}
 				}
-				if !hasRoom(c, a) || slices.Contains(used, c) {
+				if !hasRoom(c, a) || slices.Contains(used, c) || nodes[c].Refuses(a) {
 					continue
 				}
 				if _, _, ok := nodes[c].Network(a); ok {

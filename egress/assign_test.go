@@ -40,6 +40,15 @@ var (
 	cloud = func(network string) func(*egress.Node) {
 		return func(n *egress.Node) { n.Cloud = []netip.Prefix{netip.MustParsePrefix(network)} }
 	}
+	refuses = func(ips ...string) func(*egress.Node) {
+		return func(n *egress.Node) {
+			n.Reported = true
+			n.Host.Refused = map[netip.Addr]string{}
+			for _, ip := range ips {
+				n.Host.Refused[netip.MustParseAddr(ip)] = "LinkDown: link eth2 is down"
+			}
+		}
+	}
 	secondary = func(cidrs ...string) func(*egress.Node) {
 		return func(n *egress.Node) {
 			n.HostCIDRs = append([]netip.Prefix{}, n.HostCIDRs...)
@@ -135,6 +144,25 @@ func TestAssign(t *testing.T) {
 			eips:  []*egressv1.EgressIP{eip("a", []string{"192.0.2.10"})},
 			nodes: []egress.Node{node("w1", 2)},
 			want:  want{status: map[string]string{"a": ""}, events: []string{"a NoMatchingNodeFound"}},
+		},
+		{
+			name:  "a node that reports it cannot host a host-interface IP is no candidate for it",
+			eips:  []*egressv1.EgressIP{eip("a", []string{"10.10.10.50"})},
+			nodes: []egress.Node{node("w1", 2, secondary("10.10.10.2/24"), refuses("10.10.10.50")), node("w2", 3, secondary("10.10.10.3/24"))},
+			want:  want{status: map[string]string{"a": "w2=10.10.10.50"}},
+		},
+		{
+			name:  "an IP on a node that reports it cannot host it moves",
+			eips:  []*egressv1.EgressIP{eip("a", []string{"10.10.10.50"}, "w1=10.10.10.50")},
+			nodes: []egress.Node{node("w1", 2, secondary("10.10.10.2/24"), refuses("10.10.10.50")), node("w2", 3, secondary("10.10.10.3/24"))},
+			want:  want{status: map[string]string{"a": "w2=10.10.10.50"}},
+		},
+		{
+			name: "every node refuses: NoMatchingNodeFound",
+			eips: []*egressv1.EgressIP{eip("a", []string{"10.10.10.50"}, "w1=10.10.10.50")},
+			nodes: []egress.Node{node("w1", 2, secondary("10.10.10.2/24"), refuses("10.10.10.50")),
+				node("w2", 3, secondary("10.10.10.3/24"), refuses("10.10.10.50"))},
+			want: want{status: map[string]string{"a": ""}, events: []string{"a NoMatchingNodeFound"}},
 		},
 		{
 			name:  "secondary host network, longest prefix over host-cidrs",

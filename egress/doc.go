@@ -90,17 +90,45 @@
 // reroute, then the rest). So the old owner is silenced before the new
 // one announces, and traffic is rerouted only to a node that SNATs it.
 //
-// What happens in each partition:
+// An egress IP on a node's host interface (not OVN's) is answered for by
+// that node's kernel, which neither the leader nor OVN can silence. So
+// the leader holds its move back ([HostHold]): once taken off node A the
+// IP is assigned to no node until A is known to be silent, that is until
+// A reports (its Node annotation ovnedge.io/egress-host-ips, [HostReport],
+// written after the release) that it no longer hosts the IP or cannot
+// host it, or until A's host lease (--egressip-host-lease, 3 s, the same
+// on leader and nodes) plus [HostReleaseMargin] have passed since the
+// release; the leader's heartbeat stops renewing A's lease at the release.
+// A node adds such an IP only after reading the EgressIP from the API
+// server (not its cache) and finding it still assigned to itself, and
+// sends a gratuitous ARP (unsolicited NA) right after adding it; it stops
+// repeating those before it removes the address. A node that cannot host
+// an IP (hostnet's requirements: link up, an address in the network,
+// forwarding) reports it refused, with the reason, for as long as the
+// requirement fails (re-checked on every link change): [Assign] gives
+// the IP to another eligible node at once (a refusal is silence), as
+// OVN-Kubernetes assigns no IP to a node without a matching network.
+//
+// What happens in each partition (OVN-hosted IP; host-interface IP):
 //
 //   - The egress node dies (chassis and ovnedge): nothing of it answers;
-//     the leader moves its IPs after detection (fast: 200-400 ms).
+//     the leader moves its OVN-hosted IPs after detection (fast: 200-400
+//     ms), its host-interface IPs after detection plus the lease and
+//     margin (3.5 s), as nothing can confirm a dead node's silence.
 //   - Its uplink goes down, or only its ovnedge dies: the node answers
 //     the checks no more, or says it cannot serve; the IPs move, and its
 //     still running ovn-controller removes the old SNAT (and its ARP
-//     answers) in the first step.
+//     answers) in the first step. A host-interface IP whose link goes
+//     down is refused by the node and moves at once. If only ovnedge
+//     dies, the kernel keeps a host-interface IP's address (nobody is
+//     left to withdraw it) while the leader moves it after the lease:
+//     both nodes then answer ARP until ovnedge is back and removes it,
+//     as with OVN-Kubernetes when ovnkube-node dies.
 //   - The egress node is cut off from the leader but not from the API
-//     server: the leader moves its IPs; the node sees the new status
-//     through the API server and withdraws its host-interface egress IPs.
+//     server: the leader moves its OVN-hosted IPs; it releases the
+//     host-interface ones, the node sees that through the API server,
+//     withdraws them and reports so, and only then (or after the lease)
+//     does the leader assign them to another node.
 //     An OVN-hosted egress IP is withdrawn by the node's ovn-controller
 //     if it still reaches the Southbound database; one cut off from it
 //     too keeps its last flows (and its ARP answers) until it is back,
@@ -110,20 +138,28 @@
 //     it can no longer prove it owns its host-interface egress IPs. After
 //     --egressip-host-lease (3 s) without a leader heartbeat or an answer
 //     of the API server, it withdraws them (addresses, rules, SNAT), and
-//     puts them back when either is heard again and the status still
-//     names it. The leader, meanwhile, has moved them: the new node may
-//     host such an IP before the old one's lease runs out, so for up to
-//     the lease both may answer ARP for it (the leader does not yet hold
-//     a host-interface IP back for the lease; an OVN-hosted IP has no
-//     such window).
+//     puts them back when either is heard again and the API server's
+//     status still names it. The leader releases them at detection and
+//     assigns them to another node only after the lease and margin, by
+//     which time the old node has withdrawn them: at no moment do two
+//     nodes answer ARP for the IP (e2e TestHostEgressFailover/Partitioned;
+//     with the hold off, both answer for the whole lease).
 //   - The leader dies (alone or with an egress node): nothing moves until
 //     a new leader holds the kube-system/ovnedge Lease (15 s at most);
 //     the nodes keep what they have, and a lost egress node's IPs move
 //     then. Nodes that hear neither the (dead) leader nor the API server
-//     fence as above.
+//     fence as above. The holds are in the leader's memory: a new leader
+//     holds nothing, which is safe because it takes over after 15 s, far
+//     beyond a host lease, except after a clean handover (the old leader
+//     released the Lease) during a hold.
 //   - The leader is cut off from a healthy egress node: it moves that
 //     node's IPs as if it were dead (it cannot tell); the node, which
-//     still sees the API server, follows the status.
+//     still sees the API server, follows the status (and, for a released
+//     host-interface IP, acknowledges it).
+//   - Forged heartbeats: with --egressip-heartbeat-key-file the
+//     heartbeats are authenticated and replay-protected (egress/reach),
+//     so no one but the leader renews a node's lease and no forged reply
+//     keeps a dead node up.
 //
 // The L2 VIP election (lbsvc.VIPOwners) runs on every node; with fast
 // failover each node heartbeats the others, and a node counts only

@@ -24,6 +24,10 @@ const (
 	AnnotationCloudEgressConfig = "cloud.network.openshift.io/egress-ipconfig"
 	// LabelEgressAssignable marks the nodes that may host egress IPs.
 	LabelEgressAssignable = "k8s.ovn.org/egress-assignable"
+	// AnnotationHostEgress is ovnedge's own: what the node's instance
+	// reports of its egress IPs on host interfaces (HostReport, JSON),
+	// written by the node, read by the leader.
+	AnnotationHostEgress = "ovnedge.io/egress-host-ips"
 	// defaultNetwork is the network key of node-subnets.
 	defaultNetwork = "default"
 )
@@ -82,6 +86,39 @@ type Node struct {
 	// in it), invalid on bare metal; Capacity its limits.
 	Cloud    []netip.Prefix
 	Capacity Capacity
+	// Host is what the node reports of its egress IPs on host interfaces
+	// (AnnotationHostEgress), Reported whether it reports at all, and
+	// Version the Node object's resourceVersion (HostHold tells a report
+	// written after a release by it).
+	Host     HostReport
+	Reported bool
+	Version  string
+}
+
+// HostReport is a node's report of its egress IPs on host interfaces:
+// those it hosts now (addresses on its links), and those it was asked to
+// host and cannot, with the reason (hostnet's requirement, e.g.
+// "LinkDown: ..."). The leader assigns no refused IP to the node.
+type HostReport struct {
+	Hosted  []netip.Addr          `json:"hosted,omitempty"`
+	Refused map[netip.Addr]string `json:"refused,omitempty"`
+}
+
+// Refuses reports whether the node said it cannot host ip.
+func (n *Node) Refuses(ip netip.Addr) bool {
+	_, ok := n.Host.Refused[ip]
+	return ok
+}
+
+// Empty reports whether r says nothing.
+func (r HostReport) Empty() bool { return len(r.Hosted) == 0 && len(r.Refused) == 0 }
+
+// String is the annotation value of r: JSON, hosted sorted.
+func (r HostReport) String() string {
+	r.Hosted = slices.Clone(r.Hosted)
+	slices.SortFunc(r.Hosted, netip.Addr.Compare)
+	b, _ := json.Marshal(r) // addresses and strings: cannot fail
+	return string(b)
 }
 
 // ParseNode reads a node's annotations. A missing or malformed annotation
@@ -123,6 +160,13 @@ func ParseNode(n *corev1.Node) (Node, error) {
 			return Node{}, annotationError(n.Name, AnnotationHostCIDRs, err)
 		}
 	}
+	if v, ok := a[AnnotationHostEgress]; ok {
+		if err := json.Unmarshal([]byte(v), &out.Host); err != nil {
+			return Node{}, annotationError(n.Name, AnnotationHostEgress, fmt.Errorf("%q: %w", v, err))
+		}
+		out.Reported = true
+	}
+	out.Version = n.ResourceVersion
 	if v, ok := a[AnnotationCloudEgressConfig]; ok {
 		if out.Cloud, out.Capacity, err = parseCloudConfig(v); err != nil {
 			return Node{}, annotationError(n.Name, AnnotationCloudEgressConfig, err)

@@ -84,9 +84,19 @@ type SNAT interface {
 
 // Announcer announces that this node now answers for ip on link (a
 // gratuitous ARP, or an unsolicited neighbor advertisement for IPv6). The
-// daemon wires it to the arp package.
+// daemon wires it to the arp package (arp.Announcer). It is called on a
+// thread that has entered the Manager's network namespace, right after the
+// address is added, so it opens its socket on the link there.
 type Announcer interface {
 	Announce(link string, ip netip.Addr) error
+}
+
+// Withdrawer is an Announcer that repeats its announcements: Withdraw,
+// called before the address is removed, stops them (a late gratuitous
+// ARP would point the link's hosts back at this node after another took
+// the address over). arp.Announcer is one.
+type Withdrawer interface {
+	Withdraw(link string, ip netip.Addr)
 }
 
 // Result counts what one Converge changed, and lists the assignments it

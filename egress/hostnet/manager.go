@@ -467,7 +467,9 @@ func (m *Manager) addAddr(k addrKey, plen int, name string, res *Result) error {
 	res.AddrsAdded++
 	m.log.Info("egress IP added", "link", name, "egressIP", k.ip)
 	if m.ann != nil {
-		if err := m.ann.Announce(name, k.ip); err != nil {
+		// In the namespace: the announcer opens its socket on the link
+		// there.
+		if err := m.ns.do(func() error { return m.ann.Announce(name, k.ip) }); err != nil {
 			return fmt.Errorf("announce %s on %s: %w", k.ip, name, err)
 		}
 	}
@@ -484,6 +486,9 @@ func (m *Manager) delAddr(k addrKey, res *Result) error {
 			return nil // the link and its addresses are gone
 		}
 		return fmt.Errorf("remove address %s: link %d: %w", k.ip, k.ifindex, err)
+	}
+	if w, ok := m.ann.(Withdrawer); ok {
+		w.Withdraw(link.Attrs().Name, k.ip)
 	}
 	addrs, err := m.nl.AddrList(link, familyOf(k.ip))
 	if err != nil {

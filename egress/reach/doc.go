@@ -26,7 +26,16 @@
 //   - [Heartbeat] is ovnedge's opt-in fast detector: a UDP heartbeat to
 //     every target each interval (100 ms), a target down after a number
 //     of missed answers (3), so a dead node is known in 300-400 ms; it
-//     runs beside the Checker, never instead of it.
+//     runs beside the Checker, never instead of it. With a shared key
+//     ([HeartbeatConfig].Key, [ServerConfig].HeartbeatKey,
+//     [ReadHeartbeatKey]) every datagram carries an HMAC-SHA256 covering
+//     the responder's address, requests are refused when replayed (per
+//     monitor session, increasing seq) or outside [HeartbeatWindow] of
+//     the node's clock, and replies count only for the monitor's own
+//     session and last requests: a forged or replayed request renews no
+//     host lease, a forged or replayed reply keeps no dead node up.
+//     [HeartbeatConfig].Renew lets the leader stop renewing the lease of
+//     a node it no longer counts on while it keeps probing it.
 //   - [NewConfig] makes a Checker's Config from the settings as
 //     OVN-Kubernetes names them: egressip-reachability-total-timeout
 //     (seconds, default 1, 0 = no probe), egressip-node-healthcheck-port

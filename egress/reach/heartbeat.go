@@ -2,6 +2,7 @@ package reach
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -27,10 +28,8 @@ import (
 //	request: "OEHB" | version 1 | role (0 node, 1 leader) | seq uint64
 //	reply:   "OEHR" | version 1 | status (1 serving, 0 not) | seq uint64
 //
-// The heartbeat is not authenticated: a forged reply can only keep a
-// dead node up, and the polling checks (DISCARD or gRPC, with TLS) keep
-// running beside it, so a node they find down is down whatever its
-// heartbeat says.
+// These version 1 datagrams are not authenticated; with a key, version 2
+// datagrams carry an HMAC and are replay-protected (see hbauth.go).
 const (
 	DefaultHeartbeatInterval = 100 * time.Millisecond
 	DefaultHeartbeatMisses   = 3
@@ -71,12 +70,27 @@ type Responder struct {
 	// OnLeader is called for every request a leader sent (role 1): the
 	// node's proof that the leader still sees it.
 	OnLeader func()
+	// Key, when set, makes the responder take authenticated requests
+	// only (version 2), fresh ones (not replayed, within Window of its
+	// clock; HeartbeatWindow when 0), and sign its replies. Addr is the
+	// responder's own address, which the MACs cover (Conn's local
+	// address when invalid).
+	Key    []byte
+	Addr   netip.Addr
+	Window time.Duration
 }
 
 // Run answers until ctx ends, then closes Conn.
 func (r *Responder) Run(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { r.Conn.Close() })
 	defer stop()
+	self := r.Addr
+	if !self.IsValid() {
+		if ua, ok := r.Conn.LocalAddr().(*net.UDPAddr); ok {
+			self = ua.AddrPort().Addr().Unmap()
+		}
+	}
+	guard := &replayGuard{window: cmp.Or(r.Window, HeartbeatWindow)}
 	buf := make([]byte, 64)
 	for {
 		n, from, err := r.Conn.ReadFrom(buf)
@@ -86,9 +100,19 @@ func (r *Responder) Run(ctx context.Context) error {
 			}
 			return fmt.Errorf("heartbeat responder: %w", err)
 		}
-		role, seq, ok := hbParse(hbRequest, buf[:n])
-		if !ok {
-			continue
+		var role byte
+		var req hbAuth
+		if r.Key != nil {
+			var ok bool
+			if req, ok = hbAuthParse(r.Key, hbRequest, buf[:n], self); !ok || !guard.fresh(req, time.Now()) {
+				continue // forged, replayed, stale or unauthenticated
+			}
+			role = req.b
+		} else {
+			var ok bool
+			if role, req.seq, ok = hbParse(hbRequest, buf[:n]); !ok {
+				continue
+			}
 		}
 		if role == 1 && r.OnLeader != nil {
 			r.OnLeader()
@@ -97,7 +121,11 @@ func (r *Responder) Run(ctx context.Context) error {
 		if r.Status != nil && !r.Status() {
 			st = 0
 		}
-		_, _ = r.Conn.WriteTo(hbPacket(hbReply, st, seq), from)
+		reply := hbPacket(hbReply, st, req.seq)
+		if r.Key != nil {
+			reply = hbAuthPacket(r.Key, hbReply, hbAuth{b: st, session: req.session, seq: req.seq, at: time.Now().UnixNano()}, self)
+		}
+		_, _ = r.Conn.WriteTo(reply, from)
 	}
 }
 
@@ -110,8 +138,16 @@ type HeartbeatConfig struct {
 	Misses   int
 	// Port is the targets' heartbeat port (DefaultHeartbeatPort when 0).
 	Port int
-	// Leader marks the requests as the leader's (Responder.OnLeader).
+	// Leader marks the requests as the leader's (Responder.OnLeader),
+	// to the targets that are up and for which Renew (when not nil) says
+	// so: a node the leader no longer counts on (one whose answers stopped
+	// arriving, though it may still hear the requests) gets requests that
+	// do not renew its host lease.
 	Leader bool
+	Renew  func(node string) bool
+	// Key, when set, authenticates the heartbeats (version 2, see
+	// hbauth.go); the responders must have the same key.
+	Key []byte
 	// ListenPacket opens the monitor's socket; nil listens on an
 	// ephemeral UDP port of every address.
 	ListenPacket func(ctx context.Context) (net.PacketConn, error)
@@ -128,6 +164,7 @@ type Heartbeat struct {
 	targets map[string]*hbTarget
 	seq     uint64
 	kick    chan struct{}
+	session [8]byte // this monitor's identity in authenticated requests
 }
 
 type hbTarget struct {
@@ -161,7 +198,11 @@ func NewHeartbeat(cfg HeartbeatConfig, onChange func(node string, up bool)) (*He
 	if onChange == nil {
 		onChange = func(string, bool) {}
 	}
-	return &Heartbeat{cfg: cfg, onChange: onChange, targets: map[string]*hbTarget{}, kick: make(chan struct{}, 1)}, nil
+	if cfg.Key != nil && len(cfg.Key) < MinHeartbeatKey {
+		return nil, fmt.Errorf("heartbeat: key of %d bytes, want at least %d", len(cfg.Key), MinHeartbeatKey)
+	}
+	return &Heartbeat{cfg: cfg, onChange: onChange, targets: map[string]*hbTarget{}, kick: make(chan struct{}, 1),
+		session: newSession()}, nil
 }
 
 // SetTargets replaces the targets. A new target (or one whose address
@@ -232,18 +273,28 @@ func (h *Heartbeat) Run(ctx context.Context) error {
 func (h *Heartbeat) send(conn net.PacketConn) {
 	h.mu.Lock()
 	h.seq++
-	var role byte
-	if h.cfg.Leader {
-		role = 1
+	seq := h.seq
+	type dest struct {
+		node string
+		addr netip.Addr
+		up   bool
 	}
-	p := hbPacket(hbRequest, role, h.seq)
-	addrs := make([]netip.Addr, 0, len(h.targets))
-	for _, t := range h.targets {
-		addrs = append(addrs, t.addr)
+	dests := make([]dest, 0, len(h.targets))
+	for n, t := range h.targets {
+		dests = append(dests, dest{n, t.addr, t.up})
 	}
 	h.mu.Unlock()
-	for _, a := range addrs {
-		to := net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, uint16(h.cfg.Port)))
+	now := time.Now().UnixNano()
+	for _, d := range dests {
+		var role byte
+		if h.cfg.Leader && d.up && (h.cfg.Renew == nil || h.cfg.Renew(d.node)) {
+			role = 1
+		}
+		p := hbPacket(hbRequest, role, seq)
+		if h.cfg.Key != nil {
+			p = hbAuthPacket(h.cfg.Key, hbRequest, hbAuth{b: role, session: h.session, seq: seq, at: now}, d.addr)
+		}
+		to := net.UDPAddrFromAddrPort(netip.AddrPortFrom(d.addr, uint16(h.cfg.Port)))
 		if _, err := conn.WriteTo(p, to); err != nil {
 			h.cfg.Logger.Debug("heartbeat not sent", "to", to.String(), "err", err)
 		}
@@ -260,12 +311,25 @@ func (h *Heartbeat) receive(ctx context.Context, conn net.PacketConn) {
 			}
 			continue
 		}
-		st, seq, ok := hbParse(hbReply, buf[:n])
 		ua, isUDP := from.(*net.UDPAddr)
-		if !ok || !isUDP || int(ua.Port) != h.cfg.Port {
+		if !isUDP || int(ua.Port) != h.cfg.Port {
 			continue
 		}
 		src := ua.AddrPort().Addr().Unmap()
+		var st byte
+		var seq uint64
+		if h.cfg.Key != nil {
+			p, ok := hbAuthParse(h.cfg.Key, hbReply, buf[:n], src)
+			if !ok || p.session != h.session {
+				continue // forged, another monitor's, or unauthenticated
+			}
+			st, seq = p.b, p.seq
+		} else {
+			var ok bool
+			if st, seq, ok = hbParse(hbReply, buf[:n]); !ok {
+				continue
+			}
+		}
 		now := time.Now()
 		h.mu.Lock()
 		fresh := seq <= h.seq && h.seq-seq < uint64(h.cfg.Misses)

@@ -80,7 +80,10 @@ type ServerConfig struct {
 	// OnLeader, when not nil, is called on every heartbeat from a
 	// leader (see Responder).
 	OnLeader func()
-	Logger   *slog.Logger
+	// HeartbeatKey, when set, authenticates the heartbeats
+	// (Responder.Key).
+	HeartbeatKey []byte
+	Logger       *slog.Logger
 }
 
 // NodeServer is a node's side of the checks: the gRPC health service
@@ -141,7 +144,7 @@ func (s *NodeServer) Run(ctx context.Context) error {
 	}
 	if s.hb != nil {
 		s.log.Info("answering egress heartbeats", "address", s.hb.LocalAddr().String())
-		r := &Responder{Conn: s.hb, Status: s.cfg.Status, OnLeader: s.cfg.OnLeader}
+		r := &Responder{Conn: s.hb, Status: s.cfg.Status, OnLeader: s.cfg.OnLeader, Key: s.cfg.HeartbeatKey, Addr: s.cfg.Addr}
 		wg.Go(func() {
 			if err := r.Run(ctx); err != nil {
 				errc <- err

@@ -34,10 +34,11 @@ func arpRepliesOn(ns *testbed.Netns, ip netip.Addr, count int) []string {
 	return macs
 }
 
-// nodeOfMAC names the node whose breth0 has mac.
+// nodeOfMAC names the node whose breth0 (or second host interface) has
+// mac.
 func nodeOfMAC(e *Env, mac string) string {
 	for _, n := range e.Nodes {
-		if strings.EqualFold(n.MAC, mac) {
+		if strings.EqualFold(n.MAC, mac) || (n.HostMAC != "" && strings.EqualFold(n.HostMAC, mac)) {
 			return n.Name
 		}
 	}

@@ -43,18 +43,22 @@ var failures = []failure{
 
 // fastEgress sets up namespace fast with a sender pod on ovn-worker and
 // EgressIP fast (egress IP ip) and returns the pod.
-func fastEgress(e *Env, ip netip.Addr) *testbed.Pod {
-	e.CreateNamespace("fast", map[string]string{"env": "fast"})
-	e.EnsurePod(ServerPod("fast", "sender", w1, nil))
+func fastEgress(e *Env, ip netip.Addr) *testbed.Pod { return senderEgress(e, "fast", ip) }
+
+// senderEgress sets up namespace name (label env=name) with a sender pod
+// on ovn-worker and EgressIP name (egress IP ip) and returns the pod.
+func senderEgress(e *Env, name string, ip netip.Addr) *testbed.Pod {
+	e.CreateNamespace(name, map[string]string{"env": name})
+	e.EnsurePod(ServerPod(name, "sender", w1, nil))
 	e.ApplyYAML(`
 apiVersion: k8s.ovn.org/v1
 kind: EgressIP
-metadata: {name: fast}
+metadata: {name: ` + name + `}
 spec:
   egressIPs: [` + ip.String() + `]
-  namespaceSelector: {matchLabels: {env: fast}}
+  namespaceSelector: {matchLabels: {env: ` + name + `}}
 `)
-	return e.WaitPod("fast", "sender")
+	return e.WaitPod(name, "sender")
 }
 
 // failoverOnce streams from pod to the external host (UDP port) every
@@ -64,14 +68,21 @@ spec:
 // before it returns.
 func failoverOnce(t testbed.T, e *Env, pod *testbed.Pod, name string, eip netip.Addr, port uint16, f failure) (gap time.Duration, from, to string, w *ARPWatch) {
 	t.Helper()
+	return failoverTo(t, e, pod, name, eip, port, f, e.Client, netip.MustParseAddr(testbed.ClusterClientIP))
+}
+
+// failoverTo is failoverOnce with the stream to, and the ARP watch on the
+// eth0 of, client (at dst).
+func failoverTo(t testbed.T, e *Env, pod *testbed.Pod, name string, eip netip.Addr, port uint16, f failure, client *testbed.Netns, dst netip.Addr) (gap time.Duration, from, to string, w *ARPWatch) {
+	t.Helper()
 	from = e.EgressNode(name, eip, "")
-	_, _ = e.Client.RunErr("ip", "neigh", "flush", "dev", "eth0")
-	w, err := StartARPWatch(e.Client, "eth0", eip, 10*time.Millisecond)
+	_, _ = client.RunErr("ip", "neigh", "flush", "dev", "eth0")
+	w, err := StartARPWatch(client, "eth0", eip, 10*time.Millisecond)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
 	defer w.Stop()
-	s := egressStream(t, e, pod, eip, port, 30*time.Second)
+	s := egressStreamTo(t, e, pod, eip, client, dst, port, 30*time.Second)
 	defer s.Stop()
 	killed, sentAtKill := time.Now(), s.Sent()
 	restore := f.fail(e, from)
@@ -100,20 +111,34 @@ func TestFastFailover(t *testing.T) {
 		t.Run(f.name, func(t *testing.T) {
 			e := env.With(t)
 			gap, from, to, w := failoverOnce(t, e, pod, "fast", eip, uint16(9300+i), f)
-			owners := w.Owners()
-			named := make([]string, len(owners))
-			for i, m := range owners {
-				named[i] = nodeOfMAC(e, m)
-			}
-			t.Logf("%s: %s -> %s, loss window %v; ARP answered by %v (%d replies)", f.name, from, to,
-				gap.Round(time.Millisecond), named, len(w.Replies()))
-			if err := w.Overlap(); err != nil {
-				t.Errorf("two nodes answered ARP for %s: %v (%v)", eip, err, named)
-			}
-			if len(named) == 0 || named[len(named)-1] != to {
-				t.Errorf("ARP for %s last answered by %v, want the new owner %s", eip, named, to)
-			}
+			checkTakeover(t, e, f.name, eip, gap, from, to, w)
 		})
+	}
+}
+
+// checkTakeover logs a failover's loss window and ARP answers and fails t
+// unless one node answered ARP for eip at a time, the new owner to last.
+// On an overlap it logs the old owner's log and every answer.
+func checkTakeover(t *testing.T, e *Env, what string, eip netip.Addr, gap time.Duration, from, to string, w *ARPWatch) {
+	t.Helper()
+	owners := w.Owners()
+	named := make([]string, len(owners))
+	for i, m := range owners {
+		named[i] = nodeOfMAC(e, m)
+	}
+	t.Logf("%s: %s -> %s, loss window %v; ARP answered by %v (%d replies)", what, from, to,
+		gap.Round(time.Millisecond), named, len(w.Replies()))
+	if err := w.Overlap(); err != nil {
+		t.Errorf("two nodes answered ARP for %s: %v (%v)", eip, err, named)
+		if b, err := os.ReadFile(e.Instance(from).Log); err == nil {
+			t.Logf("%s's ovnedge:\n%s", from, b)
+		}
+		for _, r := range w.Replies() {
+			t.Logf("reply to request %d at %s from %s", r.Request, r.At.Format("15:04:05.000"), nodeOfMAC(e, r.MAC))
+		}
+	}
+	if len(named) == 0 || named[len(named)-1] != to {
+		t.Errorf("ARP for %s last answered by %v, want the new owner %s", eip, named, to)
 	}
 }
 

@@ -77,7 +77,13 @@ func TestLeaderRestartKeepsEgress(t *testing.T) {
 // port and waits, up to within, until it arrives from the egress IP eip.
 func egressStream(t testbed.T, e *Env, pod *testbed.Pod, eip netip.Addr, port uint16, within time.Duration) *Stream {
 	t.Helper()
-	s, err := StartStream(pod.Netns, e.Client, netip.AddrPortFrom(netip.MustParseAddr(testbed.ClusterClientIP), port), 10*time.Millisecond)
+	return egressStreamTo(t, e, pod, eip, e.Client, netip.MustParseAddr(testbed.ClusterClientIP), port, within)
+}
+
+// egressStreamTo is egressStream to client (at dst).
+func egressStreamTo(t testbed.T, e *Env, pod *testbed.Pod, eip netip.Addr, client *testbed.Netns, dst netip.Addr, port uint16, within time.Duration) *Stream {
+	t.Helper()
+	s, err := StartStream(pod.Netns, client, netip.AddrPortFrom(dst, port), 10*time.Millisecond)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}

@@ -85,6 +85,9 @@ type Cluster struct {
 	Client, Router, RemoteClient *Netns
 	// Underlay is the geneve segment's switch namespace.
 	Underlay *Netns
+	// HostSegment and HostClient are the second host network's switch and
+	// host (ClusterHostClientIP), nil until AddHostNetwork.
+	HostSegment, HostClient *Netns
 
 	t      T                 // the T the cluster was started with
 	cur    atomic.Pointer[T] // the T failures go to now (Use)
@@ -137,6 +140,10 @@ type ClusterNode struct {
 	MgmtIP6, JoinIP6           netip.Addr
 	// Patch is breth0's patch port to br-int (made by ovn-controller).
 	Patch string
+	// HostIP and HostMAC are the node's address and MAC on the second
+	// host network (ClusterHostLink), unset until AddHostNetwork.
+	HostIP  netip.Addr
+	HostMAC string
 
 	c                    *Cluster
 	ovsdb, vswitchd, ctl *daemon
@@ -333,6 +340,11 @@ func (n *ClusterNode) configureHost() {
 	t.Helper()
 	n.NS.Run(t, "ip", "addr", "replace", netip.PrefixFrom(n.UnderlayIP, 24).String(), "dev", "br-phy")
 	n.NS.Run(t, "ip", "link", "set", "br-phy", "up")
+	// The userspace datapath routes tunnel packets itself, by packet mark
+	// too: OVN-Kubernetes' reroute to a host-network egress node marks
+	// them 1009 (the kernel datapath would use the main table, as here).
+	mustRun(t, logPaths(n.Dir, "ovs-vswitchd"), "ovs-appctl", "-t", filepath.Join(n.Dir, "ovs-vswitchd.ctl"), "ovs/route/add",
+		netip.PrefixFrom(n.UnderlayIP, 24).Masked().String(), "br-phy", "pkt_mark=1009")
 	n.NS.Run(t, "ip", "addr", "replace", netip.PrefixFrom(n.IP, ClusterExtPrefix).String(), "dev", ClusterBridge)
 	n.NS.Run(t, "ip", "link", "set", ClusterBridge, "up")
 	n.NS.Run(t, "ip", "route", "replace", "default", "via", ClusterGatewayIP)
@@ -633,6 +645,10 @@ func (n *ClusterNode) Alive() bool {
 // Kill stops the node's chassis as a crash would: ovn-controller,
 // ovs-vswitchd and ovsdb-server get SIGKILL. Its namespace, links and
 // addresses stay (a dead machine's cable stays plugged in).
+//
+// The second host interface (AddHostNetwork), a plain kernel link that
+// would outlive the chassis processes here, goes down: a dead machine's
+// kernel answers no ARP.
 func (n *ClusterNode) Kill() {
 	n.c.T().Helper()
 	for _, d := range []*daemon{n.ctl, n.vswitchd, n.ovsdb} {
@@ -641,6 +657,9 @@ func (n *ClusterNode) Kill() {
 				n.c.T().Fatalf("testbed: node %s: %v", n.Name, err)
 			}
 		}
+	}
+	if n.HostMAC != "" {
+		n.SetHostLink(false)
 	}
 }
 
@@ -670,6 +689,13 @@ func (n *ClusterNode) Restart() {
 	}
 	n.configureHost()
 	n.configureManagementPort()
+	n.configureForwarding()
+	if n.HostMAC != "" {
+		// Rebooted: the second host interface holds its own address only.
+		n.NS.Run(t, "ip", "addr", "flush", "dev", ClusterHostLink)
+		n.NS.Run(t, "ip", "addr", "add", netip.PrefixFrom(n.HostIP, 24).String(), "dev", ClusterHostLink)
+		n.SetHostLink(true)
+	}
 	n.startController()
 	n.c.WaitHV(30 * time.Second)
 	n.c.warmTunnels()
@@ -678,14 +704,81 @@ func (n *ClusterNode) Restart() {
 // SetUplink takes the node's breth0 uplink (its "NIC") down or up.
 func (n *ClusterNode) SetUplink(up bool) {
 	n.c.T().Helper()
+	n.setLink(ClusterUplink, up)
+}
+
+// setLink takes the node's link name down or up.
+func (n *ClusterNode) setLink(name string, up bool) {
+	n.c.T().Helper()
 	state := "down"
 	if up {
 		state = "up"
 	}
-	n.NS.Run(n.c.T(), "ip", "link", "set", ClusterUplink, state)
+	n.NS.Run(n.c.T(), "ip", "link", "set", name, state)
 }
 
 // String names the node for messages.
 func (n *ClusterNode) String() string {
 	return fmt.Sprintf("%s (%s, netns %s)", n.Name, n.IP, n.NS.Name)
+}
+
+// The second host network (seed 002's host-interface case): a segment of
+// its own on which every node has a plain kernel link, not part of OVN,
+// and a host to send to. Node i gets ClusterHostLink with 172.19.0.<i+1>
+// and MAC 02:00:ac:13:00:<i+1>.
+const (
+	ClusterHostNet      = "172.19.0.0/24"
+	ClusterHostClientIP = "172.19.0.100"
+	ClusterHostLink     = "eth2"
+)
+
+// AddHostNetwork gives every node a second host interface,
+// ClusterHostLink, on a segment of its own with HostClient, once (later
+// calls do nothing). The nodes forward from their management port to it
+// (as a Kubernetes node forwards), so pods' traffic steered there by ip
+// rules leaves by it. A killed node's link goes down (the machine's NIC
+// stops answering with it) and a restarted one comes back without the
+// addresses the dead one had added (a reboot).
+func (c *Cluster) AddHostNetwork() {
+	t := c.T()
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.HostClient != nil {
+		return
+	}
+	c.HostSegment = NewNetns(t, "ovch")
+	c.HostSegment.Run(t, "ip", "link", "add", "br0", "type", "bridge")
+	c.HostSegment.Run(t, "ip", "link", "set", "br0", "up")
+	plug := func(ns *Netns, ifname, mac string, addr netip.Addr) {
+		peer := "h" + c.nextUplink()
+		mustRun(t, nil, "ip", "-n", ns.Name, "link", "add", ifname, "address", mac, "type", "veth", "peer", "name", peer, "netns", c.HostSegment.Name)
+		c.HostSegment.Run(t, "ip", "link", "set", peer, "master", "br0", "up")
+		ns.Run(t, "ip", "addr", "add", netip.PrefixFrom(addr, 24).String(), "dev", ifname)
+		ns.Run(t, "ip", "link", "set", ifname, "up")
+	}
+	c.HostClient = newHost(t, "ovch")
+	plug(c.HostClient, "eth0", "02:00:ac:13:00:64", netip.MustParseAddr(ClusterHostClientIP))
+	for _, n := range c.Nodes {
+		n.HostIP = netip.AddrFrom4([4]byte{172, 19, 0, byte(n.Index + 1)})
+		n.HostMAC = fmt.Sprintf("02:00:ac:13:00:%02x", n.Index+1)
+		plug(n.NS, ClusterHostLink, n.HostMAC, n.HostIP)
+		n.NS.Run(t, "sysctl", "-qw", "net.ipv4.conf."+ClusterHostLink+".forwarding=1")
+		n.configureForwarding()
+	}
+}
+
+// configureForwarding lets the management port forward to the second
+// host network (ovs-vswitchd makes ovn-k8s-mp0 anew when it restarts).
+func (n *ClusterNode) configureForwarding() {
+	if n.HostMAC == "" {
+		return
+	}
+	n.NS.Run(n.c.T(), "sysctl", "-qw", "net.ipv4.conf.ovn-k8s-mp0.forwarding=1")
+}
+
+// SetHostLink takes the node's second host interface down or up.
+func (n *ClusterNode) SetHostLink(up bool) {
+	n.c.T().Helper()
+	n.setLink(ClusterHostLink, up)
 }

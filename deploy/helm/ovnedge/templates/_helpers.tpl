@@ -28,6 +28,9 @@ LB pools (the node's BGP communities are per pool), TLS. */}}
 # opt-in sub-second failover (egress.fastFailover, both):
 # - --egressip-fast-failover
 {{- end }}
+{{- if .Values.egress.heartbeatKeySecret }}
+- --egressip-heartbeat-key-file=/etc/ovnedge/heartbeat/key
+{{- end }}
 {{- with .Values.loadBalancer.pools }}
 - --lb-pools={{ range $i, $name := keys . | sortAlpha }}{{ if $i }},{{ end }}{{ $name }}={{ index $.Values.loadBalancer.pools $name }}{{ end }}
 {{- end }}

@@ -1,0 +1,188 @@
+package egress
+
+import (
+	"maps"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
+)
+
+// HostReleaseMargin is added to the nodes' host lease before a held
+// egress IP moves: the old node's time to see its lease run out and take
+// the address off its link.
+const HostReleaseMargin = 500 * time.Millisecond
+
+// HostHold keeps an egress IP that a node hosts on a host interface from
+// moving to another node until the old node has let it go: the kernel of
+// a node cut off from the leader and the API server keeps answering ARP
+// for the address until its host lease runs out (the daemon's
+// --egressip-host-lease), so a move at once would make two nodes answer
+// for it. When Assign takes such an IP off node A, the IP is released:
+// it is assigned to no node until A is known to be silent:
+//
+//   - A reports it no longer hosts the IP (its HostReport, in a Node
+//     object written after the release: A saw the new status and took
+//     the address off), or that it cannot host it (refused: nothing of it
+//     was installed, or it was removed);
+//   - or Lease plus HostReleaseMargin have passed since the release: the
+//     leader stops renewing A's lease at the release (Holding), so A, if
+//     it hears neither the leader nor the API server, has withdrawn it by
+//     then; if it still hears the API server it has seen the release.
+//
+// A Lease of 0 (nodes never fence) holds nothing. The hold is in the
+// leader's memory: a new leader starts with none (it takes over after the
+// leader election's lease, 15 s, far longer than a host lease, except
+// after a clean handover).
+//
+// Its methods are safe for concurrent use.
+type HostHold struct {
+	// Lease is the nodes' host lease.
+	Lease time.Duration
+	// Now is the clock; nil is time.Now.
+	Now func() time.Time
+
+	mu   sync.Mutex
+	held map[netip.Addr]Release
+}
+
+// Release is an egress IP taken off a node's host interface and not yet
+// let go.
+type Release struct {
+	// Node had the IP; At is when the leader released it; Version is
+	// the Node object's resourceVersion then.
+	Node    string
+	At      time.Time
+	Version string
+}
+
+// Apply takes the released IPs out of status (Assign's new status of
+// eips, whose Status is the old one) and returns it, with how long until
+// the first hold runs out (0: none held): the leader computes again then.
+// nodes are Assign's.
+func (h *HostHold) Apply(eips []*egressv1.EgressIP, status map[string][]egressv1.EgressIPStatusItem, nodes []Node) (map[string][]egressv1.EgressIPStatusItem, time.Duration) {
+	if h.Lease <= 0 {
+		return status, 0
+	}
+	now := time.Now()
+	if h.Now != nil {
+		now = h.Now()
+	}
+	byName := make(map[string]*Node, len(nodes))
+	for i := range nodes {
+		byName[nodes[i].Name] = &nodes[i]
+	}
+	has := func(items []egressv1.EgressIPStatusItem, node string, ip netip.Addr) bool {
+		return slices.ContainsFunc(items, func(it egressv1.EgressIPStatusItem) bool {
+			a, err := netip.ParseAddr(it.EgressIP)
+			return err == nil && a.Unmap() == ip && it.Node == node
+		})
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.held == nil {
+		h.held = map[netip.Addr]Release{}
+	}
+	for _, e := range eips {
+		for _, it := range e.Status.Items {
+			ip, err := netip.ParseAddr(it.EgressIP)
+			if err != nil {
+				continue
+			}
+			ip = ip.Unmap()
+			n := byName[it.Node]
+			if n == nil || has(status[e.Name], it.Node, ip) {
+				continue
+			}
+			if _, primary, ok := n.Network(ip); !ok || primary {
+				continue // OVN-hosted: SilenceFirst's business
+			}
+			if _, ok := h.held[ip]; !ok {
+				h.held[ip] = Release{Node: it.Node, At: now, Version: n.Version}
+			}
+		}
+	}
+	var wake time.Duration
+	out := make(map[string][]egressv1.EgressIPStatusItem, len(status))
+	maps.Copy(out, status)
+	for _, ip := range slices.SortedFunc(maps.Keys(h.held), netip.Addr.Compare) {
+		r := h.held[ip]
+		left := r.At.Add(h.Lease + HostReleaseMargin).Sub(now)
+		if h.silent(r, ip, byName[r.Node], left) || backOn(out, r.Node, ip) {
+			delete(h.held, ip)
+			continue
+		}
+		for name, items := range out {
+			out[name] = slices.DeleteFunc(slices.Clone(items), func(it egressv1.EgressIPStatusItem) bool {
+				a, err := netip.ParseAddr(it.EgressIP)
+				return err == nil && a.Unmap() == ip
+			})
+		}
+		if wake == 0 || left < wake {
+			wake = left
+		}
+	}
+	return out, wake
+}
+
+// silent reports whether r's node has let ip go (see HostHold), left
+// being what remains of its lease.
+func (h *HostHold) silent(r Release, ip netip.Addr, n *Node, left time.Duration) bool {
+	switch {
+	case left <= 0:
+		return true
+	case n == nil:
+		return false // no word from it: the lease decides
+	case n.Refuses(ip):
+		return true
+	case n.Reported && n.Version != r.Version && !slices.Contains(n.Host.Hosted, ip):
+		return true
+	}
+	return false
+}
+
+// backOn reports whether status puts ip on node again: nothing to hold.
+func backOn(status map[string][]egressv1.EgressIPStatusItem, node string, ip netip.Addr) bool {
+	for _, items := range status {
+		for _, it := range items {
+			if a, err := netip.ParseAddr(it.EgressIP); err == nil && a.Unmap() == ip {
+				return it.Node == node
+			}
+		}
+	}
+	return false
+}
+
+// Holding reports whether an egress IP released from node is held: the
+// leader then stops renewing node's host lease (its heartbeats no longer
+// count as the leader's word).
+func (h *HostHold) Holding(node string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, r := range h.held {
+		if r.Node == node {
+			return true
+		}
+	}
+	return false
+}
+
+// Held returns the held IPs and their releases, sorted by IP.
+func (h *HostHold) Held() []HeldIP {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]HeldIP, 0, len(h.held))
+	for ip, r := range h.held {
+		out = append(out, HeldIP{IP: ip, Release: r})
+	}
+	slices.SortFunc(out, func(a, b HeldIP) int { return a.IP.Compare(b.IP) })
+	return out
+}
+
+// HeldIP is a held egress IP.
+type HeldIP struct {
+	IP netip.Addr
+	Release
+}

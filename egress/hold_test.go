@@ -1,0 +1,116 @@
+package egress_test
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/ovnedge/ovnedge/egress"
+	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
+)
+
+// hosts is the node report mod: the node hosts ips, reported in its
+// object's version v.
+func hosts(v string, ips ...string) func(*egress.Node) {
+	return func(n *egress.Node) {
+		n.Reported, n.Version = true, v
+		n.Host.Hosted = nil
+		for _, ip := range ips {
+			n.Host.Hosted = append(n.Host.Hosted, netip.MustParseAddr(ip))
+		}
+	}
+}
+
+// TestHostHold: an egress IP on a node's host interface that Assign
+// moves is assigned to no node until the old node has let it go (its
+// report, written after the release, no longer lists it; or it refuses
+// it) or the host lease plus margin have passed; an OVN-hosted IP moves
+// at once; a zero lease holds nothing.
+func TestHostHold(t *testing.T) {
+	const lease = 3 * time.Second
+	hold := lease + egress.HostReleaseMargin
+	w1 := func(mods ...func(*egress.Node)) egress.Node {
+		return node("w1", 2, append([]func(*egress.Node){secondary("10.10.10.2/24"), hosts("1", "10.10.10.50")}, mods...)...)
+	}
+	w2 := node("w2", 3, secondary("10.10.10.3/24"))
+	moved := map[string][]egressv1.EgressIPStatusItem{"a": {{Node: "w2", EgressIP: "10.10.10.50"}}}
+	type step struct {
+		after  time.Duration // since the start
+		nodes  []egress.Node
+		status map[string][]egressv1.EgressIPStatusItem // Assign's
+		want   string                                   // "node=ip" of a, or ""
+		wake   time.Duration
+	}
+	tests := []struct {
+		name  string
+		lease time.Duration
+		old   []string // a's status before
+		steps []step
+	}{
+		{
+			name: "held until the lease and margin have passed (the old node is silent: dead or cut off)",
+			old:  []string{"w1=10.10.10.50"}, lease: lease,
+			steps: []step{
+				{0, []egress.Node{w1(), w2}, moved, "", hold},
+				{time.Second, []egress.Node{w1(), w2}, moved, "", hold - time.Second},
+				{hold, []egress.Node{w1(), w2}, moved, "w2=10.10.10.50", 0},
+			},
+		},
+		{
+			name: "moves once the old node reports, after the release, that it no longer hosts it",
+			old:  []string{"w1=10.10.10.50"}, lease: lease,
+			steps: []step{
+				{0, []egress.Node{w1(), w2}, moved, "", hold},
+				// a report of the same version is not an answer
+				{100 * time.Millisecond, []egress.Node{w1(hosts("1")), w2}, moved, "", hold - 100*time.Millisecond},
+				{200 * time.Millisecond, []egress.Node{w1(hosts("2")), w2}, moved, "w2=10.10.10.50", 0},
+			},
+		},
+		{
+			name: "a node that refuses the IP is silent at once",
+			old:  []string{"w1=10.10.10.50"}, lease: lease,
+			steps: []step{{0, []egress.Node{w1(refuses("10.10.10.50")), w2}, moved, "w2=10.10.10.50", 0}},
+		},
+		{
+			name: "back on the old node: nothing held",
+			old:  []string{"w1=10.10.10.50"}, lease: lease,
+			steps: []step{
+				{0, []egress.Node{w1(), w2}, moved, "", hold},
+				{time.Second, []egress.Node{w1(), w2}, map[string][]egressv1.EgressIPStatusItem{"a": {{Node: "w1", EgressIP: "10.10.10.50"}}}, "w1=10.10.10.50", 0},
+			},
+		},
+		{
+			name: "an OVN-hosted IP is not held",
+			old:  []string{"w1=172.18.0.50"}, lease: lease,
+			steps: []step{{0, []egress.Node{w1(), w2}, map[string][]egressv1.EgressIPStatusItem{"a": {{Node: "w2", EgressIP: "172.18.0.50"}}}, "w2=172.18.0.50", 0}},
+		},
+		{
+			name:  "no lease: nothing held",
+			old:   []string{"w1=10.10.10.50"},
+			steps: []step{{0, []egress.Node{w1(), w2}, moved, "w2=10.10.10.50", 0}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Unix(1000, 0)
+			now := start
+			h := &egress.HostHold{Lease: tt.lease, Now: func() time.Time { return now }}
+			e := eip("a", []string{"10.10.10.50", "172.18.0.50"}, tt.old...)
+			for i, s := range tt.steps {
+				now = start.Add(s.after)
+				got, wake := h.Apply([]*egressv1.EgressIP{e}, s.status, s.nodes)
+				var item string
+				for _, it := range got["a"] {
+					item = it.Node + "=" + it.EgressIP
+				}
+				if item != s.want || wake != s.wake {
+					t.Errorf("step %d: a=%q wake %v, want %q wake %v", i, item, wake, s.want, s.wake)
+				}
+				if holding := h.Holding("w1"); holding != (s.want == "" && wake > 0) {
+					t.Errorf("step %d: Holding(w1) = %v", i, holding)
+				}
+				e.Status.Items = got["a"] // as the leader writes it
+			}
+		})
+	}
+}

@@ -1,0 +1,121 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/ovnedge/ovnedge/egress"
+	"github.com/ovnedge/ovnedge/internal/testbed"
+)
+
+// hostEgress gives the cluster its second host network (every node's
+// eth2 on 172.19.0.0/24, a plain kernel link, and a host at
+// 172.19.0.100), tells the Node objects (k8s.ovn.org/host-cidrs, as
+// ovnkube-node would), and sets up namespace hostegr with a sender pod on
+// ovn-worker and EgressIP hostegr whose IP ip is in that network: seed
+// 002's host-interface case. It returns the pod.
+func hostEgress(t *testing.T, e *Env, ip netip.Addr) *testbed.Pod {
+	t.Helper()
+	e.AddHostNetwork()
+	for _, n := range e.Nodes {
+		cidrs, _ := json.Marshal([]string{fmt.Sprintf("%s/%d", n.IP, testbed.ClusterExtPrefix),
+			fmt.Sprintf("%s/%d", n.IP6, testbed.ClusterExtPrefix6), n.HostIP.String() + "/24"})
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{egress.AnnotationHostCIDRs: string(cidrs)}}})
+		if _, err := e.CS.CoreV1().Nodes().Patch(e.Context(), n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatalf("host-cidrs of %s: %v", n.Name, err)
+		}
+	}
+	t.Cleanup(func() {
+		_ = e.Dyn.Resource(egressGVR).Delete(e.Context(), "hostegr", metav1.DeleteOptions{})
+	})
+	return senderEgress(e, "hostegr", ip)
+}
+
+// partition cuts node off from the leader (its health check and
+// heartbeat ports) and from the API server (both directions of the
+// forwarded apiserver port inside its namespace), and returns the undo.
+func partition(e *Env, node string) func() {
+	_, port, _ := strings.Cut(strings.TrimPrefix(e.Kube.URL, "https://"), ":")
+	rules := [][]string{
+		{"INPUT", "-p", "udp", "--dport", "9108", "-j", "DROP"},
+		{"INPUT", "-p", "tcp", "--dport", "9107", "-j", "DROP"},
+		{"OUTPUT", "-o", "lo", "-p", "tcp", "--dport", port, "-j", "DROP"},
+		{"OUTPUT", "-o", "lo", "-p", "tcp", "--sport", port, "-j", "DROP"},
+	}
+	ns := e.Node(node).NS
+	for _, r := range rules {
+		ns.Run(e.t, append([]string{"iptables", "-I"}, r...)...)
+	}
+	return func() {
+		for _, r := range rules {
+			_, _ = ns.RunErr(append([]string{"iptables", "-D"}, r...)...)
+		}
+	}
+}
+
+// hostFailures are the ways the node hosting a host-interface egress IP
+// is lost: its machine dies (chassis and ovnedge killed, eth2 silent), its
+// eth2 goes down (the node refuses the IP: moved at once), or it is cut
+// off from both the leader and the API server (the leader holds the IP
+// until the node's host lease has run out; the node withdraws it then).
+var hostFailures = []failure{
+	failures[0],
+	{"HostLinkDown", func(e *Env, n string) func() {
+		e.Node(n).SetHostLink(false)
+		return func() { e.Node(n).SetHostLink(true) }
+	}},
+	{"Partitioned", partition},
+}
+
+// TestHostEgressFailover proves seed 002's host-interface egress IP on
+// the cluster with --egressip-fast-failover: the pod's packets reach the
+// host on the second network from the egress IP, through the egress
+// node's eth2 (its ip rules and SNAT); for each way of losing that node
+// the IP moves to the other egress node, packets leave with it again, the
+// loss window is logged, and an ARP request every 10 ms never got two
+// answers nor answers that went back to the old node (the old node's
+// kernel is silent before the new one adds the address; its gratuitous
+// ARP then points the host at it). A node whose eth2 is down reports the
+// IP refused on its Node, with an EgressIPHostRequirement event.
+func TestHostEgressFailover(t *testing.T) {
+	env := shared.With(t)
+	env.RestartLeader("--egressip-fast-failover")
+	t.Cleanup(func() { shared.With(t).RestartLeader() })
+	eip := netip.MustParseAddr("172.19.0.50")
+	pod := hostEgress(t, env, eip)
+	dst := netip.MustParseAddr(testbed.ClusterHostClientIP)
+	for i, f := range hostFailures {
+		t.Run(f.name, func(t *testing.T) {
+			e := env.With(t)
+			gap, from, to, w := failoverTo(t, e, pod, "hostegr", eip, uint16(9400+i), f, e.HostClient, dst)
+			checkTakeover(t, e, f.name, eip, gap, from, to, w)
+			if f.name == "HostLinkDown" {
+				hostRefusal(t, e, from, eip)
+			}
+		})
+	}
+}
+
+// hostRefusal checks that node reported eip refused (its Node's
+// annotation, as written before its eth2 came back) through the event
+// the node recorded on the EgressIP.
+func hostRefusal(t *testing.T, e *Env, node string, eip netip.Addr) {
+	t.Helper()
+	evs, err := e.CS.CoreV1().Events("").List(e.Context(), metav1.ListOptions{FieldSelector: "reason=" + egress.ReasonHostRequirement})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs.Items {
+		if ev.InvolvedObject.Name == "hostegr" && strings.Contains(ev.Message, node) && strings.Contains(ev.Message, eip.String()) {
+			t.Logf("event on EgressIP hostegr: %s", ev.Message)
+			return
+		}
+	}
+	t.Errorf("no %s event of %s for %s", egress.ReasonHostRequirement, node, eip)
+}
