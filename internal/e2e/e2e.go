@@ -14,7 +14,12 @@
 // every Pod bound to a node gets a network namespace on that node's br-int, its IP
 // and a Ready status, and a TCP server on each container port answering
 // "<pod name> <client address>"), and an endpoint controller (one
-// EndpointSlice per Service with a selector, of its ready pods).
+// EndpointSlice per Service with a selector, of its ready pods). With
+// StartKubeOVN the cluster also has Kube-OVN's default VPC (pods annotated
+// ovn.kubernetes.io/logical_switch join its subnets), and SyncLBSvc plays
+// the Deployment controller, scheduler, Kube-OVN/Multus and kubelet for
+// the lb-svc Deployments ovnedge creates (--enable-lb-svc): their pods
+// get net1 on the external segment and run the Deployment's command.
 //
 // Start needs root, the OVS/OVN binaries and the apiserver built by
 // scripts/kube-apiserver.sh; without them a test is skipped, or fails

@@ -91,6 +91,19 @@ func (e *Env) StartKubeOVN(subnets ...testbed.KubeOVNSubnet) {
 	}
 }
 
+// KubeOVNPod is ServerPod on Kube-OVN's ovn-default (StartKubeOVN)
+// instead of its node's switch.
+func KubeOVNPod(namespace, name, node string, labels map[string]string, ports ...int32) *corev1.Pod {
+	p := ServerPod(namespace, name, node, labels, ports...)
+	p.Annotations = map[string]string{annotationLogicalSwitch: testbed.KubeOVNDefaultSubnet}
+	return p
+}
+
+// Seed004 is seed 004's manifests (a NetworkAttachmentDefinition, the
+// Subnet attach-subnet and the Service test-service, as Kube-OVN's
+// documentation writes them), relative to the repository root.
+const Seed004 = "daemon/testdata/kubeovn/seed004.yaml"
+
 // kubeOVNSubnet returns the Kube-OVN subnet pod p asks for with
 // ovn.kubernetes.io/logical_switch, "" for none (the node switch).
 func (e *Env) kubeOVNSubnet(p *corev1.Pod) (string, error) {

@@ -30,14 +30,6 @@ const (
 	seed004Label = "dynamic"
 )
 
-// KubeOVNPod is a backend of seed 004's test-service (app=dynamic) on
-// Kube-OVN's ovn-default, serving port 80.
-func KubeOVNPod(namespace, name, node string, labels map[string]string, ports ...int32) *corev1.Pod {
-	p := ServerPod(namespace, name, node, labels, ports...)
-	p.Annotations = map[string]string{annotationLogicalSwitch: testbed.KubeOVNDefaultSubnet}
-	return p
-}
-
 // TestKubeOVNLBSvc proves seed 004 over real packets on a Kube-OVN-shaped
 // topology (the router ovn-cluster, the subnet ovn-default; the
 // attachment network is the external segment): the leader, restarted
@@ -59,7 +51,7 @@ func TestKubeOVNLBSvc(t *testing.T) {
 	e.RestartLeader("--enable-lb-svc", "--lb-svc-image="+lbSvcImage, "--cluster-subnets="+KubeOVNClusterSubnets)
 	t.Cleanup(func() { shared.With(t).RestartLeader() })
 	e.StartKubeOVN()
-	e.ApplyFile(filepath.Join(e.root, "daemon", "testdata", "kubeovn", "seed004.yaml"))
+	e.ApplyFile(filepath.Join(e.root, Seed004))
 	t.Cleanup(func() {
 		_ = e.CS.CoreV1().Services(seed004NS).Delete(context.Background(), seed004Svc, metav1.DeleteOptions{})
 		shared.With(t).Eventually(Timeout, "lb-svc pod gone with its Service", func() error {
