@@ -117,10 +117,10 @@ func RunKubeOVN(ctx context.Context, t testbed.T, out io.Writer) KubeOVNReport {
 	fmt.Fprintln(out, "Requests to the LoadBalancer IP (net1 DNATs to the ClusterIP; OVN's load balancer, written by ovnedge, picks a backend):")
 	request(2)
 	fmt.Fprintln(out, "\nInside the lb-svc pod, as `ovnedge lbsvc-agent` programmed it:")
-	for _, cmd := range [][]string{{"ip", "rule", "show"}, {"ip", "route", "show", "table", "100"}, {"iptables", "-t", "nat", "-S", agent.ChainDNAT}, {"iptables", "-t", "nat", "-S", agent.ChainSNAT}} {
+	for _, cmd := range [][]string{{"ip", "rule", "show"}, {"ip", "route", "show", "table", "100"}, {"nft", "list", "table", "ip", agent.Table}} {
 		fmt.Fprintf(out, "  # %s\n", strings.Join(cmd, " "))
 		for _, l := range strings.Split(lb.Pod.Run(t, cmd...), "\n") {
-			if cmd[0] == "ip" && cmd[1] == "rule" && !strings.Contains(l, "lookup 100") || strings.HasPrefix(l, "-N ") {
+			if cmd[0] == "ip" && cmd[1] == "rule" && !strings.Contains(l, "lookup 100") {
 				continue
 			}
 			fmt.Fprintf(out, "  %s\n", l)
