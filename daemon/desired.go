@@ -14,7 +14,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/ovnedge/ovnedge/egress"
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
@@ -448,7 +447,7 @@ func allocate(svcs []*corev1.Service, pools []*ipam.Pool, ingress map[string][]c
 		}
 		res := alloc.Allocate(svc, names...)
 		events = append(events, res.Events...)
-		if equality.Semantic.DeepEqual(res.Ingress, svc.Status.LoadBalancer.Ingress) {
+		if ipam.IngressEqual(res.Ingress, svc.Status.LoadBalancer.Ingress) {
 			continue
 		}
 		ingress[svc.Namespace+"/"+svc.Name] = res.Ingress

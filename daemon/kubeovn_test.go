@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 // TestKubeOVNSeedManifests loads seeds 003 and 004 as their documentation
@@ -111,6 +112,14 @@ func TestLBSvcFromManifests(t *testing.T) {
 	}
 	if create, update, del := cs.LBSvc.Changes(s.LBSvcDeployments); len(cs.Ingress)+len(create)+len(update)+len(del) != 0 {
 		t.Errorf("second pass: ingress %v, %d creates, %d updates, %d deletes", cs.Ingress, len(create), len(update), len(del))
+	}
+	// A real API server (1.30 and later) reads the status back with
+	// ipMode VIP: still nothing to write (it was written on every pass).
+	vip := svc.DeepCopy()
+	vip.Status.LoadBalancer.Ingress[0].IPMode = ptr.To(corev1.LoadBalancerIPModeVIP)
+	s.Services = []*corev1.Service{vip}
+	if cs, err := ComputeCluster(s, d.params, nil, nil); err != nil || len(cs.Ingress) != 0 {
+		t.Errorf("status with ipMode VIP: ingress to write %v, %v", cs.Ingress, err)
 	}
 	// Without --enable-lb-svc nothing of the kind is computed.
 	off := d.params

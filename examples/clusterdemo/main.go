@@ -1,5 +1,7 @@
 // Command clusterdemo is `make demo`: ovnedge on a real three-node
-// cluster, shown the way a person would check it.
+// cluster, shown the way a person would check it. With -flavor=kube-ovn
+// (`make demo FLAVOR=kube-ovn`) it shows Kube-OVN's LoadBalancer Services
+// instead (seed 004, see RunKubeOVN).
 //
 // It starts the cluster of internal/e2e (three OVN chassis in network
 // namespaces on a shared external segment, geneve between them, a real
@@ -45,12 +47,22 @@ const (
 
 func main() {
 	verbose := flag.Bool("v", false, "show the testbed's progress")
+	flavor := flag.String("flavor", "ovn-kubernetes", "ovn-kubernetes (VIPs, egress IP, failover) or kube-ovn (seed 004: lb-svc Deployment, requests through its pod)")
 	flag.Parse()
 	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
+	run := func(t testbed.T) { Run(ctx, t, os.Stdout) }
+	switch *flavor {
+	case "ovn-kubernetes", "":
+	case "kube-ovn":
+		run = func(t testbed.T) { RunKubeOVN(ctx, t, os.Stdout) }
+	default:
+		fmt.Fprintf(os.Stderr, "demo: unknown flavor %q (ovn-kubernetes or kube-ovn)\n", *flavor)
+		os.Exit(2)
+	}
 	p := &testbed.Program{Quiet: !*verbose}
-	if err := p.Run(func() { Run(ctx, p, os.Stdout) }); err != nil {
+	if err := p.Run(func() { run(p) }); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}

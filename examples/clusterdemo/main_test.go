@@ -32,3 +32,31 @@ func TestDemo(t *testing.T) {
 		t.Errorf("no failover gap measured")
 	}
 }
+
+// TestDemoKubeOVN runs `make demo FLAVOR=kube-ovn` and checks its report:
+// the lb-svc Deployment runs `ovnedge lbsvc-agent`, every request to the
+// LoadBalancer IP is answered by a backend that saw the lb-svc pod's
+// address, the re-created pod's included.
+func TestDemoKubeOVN(t *testing.T) {
+	var out bytes.Buffer
+	r := RunKubeOVN(context.Background(), t, &out)
+	t.Logf("report:\n%s", out.String())
+	if r.Deployment != "default/lb-svc-test-service" || len(r.Command) < 2 || r.Command[0] != "ovnedge" || r.Command[1] != "lbsvc-agent" {
+		t.Errorf("Deployment %s runs %q", r.Deployment, r.Command)
+	}
+	if len(r.Answers) != 6 {
+		t.Fatalf("answers %q", r.Answers)
+	}
+	for i, a := range r.Answers {
+		lbPod := r.LBPodIP
+		if i >= 4 {
+			lbPod = r.RecreatedIP
+		}
+		if !strings.Contains(a, " dynamic-") || !strings.Contains(a, " "+lbPod+":") {
+			t.Errorf("answer %q: want a dynamic pod seeing the lb-svc pod %s", a, lbPod)
+		}
+	}
+	if r.Resumed <= 0 {
+		t.Errorf("no time to resume measured")
+	}
+}

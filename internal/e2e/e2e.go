@@ -14,7 +14,12 @@
 // every Pod bound to a node gets a network namespace on that node's br-int, its IP
 // and a Ready status, and a TCP server on each container port answering
 // "<pod name> <client address>"), and an endpoint controller (one
-// EndpointSlice per Service with a selector, of its ready pods).
+// EndpointSlice per Service with a selector, of its ready pods). With
+// StartKubeOVN the cluster also has Kube-OVN's default VPC (pods annotated
+// ovn.kubernetes.io/logical_switch join its subnets), and SyncLBSvc plays
+// the Deployment controller, scheduler, Kube-OVN/Multus and kubelet for
+// the lb-svc Deployments ovnedge creates (--enable-lb-svc): their pods
+// get net1 on the external segment and run the Deployment's command.
 //
 // Start needs root, the OVS/OVN binaries and the apiserver built by
 // scripts/kube-apiserver.sh; without them a test is skipped, or fails
@@ -113,6 +118,8 @@ type Env struct {
 	// underlay is seed 003's underlay once a test asked for it
 	// (Underlay), shared by every With copy.
 	underlay **testbed.Underlay
+	// kubeovn is the state of the Kube-OVN parts (StartKubeOVN).
+	kubeovn *kubeOVNState
 }
 
 // Instance is one running `ovnedge daemon`.
@@ -140,7 +147,8 @@ func Start(t testbed.T, o Options) *Env {
 		bin = Build(t, root)
 	}
 	e := &Env{t: t, owner: t, root: root, Bin: bin, mu: &sync.Mutex{}, nodes: map[string]*Instance{}, kubecfgs: map[string]string{}, opts: &o,
-		baseNodeArgs: o.NodeArgs, baseLeaderArgs: o.LeaderArgs}
+		baseNodeArgs: o.NodeArgs, baseLeaderArgs: o.LeaderArgs,
+		kubeovn: &kubeOVNState{subnets: map[string]testbed.KubeOVNSubnet{}, lbsvc: map[string]*LBSvcPod{}}}
 	e.leader = &e.Leader
 	e.underlay = new(*testbed.Underlay)
 	e.Cluster = testbed.StartCluster(t, testbed.ClusterOptions{Nodes: o.Nodes})
@@ -536,12 +544,13 @@ func (e *Env) WaitPod(namespace, name string) *testbed.Pod {
 	return p
 }
 
-// runPod is the kubelet's part for p: a pod of the cluster on its node,
-// servers on its container ports, and a Running, Ready status with its IP.
+// runPod is the kubelet's part for p: a pod of the cluster on its node
+// (on the node switch, or on the Kube-OVN subnet of its annotation
+// ovn.kubernetes.io/logical_switch), servers on its container ports, and
+// a Running, Ready status with its IP.
 func (e *Env) runPod(p *corev1.Pod) {
 	e.t.Helper()
 	var pod *testbed.Pod
-	ips := func() []corev1.PodIP { return []corev1.PodIP{{IP: pod.IP.String()}, {IP: pod.IP6.String()}} }
 	e.mu.Lock()
 	u := *e.underlay
 	e.mu.Unlock()
@@ -549,9 +558,12 @@ func (e *Env) runPod(p *corev1.Pod) {
 		// Kube-OVN's CNI puts a pod annotated with an underlay subnet's
 		// switch on that subnet (IPv4 only here).
 		pod = u.AddPod(p.Spec.NodeName, p.Namespace, p.Name, netip.Addr{})
-		ips = func() []corev1.PodIP { return []corev1.PodIP{{IP: pod.IP.String()}} }
 	} else {
-		pod = e.AddPod(p.Spec.NodeName, p.Namespace, p.Name, testbed.ClusterPodOptions{})
+		subnet, err := e.kubeOVNSubnet(p)
+		if err != nil {
+			e.t.Fatalf("e2e: %v", err)
+		}
+		pod = e.AddPod(p.Spec.NodeName, p.Namespace, p.Name, testbed.ClusterPodOptions{Subnet: subnet})
 	}
 	for _, c := range p.Spec.Containers {
 		for _, port := range c.Ports {
@@ -561,8 +573,12 @@ func (e *Env) runPod(p *corev1.Pod) {
 		}
 	}
 	now := metav1.Now()
+	ips := []corev1.PodIP{{IP: pod.IP.String()}}
+	if pod.IP6.IsValid() {
+		ips = append(ips, corev1.PodIP{IP: pod.IP6.String()})
+	}
 	p.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: pod.IP.String(),
-		PodIPs: ips(), HostIP: e.Node(p.Spec.NodeName).IP.String(), StartTime: &now,
+		PodIPs: ips, HostIP: e.Node(p.Spec.NodeName).IP.String(), StartTime: &now,
 		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now}}}
 	if _, err := e.CS.CoreV1().Pods(p.Namespace).UpdateStatus(e.ctx, p, metav1.UpdateOptions{}); err != nil {
 		e.t.Fatalf("e2e: pod %s/%s status: %v", p.Namespace, p.Name, err)

@@ -89,11 +89,12 @@ type Cluster struct {
 	// host (ClusterHostClientIP), nil until AddHostNetwork.
 	HostSegment, HostClient *Netns
 
-	t      T                 // the T the cluster was started with
-	cur    atomic.Pointer[T] // the T failures go to now (Use)
-	mu     sync.Mutex
-	pods   map[string]*Pod
-	uplink int
+	t       T                 // the T the cluster was started with
+	cur     atomic.Pointer[T] // the T failures go to now (Use)
+	mu      sync.Mutex
+	pods    map[string]*Pod
+	subnets map[string]*kubeOVNSubnet // AddKubeOVNSubnets
+	uplink  int
 }
 
 // T is the T the cluster's methods report failures to: the one given to
@@ -151,19 +152,26 @@ type ClusterNode struct {
 }
 
 // Pod is a pod of a Cluster: a network namespace whose eth0 is a port of
-// its node's br-int bound to the logical switch port <namespace>_<name>.
+// its node's br-int bound to the logical switch port <namespace>_<name>
+// on the node switch, or <name>.<namespace> on a Kube-OVN subnet.
 type Pod struct {
 	*Netns
 	Namespace, Name, Node string
-	IP, IP6               netip.Addr
-	MAC                   string
-	port                  string // the veth end on br-int
-	lsp                   string // the logical switch port, when not <namespace>_<name>
+	// IP6 is not valid on a Kube-OVN subnet or the underlay (IPv4 only).
+	IP, IP6 netip.Addr
+	MAC     string
+	// Switch is the pod's logical switch (the node's, or a Kube-OVN
+	// subnet's), Gateway eth0's default gateway; both unset for an
+	// underlay pod.
+	Switch  string
+	Gateway netip.Addr
+	port    string // the veth end on br-int
+	lsp     string // the logical switch port, when not <namespace>_<name>
 }
 
 // LSP is the pod's logical switch port name: <namespace>_<name>, as
-// OVN-Kubernetes names it, or <name>.<namespace> (Kube-OVN's) for an
-// underlay pod.
+// OVN-Kubernetes names it, or <name>.<namespace> (Kube-OVN's) for a pod
+// on a Kube-OVN subnet or the underlay.
 func (p *Pod) LSP() string {
 	if p.lsp != "" {
 		return p.lsp
@@ -187,7 +195,7 @@ func StartCluster(t T, o ClusterOptions) *Cluster {
 	if n < 1 || n > 200 {
 		t.Fatalf("testbed: StartCluster: %d nodes, want 1-200", n)
 	}
-	c := &Cluster{OVN: StartOVN(t), t: t, pods: map[string]*Pod{}}
+	c := &Cluster{OVN: StartOVN(t), t: t, pods: map[string]*Pod{}, subnets: map[string]*kubeOVNSubnet{}}
 	c.Segment = NewNetns(t, "ovcs")
 	c.Segment.Run(t, "ip", "link", "add", "br0", "type", "bridge")
 	c.Segment.Run(t, "ip", "link", "set", "br0", "up")
@@ -577,37 +585,61 @@ type ClusterPodOptions struct {
 	// subnet when not valid; its IPv6 address has the same host part in
 	// the node's IPv6 subnet.
 	IP netip.Addr
+	// Subnet puts the pod on a Kube-OVN subnet (AddKubeOVNSubnets)
+	// instead of its node's switch: the subnet's next free address (IP
+	// is ignored), IPv4 only, the logical switch port <name>.<namespace>
+	// with a Kube-OVN MAC, the default route via the subnet's gateway.
+	Subnet string
 }
 
 // AddPod creates pod namespace/name on node: its logical switch port
 // <namespace>_<name> on the node switch (addresses MAC + IP as
 // OVN-Kubernetes derives them), a network namespace whose eth0 is a port
-// of the node's br-int bound to it, and its default route. It returns
-// once the chassis has claimed the port and reports it up.
+// of the node's br-int bound to it, and its default route; or, with
+// o.Subnet, the same on a Kube-OVN subnet. It returns once the chassis
+// has claimed the port and reports it up.
 func (c *Cluster) AddPod(node, namespace, name string, o ClusterPodOptions) *Pod {
 	t := c.T()
 	t.Helper()
 	n := c.Node(node)
 	c.mu.Lock()
-	if _, dup := c.pods[namespace+"/"+name]; dup {
-		c.mu.Unlock()
+	_, dup := c.pods[namespace+"/"+name]
+	c.mu.Unlock()
+	if dup {
 		t.Fatalf("testbed: pod %s/%s exists", namespace, name)
 	}
-	ip := o.IP
-	if !ip.IsValid() {
-		b := n.Subnet.Addr().As4()
-		b[3] = byte(n.nextPod)
-		n.nextPod++
-		ip = netip.AddrFrom4(b)
+	p := &Pod{Namespace: namespace, Name: name, Node: node, Netns: newHost(t, "ovcp"), port: "p" + randomHex(t)}
+	var prefix int
+	if o.Subnet != "" {
+		s, ip, err := c.kubeOVNAddress(o.Subnet)
+		if err != nil {
+			t.Fatalf("testbed: pod %s/%s: %v", namespace, name, err)
+		}
+		p.IP, p.MAC, p.Switch, p.Gateway, prefix = ip, kubeOVNMAC(t), s.Name, s.Gateway, s.CIDR.Bits()
+		p.lsp = name + "." + namespace
+	} else {
+		ip := o.IP
+		if !ip.IsValid() {
+			c.mu.Lock()
+			b := n.Subnet.Addr().As4()
+			b[3] = byte(n.nextPod)
+			n.nextPod++
+			c.mu.Unlock()
+			ip = netip.AddrFrom4(b)
+		}
+		host := n.Subnet6.Addr().As16()
+		host[15] = ip.As4()[3]
+		p.IP, p.IP6, p.MAC, p.Switch, p.Gateway, prefix = ip, netip.AddrFrom16(host), ovnMAC(ip), node, n.Subnet.Addr().Next(), n.Subnet.Bits()
 	}
-	c.mu.Unlock()
-	host := n.Subnet6.Addr().As16()
-	host[15] = ip.As4()[3]
-	p := &Pod{Namespace: namespace, Name: name, Node: node, IP: ip, IP6: netip.AddrFrom16(host), MAC: ovnMAC(ip),
-		Netns: newHost(t, "ovcp"), port: "p" + randomHex(t)}
-	c.nbctl("lsp-add", node, p.LSP(), "--", "lsp-set-addresses", p.LSP(), p.MAC+" "+ip.String()+" "+p.IP6.String())
-	c.plug(n, p, []string{netip.PrefixFrom(ip, n.Subnet.Bits()).String(), netip.PrefixFrom(p.IP6, n.Subnet6.Bits()).String()},
-		[]string{n.Subnet.Addr().Next().String(), n.Subnet6.Addr().Next().String()})
+	addrs := p.MAC + " " + p.IP.String()
+	ifAddrs, gws := []string{netip.PrefixFrom(p.IP, prefix).String()}, []string{p.Gateway.String()}
+	if p.IP6.IsValid() {
+		addrs += " " + p.IP6.String()
+		ifAddrs = append(ifAddrs, netip.PrefixFrom(p.IP6, n.Subnet6.Bits()).String())
+		gws = append(gws, n.Subnet6.Addr().Next().String())
+	}
+	c.nbctl("lsp-add", p.Switch, p.LSP(), "--", "lsp-set-addresses", p.LSP(), addrs)
+	c.plug(n, p, ifAddrs, gws)
 	return p
 }
 

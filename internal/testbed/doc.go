@@ -16,7 +16,11 @@
 // a bridge's userspace OVS with br-ex mapped as physnet, AddPod plugs a
 // "pod" network namespace into br-int and NewExternal makes an external
 // host on br-ex's segment; NewNetns, Link and Netns.Do give tests hosts on
-// an L2 segment. They take the small T interface, so a program (make
+// an L2 segment. StartCluster builds an N-node OVN-Kubernetes-shaped
+// cluster; AddKubeOVNSubnets adds Kube-OVN's default VPC to it (the router
+// ovn-cluster, subnet switches, pods on them) and AttachSegment gives a
+// pod a macvlan-like second interface on the external segment. They take
+// the small T interface, so a program (make
 // demo) can run them too. StartKubeAPI runs etcd and a kube-apiserver
 // (built by scripts/kube-apiserver.sh) for end-to-end tests.
 //

@@ -40,6 +40,15 @@ func (n *Netns) RunErr(argv ...string) (string, error) {
 	return run(append([]string{"ip", "netns", "exec", n.Name}, argv...)...)
 }
 
+// Delete deletes the namespace now rather than at cleanup, as a pod's
+// sandbox goes when the pod is deleted: its interfaces go with it (a
+// veth's peer too). A process still inside keeps the namespace alive
+// until it exits; stop it first.
+func (n *Netns) Delete(t T) {
+	t.Helper()
+	mustRun(t, nil, "ip", "netns", "del", n.Name)
+}
+
 // Link connects namespaces a and b with a veth pair, ifA in a and ifB in
 // b, both up, and gives each end the addresses listed (CIDR notation, may
 // be empty). Deleting a namespace deletes the pair.

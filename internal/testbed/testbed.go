@@ -177,12 +177,18 @@ func newDir(t T) string {
 	return dir
 }
 
+// netnsDir holds the named network namespaces of `ip netns`.
+const netnsDir = "/var/run/netns"
+
 // newNamespace creates the network namespace name with lo up and
 // registers its deletion.
 func newNamespace(t T, name string) {
 	t.Helper()
 	mustRun(t, nil, "ip", "netns", "add", name)
 	t.Cleanup(func() {
+		if _, err := os.Stat(filepath.Join(netnsDir, name)); errors.Is(err, os.ErrNotExist) {
+			return // deleted early (Netns.Delete)
+		}
 		if _, err := run("ip", "netns", "del", name); err != nil {
 			t.Errorf("testbed: %v", err)
 		}

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/ovnedge/ovnedge/event"
 )
@@ -219,6 +220,30 @@ func (a *Allocator) Allocate(svc *corev1.Service, poolNames ...string) Result {
 		res.Ingress = append(res.Ingress, corev1.LoadBalancerIngress{IP: ip.String()})
 	}
 	return res
+}
+
+// IngressEqual reports whether the ingress list want (as Allocate makes
+// it) is what a Service's status holds, have: the same entries in order,
+// an unset ipMode equal to VIP. The API server (1.30 and later) defaults
+// ipMode of an ingress IP to VIP, so a Service whose status ovnedge wrote
+// reads back with it; comparing plainly would rewrite the status on every
+// pass.
+func IngressEqual(want, have []corev1.LoadBalancerIngress) bool {
+	norm := func(in []corev1.LoadBalancerIngress) []corev1.LoadBalancerIngress {
+		out := make([]corev1.LoadBalancerIngress, len(in))
+		for i, x := range in {
+			out[i] = *x.DeepCopy()
+			if out[i].IP != "" && out[i].IPMode == nil {
+				vip := corev1.LoadBalancerIPModeVIP
+				out[i].IPMode = &vip
+			}
+			if len(out[i].Ports) == 0 {
+				out[i].Ports = nil
+			}
+		}
+		return out
+	}
+	return equality.Semantic.DeepEqual(norm(want), norm(have))
 }
 
 // Release frees the addresses of a deleted Service.

@@ -338,3 +338,32 @@ func TestComplement(t *testing.T) {
 		})
 	}
 }
+
+// The API server defaults an ingress IP's ipMode to VIP: an ingress read
+// back so is the one Allocate made; anything else differs.
+func TestIngressEqual(t *testing.T) {
+	vip, proxy := corev1.LoadBalancerIPModeVIP, corev1.LoadBalancerIPModeProxy
+	ing := func(ip string, mode *corev1.LoadBalancerIPMode) corev1.LoadBalancerIngress {
+		return corev1.LoadBalancerIngress{IP: ip, IPMode: mode}
+	}
+	for _, tt := range []struct {
+		name       string
+		want, have []corev1.LoadBalancerIngress
+		equal      bool
+	}{
+		{"both empty", nil, []corev1.LoadBalancerIngress{}, true},
+		{"same", []corev1.LoadBalancerIngress{ing("172.18.0.18", nil)}, []corev1.LoadBalancerIngress{ing("172.18.0.18", nil)}, true},
+		{"ipMode VIP defaulted", []corev1.LoadBalancerIngress{ing("172.18.0.18", nil), ing("fd00:18::18", nil)},
+			[]corev1.LoadBalancerIngress{ing("172.18.0.18", &vip), ing("fd00:18::18", &vip)}, true},
+		{"ipMode Proxy", []corev1.LoadBalancerIngress{ing("172.18.0.18", nil)}, []corev1.LoadBalancerIngress{ing("172.18.0.18", &proxy)}, false},
+		{"other address", []corev1.LoadBalancerIngress{ing("172.18.0.18", nil)}, []corev1.LoadBalancerIngress{ing("172.18.0.19", &vip)}, false},
+		{"order", []corev1.LoadBalancerIngress{ing("172.18.0.18", nil), ing("fd00:18::18", nil)},
+			[]corev1.LoadBalancerIngress{ing("fd00:18::18", &vip), ing("172.18.0.18", &vip)}, false},
+		{"one more", []corev1.LoadBalancerIngress{ing("172.18.0.18", nil)}, nil, false},
+		{"hostname", nil, []corev1.LoadBalancerIngress{{Hostname: "lb.example"}}, false},
+	} {
+		if got := ipam.IngressEqual(tt.want, tt.have); got != tt.equal {
+			t.Errorf("%s: IngressEqual(%v, %v) = %v", tt.name, tt.want, tt.have, got)
+		}
+	}
+}

@@ -42,4 +42,12 @@
 // ovnedge's standalone mode allocates LoadBalancer VIPs. NetworkAttachmentDefinitions are the
 // network-plumbing-wg client module's type; [NADs] reduces them to what
 // [Deployment] needs.
+//
+// The ClusterIP the lb-svc pod DNATs to is served by the load balancers
+// ovnedge's leader writes (package lbsvc): on a cluster whose pods live
+// on Kube-OVN subnets, --cluster-subnets must cover those subnets (else
+// their endpoints count as host-network ones, served per node), and the
+// subnet switches hold the cluster-wide Load_Balancer_Group, as Kube-OVN
+// attaches its VPC's load balancers to every subnet. internal/e2e's
+// TestKubeOVNLBSvc proves the whole path with real packets.
 package kubeovn

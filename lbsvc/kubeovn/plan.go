@@ -7,7 +7,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/ovnedge/ovnedge/event"
 	"github.com/ovnedge/ovnedge/lbsvc/ipam"
@@ -137,7 +136,7 @@ func Desired(in Input, opts Options) Plan {
 		for _, svc := range svcs {
 			res := alloc.Allocate(svc)
 			plan.Events = append(plan.Events, res.Events...)
-			if !equality.Semantic.DeepEqual(res.Ingress, svc.Status.LoadBalancer.Ingress) &&
+			if !ipam.IngressEqual(res.Ingress, svc.Status.LoadBalancer.Ingress) &&
 				(len(res.Ingress) > 0 || len(svc.Status.LoadBalancer.Ingress) > 0) {
 				plan.Ingress[svc.Namespace+"/"+svc.Name] = res.Ingress
 			}
