@@ -202,7 +202,9 @@ func TestHealthCheckBouncedSession(t *testing.T) {
 func TestCheckerDiscard(t *testing.T) {
 	t.Parallel()
 	a, _ := twoHosts(t)
-	const interval, timeout = 200 * time.Millisecond, 200 * time.Millisecond
+	// A generous timeout: on a loaded machine a 200 ms connect to the
+	// healthy host once timed out (CI, load 15 on 2 cores).
+	const interval, timeout = 200 * time.Millisecond, time.Second
 	type change struct {
 		node string
 		up   bool
