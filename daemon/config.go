@@ -280,7 +280,7 @@ var options = []option{
 		"a node that hears neither the leader's heartbeat nor the API server for this long removes its egress IPs from host interfaces (0: never)",
 		func(c *Config, v string) (err error) { c.HostLease, err = parseDurationOrZero(v); return err }},
 	{"egressip-host-backend", "ovnedge", "egressip-host-backend", "auto",
-		"SNAT of egress IPs on host interfaces: iptables (chain OVN-KUBE-EGRESS-IP-MULTI-NIC, as seed 002), nftables, or auto (nftables when the nft command is installed, else iptables)",
+		"SNAT of egress IPs on host interfaces: iptables (chain OVN-KUBE-EGRESS-IP-MULTI-NIC, as seed 002), nftables (through netlink: no binary needed), or auto (nftables, else iptables when the kernel's nftables API does not answer); iptables runs the iptables commands, which the ovnedge image lacks",
 		func(c *Config, v string) error {
 			switch v {
 			case "iptables", "nftables", "auto":

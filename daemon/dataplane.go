@@ -1127,7 +1127,7 @@ func (d *Dataplane) confirmHost(ctx context.Context, mine []egress.HostAssignmen
 // openHostnet opens the host egress Manager, its announcer and the watch
 // of its links.
 func (d *Dataplane) openHostnet(ctx context.Context) error {
-	snat, err := newHostSNAT(d.cfg.HostBackend, d.cfg.HostNetns)
+	snat, err := newHostSNAT(d.cfg.HostBackend, d.cfg.HostNetns, d.log)
 	if err != nil {
 		return fmt.Errorf("host egress: %w", err)
 	}

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"os/exec"
 	"sync/atomic"
 	"time"
 
@@ -209,20 +208,27 @@ func serveNode(ctx context.Context, cfg *Config, c *Clients, l *nodeLiveness, ke
 }
 
 // newHostSNAT opens the SNAT backend of egress IPs on host interfaces
-// named by --egressip-host-backend; auto is nftables when the nft command
-// is installed, else iptables.
-func newHostSNAT(backend, netns string) (hostnet.SNAT, error) {
-	if backend == "auto" {
-		backend = "iptables"
-		if _, err := exec.LookPath("nft"); err == nil {
-			backend = "nftables"
-		}
-	}
+// named by --egressip-host-backend. auto is nftables, programmed through
+// netlink (no binary, so it works from the ovnedge image), unless the
+// kernel's nftables API does not answer: then iptables, if its commands
+// are installed.
+func newHostSNAT(backend, netns string, log *slog.Logger) (hostnet.SNAT, error) {
 	switch backend {
 	case "iptables":
 		return hostnet.NewIPTables(netns)
 	case "nftables":
 		return hostnet.NewNFTables(netns)
+	case "auto":
+		nft, err := hostnet.NewNFTables(netns)
+		if err == nil {
+			return nft, nil
+		}
+		ipt, err2 := hostnet.NewIPTables(netns)
+		if err2 != nil {
+			return nil, fmt.Errorf("egressip-host-backend auto: %w", errors.Join(err, err2))
+		}
+		log.Warn("nftables unavailable: egress IPs on host interfaces use iptables", "err", err)
+		return ipt, nil
 	}
 	return nil, fmt.Errorf("egressip-host-backend %q: want iptables, nftables or auto", backend)
 }

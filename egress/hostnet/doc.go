@@ -21,11 +21,15 @@
 //     link, which records the address as the Manager's (never used for
 //     forwarding: the local table, looked up first, delivers traffic to
 //     the egress IP); all these routes carry [RouteProtocol];
-//   - one SNAT rule per pod through an [SNAT] backend: [IPTables] (chain
+//   - one SNAT rule per pod through an [SNAT] backend: [NFTables] (table
+//     [NFTablesTable] with maps `<pod IP> . <ifname> : <egress IP>` and a
+//     nat postrouting chain, IPv4 and IPv6), programmed through nftables'
+//     netlink API, so it needs no binary and works from the ovnedge image
+//     (which holds nothing but the ovnedge binary); or [IPTables] (chain
 //     [ChainName] in table nat, jumped to from POSTROUTING, `-s <pod>/32 -o
-//     <link> -j SNAT --to-source <egress IP>`, ip6tables for IPv6) or
-//     [NFTables] (table [NFTablesTable] with maps `<pod IP> . <ifname> :
-//     <egress IP>` and a nat postrouting chain, IPv4 and IPv6).
+//     <link> -j SNAT --to-source <egress IP>`, ip6tables for IPv6, as seed
+//     002 shows it), which runs the iptables, ip6tables and
+//     iptables-restore commands and so needs an image that adds them.
 //
 // What the Manager owns is found on the host by those markers (rule
 // priority, route protocol in tables above TableBase, the backend's chain
@@ -56,8 +60,9 @@
 // Everything works on the network namespace named by a path
 // ([Config.Netns], the backends' constructors), so tests point it at a
 // namespace of their own from the test process. Netlink calls go through a
-// netlink.Handle opened in that namespace. The iptables and nft commands
-// that go-iptables and knftables run, and the reads of
+// netlink.Handle opened in that namespace, and the nftables backend's
+// netlink sockets are opened there (google/nftables' WithNetNSFd). The
+// iptables commands that go-iptables runs, and the reads of
 // /proc/sys/net/.../forwarding, happen on an OS thread locked for the
 // call that has entered the namespace (netns.Set) and returns to the
 // original one afterwards: a child process inherits its parent thread's
@@ -65,6 +70,13 @@
 // wrapper is needed, in production or in tests, and the daemon passes ""
 // for its own namespace, where no thread switching happens at all.
 //
-// Dependencies: vishvananda/netlink and netns, coreos/go-iptables,
-// sigs.k8s.io/knftables; no Kubernetes types and no other ovnedge package.
+// The nftables backend programs the ruleset the nft command made for it
+// before (the test compares `nft list table`, its netlink bytecode and its
+// JSON with what nft makes from the same script), and takes over a table
+// nft made. One deliberate difference: the table has no comment
+// (google/nftables v0.3.0 cannot set a table's user data; nothing reads
+// it).
+//
+// Dependencies: vishvananda/netlink and netns, google/nftables,
+// coreos/go-iptables; no Kubernetes types and no other ovnedge package.
 package hostnet

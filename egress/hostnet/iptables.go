@@ -24,8 +24,10 @@ type IPTables struct {
 }
 
 // NewIPTables opens the iptables backend on the network namespace at
-// netnsPath ("" = the caller's own). Both iptables and ip6tables must be
-// installed.
+// netnsPath ("" = the caller's own). The iptables, ip6tables and
+// iptables-restore commands (and their ip6tables twin) must be installed:
+// the ovnedge image holds none, so this backend needs an image that adds
+// them (NFTables needs no binary).
 func NewIPTables(netnsPath string) (*IPTables, error) {
 	ns, err := openNamespace(netnsPath)
 	if err != nil {

@@ -31,7 +31,7 @@ func openNamespace(path string) (*namespace, error) {
 
 // do runs fn with the calling goroutine locked to an OS thread that has
 // entered the namespace, so that netlink sockets opened and processes
-// started by fn (iptables, nft) live in it; the thread returns to its
+// started by fn (iptables) live in it; the thread returns to its
 // original namespace afterwards. If that return fails the goroutine stays
 // locked, so the runtime discards the thread when the goroutine ends
 // instead of reusing it in the wrong namespace.
