@@ -26,9 +26,11 @@ deps:
 	@scripts/install-deps.sh
 
 # etcd from Debian and kube-apiserver built once from the Go module proxy and
-# cached outside the repository (~7 min on a fresh 2-core machine, then 0 s).
+# cached outside the repository (~7 min on a fresh 2-core machine, then 0 s);
+# MetalLB's controller and speaker likewise (scripts/metallb.sh).
 e2e-deps: deps
 	@scripts/kube-apiserver.sh >/dev/null
+	@scripts/metallb.sh >/dev/null
 
 test: e2e-deps
 	$(GO) test -race -count=1 -timeout 30m ./...

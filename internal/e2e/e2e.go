@@ -20,6 +20,10 @@
 // the Deployment controller, scheduler, Kube-OVN/Multus and kubelet for
 // the lb-svc Deployments ovnedge creates (--enable-lb-svc): their pods
 // get net1 on the external segment and run the Deployment's command.
+// StartMetalLB runs MetalLB itself (controller and a speaker per node in
+// its network namespace, built by scripts/metallb.sh, with MetalLB's CRDs
+// and RBAC), the harness again playing only the kubelet and the
+// Deployment and DaemonSet controllers.
 //
 // Start needs root, the OVS/OVN binaries and the apiserver built by
 // scripts/kube-apiserver.sh; without them a test is skipped, or fails
@@ -232,19 +236,29 @@ func Build(t testbed.T, root string) string {
 // kubeconfig returns a kubeconfig of ServiceAccount kube-system/sa.
 func (e *Env) kubeconfig(sa string) string {
 	e.t.Helper()
+	return e.kubeconfigIn("kube-system", sa)
+}
+
+// kubeconfigIn returns a kubeconfig of ServiceAccount ns/sa.
+func (e *Env) kubeconfigIn(ns, sa string) string {
+	e.t.Helper()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if p, ok := e.kubecfgs[sa]; ok {
+	user := sa
+	if ns != "kube-system" {
+		user = ns + "-" + sa
+	}
+	if p, ok := e.kubecfgs[user]; ok {
 		return p
 	}
-	tr, err := e.CS.CoreV1().ServiceAccounts("kube-system").CreateToken(e.ctx, sa,
+	tr, err := e.CS.CoreV1().ServiceAccounts(ns).CreateToken(e.ctx, sa,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](7200)}},
 		metav1.CreateOptions{})
 	if err != nil {
-		e.t.Fatalf("e2e: token of ServiceAccount kube-system/%s: %v", sa, err)
+		e.t.Fatalf("e2e: token of ServiceAccount %s/%s: %v", ns, sa, err)
 	}
-	p := e.Kube.KubeconfigFor(e.t, sa, tr.Status.Token)
-	e.kubecfgs[sa] = p
+	p := e.Kube.KubeconfigFor(e.t, user, tr.Status.Token)
+	e.kubecfgs[user] = p
 	return p
 }
 
@@ -295,11 +309,18 @@ func (e *Env) Instance(node string) *Instance {
 
 var started sync.Map // namespace name -> the apiserver is forwarded there
 
-func (e *Env) start(name, node string, ns *testbed.Netns, sa string, args []string) *Instance {
+// forwardAPI makes the API server's address reach it from ns too (once
+// per namespace, for the cluster's lifetime).
+func (e *Env) forwardAPI(ns *testbed.Netns) {
 	e.t.Helper()
 	if _, done := started.LoadOrStore(ns.Name, true); !done {
 		ns.Forward(e.t, strings.TrimPrefix(e.Kube.URL, "https://"))
 	}
+}
+
+func (e *Env) start(name, node string, ns *testbed.Netns, sa string, args []string) *Instance {
+	e.t.Helper()
+	e.forwardAPI(ns)
 	args = append([]string{"daemon", "--kubeconfig=" + e.kubeconfig(sa)}, args...)
 	log := filepath.Join(e.Kube.Dir, name+".log")
 	argv := append([]string{"ip", "netns", "exec", ns.Name, e.Bin}, args...)
@@ -387,6 +408,13 @@ func (e *Env) ApplyFile(path string) {
 // ApplyYAML server-side-applies every object of a multi-document YAML.
 func (e *Env) ApplyYAML(doc string) {
 	e.t.Helper()
+	e.applyYAML(doc, func(*unstructured.Unstructured) bool { return true })
+}
+
+// applyYAML server-side-applies the objects of a multi-document YAML
+// that keep accepts.
+func (e *Env) applyYAML(doc string, keep func(*unstructured.Unstructured) bool) {
+	e.t.Helper()
 	d := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(doc), 4096)
 	for {
 		var u unstructured.Unstructured
@@ -396,7 +424,7 @@ func (e *Env) ApplyYAML(doc string) {
 			}
 			e.t.Fatalf("e2e: decode YAML: %v", err)
 		}
-		if len(u.Object) == 0 {
+		if len(u.Object) == 0 || !keep(&u) {
 			continue
 		}
 		if err := e.apply(&u); err != nil {

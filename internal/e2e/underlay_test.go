@@ -114,46 +114,193 @@ func underlayDiagnose(e *Env) string {
 	return b.String()
 }
 
+// seed003MetalLB is seed 003's MetalLB configuration as its
+// documentation writes it, the L2Advertisement limited to the underlay's
+// VLAN interface (seed 003's Notes: "MetalLB must use the same network
+// interface as the Kube-OVN Underlay subnet (e.g., underlay0.341)").
+const seed003MetalLB = `apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata:
+  name: underlay-pool
+  namespace: metallb-system
+spec:
+  addresses:
+  - 10.180.204.250-10.180.204.254
+---
+apiVersion: metallb.io/v1beta1
+kind: L2Advertisement
+metadata:
+  name: l2-advert
+  namespace: metallb-system
+spec:
+  ipAddressPools:
+  - underlay-pool
+  interfaces:
+  - underlay0.341
+`
+
+var (
+	ipAddressPoolGVR   = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "ipaddresspools"}
+	l2AdvertisementGVR = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "l2advertisements"}
+)
+
 // TestUnderlayMetalLB is seed 003 as written, with the ovnedge binary in
-// kube-ovn-controller's and kube-ovn-cni's place: --underlay-lb-mode=
+// kube-ovn-controller's and kube-ovn-cni's place (--underlay-lb-mode=
 // metallb, --enable-ovn-lb-prefer-local, --ls-ct-skip-dst-lport-ips=false
-// on the leader, the provider bridge on the nodes. The test plays MetalLB:
-// it writes the VIP 10.180.204.252 into nginx-lb's status and announces it
-// from one node (the client's neighbour entry: the node's underlay0.341
-// MAC, as MetalLB's L2 answer would give it). The external client on VLAN
-// 341 reaches the VIP; only the announcing node's pods answer, and they
-// see the client's own address. Announced from the other node, that
-// node's pod answers.
+// on the leader, the provider bridge on the nodes) and MetalLB itself
+// (StartMetalLB: its controller and a speaker per node, native L2 mode)
+// with the seed's IPAddressPool and L2Advertisement. MetalLB's controller
+// gives nginx-lb its VIP (first in the pool: 10.180.204.250, not the
+// documentation's example .252), and the speaker MetalLB elects among the
+// nodes with a local endpoint answers the client's ARP on its
+// underlay0.341 (one node only, no neighbour entry pinned). The external
+// client on VLAN 341 reaches the VIP; only the announcing node's pods
+// answer, and they see the client's own address. When that node's
+// speaker stops (SIGTERM: it leaves MetalLB's memberlist), MetalLB moves
+// the VIP to the other node, and that node's pod answers.
+//
+// The shared cluster's leader also has --lb-pools: it may give nginx-lb
+// one of its addresses before MetalLB does; MetalLB's controller then
+// replaces it (event ClearAssignment, "not allowed by config") and
+// ovnedge leaves MetalLB's underlay VIP alone from then on.
 func TestUnderlayMetalLB(t *testing.T) {
 	e := shared.With(t)
 	u := seed003(t, e, []string{"--underlay-lb-mode=metallb", "--enable-ovn-lb-prefer-local", "--ls-ct-skip-dst-lport-ips=false"},
 		[]string{"--underlay-lb-mode=metallb", "--provider-bridge=" + testbed.UnderlayBridge, "--provider-nic=" + testbed.UnderlayNIC,
 			fmt.Sprintf("--provider-vlan=%d", testbed.UnderlayVLAN)})
-	vip := netip.MustParseAddr("10.180.204.252")
-	createService(t, e, nginxLB(nil))
-	e.Eventually(Timeout, "MetalLB's status on nginx-lb", func() error {
-		s, err := e.CS.CoreV1().Services("default").Get(e.Context(), "nginx-lb", metav1.GetOptions{})
+	m := e.StartMetalLB(t)
+	e.ApplyYAML(seed003MetalLB)
+	t.Cleanup(func() {
+		for _, r := range []schema.GroupVersionResource{l2AdvertisementGVR, ipAddressPoolGVR} {
+			_ = e.Dyn.Resource(r).Namespace(MetalLBNamespace).DeleteCollection(e.Context(), metav1.DeleteOptions{}, metav1.ListOptions{})
+		}
+	})
+	// The controller has read the pool once it reports it in the pool's
+	// status.
+	e.Eventually(Timeout, "MetalLB's controller counting underlay-pool", func() error {
+		p, err := e.Dyn.Resource(ipAddressPoolGVR).Namespace(MetalLBNamespace).Get(e.Context(), "underlay-pool", metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: vip.String()}}
-		_, err = e.CS.CoreV1().Services("default").UpdateStatus(e.Context(), s, metav1.UpdateOptions{})
-		return err
-	})
-	for _, node := range []string{w2, w3} {
-		u.Client.Run(t, "ip", "neigh", "replace", vip.String(), "lladdr", u.MAC(node), "dev", "eth0")
-		pods := underlayAnswers(t, e, u, vip, 8)
-		for pod := range pods {
-			if !slices.Contains(nginxOn[node], pod) {
-				t.Fatalf("announced from %s, answered by %s (%v): want %v only\n%s", node, pod, pods, nginxOn[node], underlayDiagnose(e))
-			}
+		if n, _, _ := unstructured.NestedInt64(p.Object, "status", "availableIPv4"); n != 5 {
+			return fmt.Errorf("status %v%s", p.Object["status"], m.Logs())
 		}
-		t.Logf("MetalLB mode: %s announced from %s; answered by %v, every time seeing the client's %s", vip, node, pods, testbed.UnderlayClientIP)
+		return nil
+	})
+
+	createService(t, e, nginxLB(nil))
+	var vip netip.Addr
+	pool := netip.MustParsePrefix("10.180.204.248/29")
+	e.Eventually(Timeout, "MetalLB's VIP on nginx-lb", func() error {
+		in := e.Service("default", "nginx-lb").Status.LoadBalancer.Ingress
+		if len(in) != 1 {
+			return fmt.Errorf("ingress %v%s", in, m.Logs())
+		}
+		a, err := netip.ParseAddr(in[0].IP)
+		if err != nil || !pool.Contains(a) || a.As4()[3] < 250 {
+			return fmt.Errorf("ingress %v, want an address of underlay-pool", in)
+		}
+		vip = a
+		return nil
+	})
+	// MetalLB's controller wrote it (client-go's field manager is the
+	// binary's name).
+	var managers []string
+	for _, f := range e.Service("default", "nginx-lb").ManagedFields {
+		if f.Subresource == "status" {
+			managers = append(managers, f.Manager)
+		}
 	}
+	if !slices.Contains(managers, "controller") {
+		t.Errorf("nginx-lb's status written by %v, want MetalLB's controller", managers)
+	}
+
+	nodeOf := map[string]string{u.MAC(w1): w1, u.MAC(w2): w2, u.MAC(w3): w3}
+	announcer := func(not string) string {
+		var owner string
+		e.Eventually(Timeout, "one node answering ARP for "+vip.String(), func() error {
+			macs := arpRepliesOn(u.Client, vip, 2)
+			if len(macs) != 1 || nodeOf[macs[0]] == not {
+				return fmt.Errorf("answered by %v%s", macs, m.Logs())
+			}
+			owner = nodeOf[macs[0]]
+			return nil
+		})
+		// The client resolves the VIP itself (nothing pinned).
+		_, _ = u.Client.RunErr("ip", "neigh", "flush", "dev", "eth0")
+		return owner
+	}
+	owner := announcer("")
+	if owner != w2 && owner != w3 {
+		t.Fatalf("MetalLB announces %s from %s, which has no local endpoint (externalTrafficPolicy=Local)", vip, owner)
+	}
+	speakerSays(t, e, owner)
+	pods := underlayAnswers(t, e, u, vip, 8)
+	for pod := range pods {
+		if !slices.Contains(nginxOn[owner], pod) {
+			t.Fatalf("announced from %s, answered by %s (%v): want %v only\n%s", owner, pod, pods, nginxOn[owner], underlayDiagnose(e))
+		}
+	}
+	t.Logf("MetalLB mode: MetalLB gave nginx-lb %s and announces it from %s; answered by %v, every time seeing the client's %s",
+		vip, owner, pods, testbed.UnderlayClientIP)
+
+	// The announcing node's speaker stops: MetalLB moves the VIP.
+	w, err := StartARPWatch(u.Client, "eth0", vip, 10*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	m.StopSpeaker(owner)
+	next := announcer(owner)
+	speakerSays(t, e, next)
+	w.Stop()
+	// MetalLB's own numbers (not ovnedge's): the new owner's first ARP
+	// answer, and the old speaker's last one (it answers until its
+	// graceful shutdown ends).
+	var took, oldUntil time.Duration
+	for _, r := range w.Replies() {
+		switch at := r.At.Sub(stopped); {
+		case at < 0:
+		case nodeOf[r.MAC] == next && took == 0:
+			took = at
+		case nodeOf[r.MAC] == owner:
+			oldUntil = at
+		}
+	}
+	pods = underlayAnswers(t, e, u, vip, 8)
+	for pod := range pods {
+		if !slices.Contains(nginxOn[next], pod) {
+			t.Fatalf("announced from %s, answered by %s (%v): want %v only\n%s", next, pod, pods, nginxOn[next], underlayDiagnose(e))
+		}
+	}
+	t.Logf("MetalLB mode: %s's speaker stopped, MetalLB announces %s from %s (its first ARP answer %v after the stop, the old speaker's last %v, machine loaded); answered by %v",
+		owner, vip, next, took.Round(time.Millisecond), oldUntil.Round(time.Millisecond), pods)
 	// The VIP's status is MetalLB's: ovnedge (with --lb-pools) left it.
 	if got := e.Service("default", "nginx-lb").Status.LoadBalancer.Ingress; len(got) != 1 || got[0].IP != vip.String() {
 		t.Errorf("nginx-lb ingress %v, want MetalLB's %s", got, vip)
 	}
+}
+
+// speakerSays waits for MetalLB's speaker's event on nginx-lb that it
+// announces from node.
+func speakerSays(t *testing.T, e *Env, node string) {
+	t.Helper()
+	e.Eventually(Timeout, "MetalLB's speaker announcing nginx-lb from "+node, func() error {
+		evs, err := e.CS.CoreV1().Events("default").List(e.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=nginx-lb"})
+		if err != nil {
+			return err
+		}
+		var seen []string
+		for _, ev := range evs.Items {
+			if ev.Source.Component == "metallb-speaker" && ev.Reason == "nodeAssigned" {
+				if strings.Contains(ev.Message, `"`+node+`"`) {
+					return nil
+				}
+				seen = append(seen, ev.Message)
+			}
+		}
+		return fmt.Errorf("speaker events %q", seen)
+	})
 }
 
 // TestUnderlayStandalone: --underlay-lb-mode=standalone, no MetalLB.
