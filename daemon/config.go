@@ -76,6 +76,9 @@ type Config struct {
 	// LBPools are the LoadBalancer address pools; none disables LB IPAM
 	// (Services keep the ingress they have).
 	LBPools []*ipam.Pool
+	// LBClass is the spec.loadBalancerClass of the Services LBPools
+	// serve (empty: Services without a class).
+	LBClass string
 
 	// EgressIP reachability, as OVN-Kubernetes names it.
 	ReachabilityTotalTimeout int // seconds; 0 = always reachable
@@ -251,6 +254,9 @@ var options = []option{
 		func(c *Config, v string) error { c.HostNetns = v; return nil }},
 	{"lb-pools", "ovnedge", "lb-pools", "", "LoadBalancer IP pools, comma-separated NAME=CIDR; empty disables LB IPAM",
 		func(c *Config, v string) (err error) { c.LBPools, err = ParseLBPools(v); return err }},
+	{"lb-class", "ovnedge", "lb-class", "",
+		"spec.loadBalancerClass of the Services --lb-pools assigns addresses to; empty: Services without a class (none with --underlay-lb-mode=metallb, where those are MetalLB's)",
+		func(c *Config, v string) error { c.LBClass = v; return nil }},
 	{"conntrack-zone", "ovnedge", "conntrack-zone", "64000", "conntrack zone of the bridge's host and egress traffic",
 		func(c *Config, v string) error { n, err := parseUint(v, 1, 65535); c.CTZone = uint16(n); return err }},
 	{"egressip-reachability-total-timeout", "ovnkubernetesfeature", "egressip-reachability-total-timeout", "1",
@@ -533,6 +539,7 @@ type rawSection struct {
 	Uplink                           *string `gcfg:"uplink"`
 	PatchPort                        *string `gcfg:"patch-port"`
 	LBPools                          *string `gcfg:"lb-pools"`
+	LBClass                          *string `gcfg:"lb-class"`
 	HostNetns                        *string `gcfg:"host-netns"`
 	ConntrackZone                    *string `gcfg:"conntrack-zone"`
 	EgressIPReachabilityTotalTimeout *string `gcfg:"egressip-reachability-total-timeout"`
@@ -572,6 +579,9 @@ type rawSection struct {
 	GracefulRestart   *string `gcfg:"graceful-restart"`
 	Communities       *string `gcfg:"communities"`
 	LocalPref         *string `gcfg:"local-pref"`
+	PeerCRDs          *string `gcfg:"peer-crds"`
+	CRDNamespace      *string `gcfg:"crd-namespace"`
+	Shutdown          *string `gcfg:"shutdown"`
 	// [kubeovn]
 	UnderlayLBMode         *string `gcfg:"underlay-lb-mode"`
 	EnableOVNLBPreferLocal *string `gcfg:"enable-ovn-lb-prefer-local"`

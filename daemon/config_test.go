@@ -323,3 +323,18 @@ underlay-interface = underlay0.341
 		}
 	}
 }
+
+// TestEveryOptionInConfigFile: every option but --config-file can be set
+// in the config file (its section's key has a field gcfg fills).
+func TestEveryOptionInConfigFile(t *testing.T) {
+	keys := map[string]bool{}
+	rt := reflect.TypeFor[rawSection]()
+	for i := range rt.NumField() {
+		keys[rt.Field(i).Tag.Get("gcfg")] = true
+	}
+	for _, o := range options {
+		if o.section != "" && !keys[o.key] {
+			t.Errorf("option --%s: no config file key %q in [%s]", o.name, o.key, o.section)
+		}
+	}
+}

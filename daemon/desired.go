@@ -44,6 +44,9 @@ type Params struct {
 	// Pools are the LoadBalancer IP pools; none leaves every Service's
 	// ingress as it is.
 	Pools []*ipam.Pool
+	// LBClass is the spec.loadBalancerClass whose Services the pools
+	// serve; empty: Services without a class (see lbClassOurs).
+	LBClass string
 	// Bridge, Uplink and Patch name the external bridge and its NIC and
 	// patch ports; Zone is its conntrack zone.
 	Bridge, Uplink, Patch string
@@ -160,7 +163,7 @@ func underlayPoolOf(svc *corev1.Service) []string {
 
 // ParamsFrom returns the Params of a configuration.
 func ParamsFrom(cfg *Config) Params {
-	p := Params{Pools: cfg.LBPools, Bridge: cfg.Bridge, Uplink: cfg.Uplink, Patch: cfg.Patch(),
+	p := Params{Pools: cfg.LBPools, LBClass: cfg.LBClass, Bridge: cfg.Bridge, Uplink: cfg.Uplink, Patch: cfg.Patch(),
 		Zone: cfg.CTZone, EnableEgressIP: cfg.EnableEgressIP, GatewayFlows: cfg.GatewayFlows, BridgeMAC: cfg.BridgeMAC,
 		LBSvc: cfg.EnableLBSvc, LBSvcImage: cfg.LBSvcImage,
 		BGP: cfg.EnableBGP, BGPEgressIPs: cfg.EnableBGP && cfg.BGPEgressIPs,
@@ -325,7 +328,10 @@ func ComputeCluster(s Snapshot, p Params, reachable func(node string) bool, prev
 			})
 		}
 	}
-	svcs, events, err := allocate(svcs, pools, cs.Ingress, kubeOVN, poolOf)
+	notOurs := func(svc *corev1.Service) bool {
+		return !lbClassOurs(svc, p.LBClass, p.Underlay == UnderlayMetalLB) || (kubeOVN != nil && kubeOVN(svc))
+	}
+	svcs, events, err := allocate(svcs, pools, cs.Ingress, notOurs, poolOf)
 	if err != nil {
 		return cs, err
 	}
@@ -456,6 +462,19 @@ func allocate(svcs []*corev1.Service, pools []*ipam.Pool, ingress map[string][]c
 		sorted[i] = c
 	}
 	return sorted, events, nil
+}
+
+// lbClassOurs reports whether ovnedge's LB IPAM assigns svc's address,
+// as MetalLB decides with its --lb-class: with class set, the Services of
+// that spec.loadBalancerClass; without, the Services without a class,
+// except with --underlay-lb-mode=metallb, where those are MetalLB's (both
+// would assign them, one after the other). ovnedge programs every
+// Service's VIPs whoever assigned them.
+func lbClassOurs(svc *corev1.Service, class string, metallb bool) bool {
+	if svc.Spec.LoadBalancerClass != nil {
+		return class != "" && *svc.Spec.LoadBalancerClass == class
+	}
+	return class == "" && !metallb
 }
 
 // ReasonDuplicateExternalIP is the Warning event on a Service whose

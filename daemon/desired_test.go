@@ -496,3 +496,39 @@ func TestComputeClusterLastGoodNode(t *testing.T) {
 		})
 	}
 }
+
+// TestLBClassOurs: which Services ovnedge's LB IPAM assigns (as MetalLB's
+// --lb-class decides), and that with --underlay-lb-mode=metallb the
+// Services without a class are MetalLB's.
+func TestLBClassOurs(t *testing.T) {
+	class := func(c string) *corev1.Service {
+		s := &corev1.Service{}
+		if c != "" {
+			s.Spec.LoadBalancerClass = &c
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		svc     *corev1.Service
+		lbClass string
+		metallb bool
+		want    bool
+	}{
+		{class(""), "", false, true},
+		{class(""), "", true, false},
+		{class(""), "ovnedge.io/lb", false, false},
+		{class("ovnedge.io/lb"), "ovnedge.io/lb", false, true},
+		{class("ovnedge.io/lb"), "ovnedge.io/lb", true, true},
+		{class("metallb.io/metallb"), "ovnedge.io/lb", false, false},
+		{class("metallb.io/metallb"), "", false, false},
+	} {
+		got := lbClassOurs(tc.svc, tc.lbClass, tc.metallb)
+		c := "<none>"
+		if tc.svc.Spec.LoadBalancerClass != nil {
+			c = *tc.svc.Spec.LoadBalancerClass
+		}
+		if got != tc.want {
+			t.Errorf("class %s, --lb-class %q, metallb mode %v: ours %v, want %v", c, tc.lbClass, tc.metallb, got, tc.want)
+		}
+	}
+}

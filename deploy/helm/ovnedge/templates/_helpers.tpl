@@ -34,6 +34,9 @@ LB pools (the node's BGP communities are per pool), TLS. */}}
 {{- with .Values.loadBalancer.pools }}
 - --lb-pools={{ range $i, $name := keys . | sortAlpha }}{{ if $i }},{{ end }}{{ $name }}={{ index $.Values.loadBalancer.pools $name }}{{ end }}
 {{- end }}
+{{- with .Values.loadBalancer.class }}
+- --lb-class={{ . }}
+{{- end }}
 {{- if .Values.ovn.tlsSecret }}
 - --nb-client-cert=/etc/ovnedge/ovn-tls/tls.crt
 - --nb-client-privkey=/etc/ovnedge/ovn-tls/tls.key
