@@ -35,6 +35,11 @@ type Speaker struct {
 
 	updates  atomic.Uint64
 	sessions atomic.Int64
+	// established is each peer's last reported state (under emu): the
+	// count follows the events themselves, not a ListPeer that can lag
+	// the event it is called for.
+	emu         sync.Mutex
+	established map[netip.Addr]bool
 }
 
 // PeerStatus is the state of one session.
@@ -137,22 +142,23 @@ func (s *Speaker) onPeer(ev *apiutil.WatchEventMessage_PeerEvent, _ time.Time) {
 	}
 	st := PeerStatus{Address: ev.Peer.Conf.NeighborAddress, ASN: ev.Peer.Conf.PeerASN,
 		State: fsmState(ev.Peer.State.SessionState), Established: ev.Peer.State.SessionState == gobgp.BGP_FSM_ESTABLISHED}
-	n := s.countEstablished()
+	s.emu.Lock()
+	if s.established == nil {
+		s.established = map[netip.Addr]bool{}
+	}
+	s.established[st.Address] = st.Established
+	n := 0
+	for _, up := range s.established {
+		if up {
+			n++
+		}
+	}
 	s.sessions.Store(int64(n))
+	s.emu.Unlock()
 	s.log.Info("bgp session", "peer", st.Address, "state", st.State, "established", n)
 	if s.cfg.OnPeerState != nil {
 		s.cfg.OnPeerState(st)
 	}
-}
-
-func (s *Speaker) countEstablished() int {
-	n := 0
-	_ = s.srv.ListPeer(context.Background(), &api.ListPeerRequest{}, func(p *api.Peer) {
-		if p.State != nil && p.State.SessionState == api.PeerState_SESSION_STATE_ESTABLISHED {
-			n++
-		}
-	})
-	return n
 }
 
 func fsmState(st gobgp.FSMState) string {
@@ -197,6 +203,12 @@ func (s *Speaker) SetPeers(ctx context.Context, peers []Peer) error {
 				continue
 			}
 			delete(s.peers, addr)
+			s.emu.Lock()
+			if s.established[addr] {
+				s.sessions.Add(-1)
+			}
+			delete(s.established, addr)
+			s.emu.Unlock()
 		}
 	}
 	for _, addr := range slices.SortedFunc(maps.Keys(want), netip.Addr.Compare) {

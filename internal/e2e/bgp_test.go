@@ -318,7 +318,18 @@ func bgpSetup(t testing.TB) (*Env, *frr) {
 		}
 		for _, n := range e.Nodes {
 			if st := sum.IPv4.Peers[n.IP.String()].State; st != "Established" {
-				return fmt.Errorf("%s: %q", n.Name, st)
+				// What both ends say, for the failure message.
+				var logged strings.Builder
+				if i := e.Instance(n.Name); i != nil {
+					b, _ := os.ReadFile(i.Log)
+					for _, l := range strings.Split(string(b), "\n") {
+						if strings.Contains(l, "bgp") {
+							logged.WriteString(l + "\n")
+						}
+					}
+				}
+				return fmt.Errorf("%s: %q\n%s\novnedge's bgp log lines:\n%s", n.Name, st,
+					f.vtysh("show bgp neighbors "+n.IP.String()), logged.String())
 			}
 		}
 		return nil

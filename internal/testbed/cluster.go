@@ -351,8 +351,19 @@ func (n *ClusterNode) configureHost() {
 	// The userspace datapath routes tunnel packets itself, by packet mark
 	// too: OVN-Kubernetes' reroute to a host-network egress node marks
 	// them 1009 (the kernel datapath would use the main table, as here).
-	mustRun(t, logPaths(n.Dir, "ovs-vswitchd"), "ovs-appctl", "-t", filepath.Join(n.Dir, "ovs-vswitchd.ctl"), "ovs/route/add",
-		netip.PrefixFrom(n.UnderlayIP, 24).Masked().String(), "br-phy", "pkt_mark=1009")
+	// ovs-vswitchd learns br-phy's new address from a netlink
+	// notification: until then it refuses the route ("Error while
+	// inserting route"), for a while on a loaded machine.
+	argv := []string{"ovs-appctl", "-t", filepath.Join(n.Dir, "ovs-vswitchd.ctl"), "ovs/route/add",
+		netip.PrefixFrom(n.UnderlayIP, 24).Masked().String(), "br-phy", "pkt_mark=1009"}
+	added := false
+	for deadline := time.Now().Add(10 * time.Second); !added && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		_, err := run(argv...)
+		added = err == nil
+	}
+	if !added {
+		mustRun(t, logPaths(n.Dir, "ovs-vswitchd"), argv...)
+	}
 	n.NS.Run(t, "ip", "addr", "replace", netip.PrefixFrom(n.IP, ClusterExtPrefix).String(), "dev", ClusterBridge)
 	n.NS.Run(t, "ip", "link", "set", ClusterBridge, "up")
 	n.NS.Run(t, "ip", "route", "replace", "default", "via", ClusterGatewayIP)
