@@ -274,7 +274,12 @@ func (a *Applier) resync(ctx context.Context) (Result, []string, error) {
 		return Result{}, nil, nil
 	}
 	a.st.installed = nil
-	return a.applyOwners(ctx, a.st.sets, nil)
+	epoch := a.epoch
+	res, owners, err := a.applyOwners(ctx, a.st.sets, nil)
+	if err == nil {
+		a.epoch = epoch // the same program: its descendants stay incremental
+	}
+	return res, owners, err
 }
 
 // Replace replaces every flow of the bridge by p in one atomic

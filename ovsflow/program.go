@@ -197,6 +197,15 @@ func (p *Program) Delete(owner string) {
 	p.touch(owner)
 }
 
+// DeleteFunc removes the flows of every owner for which del returns true.
+func (p *Program) DeleteFunc(del func(owner string) bool) {
+	for owner := range p.sets {
+		if del(owner) {
+			p.Delete(owner)
+		}
+	}
+}
+
 // Owners lists the program's owners in order.
 func (p *Program) Owners() []string {
 	owners := make([]string, 0, len(p.sets))
