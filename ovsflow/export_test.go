@@ -7,3 +7,6 @@ func SetFullDiff(a *Applier, full bool) {
 	defer a.mu.Unlock()
 	a.full = full
 }
+
+// FlowsEqual is flowsEqual, for the tests of package ovsflow_test.
+var FlowsEqual = flowsEqual

@@ -181,6 +181,9 @@ func (b *memBridge) Replace(_ context.Context, _ string, flows []byte) error {
 func (b *memBridge) Bundle(_ context.Context, _ string, mods []ovsflow.FlowMod) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.flows == nil {
+		b.flows = map[string]ovsflow.Flow{}
+	}
 	for _, m := range mods {
 		if m.Op == ovsflow.ModDeleteStrict {
 			if _, ok := b.flows[m.Flow]; !ok {
