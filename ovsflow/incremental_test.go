@@ -287,7 +287,7 @@ func TestIncrementalApplyEqualsFullRebuild(t *testing.T) {
 			if err := mem.Replace(context.Background(), "", []byte(foreignFlow+"\n"+leftoverFlow+"\n")); err != nil {
 				t.Fatal(err)
 			}
-			checkIncremental(t, seedN, 500, seedN%2 == 0, mem, func() []byte {
+			checkIncremental(t, seedN, 300, seedN%2 == 0, mem, func() []byte {
 				d, _ := mem.Dump(context.Background(), "")
 				sorted, err := ovsflow.SortDump(d)
 				if err != nil {
@@ -302,6 +302,6 @@ func TestIncrementalApplyEqualsFullRebuild(t *testing.T) {
 		br.Ofctl("add-flow", br.Mgmt(), "cookie=0x99,priority=300,udp,actions=drop")
 		br.Ofctl("add-flow", br.Mgmt(), "cookie=0xdeff105,priority=301,udp,actions=drop")
 		br.Ofctl("del-flows", br.Mgmt(), "--strict", "priority=0") // the default NORMAL flow
-		checkIncremental(t, 42, 400, false, nativeFor(t, br, 0), br.Dump)
+		checkIncremental(t, 42, 300, false, nativeFor(t, br, 0), br.Dump)
 	})
 }

@@ -339,7 +339,7 @@ func (s *flowSet) resolve(owner string, ports PortMap, h uint64) *resolvedSet {
 		}
 		key := s.keys[i] // the key changes only with a named in_port
 		if named {
-			buf = f.appendKey(buf[:0])
+			buf = spliceInPort(buf[:0], key, s.flows[i].Match.InPort.name, &f)
 			key = string(buf)
 		}
 		e := &block[i]
@@ -349,6 +349,21 @@ func (s *flowSet) resolve(owner string, ports PortMap, h uint64) *resolvedSet {
 		r.entries[i] = e
 	}
 	return r
+}
+
+// spliceInPort appends key, the key of a flow whose in_port is the named
+// port name, with the port's number from f, the resolved flow, in its
+// place: the key f renders to, without rendering it again.
+func spliceInPort(b []byte, key, name string, f *Flow) []byte {
+	const field = "in_port=" // no field printed before in_port contains it
+	i := strings.Index(key, field)
+	if i < 0 || !strings.HasPrefix(key[i+len(field):], name) {
+		return f.appendKey(b)
+	}
+	i += len(field)
+	b = append(b, key[:i]...)
+	b = append(b, f.Match.InPort.String()...)
+	return append(b, key[i+len(name):]...)
 }
 
 // portsHash fingerprints a port map (FNV-1a over its sorted entries).
