@@ -46,7 +46,7 @@ func benchService(i, gen int) ovsflow.Service {
 
 // BenchmarkApplyOneChangedService applies one changed service (its VIPs
 // move: 2 flows deleted, 2 added) to a real bridge holding the seed
-// node's program plus 10,000 dual-stack services (20,012 flows), end to
+// node's program plus 10,000 dual-stack services (20,016 flows), end to
 // end (resolve, diff, send, commit), every way in the same run:
 //
 //   - incremental-ms: an Applier on the native transport, which resolves
