@@ -1015,11 +1015,15 @@ func (d *Dataplane) applyFlows(ctx context.Context, ns *NodeState) error {
 	return d.applyProgram(ctx, d.applier, &d.program, d.cfg.Bridge, ns.Update)
 }
 
-// applyProgram sends a bridge the difference between its program cur and
-// cur as update leaves it, and keeps the result in cur once applied.
-func (d *Dataplane) applyProgram(ctx context.Context, a *ovsflow.Applier, cur *ovsflow.Program, bridge string,
+// applyProgram makes update bring the bridge's program p up to date in
+// place and sends the bridge the difference from what its Applier last
+// applied. Set leaves an owner whose flows did not change as it is, so
+// the Applier resolves and diffs only the owners that changed, not the
+// whole program. When update fails nothing is sent; p may then hold
+// part of the update, which the next pass completes (the Applier diffs
+// against what it applied, not against p).
+func (d *Dataplane) applyProgram(ctx context.Context, a *ovsflow.Applier, p *ovsflow.Program, bridge string,
 	update func(*ovsflow.Program) error) error {
-	p := cur.Clone()
 	if err := update(p); err != nil {
 		return err
 	}
@@ -1027,7 +1031,6 @@ func (d *Dataplane) applyProgram(ctx context.Context, a *ovsflow.Applier, cur *o
 	if err != nil {
 		return fmt.Errorf("bridge %s: %w", bridge, err)
 	}
-	*cur = *p
 	for op, n := range map[string]int{"add": res.Added, "modify": res.Modified, "delete": res.Deleted} {
 		if n > 0 {
 			d.m.FlowOps.WithLabelValues(op).Add(float64(n))

@@ -901,14 +901,12 @@ func nodeReady(n *corev1.Node) bool {
 // the node work except those in Keep. Owners of others (not "egress",
 // "base" nor "service/...") are left alone. On error p may hold part of the update.
 func (ns *NodeState) Update(p *ovsflow.Program) error {
-	for _, owner := range p.Owners() {
+	p.DeleteFunc(func(owner string) bool {
 		if _, ok := ns.Sets[owner]; ok || slices.Contains(ns.Keep, owner) {
-			continue
+			return false
 		}
-		if owner == OwnerEgressFlows || owner == OwnerBaseFlows || strings.HasPrefix(owner, ownerServicePfx) {
-			p.Delete(owner)
-		}
-	}
+		return owner == OwnerEgressFlows || owner == OwnerBaseFlows || strings.HasPrefix(owner, ownerServicePfx)
+	})
 	var errs []error
 	for _, owner := range slices.Sorted(maps.Keys(ns.Sets)) {
 		if err := p.Set(owner, ns.Sets[owner]); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -120,7 +121,10 @@ type ApplierOptions struct {
 // Applier keeps a bridge's flows equal to a program. It remembers what it
 // installed, so an update sends only the difference; [Applier.Run] replays
 // the program when ovs-vswitchd restarts and rewrites it when an ofport
-// changes. Its methods are safe for concurrent use.
+// changes. It keeps the program it last applied resolved and indexed by
+// flow key, so applying a program whose changes touch k owners resolves,
+// diffs and sends those k owners only, whatever the size of the program.
+// Its methods are safe for concurrent use.
 type Applier struct {
 	bridge string
 	tr     Transport
@@ -129,12 +133,57 @@ type Applier struct {
 	opts   ApplierOptions
 	log    *slog.Logger
 
-	mu        sync.Mutex
-	want      *Program
-	installed map[string]*entry // nil: unknown, dump before diffing
-	owned     map[uint64]bool   // cookies of flows this Applier installed
+	mu sync.Mutex
+	st bridgeState
+	// epoch identifies the program state last applied: a Program whose
+	// base is epoch differs from it only in its dirty owners.
+	epoch uint64
+	// full makes every apply resolve and diff the whole program, as
+	// before per-owner tracking (benchmarks compare the two).
+	full bool
 
 	repairs atomic.Uint64
+}
+
+// epochs numbers the program states Appliers apply, process-wide, so a
+// Program applied by one Applier is never taken for another's.
+var epochs atomic.Uint64
+
+// bridgeState is what an Applier knows of its bridge: the program it
+// last applied, resolved against the ports (hash ports) and indexed by
+// flow key, and the flows the bridge holds.
+type bridgeState struct {
+	sets  map[string]*flowSet // nil: nothing applied yet
+	ports uint64
+	// want is the entry the bridge gets for each key; shared lists, in
+	// owner order, every owner's entry for a key several owners emit.
+	want   map[string]*entry
+	shared map[string][]*entry
+	// cookies counts want's entries by cookie.
+	cookies map[uint64]int
+	// installed is what the bridge holds (nil: unknown, dump before
+	// diffing); strays are its flows that want lacks (another
+	// controller's, kept).
+	installed map[string]*entry
+	strays    map[string]*entry
+}
+
+// plan is an apply worked out but not yet sent: the flow mods, and how
+// the state changes once the bridge took them.
+type plan struct {
+	mods    []FlowMod
+	res     Result
+	changed []*entry
+	// A full plan replaces the state's program (sets, want, shared,
+	// cookies); an incremental one changes the owners of sets (nil: gone)
+	// and the keys of keys (their new entries, in owner order).
+	full    bool
+	sets    map[string]*flowSet
+	want    map[string]*entry
+	shared  map[string][]*entry
+	cookies map[uint64]int
+	keys    map[string][]*entry
+	ports   uint64
 }
 
 // NewApplier returns an Applier for bridge. A nil tr picks the native
@@ -145,8 +194,7 @@ func NewApplier(bridge string, tr Transport, ports PortSource, opts ApplierOptio
 	if log == nil {
 		log = slog.Default()
 	}
-	a := &Applier{bridge: bridge, tr: tr, ports: ports, opts: opts,
-		log: log.With("bridge", bridge), owned: map[uint64]bool{}}
+	a := &Applier{bridge: bridge, tr: tr, ports: ports, opts: opts, log: log.With("bridge", bridge)}
 	if tr == nil {
 		a.own = NewNativeTransport(opts.RunDir, NativeOptions{Logger: log})
 		a.tr = a.own
@@ -167,10 +215,47 @@ func (a *Applier) Close() error {
 // Apply makes the bridge hold p, sending only the difference from what the
 // Applier last installed (or, the first time, from a dump of the bridge)
 // in one atomic bundle. On error the bridge is left as it was.
+//
+// Only the owners that differ from the program last applied are resolved
+// and diffed. Apply records in p that it was applied, so the owners set
+// or deleted in p (or in a [Program.Clone] of it) afterwards are all the
+// next Apply looks at; any other program is compared with the last one
+// owner by owner (flow sets a Clone shares are not looked into).
 func (a *Applier) Apply(ctx context.Context, p *Program) (Result, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.apply(ctx, p.snapshot())
+	var dirty []string
+	if a.st.sets != nil && p.base != 0 && p.base == a.epoch && !a.full {
+		dirty = slices.Collect(maps.Keys(p.dirty))
+	} else {
+		dirty = changedOwners(a.st.sets, p.sets)
+	}
+	res, owners, err := a.applyOwners(ctx, p.sets, dirty)
+	if err != nil {
+		return res, err
+	}
+	p.base, p.dirty = a.epoch, nil
+	if res.Changed() {
+		a.log.Info("flows applied", "added", res.Added, "modified", res.Modified, "deleted", res.Deleted, "owners", firstOf(owners, 20))
+	}
+	return res, nil
+}
+
+// changedOwners lists the owners whose flow set differs between from and
+// to (compared by identity: Set replaces a changed set whole).
+func changedOwners(from, to map[string]*flowSet) []string {
+	var out []string
+	for o, s := range to {
+		if from[o] != s {
+			out = append(out, o)
+		}
+	}
+	for o := range from {
+		if _, ok := to[o]; !ok {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // Resync dumps the bridge and sends whatever brings it back to the last
@@ -185,11 +270,16 @@ func (a *Applier) Resync(ctx context.Context) (Result, error) {
 func (a *Applier) resync(ctx context.Context) (Result, []string, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.want == nil {
+	if a.st.sets == nil {
 		return Result{}, nil, nil
 	}
-	a.installed = nil
-	return a.applyOwners(ctx, a.want)
+	a.st.installed = nil
+	epoch := a.epoch
+	res, owners, err := a.applyOwners(ctx, a.st.sets, nil)
+	if err == nil {
+		a.epoch = epoch // the same program: its descendants stay incremental
+	}
+	return res, owners, err
 }
 
 // Replace replaces every flow of the bridge by p in one atomic
@@ -198,88 +288,249 @@ func (a *Applier) resync(ctx context.Context) (Result, []string, error) {
 func (a *Applier) Replace(ctx context.Context, p *Program) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	p = p.snapshot()
-	want, err := a.desired(ctx, p)
+	ports, h, err := a.portMap(ctx)
 	if err != nil {
 		return err
 	}
+	want, shared, err := resolveSets(p.sets, ports, h)
+	if err != nil {
+		return fmt.Errorf("program for %s: %w", a.bridge, err)
+	}
 	if err := a.tr.Replace(ctx, a.bridge, renderEntries(sortedEntries(want))); err != nil {
-		a.installed = nil
+		a.st.installed = nil
 		return fmt.Errorf("replace flows on %s: %w", a.bridge, err)
 	}
-	a.want, a.installed = p, want
-	a.owned = cookiesOf(want)
+	a.st.installed, a.st.strays = maps.Clone(want), nil
+	a.commit(&plan{full: true, sets: maps.Clone(p.sets), want: want, shared: shared, cookies: cookiesOf(want), ports: h})
+	p.base, p.dirty = a.epoch, nil
 	return nil
 }
 
-func (a *Applier) desired(ctx context.Context, p *Program) (map[string]*entry, error) {
+func (a *Applier) portMap(ctx context.Context) (PortMap, uint64, error) {
 	ports, err := a.ports.Ports(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("ports of %s: %w", a.bridge, err)
+		return nil, 0, fmt.Errorf("ports of %s: %w", a.bridge, err)
 	}
-	want, err := p.entries(ports)
-	if err != nil {
-		return nil, fmt.Errorf("program for %s: %w", a.bridge, err)
-	}
-	return want, nil
+	return ports, portsHash(ports), nil
 }
 
-func cookiesOf(m map[string]*entry) map[uint64]bool {
-	c := make(map[uint64]bool)
+func cookiesOf(m map[string]*entry) map[uint64]int {
+	c := make(map[uint64]int)
 	for _, e := range m {
-		c[e.cookie] = true
+		c[e.cookie]++
 	}
 	return c
 }
 
-func (a *Applier) apply(ctx context.Context, p *Program) (Result, error) {
-	res, owners, err := a.applyOwners(ctx, p)
-	if res.Changed() {
-		a.log.Info("flows applied", "added", res.Added, "modified", res.Modified, "deleted", res.Deleted, "owners", firstOf(owners, 20))
-	}
-	return res, err
-}
-
 // mine reports whether a flow with cookie c is the Applier's to keep
 // equal to the program: every flow without KeepForeign, else the flows of
-// the cookies it installed or Owns claims.
-func (a *Applier) mine(c uint64, wanted map[uint64]bool) bool {
-	return !a.opts.KeepForeign || wanted[c] || a.owned[c] || (a.opts.Owns != nil && a.opts.Owns(c))
+// the cookies of the program last applied (was) or of the one being
+// applied (is), and those Owns claims.
+func (a *Applier) mine(c uint64, was, is bool) bool {
+	return !a.opts.KeepForeign || was || is || (a.opts.Owns != nil && a.opts.Owns(c))
 }
 
-func (a *Applier) applyOwners(ctx context.Context, p *Program) (Result, []string, error) {
-	want, err := a.desired(ctx, p)
+// applyOwners makes the bridge hold the program of sets, where only the
+// dirty owners differ from the program last applied. The whole program
+// is resolved and diffed when the bridge's flows are unknown (the first
+// time, after a failure, on Resync), when the ofports changed, or with
+// a.full.
+func (a *Applier) applyOwners(ctx context.Context, sets map[string]*flowSet, dirty []string) (Result, []string, error) {
+	ports, h, err := a.portMap(ctx)
 	if err != nil {
 		return Result{}, nil, err
 	}
-	if a.installed == nil {
+	if a.st.installed == nil {
 		dump, err := a.tr.Dump(ctx, a.bridge)
 		if err != nil {
 			return Result{}, nil, fmt.Errorf("dump flows of %s: %w", a.bridge, err)
 		}
-		if a.installed, err = parseDump(dump); err != nil {
+		if a.st.installed, err = parseDump(dump); err != nil {
 			return Result{}, nil, fmt.Errorf("dump flows of %s: %w", a.bridge, err)
 		}
+		a.st.strays = nil
 	}
-	wanted := cookiesOf(want)
-	mods, res, changed := diff(a.installed, want, func(e *entry) bool { return a.mine(e.cookie, wanted) })
-	if len(mods) > 0 {
-		if err := a.tr.Bundle(ctx, a.bridge, mods); err != nil {
-			a.installed = nil // a transport may fail after the switch committed
-			return Result{}, nil, fmt.Errorf("apply %d flow changes to %s: %w", len(mods), a.bridge, err)
+	var pl *plan
+	if a.full || a.st.sets == nil || a.st.strays == nil || h != a.st.ports {
+		pl, err = a.planFull(sets, ports, h)
+	} else {
+		pl, err = a.planOwners(sets, dirty, ports, h)
+	}
+	if err != nil {
+		return Result{}, nil, fmt.Errorf("program for %s: %w", a.bridge, err)
+	}
+	if len(pl.mods) > 0 {
+		if err := a.tr.Bundle(ctx, a.bridge, pl.mods); err != nil {
+			a.st.installed = nil // a transport may fail after the switch committed
+			return Result{}, nil, fmt.Errorf("apply %d flow changes to %s: %w", len(pl.mods), a.bridge, err)
 		}
 	}
-	for _, m := range mods {
+	a.commit(pl)
+	return pl.res, owners(pl.changed), nil
+}
+
+// planFull resolves and diffs the whole program against what the bridge
+// holds.
+func (a *Applier) planFull(sets map[string]*flowSet, ports PortMap, h uint64) (*plan, error) {
+	want, shared, err := resolveSets(sets, ports, h)
+	if err != nil {
+		return nil, err
+	}
+	cookies := cookiesOf(want)
+	mods, res, changed := diff(a.st.installed, want, func(e *entry) bool {
+		return a.mine(e.cookie, a.st.cookies[e.cookie] > 0, cookies[e.cookie] > 0)
+	})
+	return &plan{mods: mods, res: res, changed: changed, full: true, sets: maps.Clone(sets),
+		want: want, shared: shared, cookies: cookies, ports: h}, nil
+}
+
+// planOwners diffs the dirty owners only: the keys their old and new
+// flows touch, and the flows of other controllers a cookie change makes
+// the Applier's.
+func (a *Applier) planOwners(sets map[string]*flowSet, dirty []string, ports PortMap, h uint64) (*plan, error) {
+	st := &a.st
+	pl := &plan{sets: make(map[string]*flowSet, len(dirty)), keys: make(map[string][]*entry), ports: h}
+	var olds, news []*resolvedSet
+	for _, o := range dirty {
+		old, cur := st.sets[o], sets[o]
+		if old == cur {
+			continue
+		}
+		pl.sets[o] = cur
+		if old != nil {
+			if r := old.resolvedFor(o, ports, h); r.err == nil {
+				olds = append(olds, r)
+			}
+		}
+		if cur != nil {
+			r := cur.resolvedFor(o, ports, h)
+			if r.err != nil {
+				return nil, r.err
+			}
+			news = append(news, r)
+		}
+	}
+	// Each touched key starts from its entries of unchanged owners.
+	touch := func(e *entry) {
+		if _, ok := pl.keys[e.key]; ok {
+			return
+		}
+		var kept []*entry
+		if list, ok := st.shared[e.key]; ok {
+			for _, x := range list {
+				if _, changed := pl.sets[x.owner]; !changed {
+					kept = append(kept, x)
+				}
+			}
+		} else if x, ok := st.want[e.key]; ok {
+			if _, changed := pl.sets[x.owner]; !changed {
+				kept = append(kept, x)
+			}
+		}
+		pl.keys[e.key] = kept
+	}
+	for _, r := range olds {
+		for _, e := range r.entries {
+			touch(e)
+		}
+	}
+	for _, r := range news {
+		for _, e := range r.entries {
+			touch(e)
+			pl.keys[e.key] = insertByOwner(pl.keys[e.key], e)
+		}
+	}
+	// Cookies counted as they will be once applied.
+	delta := map[uint64]int{}
+	for k, list := range pl.keys {
+		if old, ok := st.want[k]; ok {
+			delta[old.cookie]--
+		}
+		if len(list) > 0 {
+			delta[list[0].cookie]++
+		}
+	}
+	mayDelete := func(e *entry) bool {
+		n := st.cookies[e.cookie]
+		return a.mine(e.cookie, n > 0, n+delta[e.cookie] > 0)
+	}
+	var dels, ups []*entry
+	for k, list := range pl.keys {
+		inst, ok := st.installed[k]
+		switch {
+		case len(list) == 0:
+			if ok && mayDelete(inst) {
+				dels = append(dels, inst)
+			}
+		case !ok || inst.cookie != list[0].cookie || inst.actions != list[0].actions:
+			ups = append(ups, list[0])
+		}
+	}
+	for k, e := range st.strays {
+		if _, ok := pl.keys[k]; !ok && mayDelete(e) {
+			dels = append(dels, e)
+		}
+	}
+	pl.mods, pl.res, pl.changed = modsFor(st.installed, dels, ups)
+	return pl, nil
+}
+
+// commit makes the state what it is once pl's mods were sent.
+func (a *Applier) commit(pl *plan) {
+	st := &a.st
+	for _, m := range pl.mods {
 		if m.Op == ModDeleteStrict {
-			delete(a.installed, m.Flow)
+			delete(st.installed, m.Flow)
+			delete(st.strays, m.Flow)
 		}
 	}
-	for k, e := range want {
-		a.installed[k] = e
+	st.ports = pl.ports
+	if pl.full {
+		st.sets, st.want, st.shared, st.cookies = pl.sets, pl.want, pl.shared, pl.cookies
+		st.strays = make(map[string]*entry)
+		for k, e := range st.installed {
+			if _, ok := st.want[k]; !ok {
+				st.strays[k] = e
+			}
+		}
+		maps.Copy(st.installed, st.want)
+	} else {
+		for o, s := range pl.sets {
+			if s == nil {
+				delete(st.sets, o)
+			} else {
+				st.sets[o] = s
+			}
+		}
+		for k, list := range pl.keys {
+			if old, ok := st.want[k]; ok {
+				if st.cookies[old.cookie]--; st.cookies[old.cookie] == 0 {
+					delete(st.cookies, old.cookie)
+				}
+			}
+			switch {
+			case len(list) == 0:
+				delete(st.want, k)
+				delete(st.shared, k)
+				if e, ok := st.installed[k]; ok {
+					st.strays[k] = e
+				}
+				continue
+			case len(list) == 1:
+				delete(st.shared, k)
+			default:
+				if st.shared == nil {
+					st.shared = make(map[string][]*entry)
+				}
+				st.shared[k] = list
+			}
+			st.want[k] = list[0]
+			st.cookies[list[0].cookie]++
+			st.installed[k] = list[0]
+			delete(st.strays, k)
+		}
 	}
-	a.want = p
-	a.owned = wanted
-	return res, owners(changed), nil
+	a.epoch = epochs.Add(1)
 }
 
 // owners names the owners of changed entries, sorted: the program's
@@ -302,25 +553,31 @@ func owners(changed []*entry) []string {
 // delete or write. Installed flows that want lacks are deleted only when
 // mayDelete says so.
 func diff(installed, want map[string]*entry, mayDelete func(*entry) bool) ([]FlowMod, Result, []*entry) {
-	var mods []FlowMod
-	var res Result
-	var dels []*entry
+	var dels, ups []*entry
 	for k, e := range installed {
 		if _, ok := want[k]; !ok && mayDelete(e) {
 			dels = append(dels, e)
 		}
 	}
-	slices.SortFunc(dels, compareEntries)
-	for _, e := range dels {
-		mods = append(mods, FlowMod{Op: ModDeleteStrict, Flow: e.key})
-	}
-	res.Deleted = len(dels)
-	var ups []*entry
 	for k, e := range want {
 		if old, ok := installed[k]; !ok || old.cookie != e.cookie || old.actions != e.actions {
 			ups = append(ups, e)
 		}
 	}
+	return modsFor(installed, dels, ups)
+}
+
+// modsFor turns the installed flows to delete (dels) and the entries to
+// write (ups) into flow mods: deletes first, then adds and modifies, each
+// in key order.
+func modsFor(installed map[string]*entry, dels, ups []*entry) ([]FlowMod, Result, []*entry) {
+	var mods []FlowMod
+	var res Result
+	slices.SortFunc(dels, compareEntries)
+	for _, e := range dels {
+		mods = append(mods, FlowMod{Op: ModDeleteStrict, Flow: e.key})
+	}
+	res.Deleted = len(dels)
 	slices.SortFunc(ups, compareEntries)
 	for _, e := range ups {
 		old, ok := installed[e.key]
@@ -435,14 +692,14 @@ func (a *Applier) relevant(seen []FlowChange, drift <-chan FlowChange) []FlowCha
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.want == nil {
+	if a.st.sets == nil {
 		return nil // nothing applied yet: the first Apply reads the bridge
 	}
 	return slices.DeleteFunc(seen, func(c FlowChange) bool {
-		if c.Event == "PAUSED" || a.mine(c.Cookie, nil) {
+		if c.Event == "PAUSED" || a.mine(c.Cookie, a.st.cookies[c.Cookie] > 0, false) {
 			return false
 		}
-		e, ok := a.installed[c.Key]
+		e, ok := a.st.installed[c.Key]
 		return c.Key == "" || !ok || e.owner == ""
 	})
 }

@@ -78,7 +78,14 @@
 // 650, table 11) and the PMTUD drop flows.
 //
 // An [Applier] applies a program to a bridge through a [Transport]: a full
-// atomic replace, or an incremental diff sent as one atomic bundle. Its
+// atomic replace, or an incremental diff sent as one atomic bundle. It
+// keeps the program it last applied resolved and indexed by flow key, and
+// a [Program] records the owners set or deleted since it was applied, so
+// applying a change that touches k owners resolves, diffs and sends those
+// k owners only, whatever the size of the program ([Program.Set] of flows
+// equal to an owner's current ones is no change at all); the whole
+// program is diffed only when the bridge's flows are unknown (the first
+// apply, a resync, a failed bundle) or an ofport changed. Its
 // [Applier.Run] loop replays the program when ovs-vswitchd restarts,
 // rewrites it when an ofport changes, and repairs drift: flows of its own
 // deleted or changed by someone else (`ovs-ofctl del-flows`) are reported

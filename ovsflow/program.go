@@ -23,6 +23,11 @@ type Program struct {
 	more map[string][]string
 	// scratch is a reusable buffer for keys.
 	scratch []byte
+	// base is the epoch of the Applier that last applied the program (0:
+	// none) and dirty the owners set or deleted since: the next Apply by
+	// that Applier looks at those owners only.
+	base  uint64
+	dirty map[string]struct{}
 }
 
 // flowSet is one owner's flows. It is never modified once stored: Set
@@ -31,6 +36,7 @@ type Program struct {
 // changed costs that owner only.
 type flowSet struct {
 	flows    []Flow
+	keys     []string // the flows' keys before ports are resolved
 	resolved atomic.Pointer[resolvedSet]
 }
 
@@ -58,10 +64,15 @@ func (e *ConflictError) Error() string {
 // (an invalid flow, two flows of owner with the same key and different
 // actions, or a conflict with another owner) the program is left unchanged.
 // Duplicate flows of one owner (same key and actions) are merged, keeping
-// the first. An empty set removes the owner.
+// the first. An empty set removes the owner. Setting the flows an owner
+// already has changes nothing: its flows stay resolved and an [Applier]
+// does not look at it again.
 func (p *Program) Set(owner string, flows []Flow) error {
 	if owner == "" {
 		return fmt.Errorf("ovsflow: empty owner name")
+	}
+	if old, ok := p.sets[owner]; ok && flowsEqual(old.flows, flows) {
+		return nil
 	}
 	// Sets are small: a scan for duplicates beats a map. flows itself is
 	// kept unless a duplicate has to be dropped.
@@ -111,7 +122,8 @@ next:
 		p.keys = make(map[string]string)
 		p.more = make(map[string][]string)
 	}
-	p.sets[owner] = &flowSet{flows: kept}
+	p.sets[owner] = &flowSet{flows: kept, keys: keys}
+	p.touch(owner)
 	for _, key := range keys {
 		if _, taken := p.keys[key]; taken {
 			p.more[key] = append(p.more[key], owner)
@@ -136,13 +148,22 @@ func (p *Program) otherOwner(key, owner string) string {
 }
 
 func (p *Program) find(owner, key string) *Flow {
-	set := p.sets[owner].flows
-	for i := range set {
-		if string(set[i].appendKey(nil)) == key {
-			return &set[i]
-		}
+	set := p.sets[owner]
+	if i := slices.Index(set.keys, key); i >= 0 {
+		return &set.flows[i]
 	}
 	return nil
+}
+
+// touch records that owner changed since the program was last applied.
+func (p *Program) touch(owner string) {
+	if p.base == 0 {
+		return // never applied: an Applier compares every owner anyway
+	}
+	if p.dirty == nil {
+		p.dirty = make(map[string]struct{})
+	}
+	p.dirty[owner] = struct{}{}
 }
 
 func sameActions(a, b *Flow) bool {
@@ -155,8 +176,7 @@ func (p *Program) Delete(owner string) {
 	if !ok {
 		return
 	}
-	for _, f := range set.flows {
-		key := string(f.appendKey(nil))
+	for _, key := range set.keys {
 		more := p.more[key]
 		if p.keys[key] == owner {
 			if len(more) == 0 {
@@ -174,6 +194,16 @@ func (p *Program) Delete(owner string) {
 		}
 	}
 	delete(p.sets, owner)
+	p.touch(owner)
+}
+
+// DeleteFunc removes the flows of every owner for which del returns true.
+func (p *Program) DeleteFunc(del func(owner string) bool) {
+	for owner := range p.sets {
+		if del(owner) {
+			p.Delete(owner)
+		}
+	}
 }
 
 // Owners lists the program's owners in order.
@@ -199,17 +229,12 @@ func (p *Program) Len() int { return len(p.keys) }
 
 // Clone returns a copy of p that later changes to p do not affect.
 func (p *Program) Clone() *Program {
-	c := &Program{sets: maps.Clone(p.sets), keys: maps.Clone(p.keys), more: make(map[string][]string, len(p.more))}
+	c := &Program{sets: maps.Clone(p.sets), keys: maps.Clone(p.keys), more: make(map[string][]string, len(p.more)),
+		base: p.base, dirty: maps.Clone(p.dirty)}
 	for k, o := range p.more {
 		c.more[k] = slices.Clone(o)
 	}
 	return c
-}
-
-// snapshot returns a copy of p's flow sets for resolving only (no
-// conflict index): what an Applier keeps of a program, cheaper than Clone.
-func (p *Program) snapshot() *Program {
-	return &Program{sets: maps.Clone(p.sets)}
 }
 
 // entry is one resolved flow as the bridge shows it: key, cookie, actions.
@@ -245,24 +270,60 @@ func compareEntries(a, b *entry) int {
 // bridge shows them. A flow two owners share carries the cookie of the
 // owner whose name sorts first.
 func (p *Program) entries(ports PortMap) (map[string]*entry, error) {
-	h := portsHash(ports)
-	out := make(map[string]*entry, 2*len(p.sets))
-	for owner, set := range p.sets {
-		r := set.resolved.Load()
-		if r == nil || r.ports != h {
-			r = set.resolve(owner, ports, h)
-			set.resolved.Store(r)
-		}
+	want, _, err := resolveSets(p.sets, ports, portsHash(ports))
+	return want, err
+}
+
+// resolveSets resolves every set against ports (hash h) and indexes the
+// entries by key: want holds the entry the bridge gets for each key (the
+// owner sorting first), shared every owner's entry for the keys several
+// owners emit, in owner order.
+func resolveSets(sets map[string]*flowSet, ports PortMap, h uint64) (want map[string]*entry, shared map[string][]*entry, err error) {
+	n := 0
+	for _, set := range sets {
+		n += len(set.flows)
+	}
+	want = make(map[string]*entry, n)
+	for owner, set := range sets {
+		r := set.resolvedFor(owner, ports, h)
 		if r.err != nil {
-			return nil, r.err
+			return nil, nil, r.err
 		}
 		for _, e := range r.entries {
-			if old, shared := out[e.key]; !shared || e.owner < old.owner {
-				out[e.key] = e
+			old, dup := want[e.key]
+			if !dup {
+				want[e.key] = e
+				continue
 			}
+			if shared == nil {
+				shared = make(map[string][]*entry)
+			}
+			list, ok := shared[e.key]
+			if !ok {
+				list = []*entry{old}
+			}
+			list = insertByOwner(list, e)
+			shared[e.key], want[e.key] = list, list[0]
 		}
 	}
-	return out, nil
+	return want, shared, nil
+}
+
+// insertByOwner inserts e in list, which is sorted by owner.
+func insertByOwner(list []*entry, e *entry) []*entry {
+	i, _ := slices.BinarySearchFunc(list, e.owner, func(x *entry, o string) int { return strings.Compare(x.owner, o) })
+	return slices.Insert(list, i, e)
+}
+
+// resolvedFor returns the set's entries resolved against ports (hash h),
+// from its cache when it was resolved against the same map last.
+func (s *flowSet) resolvedFor(owner string, ports PortMap, h uint64) *resolvedSet {
+	r := s.resolved.Load()
+	if r == nil || r.ports != h {
+		r = s.resolve(owner, ports, h)
+		s.resolved.Store(r)
+	}
+	return r
 }
 
 func (s *flowSet) resolve(owner string, ports PortMap, h uint64) *resolvedSet {
@@ -270,19 +331,39 @@ func (s *flowSet) resolve(owner string, ports PortMap, h uint64) *resolvedSet {
 	block := make([]entry, len(s.flows)) // one allocation for the set
 	var buf []byte
 	for i, f := range s.flows {
+		named := f.Match.InPort.named()
 		f, err := f.Resolve(ports)
 		if err != nil {
 			r.err = &FlowError{Owner: owner, Flow: s.flows[i].String(), Err: err}
 			return r
 		}
-		buf = f.appendKey(buf[:0])
+		key := s.keys[i] // the key changes only with a named in_port
+		if named {
+			buf = spliceInPort(buf[:0], key, s.flows[i].Match.InPort.name, &f)
+			key = string(buf)
+		}
 		e := &block[i]
-		*e = entry{owner: owner, table: f.Table, priority: f.Priority, key: string(buf), cookie: f.Cookie}
+		*e = entry{owner: owner, table: f.Table, priority: f.Priority, key: key, cookie: f.Cookie}
 		buf = f.appendActions(buf[:0])
 		e.actions = string(buf)
 		r.entries[i] = e
 	}
 	return r
+}
+
+// spliceInPort appends key, the key of a flow whose in_port is the named
+// port name, with the port's number from f, the resolved flow, in its
+// place: the key f renders to, without rendering it again.
+func spliceInPort(b []byte, key, name string, f *Flow) []byte {
+	const field = "in_port=" // no field printed before in_port contains it
+	i := strings.Index(key, field)
+	if i < 0 || !strings.HasPrefix(key[i+len(field):], name) {
+		return f.appendKey(b)
+	}
+	i += len(field)
+	b = append(b, key[:i]...)
+	b = append(b, f.Match.InPort.String()...)
+	return append(b, key[i+len(name):]...)
 }
 
 // portsHash fingerprints a port map (FNV-1a over its sorted entries).
@@ -318,11 +399,29 @@ func sortedEntries(m map[string]*entry) []*entry {
 // the same text `ovs-ofctl -O OpenFlow13 --no-stats dump-flows` prints for
 // it, once sorted the same way ([SortDump]).
 func (p *Program) Render(ports PortMap) ([]byte, error) {
-	m, err := p.entries(ports)
-	if err != nil {
-		return nil, err
+	// A sorted slice, not a map: equal keys end up side by side, the
+	// owner sorting first ahead.
+	h := portsHash(ports)
+	n := 0
+	for _, set := range p.sets {
+		n += len(set.flows)
 	}
-	return renderEntries(sortedEntries(m)), nil
+	es := make([]*entry, 0, n)
+	for owner, set := range p.sets {
+		r := set.resolvedFor(owner, ports, h)
+		if r.err != nil {
+			return nil, r.err
+		}
+		es = append(es, r.entries...)
+	}
+	slices.SortFunc(es, func(a, b *entry) int {
+		if c := compareEntries(a, b); c != 0 {
+			return c
+		}
+		return strings.Compare(a.owner, b.owner)
+	})
+	es = slices.CompactFunc(es, func(a, b *entry) bool { return a.key == b.key })
+	return renderEntries(es), nil
 }
 
 func renderEntries(es []*entry) []byte {
