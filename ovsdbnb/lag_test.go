@@ -129,3 +129,40 @@ func TestCacheLagNoDuplicate(t *testing.T) {
 		}
 	}
 }
+
+// TestParentReplacedNoOrphan syncs an owner's router policy and NAT
+// through a client whose cache still shows a router that was deleted and
+// created again (a new UUID), as after the NB was wiped and its topology
+// restored while the cache lagged. Without a guard the transaction
+// commits, its mutation of the old router matches nothing and the server
+// garbage-collects the new rows at once: they never show in the cache.
+// The guard on the router fails the transaction instead, and once the
+// cache has caught up the rows land on the new router.
+func TestParentReplacedNoOrphan(t *testing.T) {
+	o := testbed.StartOVN(t)
+	o.Nbctl("lr-add", "lr0")
+	proxy, endpoint := newLagProxy(t, o.NB)
+	lagging := dial(t, endpoint)
+
+	proxy.hold()
+	o.Nbctl("lr-del", "lr0", "--", "lr-add", "lr0")
+	release := time.AfterFunc(300*time.Millisecond, proxy.release)
+	defer release.Stop()
+	begin := time.Now()
+	res := sync(t, lagging, map[ovsdbnb.Owner]ovsdbnb.State{eip: eipState("100.64.0.3")})
+	took := time.Since(begin)
+	if res.Replans == 0 {
+		t.Errorf("sync: %+v, want >= 1 replan", res)
+	}
+	if took > 5*time.Second {
+		t.Errorf("sync took %v, want the replan as soon as the cache catches up", took)
+	}
+	for _, args := range [][]string{
+		{"--bare", "--columns=policies", "list", "Logical_Router", "lr0"},
+		{"--bare", "--columns=nat", "list", "Logical_Router", "lr0"},
+	} {
+		if got := strings.Fields(o.Nbctl(args...)); len(got) != 1 {
+			t.Errorf("%s: %q, want exactly one row", strings.Join(args, " "), got)
+		}
+	}
+}
