@@ -38,6 +38,7 @@ func (s *syncer) apply(ctx context.Context, desired map[Owner]State, batch []Own
 		if len(ops) == 0 {
 			return nil
 		}
+		conn := s.c.conn()
 		results, err := s.c.nb.Transact(ctx, ops...)
 		if err != nil {
 			if ctx.Err() != nil || attempt >= maxAttempts {
@@ -64,7 +65,7 @@ func (s *syncer) apply(ctx context.Context, desired map[Owner]State, batch []Own
 				}
 			}
 			s.c.log.Debug("ovsdbnb: transaction committed", "endpoint", s.c.Endpoint(), "owners", len(plans), "operations", len(ops))
-			return s.c.waitCache(ctx, ops, results)
+			return s.c.waitCache(ctx, conn, ops, results)
 		}
 		k := failedOp(results)
 		var p *plan
@@ -277,7 +278,14 @@ func (c *Client) waitConnected(ctx context.Context) error {
 // inserted and no longer shows the rows they deleted, so the next plan
 // does not insert them again (libovsdb#212). On timeout it only logs: the
 // derived UUIDs and insert guards still keep duplicates out.
-func (c *Client) waitCache(ctx context.Context, ops []ovsdb.Operation, results []ovsdb.OperationResult) error {
+//
+// It stops waiting when conn, the connection (Client.conn) the ops were
+// sent on, is lost: the cache is then reloaded whole from the server the
+// client reconnects to, which holds the rows or not, and the rows of a
+// transaction the server committed just before it went down with its
+// database (wiped, replaced) would never show. The reconnection makes the
+// caller's repair (TakeChanges) sync every owner again.
+func (c *Client) waitCache(ctx context.Context, conn uint64, ops []ovsdb.Operation, results []ovsdb.OperationResult) error {
 	type want struct {
 		table, uuid string
 		present     bool
@@ -296,6 +304,10 @@ func (c *Client) waitCache(ctx context.Context, ops []ovsdb.Operation, results [
 	deadline := time.Now().Add(cacheWait)
 	for _, w := range wants {
 		for c.nb.Cache().Table(w.table).HasRow(w.uuid) != w.present {
+			if c.conn() != conn {
+				c.log.Debug("ovsdbnb: connection lost after a commit; the cache is reloaded on reconnecting", "table", w.table, "uuid", w.uuid)
+				return nil
+			}
 			if time.Now().After(deadline) {
 				c.log.Warn("ovsdbnb: cache still lags the committed transaction", "table", w.table, "uuid", w.uuid)
 				return nil
@@ -378,6 +390,7 @@ func (s *syncer) syncGroups(ctx context.Context, desired map[Owner]State, owners
 	if len(ops) == 0 {
 		return nil
 	}
+	conn := s.c.conn()
 	results, err := s.c.nb.Transact(ctx, ops...)
 	if err == nil {
 		_, err = ovsdb.CheckOperationResults(results, ops)
@@ -387,7 +400,7 @@ func (s *syncer) syncGroups(ctx context.Context, desired map[Owner]State, owners
 	}
 	s.res.Transactions++
 	s.res.Add(p.res)
-	return s.c.waitCache(ctx, ops, results)
+	return s.c.waitCache(ctx, conn, ops, results)
 }
 
 // groupExists checks that the switches and routers of g exist.
