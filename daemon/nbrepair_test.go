@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -168,7 +170,9 @@ spec: {type: ClusterIP, clusterIP: 10.96.0.77, clusterIPs: [10.96.0.77], ports: 
 func TestDaemonRepairsNB(t *testing.T) {
 	ovn := startNB(t)
 	dir := demoDir(t, nil)
-	log, _ := startMain(t, daemonArgs(dir, ovn.NB))
+	args := daemonArgs(dir, ovn.NB)
+	args[slices.Index(args, "--metrics-address")+1] = "127.0.0.1:0"
+	log, _ := startMain(t, args)
 	ctx := context.Background()
 	c, err := ovsdbnb.Dial(ctx, ovsdbnb.Options{Endpoints: []string{ovn.NB}, Logger: quiet})
 	if err != nil {
@@ -240,6 +244,33 @@ func TestDaemonRepairsNB(t *testing.T) {
 	if _, ok := want[ovsdbnb.Owner{Type: "Service", Name: "default/extra"}]; !ok {
 		t.Errorf("the rendered rows have no load balancer of the Service added: %v", slices.Collect(maps.Keys(want)))
 	}
+	metrics := scrape(t, log.String())
+	for _, re := range []string{`ovnedge_nb_repairs_total\{reason="changed"\} [1-9]`,
+		`ovnedge_nb_repairs_total\{reason="(reconnected|topology)"\} [1-9]`,
+		`ovnedge_nb_repaired_owners_total\{reason="changed"\} [1-9]`} {
+		if !regexp.MustCompile(re).MatchString(metrics) {
+			t.Errorf("/metrics lacks %s:\n%s", re, grepLog(metrics, "repair"))
+		}
+	}
+}
+
+// scrape returns what /metrics of the daemon whose log is log serves.
+func scrape(t testing.TB, log string) string {
+	t.Helper()
+	m := regexp.MustCompile(`serving metrics and health.*address=(127\.0\.0\.1:\d+)`).FindStringSubmatch(log)
+	if m == nil {
+		t.Fatalf("no metrics address logged:\n%s", log)
+	}
+	resp, err := http.Get("http://" + m[1] + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(body)
 }
 
 // manyEgressIPs is a cluster of three egress nodes and n EgressIPs, each
