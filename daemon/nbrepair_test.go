@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/ovnedge/ovnedge/egress"
 	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 	"github.com/ovnedge/ovnedge/ovsdbnb/nbdb"
@@ -73,18 +72,7 @@ func renderedNB(t testing.TB, c *ovsdbnb.Client, dir string) map[ovsdbnb.Owner]o
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := cs.Egress[egress.ReplyQoSOwner]; ok && !c.SupportsKey(nbdb.QoSTable, "action", "mark") {
-		cs.Egress[egress.ReplyQoSOwner] = cs.ReplyFallback
-	}
-	out := map[ovsdbnb.Owner]ovsdbnb.State{}
-	for o, st := range cs.NB() {
-		st = st.Sorted()
-		st.Groups = nil
-		if !isEmpty(st) || len(st.TemplateVars) > 0 {
-			out[o] = st
-		}
-	}
-	return out
+	return RenderedNB(cs, c)
 }
 
 // nbDiff says how the NB's owned rows differ from want, "" when they do
