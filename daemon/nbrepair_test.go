@@ -82,19 +82,7 @@ func nbDiff(c *ovsdbnb.Client, want map[ovsdbnb.Owner]ovsdbnb.State) string {
 	if err != nil {
 		return err.Error()
 	}
-	var diffs []string
-	for o, st := range want {
-		if !cur[o].Equal(st) {
-			diffs = append(diffs, fmt.Sprintf("%s:\n  have %+v\n  want %+v", o, cur[o], st))
-		}
-	}
-	for o := range cur {
-		if _, ok := want[o]; !ok {
-			diffs = append(diffs, fmt.Sprintf("%s: not wanted, still there", o))
-		}
-	}
-	slices.Sort(diffs)
-	return strings.Join(diffs, "\n")
+	return strings.Join(DiffNB(cur, want), "\n")
 }
 
 // waitNB waits until the NB holds want and returns how long that took.

@@ -85,6 +85,24 @@ func RenderedNB(cs ClusterState, c *ovsdbnb.Client) map[ovsdbnb.Owner]ovsdbnb.St
 	return out
 }
 
+// DiffNB says how the owners' rows cur (ovsdbnb.Client.Current) differ
+// from want (RenderedNB), one sorted line per owner; none when equal.
+func DiffNB(cur, want map[ovsdbnb.Owner]ovsdbnb.State) []string {
+	var diffs []string
+	for o, st := range want {
+		if !cur[o].Equal(st) {
+			diffs = append(diffs, fmt.Sprintf("%s:\n  have %+v\n  want %+v", o, cur[o], st))
+		}
+	}
+	for o := range cur {
+		if _, ok := want[o]; !ok {
+			diffs = append(diffs, fmt.Sprintf("%s: not wanted, still there", o))
+		}
+	}
+	slices.Sort(diffs)
+	return diffs
+}
+
 // RenderNB renders desired NB rows one JSON object per line
 // (ovsdbnb.Render).
 func RenderNB(states map[ovsdbnb.Owner]ovsdbnb.State) ([]byte, error) { return ovsdbnb.Render(states) }

@@ -255,15 +255,8 @@ func (s *soak) diff() error {
 		return err
 	}
 	var diffs []string
-	for o, st := range want {
-		if !cur[o].Equal(st) {
-			diffs = append(diffs, fmt.Sprintf("NB %s:\n  have %+v\n  want %+v", o, cur[o], st))
-		}
-	}
-	for o := range cur {
-		if _, ok := want[o]; !ok {
-			diffs = append(diffs, fmt.Sprintf("NB %s: not wanted, still there", o))
-		}
+	for _, d := range daemon.DiffNB(cur, want) {
+		diffs = append(diffs, "NB "+d)
 	}
 	p := s.p
 	mac := s.a.ovs.Vsctl("get", "Interface", s.a.ovs.Bridge, "mac_in_use")
