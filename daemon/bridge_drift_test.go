@@ -43,7 +43,7 @@ func TestNodeBridgeDriftAndRestart(t *testing.T) {
 		return d, m, logs
 	}
 
-	d, _, logs := start()
+	d, m, logs := start()
 	if err := d.Node(ctx, s); err != nil {
 		t.Fatal(err)
 	}
@@ -75,9 +75,12 @@ func TestNodeBridgeDriftAndRestart(t *testing.T) {
 			t.Errorf("repair logs lack %q:\n%s", want, logs.String())
 		}
 	}
+	if n := gathered(t, m, "ovnedge_flow_repairs_total", "bridge=br-ex"); n < 2 {
+		t.Errorf("ovnedge_flow_repairs_total{bridge=br-ex} = %v after two repairs", n)
+	}
 	d.Close()
 
-	d, m, _ := start()
+	d, m, _ = start()
 	if err := d.Node(ctx, s); err != nil {
 		t.Fatal(err)
 	}

@@ -106,7 +106,7 @@ type Dataplane struct {
 	stale []ovsdbnb.Owner
 	// repairing is why the NB drift repair asked for this reconcile
 	// (logged with what the reconcile writes), "" when it did not.
-	repairing string
+	repairing repairReason
 	emitted   map[string]bool // events already recorded
 	// noReplyQoS is set once the NB turned out not to take the
 	// reply-traffic QoS rules (logged once).
@@ -117,6 +117,9 @@ type Dataplane struct {
 	transport *ovsflow.NativeTransport
 	applier   *ovsflow.Applier
 	program   ovsflow.Program
+	// lastSelf is this node's last good parse of its k8s.ovn.org
+	// annotations (Params.LastGood).
+	lastSelf  *egress.Node
 	responder *arp.Responder
 	// The provider bridge (seed 003): its applier and program, and the
 	// responder of the underlay VIPs on the underlay interface.
@@ -759,7 +762,11 @@ func (d *Dataplane) Node(ctx context.Context, s Snapshot) error {
 		}
 		p.ProviderPorts = func(name string) bool { return ports[name] != 0 }
 	}
+	p.LastGood = d.lastSelf
 	ns, err := ComputeNode(s, p, d.cfg.NodeName)
+	if ns.Self != nil {
+		d.lastSelf = ns.Self
+	}
 	if errors.Is(err, ErrUnknownNode) {
 		d.log.Warn("this node is not (yet) known; its flows stay as they are", "node", d.cfg.NodeName)
 		return nil
@@ -927,6 +934,7 @@ func (d *Dataplane) openProvider(ctx context.Context) error {
 	d.provApplier = ovsflow.NewApplier(d.cfg.ProviderBridge, d.transport, ports,
 		ovsflow.ApplierOptions{KeepForeign: true, Logger: d.log})
 	a := d.provApplier
+	d.m.SetFlowRepairs(d.cfg.ProviderBridge, a.Repairs)
 	d.background(ctx, func(ctx context.Context) {
 		if err := a.Run(ctx); err != nil && ctx.Err() == nil {
 			d.log.Error("provider bridge replay stopped", "bridge", d.cfg.ProviderBridge, "err", err)
@@ -992,6 +1000,7 @@ func (d *Dataplane) openBridge(ctx context.Context) error {
 	// flow monitor reports it, and by a dump every bridgeVerify.
 	d.applier = ovsflow.NewApplier(d.cfg.Bridge, d.transport, ports, ovsflow.ApplierOptions{
 		KeepForeign: true, Owns: ovsflow.OwnedCookie, VerifyInterval: bridgeVerify, Logger: d.log})
+	d.m.SetFlowRepairs(d.cfg.Bridge, d.applier.Repairs)
 	d.background(ctx, func(ctx context.Context) {
 		if err := d.applier.Run(ctx); err != nil && ctx.Err() == nil {
 			d.log.Error("bridge replay stopped", "bridge", d.cfg.Bridge, "err", err)

@@ -93,6 +93,11 @@ type Params struct {
 	ProviderNIC   string
 	ProviderVLAN  uint16
 	ProviderPorts func(name string) bool
+	// LastGood is the node's own last good parse of its k8s.ovn.org
+	// annotations (NodeState.Self of the previous ComputeNode): when they
+	// break, ComputeNode keeps computing the node's egress and gateway
+	// flows from it, as ComputeCluster does with its prev.
+	LastGood *egress.Node
 }
 
 // underlayOn reports whether the underlay mode is on.
@@ -633,7 +638,12 @@ type NodeState struct {
 	// first IPv4 InternalIP/ExternalIP, the default BGP identifier.
 	Routes   []netip.Prefix
 	RouterID netip.Addr
-	Events   []event.Event
+	// Self is the parse of the node's k8s.ovn.org annotations its flows
+	// were computed from: this snapshot's, or when they broke
+	// Params.LastGood; nil when there is neither (or the node carries
+	// none and needs none).
+	Self   *egress.Node
+	Events []event.Event
 }
 
 // ComputeNode returns the desired bridge state of node: the EgressIP flows
@@ -648,28 +658,31 @@ func ComputeNode(s Snapshot, p Params, node string) (NodeState, error) {
 	if i < 0 {
 		return ns, fmt.Errorf("%w: %q", ErrUnknownNode, node)
 	}
+	self, broken := selfNode(&ns, s.Nodes[i], p)
 	if p.EnableEgressIP {
-		n, err := egress.ParseNode(s.Nodes[i])
 		var e ovsflow.Egress
-		if err == nil {
-			e, err = egress.NodeFlows(p.Egress, &n, p.Uplink, p.Patch)
-		}
 		var flows []ovsflow.Flow
+		err := broken
+		if self != nil {
+			e, err = egress.NodeFlows(p.Egress, self, p.Uplink, p.Patch)
+		}
 		if err == nil {
 			e.Zone = p.Zone
 			flows, err = ovsflow.EgressFlows(e)
 		}
 		if err != nil {
 			ns.Keep = append(ns.Keep, OwnerEgressFlows)
-			ns.Events = append(ns.Events, event.Warningf(event.Ref("v1", "Node", s.Nodes[i]), ReasonInvalidNode,
-				"egress flows of %s kept as they are: %v", node, err))
+			if err != broken { // a broken node has its event
+				ns.Events = append(ns.Events, event.Warningf(event.Ref("v1", "Node", s.Nodes[i]), ReasonInvalidNode,
+					"egress flows of %s kept as they are: %v", node, err))
+			}
 		} else {
 			ns.Sets[OwnerEgressFlows] = flows
 		}
-		ns.Host = hostAssignments(s, p, node)
+		ns.Host = hostAssignments(s, p, node, self)
 	}
 	if p.GatewayFlows {
-		gatewayFlows(&ns, s, p, s.Nodes[i])
+		gatewayFlows(&ns, s, p, s.Nodes[i], self)
 	} else {
 		bypass, err := lbsvc.BypassFlows(ovsflow.Bypass{Uplink: p.Uplink}, s.Services)
 		if err != nil {
@@ -698,6 +711,34 @@ func ComputeNode(s Snapshot, p Params, node string) (NodeState, error) {
 		bgpRoutes(&ns, s, p, s.Nodes[i], slices.Contains(healthy, node))
 	}
 	return ns, nil
+}
+
+// selfNode parses n's k8s.ovn.org annotations for ComputeNode and sets
+// ns.Self. Annotations that break (while egress IPs are on, or on a node
+// that carries some) give a Warning event naming the bad annotation and
+// the node's last good parse (p.LastGood), when there is one, so that its
+// flows stay as they are; broken is the parse error then, nil otherwise.
+// A node that carries none and needs none (a Kube-OVN node) has no Self:
+// its gateway flows use its status addresses.
+func selfNode(ns *NodeState, n *corev1.Node, p Params) (self *egress.Node, broken error) {
+	parsed, err := egress.ParseNode(n)
+	if err == nil {
+		ns.Self = &parsed
+		return ns.Self, nil
+	}
+	if !p.EnableEgressIP && !hasOVNKAnnotations(n) {
+		return nil, nil
+	}
+	if p.LastGood != nil && p.LastGood.Name == n.Name {
+		ns.Self = p.LastGood
+		ns.Events = append(ns.Events, event.Warningf(event.Ref("v1", "Node", n), ReasonInvalidNode,
+			"node %s keeps its last good annotations for its egress and gateway flows until they are fixed: %v", n.Name, err))
+		return ns.Self, err
+	}
+	ns.Events = append(ns.Events, event.Warningf(event.Ref("v1", "Node", n), ReasonInvalidNode,
+		"node %s has no good annotations yet: its egress flows are kept as they are and its gateway flows use its status addresses: %v",
+		n.Name, err))
+	return nil, err
 }
 
 // providerFlows sets the node's provider bridge flows: every Service's
@@ -776,8 +817,8 @@ func bgpRoutes(ns *NodeState, s Snapshot, p Params, n *corev1.Node, ready bool) 
 // Service's. Without a bridge MAC or a node IP the base and the Services'
 // flows stay as they are (an event says why); a Service whose flows fail
 // stays as it is alone.
-func gatewayFlows(ns *NodeState, s Snapshot, p Params, n *corev1.Node) {
-	g, node, err := nodeGateway(n, p)
+func gatewayFlows(ns *NodeState, s Snapshot, p Params, n *corev1.Node, self *egress.Node) {
+	g, node, err := nodeGateway(n, self, p)
 	var base []ovsflow.Flow
 	if err == nil {
 		base, err = ovsflow.BaseFlows(g.Base)
@@ -801,14 +842,14 @@ func gatewayFlows(ns *NodeState, s Snapshot, p Params, n *corev1.Node) {
 }
 
 // nodeGateway returns node n's gateway bridge and the node as its Service
-// flows see it. The bridge's addresses are the node-primary-ifaddr ones,
-// else its InternalIP/ExternalIP; its host addresses (where host-network
-// endpoints live) add host-cidrs; the families are those of the bridge's
-// addresses.
-func nodeGateway(n *corev1.Node, p Params) (ovsflow.Gateway, lbsvc.Node, error) {
+// flows see it. The bridge's addresses are the node-primary-ifaddr ones
+// (of self, n's parse or last good parse, when not nil), else its
+// InternalIP/ExternalIP; its host addresses (where host-network endpoints
+// live) add host-cidrs; the families are those of the bridge's addresses.
+func nodeGateway(n *corev1.Node, self *egress.Node, p Params) (ovsflow.Gateway, lbsvc.Node, error) {
 	g := ovsflow.Gateway{Base: ovsflow.Base{Uplink: p.Uplink, Patch: p.Patch, BridgeMAC: p.BridgeMAC, Zone: p.Zone}}
 	node := lbsvc.Node{Name: n.Name}
-	if parsed, err := egress.ParseNode(n); err == nil {
+	if parsed := self; parsed != nil {
 		for _, pr := range parsed.Primary {
 			g.NodeIPs = append(g.NodeIPs, pr.Addr())
 		}
@@ -864,12 +905,16 @@ func l3GatewayMAC(n *corev1.Node) (net.HardwareAddr, error) {
 }
 
 // hostAssignments are node's egress IPs on secondary host networks, as
-// the EgressIPs' status (the leader's assignment) says.
-func hostAssignments(s Snapshot, p Params, node string) []egress.HostAssignment {
+// the EgressIPs' status (the leader's assignment) says; self is the node's
+// parse (or last good parse).
+func hostAssignments(s Snapshot, p Params, node string, self *egress.Node) []egress.HostAssignment {
 	parsed, _ := egress.ParseNodes(s.Nodes)
 	nodes := make(map[string]*egress.Node, len(parsed))
 	for i := range parsed {
 		nodes[parsed[i].Name] = &parsed[i]
+	}
+	if self != nil {
+		nodes[node] = self
 	}
 	var out []egress.HostAssignment
 	for _, u := range s.EgressIPs {

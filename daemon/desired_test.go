@@ -532,3 +532,84 @@ func TestLBClassOurs(t *testing.T) {
 		}
 	}
 }
+
+// A node whose own k8s.ovn.org annotations break keeps computing its
+// egress and gateway flows from its last good parse (Params.LastGood, the
+// NodeState.Self of the previous computation): the bridge's flows stay as
+// they were, not rebuilt from its status address, and a Warning event on
+// the node names the annotation. Without a last good parse the egress
+// flows are kept as they are and the event says so.
+func TestComputeNodeLastGoodNode(t *testing.T) {
+	p := demoParams(t, "--uplink", "eth1", "--patch-port", "patch-breth0")
+	good := demoSnapshot(t, nil)
+	i := slices.IndexFunc(good.Nodes, func(n *corev1.Node) bool { return n.Name == "ovn-worker2" })
+	// A status address other than node-primary-ifaddr: what the
+	// gateway flows would fall back to.
+	good.Nodes[i] = good.Nodes[i].DeepCopy()
+	good.Nodes[i].Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "172.18.0.99"}}
+	before, err := ComputeNode(good, p, "ovn-worker2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.Self == nil || len(before.Sets[OwnerEgressFlows]) == 0 || len(before.Sets[OwnerBaseFlows]) == 0 {
+		t.Fatalf("good node: Self %v, %d egress and %d base flows", before.Self, len(before.Sets[OwnerEgressFlows]), len(before.Sets[OwnerBaseFlows]))
+	}
+	bad := good
+	bad.Nodes = slices.Clone(good.Nodes)
+	bad.Nodes[i] = good.Nodes[i].DeepCopy()
+	bad.Nodes[i].Annotations[egress.AnnotationNodeSubnets] = "not json"
+
+	p.LastGood = before.Self
+	after, err := ComputeNode(bad, p, "ovn-worker2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(after.Sets, before.Sets) {
+		for o := range before.Sets {
+			if !reflect.DeepEqual(after.Sets[o], before.Sets[o]) {
+				t.Errorf("%s's flows changed when the node's annotations broke:\n%v\nwant\n%v", o, after.Sets[o], before.Sets[o])
+			}
+		}
+	}
+	if after.Self != before.Self {
+		t.Errorf("Self %v, want the last good parse", after.Self)
+	}
+	wantEvent := func(ns NodeState, words ...string) {
+		t.Helper()
+		ev := slices.IndexFunc(ns.Events, func(e event.Event) bool { return e.Reason == ReasonInvalidNode })
+		if ev < 0 || ns.Events[ev].Object.Name != "ovn-worker2" {
+			t.Fatalf("events %v, want a %s event on ovn-worker2", ns.Events, ReasonInvalidNode)
+		}
+		for _, w := range append(words, "ovn-worker2", egress.AnnotationNodeSubnets) {
+			if !strings.Contains(ns.Events[ev].Message, w) {
+				t.Errorf("event %q does not say %q", ns.Events[ev].Message, w)
+			}
+		}
+	}
+	wantEvent(after, "last good")
+
+	p.LastGood = nil
+	fresh, err := ComputeNode(bad, p, "ovn-worker2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fresh.Self != nil || !slices.Contains(fresh.Keep, OwnerEgressFlows) {
+		t.Errorf("no last good parse: Self %v, Keep %v; want none and the egress flows kept", fresh.Self, fresh.Keep)
+	}
+	wantEvent(fresh, "kept as they are")
+
+	// A Kube-OVN node (no k8s.ovn.org annotations) without EgressIPs is
+	// not broken: no event, gateway flows from its status address.
+	off := demoParams(t, "--enable-egress-ip=false", "--uplink", "eth1", "--patch-port", "patch-breth0", "--bridge-mac", "02:42:ac:12:00:03")
+	plain := good
+	plain.Nodes = slices.Clone(good.Nodes)
+	plain.Nodes[i] = good.Nodes[i].DeepCopy()
+	plain.Nodes[i].Annotations = nil
+	ns, err := ComputeNode(plain, off, "ovn-worker2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.ContainsFunc(ns.Events, func(e event.Event) bool { return e.Reason == ReasonInvalidNode }) || len(ns.Sets[OwnerBaseFlows]) == 0 {
+		t.Errorf("node without annotations: events %v, %d base flows; want no %s event and base flows", ns.Events, len(ns.Sets[OwnerBaseFlows]), ReasonInvalidNode)
+	}
+}

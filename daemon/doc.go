@@ -22,11 +22,14 @@
 //
 // Reliability: a node whose k8s.ovn.org annotations break keeps its last
 // good parse for its egress IPs and load balancers (a Warning event on the
-// node names the annotation). The node's bridge is repaired when its
+// node names the annotation), and its own node instance for its egress
+// and gateway flows (Params.LastGood). The node's bridge is repaired when its
 // flows are deleted or changed by someone else (ovsflow's flow monitor
 // and a dump every 30s), and a restarted daemon sends nothing for
 // unchanged flows but deletes those of owners gone meanwhile (ovnedge's
 // cookies are marked, ovsflow.OwnedCookie). A Service whose input is bad
 // at the moment of a restart loses its flows: its cookies cannot be
-// computed without it.
+// computed without it. Repairs are counted in ovnedge_nb_repairs_total
+// and ovnedge_nb_repaired_owners_total (by reason: changed, reconnected,
+// topology, periodic) and ovnedge_flow_repairs_total (by bridge).
 package daemon

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,10 +27,14 @@ type Metrics struct {
 	FlowOps *prometheus.CounterVec
 	// Failovers counts egress IPs moved from one node to another.
 	Failovers prometheus.Counter
+	// NBRepairs counts the NB drift repairs that wrote rows, by reason
+	// (see nbRepair*); NBRepairedOwners counts the owners they wrote.
+	NBRepairs, NBRepairedOwners *prometheus.CounterVec
 
 	ready atomic.Bool
 	arp   arpCollector
 	bgp   bgpCollector
+	flows flowRepairCollector
 }
 
 // NewMetrics registers the daemon's metrics, plus Go runtime and process
@@ -54,8 +59,18 @@ func NewMetrics() *Metrics {
 			Namespace: "ovnedge", Name: "egressip_failovers_total",
 			Help: "Egress IPs moved from one node to another.",
 		}),
+		NBRepairs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "ovnedge", Name: "nb_repairs_total",
+			Help: "Repairs of OVN Northbound rows changed behind ovnedge's back that wrote rows, by reason " +
+				"(changed, reconnected, topology, periodic).",
+		}, []string{"reason"}),
+		NBRepairedOwners: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "ovnedge", Name: "nb_repaired_owners_total",
+			Help: "Owners (Services, EgressIPs, ...) whose Northbound rows a repair wrote, by reason.",
+		}, []string{"reason"}),
 	}
-	m.Registry.MustRegister(m.Reconcile, m.NBOps, m.FlowOps, m.Failovers, &m.arp, &m.bgp,
+	m.Registry.MustRegister(m.Reconcile, m.NBOps, m.FlowOps, m.Failovers, m.NBRepairs, m.NBRepairedOwners,
+		&m.arp, &m.bgp, &m.flows,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -132,6 +147,38 @@ func (c *bgpCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(bgpSessions, prometheus.GaugeValue, float64(s.Sessions))
 	ch <- prometheus.MustNewConstMetric(bgpPrefixes, prometheus.GaugeValue, float64(s.Announced))
 	ch <- prometheus.MustNewConstMetric(bgpUpdates, prometheus.CounterValue, float64(s.Updates))
+}
+
+// SetFlowRepairs makes /metrics export repairs (ovsflow.Applier.Repairs:
+// the resyncs that found the bridge differing from its program and
+// changed it) as ovnedge_flow_repairs_total{bridge}.
+func (m *Metrics) SetFlowRepairs(bridge string, repairs func() uint64) {
+	m.flows.mu.Lock()
+	defer m.flows.mu.Unlock()
+	if m.flows.repairs == nil {
+		m.flows.repairs = map[string]func() uint64{}
+	}
+	m.flows.repairs[bridge] = repairs
+}
+
+// flowRepairCollector exports the bridge appliers' repair counts.
+type flowRepairCollector struct {
+	mu      sync.Mutex
+	repairs map[string]func() uint64 // by bridge
+}
+
+var flowRepairs = prometheus.NewDesc("ovnedge_flow_repairs_total",
+	"Resyncs that found a bridge's flows differing from ovnedge's program (deleted or changed by hand, "+
+		"lost in an ovs-vswitchd restart) and repaired them.", []string{"bridge"}, nil)
+
+func (c *flowRepairCollector) Describe(ch chan<- *prometheus.Desc) { ch <- flowRepairs }
+
+func (c *flowRepairCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for bridge, f := range c.repairs {
+		ch <- prometheus.MustNewConstMetric(flowRepairs, prometheus.CounterValue, float64(f()), bridge)
+	}
 }
 
 // SetReady sets what /readyz answers: 200 once the informers have synced

@@ -19,6 +19,9 @@ func TestMetricsHandler(t *testing.T) {
 		return map[netip.Addr]arp.Stats{netip.MustParseAddr("172.18.0.200"): {RequestsSeen: 7, RepliesSent: 6, GratuitousSent: 10}}
 	})
 	m.SetBGPStats(func() bgp.Stats { return bgp.Stats{Announced: 12, Updates: 40, Sessions: 2} })
+	m.SetFlowRepairs("br-ex", func() uint64 { return 4 })
+	m.NBRepairs.WithLabelValues("reconnected").Inc()
+	m.NBRepairedOwners.WithLabelValues("reconnected").Add(504)
 	for _, tc := range []struct {
 		name       string
 		pprof      bool
@@ -37,6 +40,9 @@ func TestMetricsHandler(t *testing.T) {
 		{"bgp sessions", false, false, "/metrics", 200, "ovnedge_bgp_sessions 2"},
 		{"bgp prefixes", false, false, "/metrics", 200, "ovnedge_bgp_prefixes 12"},
 		{"bgp updates", false, false, "/metrics", 200, "ovnedge_bgp_updates_total 40"},
+		{"flow repairs", false, false, "/metrics", 200, `ovnedge_flow_repairs_total{bridge="br-ex"} 4`},
+		{"nb repairs", false, false, "/metrics", 200, `ovnedge_nb_repairs_total{reason="reconnected"} 1`},
+		{"nb repaired owners", false, false, "/metrics", 200, `ovnedge_nb_repaired_owners_total{reason="reconnected"} 504`},
 		{"pprof off", false, false, "/debug/pprof/", 404, ""},
 		{"pprof on", true, false, "/debug/pprof/", 200, "goroutine"},
 	} {
@@ -55,4 +61,37 @@ func TestMetricsHandler(t *testing.T) {
 			}
 		})
 	}
+}
+
+// gathered returns the value of the metric name with the label values
+// labels (name=value pairs) in m's registry, -1 when there is none.
+func gathered(t testing.TB, m *Metrics, name string, labels ...string) float64 {
+	t.Helper()
+	mfs, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, mt := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, l := range mt.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for _, l := range labels {
+				k, v, _ := strings.Cut(l, "=")
+				if have[k] != v {
+					continue metrics
+				}
+			}
+			if c := mt.GetCounter(); c != nil {
+				return c.GetValue()
+			}
+			return mt.GetGauge().GetValue()
+		}
+	}
+	return -1
 }

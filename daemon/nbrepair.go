@@ -38,6 +38,18 @@ var nbOwnerTypes = []string{egress.OwnerEgressIP, egress.OwnerNode, egress.Owner
 // steps go through.
 var egressOwnerTypes = []string{egress.OwnerEgressIP, egress.OwnerNode, egress.OwnerClusterPolicies}
 
+// repairReason is why the NB was repaired: label is the reason label of
+// ovnedge_nb_repairs_total, text what the log says.
+type repairReason struct{ label, text string }
+
+// The reasons of an NB repair.
+var (
+	reasonChanged     = repairReason{"changed", "rows changed by another writer"}
+	reasonPeriodic    = repairReason{"periodic", "periodic full resync"}
+	reasonReconnected = repairReason{"reconnected", "reconnected: the database may have been replaced"}
+	reasonTopology    = repairReason{"topology", "routers, switches or load balancer groups created or deleted"}
+)
+
 // repairDelay lets a burst of NB changes (a restore writing row after
 // row, a reconnection reloading the cache) settle before the repair.
 const repairDelay = 200 * time.Millisecond
@@ -79,7 +91,7 @@ func (d *Dataplane) closeNB() {
 	}
 	d.nbStop()
 	d.nb.Close()
-	d.nb, d.nbStop, d.synced, d.stale, d.repairing = nil, nil, nil, nil, ""
+	d.nb, d.nbStop, d.synced, d.stale, d.repairing = nil, nil, nil, nil, repairReason{}
 	d.lastEIP, d.lastNodes = map[ovsdbnb.Owner]ovsdbnb.State{}, nil
 	clear(d.lbOwners)
 }
@@ -137,14 +149,14 @@ func (d *Dataplane) repairNB(ctx context.Context, c *ovsdbnb.Client, periodic bo
 		return
 	}
 	ch := c.TakeChanges()
-	reason := "rows changed by another writer"
+	reason := reasonChanged
 	switch {
 	case periodic:
-		reason = "periodic full resync"
+		reason = reasonPeriodic
 	case ch.Reconnected:
-		reason = "reconnected: the database may have been replaced"
+		reason = reasonReconnected
 	case ch.Topology:
-		reason = "routers, switches or load balancer groups created or deleted"
+		reason = reasonTopology
 	}
 	all := periodic || ch.Reconnected || ch.Topology
 	if all || d.synced == nil {
@@ -180,7 +192,7 @@ func (d *Dataplane) repairNB(ctx context.Context, c *ovsdbnb.Client, periodic bo
 	case err != nil && !errors.As(err, &se):
 		d.synced = nil // unknown: the cluster loop resends everything
 		d.wakeFor(reason)
-		d.log.Warn("northbound: repair failed; the cluster loop syncs every owner again", "reason", reason, "err", err)
+		d.log.Warn("northbound: repair failed; the cluster loop syncs every owner again", "reason", reason.text, "err", err)
 		return
 	case se != nil:
 		for _, oe := range se.Owners {
@@ -189,17 +201,17 @@ func (d *Dataplane) repairNB(ctx context.Context, c *ovsdbnb.Client, periodic bo
 		d.wakeFor(reason)
 	}
 	if res.Ops() == 0 {
-		d.log.Debug("northbound: nothing to repair", "reason", reason, "owners", len(send), "refused", refusedOwners(se),
+		d.log.Debug("northbound: nothing to repair", "reason", reason.text, "owners", len(send), "refused", refusedOwners(se),
 			"took", time.Since(begin))
 		return
 	}
-	d.logRepair(reason, ch.Owners, res, refusedOwners(se), time.Since(begin))
+	d.logRepair(reason, "", ch.Owners, res, refusedOwners(se), time.Since(begin))
 }
 
 // wakeFor asks the cluster loop for a reconcile whose writes are logged
 // as a repair for reason.
-func (d *Dataplane) wakeFor(reason string) {
-	if d.repairing == "" {
+func (d *Dataplane) wakeFor(reason repairReason) {
+	if d.repairing == (repairReason{}) {
 		d.repairing = reason
 	}
 	d.wake()
@@ -209,22 +221,25 @@ func (d *Dataplane) wakeFor(reason string) {
 // reconcile, what the reconcile wrote; the request is done once the
 // reconcile succeeds.
 func (d *Dataplane) loggedRepair(res ovsdbnb.Result, err error) {
-	if d.repairing == "" {
+	if d.repairing == (repairReason{}) {
 		return
 	}
 	if res.Ops() > 0 {
-		d.logRepair(d.repairing+" (by the cluster loop)", nil, res, 0, 0)
+		d.logRepair(d.repairing, " (by the cluster loop)", nil, res, 0, 0)
 	}
 	if err == nil {
-		d.repairing = ""
+		d.repairing = repairReason{}
 	}
 }
 
-// logRepair logs a repair: why, the owners written with what changed in
-// their rows (when the monitor said), the operations and the owners
-// refused.
-func (d *Dataplane) logRepair(reason string, changes map[ovsdbnb.Owner][]string, res ovsdbnb.Result, refused int, took time.Duration) {
-	d.log.Info("northbound: repaired rows changed behind ovnedge's back", "reason", reason,
+// logRepair logs a repair (by, when not the repair itself, says who
+// wrote it): why, the owners written with what changed in their rows
+// (when the monitor said), the operations and the owners refused; and
+// counts it in ovnedge_nb_repairs_total.
+func (d *Dataplane) logRepair(reason repairReason, by string, changes map[ovsdbnb.Owner][]string, res ovsdbnb.Result, refused int, took time.Duration) {
+	d.m.NBRepairs.WithLabelValues(reason.label).Inc()
+	d.m.NBRepairedOwners.WithLabelValues(reason.label).Add(float64(len(res.Changed)))
+	d.log.Info("northbound: repaired rows changed behind ovnedge's back", "reason", reason.text+by,
 		"owners", len(res.Changed), "repaired", describeRepair(res.Changed, changes, 10),
 		"inserted", res.Inserts, "updated", res.Updates, "mutated", res.Mutates, "deleted", res.Deletes,
 		"refused", refused, "took", took.Round(time.Millisecond))

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -14,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/ovnedge/ovnedge/egress"
 	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 	"github.com/ovnedge/ovnedge/ovsdbnb/nbdb"
@@ -71,18 +72,7 @@ func renderedNB(t testing.TB, c *ovsdbnb.Client, dir string) map[ovsdbnb.Owner]o
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := cs.Egress[egress.ReplyQoSOwner]; ok && !c.SupportsKey(nbdb.QoSTable, "action", "mark") {
-		cs.Egress[egress.ReplyQoSOwner] = cs.ReplyFallback
-	}
-	out := map[ovsdbnb.Owner]ovsdbnb.State{}
-	for o, st := range cs.NB() {
-		st = st.Sorted()
-		st.Groups = nil
-		if !isEmpty(st) || len(st.TemplateVars) > 0 {
-			out[o] = st
-		}
-	}
-	return out
+	return RenderedNB(cs, c)
 }
 
 // nbDiff says how the NB's owned rows differ from want, "" when they do
@@ -92,19 +82,7 @@ func nbDiff(c *ovsdbnb.Client, want map[ovsdbnb.Owner]ovsdbnb.State) string {
 	if err != nil {
 		return err.Error()
 	}
-	var diffs []string
-	for o, st := range want {
-		if !cur[o].Equal(st) {
-			diffs = append(diffs, fmt.Sprintf("%s:\n  have %+v\n  want %+v", o, cur[o], st))
-		}
-	}
-	for o := range cur {
-		if _, ok := want[o]; !ok {
-			diffs = append(diffs, fmt.Sprintf("%s: not wanted, still there", o))
-		}
-	}
-	slices.Sort(diffs)
-	return strings.Join(diffs, "\n")
+	return strings.Join(DiffNB(cur, want), "\n")
 }
 
 // waitNB waits until the NB holds want and returns how long that took.
@@ -168,7 +146,9 @@ spec: {type: ClusterIP, clusterIP: 10.96.0.77, clusterIPs: [10.96.0.77], ports: 
 func TestDaemonRepairsNB(t *testing.T) {
 	ovn := startNB(t)
 	dir := demoDir(t, nil)
-	log, _ := startMain(t, daemonArgs(dir, ovn.NB))
+	args := daemonArgs(dir, ovn.NB)
+	args[slices.Index(args, "--metrics-address")+1] = "127.0.0.1:0"
+	log, _ := startMain(t, args)
 	ctx := context.Background()
 	c, err := ovsdbnb.Dial(ctx, ovsdbnb.Options{Endpoints: []string{ovn.NB}, Logger: quiet})
 	if err != nil {
@@ -240,6 +220,33 @@ func TestDaemonRepairsNB(t *testing.T) {
 	if _, ok := want[ovsdbnb.Owner{Type: "Service", Name: "default/extra"}]; !ok {
 		t.Errorf("the rendered rows have no load balancer of the Service added: %v", slices.Collect(maps.Keys(want)))
 	}
+	metrics := scrape(t, log.String())
+	for _, re := range []string{`ovnedge_nb_repairs_total\{reason="changed"\} [1-9]`,
+		`ovnedge_nb_repairs_total\{reason="(reconnected|topology)"\} [1-9]`,
+		`ovnedge_nb_repaired_owners_total\{reason="changed"\} [1-9]`} {
+		if !regexp.MustCompile(re).MatchString(metrics) {
+			t.Errorf("/metrics lacks %s:\n%s", re, grepLog(metrics, "repair"))
+		}
+	}
+}
+
+// scrape returns what /metrics of the daemon whose log is log serves.
+func scrape(t testing.TB, log string) string {
+	t.Helper()
+	m := regexp.MustCompile(`serving metrics and health.*address=(127\.0\.0\.1:\d+)`).FindStringSubmatch(log)
+	if m == nil {
+		t.Fatalf("no metrics address logged:\n%s", log)
+	}
+	resp, err := http.Get("http://" + m[1] + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(body)
 }
 
 // manyEgressIPs is a cluster of three egress nodes and n EgressIPs, each

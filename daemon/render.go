@@ -5,9 +5,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 
+	"github.com/ovnedge/ovnedge/egress"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
+	"github.com/ovnedge/ovnedge/ovsdbnb/nbdb"
 	"github.com/ovnedge/ovnedge/ovsflow"
 )
 
@@ -60,6 +63,45 @@ func dedupLines(b []byte) []byte {
 // NBRow is one desired Northbound row as `ovnedge render --what nb`
 // prints it (ovsdbnb.RenderedRow).
 type NBRow = ovsdbnb.RenderedRow
+
+// RenderedNB is cs's NB rows (what `ovnedge render --what nb` prints) as
+// the daemon writes them to the NB at c, in the form of c.Current: the
+// reply-traffic QoS rule replaced as on an NB without the QoS mark
+// action, each State sorted, without the shared load balancer groups,
+// owners with rows only. Tests compare it with c.Current.
+func RenderedNB(cs ClusterState, c *ovsdbnb.Client) map[ovsdbnb.Owner]ovsdbnb.State {
+	if _, ok := cs.Egress[egress.ReplyQoSOwner]; ok && !c.SupportsKey(nbdb.QoSTable, "action", "mark") {
+		cs.Egress = maps.Clone(cs.Egress)
+		cs.Egress[egress.ReplyQoSOwner] = cs.ReplyFallback
+	}
+	out := map[ovsdbnb.Owner]ovsdbnb.State{}
+	for o, st := range cs.NB() {
+		st = st.Sorted()
+		st.Groups = nil
+		if !isEmpty(st) || len(st.TemplateVars) > 0 {
+			out[o] = st
+		}
+	}
+	return out
+}
+
+// DiffNB says how the owners' rows cur (ovsdbnb.Client.Current) differ
+// from want (RenderedNB), one sorted line per owner; none when equal.
+func DiffNB(cur, want map[ovsdbnb.Owner]ovsdbnb.State) []string {
+	var diffs []string
+	for o, st := range want {
+		if !cur[o].Equal(st) {
+			diffs = append(diffs, fmt.Sprintf("%s:\n  have %+v\n  want %+v", o, cur[o], st))
+		}
+	}
+	for o := range cur {
+		if _, ok := want[o]; !ok {
+			diffs = append(diffs, fmt.Sprintf("%s: not wanted, still there", o))
+		}
+	}
+	slices.Sort(diffs)
+	return diffs
+}
 
 // RenderNB renders desired NB rows one JSON object per line
 // (ovsdbnb.Render).

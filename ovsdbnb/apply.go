@@ -38,6 +38,7 @@ func (s *syncer) apply(ctx context.Context, desired map[Owner]State, batch []Own
 		if len(ops) == 0 {
 			return nil
 		}
+		conn := s.c.conn()
 		results, err := s.c.nb.Transact(ctx, ops...)
 		if err != nil {
 			if ctx.Err() != nil || attempt >= maxAttempts {
@@ -58,8 +59,13 @@ func (s *syncer) apply(ctx context.Context, desired map[Owner]State, batch []Own
 				s.res.Changed = append(s.res.Changed, p.owner)
 			}
 			s.res.Mutates -= absorbed
+			for _, a := range at {
+				if a.parent {
+					s.res.Guards++
+				}
+			}
 			s.c.log.Debug("ovsdbnb: transaction committed", "endpoint", s.c.Endpoint(), "owners", len(plans), "operations", len(ops))
-			return s.c.waitCache(ctx, ops, results)
+			return s.c.waitCache(ctx, conn, ops, results)
 		}
 		k := failedOp(results)
 		var p *plan
@@ -78,6 +84,19 @@ func (s *syncer) apply(ctx context.Context, desired map[Owner]State, batch []Own
 				}
 			}
 			return nil
+		case k < len(at) && at[k].parent && attempt < maxAttempts:
+			// A router or switch the plans add rows to is gone from
+			// the server (deleted, or the database replaced) while the
+			// cache still shows it: plan again against the new cache.
+			s.res.Replans++
+			s.c.log.Debug("ovsdbnb: a row referenced by the plan is gone, planning again", "owner", p.owner.String(), "row", p.rows[i])
+			if err := sleep(ctx, retryPause); err != nil {
+				return err
+			}
+			batch = owners(plans)
+		case k < len(at) && at[k].parent:
+			s.fail(&OwnerError{Owner: p.owner, Row: p.rows[i], Err: errors.New("the row it is added to was deleted and the cache never showed it")})
+			batch = owners(plans)
 		case lagged(p, i, results[k]) && attempt < maxAttempts:
 			// The row exists on the server but not yet in the cache.
 			s.res.Replans++
@@ -148,10 +167,12 @@ func failedOp(results []ovsdb.OperationResult) int {
 }
 
 // opRef is where an operation of a transaction comes from: operation i
-// of plan p.
+// of plan p, or, when parent is set, the guard of the row that operation
+// i adds a row to.
 type opRef struct {
-	p *plan
-	i int
+	p      *plan
+	i      int
+	parent bool
 }
 
 // assemble lays out the operations of plans as one transaction, with
@@ -164,18 +185,29 @@ type opRef struct {
 // commit checks references, so the order within the transaction does not
 // matter to them. A merged mutation is attributed to the first one it
 // absorbed; absorbed counts the mutations merged away.
+//
+// Each row that rows are added to gets a guard (see parentGuard): a
+// mutation whose row is gone matches nothing and is no error, and the
+// rows it was to hold, in tables that are not roots (policies, NATs,
+// QoS rules), are then garbage-collected by the server as the
+// transaction commits: the transaction would succeed and write nothing,
+// and the cache never show the inserted rows. It happens when the cache
+// still shows a router that was deleted and created again, e.g. a
+// transaction planned just before the NB was replaced (wiped, its
+// topology restored) and sent to the new database after the reconnect.
 func assemble(plans []*plan) (ops []ovsdb.Operation, at []opRef, absorbed int) {
 	type key struct {
 		table, uuid, column string
 		mutator             ovsdb.Mutator
 	}
-	var refs []ovsdb.Operation
-	var refAt []opRef
+	var refs, guards []ovsdb.Operation
+	var refAt, guardAt []opRef
 	merged := map[key]int{} // -> index in refs
+	guarded := map[key]bool{}
 	for _, p := range plans {
 		for i, op := range p.ops {
 			if !p.ref[i] {
-				ops, at = append(ops, op), append(at, opRef{p, i})
+				ops, at = append(ops, op), append(at, opRef{p: p, i: i})
 				continue
 			}
 			m := op.Mutations[0]
@@ -191,10 +223,25 @@ func assemble(plans []*plan) (ops []ovsdb.Operation, at []opRef, absorbed int) {
 			merged[k] = len(refs)
 			op.Mutations = []ovsdb.Mutation{{Column: m.Column, Mutator: m.Mutator,
 				Value: ovsdb.OvsSet{GoSet: slices.Clone(uuids)}}}
-			refs, refAt = append(refs, op), append(refAt, opRef{p, i})
+			refs, refAt = append(refs, op), append(refAt, opRef{p: p, i: i})
+			parent := key{table: k.table, uuid: k.uuid}
+			if m.Mutator == ovsdb.MutateOperationInsert && !guarded[parent] {
+				guarded[parent] = true
+				guards = append(guards, parentGuard(k.table, k.uuid))
+				guardAt = append(guardAt, opRef{p: p, i: i, parent: true})
+			}
 		}
 	}
-	return append(ops, refs...), append(at, refAt...), absorbed
+	ops, at = append(ops, refs...), append(at, refAt...)
+	return append(ops, guards...), append(at, guardAt...), absorbed
+}
+
+// parentGuard is a wait operation that fails the transaction unless
+// table still holds the row uuid.
+func parentGuard(table, uuid string) ovsdb.Operation {
+	return ovsdb.Operation{Op: ovsdb.OperationWait, Table: table, Timeout: new(int), Where: whereUUID(uuid),
+		Until: string(ovsdb.WaitConditionEqual), Columns: []string{"_uuid"},
+		Rows: []ovsdb.Row{{"_uuid": ovsdb.UUID{GoUUID: uuid}}}}
 }
 
 // commitError is the error of a transaction that failed at commit.
@@ -231,7 +278,14 @@ func (c *Client) waitConnected(ctx context.Context) error {
 // inserted and no longer shows the rows they deleted, so the next plan
 // does not insert them again (libovsdb#212). On timeout it only logs: the
 // derived UUIDs and insert guards still keep duplicates out.
-func (c *Client) waitCache(ctx context.Context, ops []ovsdb.Operation, results []ovsdb.OperationResult) error {
+//
+// It stops waiting when conn, the connection (Client.conn) the ops were
+// sent on, is lost: the cache is then reloaded whole from the server the
+// client reconnects to, which holds the rows or not, and the rows of a
+// transaction the server committed just before it went down with its
+// database (wiped, replaced) would never show. The reconnection makes the
+// caller's repair (TakeChanges) sync every owner again.
+func (c *Client) waitCache(ctx context.Context, conn uint64, ops []ovsdb.Operation, results []ovsdb.OperationResult) error {
 	type want struct {
 		table, uuid string
 		present     bool
@@ -250,6 +304,10 @@ func (c *Client) waitCache(ctx context.Context, ops []ovsdb.Operation, results [
 	deadline := time.Now().Add(cacheWait)
 	for _, w := range wants {
 		for c.nb.Cache().Table(w.table).HasRow(w.uuid) != w.present {
+			if c.conn() != conn {
+				c.log.Debug("ovsdbnb: connection lost after a commit; the cache is reloaded on reconnecting", "table", w.table, "uuid", w.uuid)
+				return nil
+			}
 			if time.Now().After(deadline) {
 				c.log.Warn("ovsdbnb: cache still lags the committed transaction", "table", w.table, "uuid", w.uuid)
 				return nil
@@ -332,6 +390,7 @@ func (s *syncer) syncGroups(ctx context.Context, desired map[Owner]State, owners
 	if len(ops) == 0 {
 		return nil
 	}
+	conn := s.c.conn()
 	results, err := s.c.nb.Transact(ctx, ops...)
 	if err == nil {
 		_, err = ovsdb.CheckOperationResults(results, ops)
@@ -341,7 +400,7 @@ func (s *syncer) syncGroups(ctx context.Context, desired map[Owner]State, owners
 	}
 	s.res.Transactions++
 	s.res.Add(p.res)
-	return s.c.waitCache(ctx, ops, results)
+	return s.c.waitCache(ctx, conn, ops, results)
 }
 
 // groupExists checks that the switches and routers of g exist.

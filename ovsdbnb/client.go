@@ -201,9 +201,11 @@ type watchedBackoff struct {
 	backoff.BackOff
 	lost     chan struct{} // one pending signal
 	attempts atomic.Int64  // failed attempts of the reconnection under way
+	losses   atomic.Uint64 // connections lost so far
 }
 
 func (b *watchedBackoff) Reset() {
+	b.losses.Add(1)
 	b.attempts.Store(0)
 	b.BackOff.Reset()
 	select {
@@ -277,6 +279,10 @@ func (c *Client) reconnected(endpoint string) bool {
 	c.changes.reconnect()
 	return true
 }
+
+// conn identifies the connection of the moment: it changes once that
+// connection is lost.
+func (c *Client) conn() uint64 { return c.bo.losses.Load() }
 
 // tlsConfig loads the key pair and CA of opts.
 func tlsConfig(opts Options) (*tls.Config, error) {

@@ -1,12 +1,16 @@
 package ovsdbnb_test
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"path/filepath"
 	"strings"
+	gosync "sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -128,4 +132,88 @@ func TestCacheLagNoDuplicate(t *testing.T) {
 			t.Errorf("%s: %q, want exactly one row", strings.Join(args, " "), got)
 		}
 	}
+}
+
+// TestParentReplacedNoOrphan syncs an owner's router policy and NAT
+// through a client whose cache still shows a router that was deleted and
+// created again (a new UUID), as after the NB was wiped and its topology
+// restored while the cache lagged. Without a guard the transaction
+// commits, its mutation of the old router matches nothing and the server
+// garbage-collects the new rows at once: they never show in the cache.
+// The guard on the router fails the transaction instead, and once the
+// cache has caught up the rows land on the new router.
+func TestParentReplacedNoOrphan(t *testing.T) {
+	o := testbed.StartOVN(t)
+	o.Nbctl("lr-add", "lr0")
+	proxy, endpoint := newLagProxy(t, o.NB)
+	lagging := dial(t, endpoint)
+
+	proxy.hold()
+	o.Nbctl("lr-del", "lr0", "--", "lr-add", "lr0")
+	release := time.AfterFunc(300*time.Millisecond, proxy.release)
+	defer release.Stop()
+	res := sync(t, lagging, map[ovsdbnb.Owner]ovsdbnb.State{eip: eipState("100.64.0.3")})
+	if res.Replans == 0 {
+		t.Errorf("sync: %+v, want >= 1 replan", res)
+	}
+	for _, args := range [][]string{
+		{"--bare", "--columns=policies", "list", "Logical_Router", "lr0"},
+		{"--bare", "--columns=nat", "list", "Logical_Router", "lr0"},
+	} {
+		if got := strings.Fields(o.Nbctl(args...)); len(got) != 1 {
+			t.Errorf("%s: %q, want exactly one row", strings.Join(args, " "), got)
+		}
+	}
+}
+
+// TestCommitThenConnectionLost: the server commits a Sync's transaction
+// and the connection is lost before the update reaches the cache (the NB
+// killed, its database about to be replaced). Sync does not wait for rows
+// the reloaded cache may never show: it returns as the connection goes,
+// without the "cache still lags" warning of a wait that timed out.
+func TestCommitThenConnectionLost(t *testing.T) {
+	o := testbed.StartOVN(t)
+	o.Nbctl("lr-add", "lr0")
+	proxy, endpoint := newLagProxy(t, o.NB)
+	var log lockedBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := ovsdbnb.Dial(ctx, ovsdbnb.Options{Endpoints: []string{endpoint},
+		Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	proxy.hold()
+	go func() {
+		for ctx.Err() == nil && len(strings.Fields(o.Nbctl("--bare", "--columns=policies", "list", "Logical_Router", "lr0"))) == 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		proxy.ln.Close() // no reconnection: it would hang on a proxy that serves no more
+		proxy.cl.Close() // committed: the connection goes before the update
+	}()
+	if _, err := c.Sync(ctx, map[ovsdbnb.Owner]ovsdbnb.State{eip: eipState("100.64.0.3")}); err != nil {
+		t.Fatal(err)
+	}
+	if l := log.String(); strings.Contains(l, "cache still lags") || !strings.Contains(l, "connection lost after a commit") {
+		t.Errorf("Sync waited for the cache of a lost connection:\n%s", l)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent writes and reads.
+type lockedBuffer struct {
+	mu  gosync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -34,7 +34,9 @@ const (
 // Result counts what Sync sent. Inserts, Updates, Mutates and Deletes are
 // OVSDB operations; Guards are the "wait" operations that make a duplicate
 // insert fail on the server when the cache lags (only where an insert
-// cannot use its row's derived UUID, see insert).
+// cannot use its row's derived UUID, see insert), and those that make a
+// transaction fail when a router or switch it adds rows to is gone (see
+// assemble).
 type Result struct {
 	Inserts, Updates, Mutates, Deletes int
 	Guards                             int

@@ -55,6 +55,7 @@ func (s *syncer) syncChassisRows(ctx context.Context, desired map[Owner]State, o
 	if len(ops) == 0 {
 		return nil
 	}
+	conn := s.c.conn()
 	results, err := s.c.nb.Transact(ctx, ops...)
 	if err == nil {
 		_, err = ovsdb.CheckOperationResults(results, ops)
@@ -64,7 +65,7 @@ func (s *syncer) syncChassisRows(ctx context.Context, desired map[Owner]State, o
 	}
 	s.res.Transactions++
 	s.res.Inserts += len(ops)
-	return s.c.waitCache(ctx, ops, results)
+	return s.c.waitCache(ctx, conn, ops, results)
 }
 
 // planTemplateVars makes the variables owner p.owner holds in the

@@ -78,6 +78,7 @@ func EnsureTopology(ctx context.Context, c *Client, topo Topology) error {
 	if len(t.ops) == 0 {
 		return nil
 	}
+	conn := c.conn()
 	results, err := c.nb.Transact(ctx, t.ops...)
 	if err == nil {
 		_, err = ovsdb.CheckOperationResults(results, t.ops)
@@ -85,7 +86,7 @@ func EnsureTopology(ctx context.Context, c *Client, topo Topology) error {
 	if err != nil {
 		return fmt.Errorf("ovsdbnb: topology: transact: %w", err)
 	}
-	return c.waitCache(ctx, t.ops, results)
+	return c.waitCache(ctx, conn, t.ops, results)
 }
 
 // topoBuilder collects the operations of EnsureTopology.

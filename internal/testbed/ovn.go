@@ -134,14 +134,28 @@ func StartOVNWith(t T, opts OVNOptions) *OVN {
 // test's) reconnect to it; whatever the old database held is gone.
 func (n *OVN) ReplaceNB() {
 	n.t.Helper()
+	n.restartNB(true)
+}
+
+// RestartNB kills the NB ovsdb-server (SIGKILL, as a crash) and serves
+// the same database again on the same remotes; its clients reconnect.
+func (n *OVN) RestartNB() {
+	n.t.Helper()
+	n.restartNB(false)
+}
+
+func (n *OVN) restartNB(wipe bool) {
+	n.t.Helper()
 	if err := n.nb.kill(); err != nil {
-		n.t.Fatalf("testbed: replace NB: %v", err)
+		n.t.Fatalf("testbed: restart NB: %v", err)
 	}
-	db := filepath.Join(n.Dir, "nb.db")
-	if err := os.Remove(db); err != nil {
-		n.t.Fatalf("testbed: replace NB: %v", err)
+	if wipe {
+		db := filepath.Join(n.Dir, "nb.db")
+		if err := os.Remove(db); err != nil {
+			n.t.Fatalf("testbed: replace NB: %v", err)
+		}
+		mustRun(n.t, nil, "ovsdb-tool", "create", db, n.nbSchema)
 	}
-	mustRun(n.t, nil, "ovsdb-tool", "create", db, n.nbSchema)
 	n.nb = serveOVSDB(n.t, n.Dir, "nb", filepath.Join(n.Dir, "nb.sock"), "ptcp:"+strings.TrimPrefix(n.NBTCP, "tcp:127.0.0.1:")+":127.0.0.1")
 }
 
