@@ -668,11 +668,16 @@ kind: BGPPeer
 metadata: {name: broken, namespace: metallb-system}
 spec: {myASN: %d, peerAddress: 192.0.2.1}
 `, nodeASN, frrASN, testbed.ClusterGatewayIP, w1, w2, nodeASN))
+		// Nothing is left for later tests: MetalLB's native (L2) mode
+		// refuses a configuration with a BFD profile or BGP peers in its
+		// namespace (TestUnderlayMetalLB runs it there).
 		t.Cleanup(func() {
 			for _, name := range []string{"router", "broken"} {
 				_ = e.Dyn.Resource(metallb.BGPPeerResource).
 					Namespace("metallb-system").Delete(e.Context(), name, metav1.DeleteOptions{})
 			}
+			_ = e.Dyn.Resource(metallb.BFDProfileResource).
+				Namespace("metallb-system").Delete(e.Context(), "fast", metav1.DeleteOptions{})
 		})
 		// The nodes' peers now come from the objects only.
 		e.RestartNodes(append(slices.DeleteFunc(slices.Clone(bgpNodeArgs), func(a string) bool {

@@ -47,6 +47,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -846,19 +847,41 @@ func (e *Env) With(t testbed.T) *Env {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	c := *e
-	c.t = scoped{T: t, owner: e.owner}
+	sc := scoped{T: t, owner: e.owner, done: &atomic.Bool{}}
+	c.t = sc
 	t.Cleanup(e.Cluster.Use(c.t))
+	t.Cleanup(func() { sc.done.Store(true) })
 	return &c
 }
 
 // scoped is a subtest's T whose Cleanup registers with the cluster's
-// owner.
+// owner. Once the subtest has ended, what is still reported through it
+// (a cleanup that runs with the owner's, logging why it keeps a failed
+// test's directory) goes to the owner: testing panics on a Log after the
+// test completed.
 type scoped struct {
 	testbed.T
 	owner testbed.T
+	done  *atomic.Bool
 }
 
 func (s scoped) Cleanup(f func()) { s.owner.Cleanup(f) }
+
+func (s scoped) Logf(format string, args ...any) {
+	if s.done.Load() {
+		s.owner.Logf(format, args...)
+		return
+	}
+	s.T.Logf(format, args...)
+}
+
+func (s scoped) Errorf(format string, args ...any) {
+	if s.done.Load() {
+		s.owner.Errorf(format, args...)
+		return
+	}
+	s.T.Errorf(format, args...)
+}
 
 // RestoreNode brings a killed node back: its chassis (testbed's
 // Restart), its ovnedge instance and its Ready condition.
