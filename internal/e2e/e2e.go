@@ -823,12 +823,18 @@ func (e *Env) Context() context.Context { return e.ctx }
 // ovsdb-server) and its ovnedge instance, as a machine dying would.
 func (e *Env) KillNode(node string) {
 	e.t.Helper()
+	// The chassis first, as a node losing power goes silent: with its
+	// ovs-vswitchd gone the management port is gone too, so the leader's
+	// health-check connection gets no FIN or RST from the dying ovnedge
+	// and finds the node dead only by probing (killing ovnedge first
+	// closed that connection at once: an early detection no real node
+	// death gives).
+	e.Node(node).Kill()
 	if i := e.Instance(node); i != nil && i.Alive() {
 		if err := i.Kill(); err != nil {
 			e.t.Fatalf("e2e: %v", err)
 		}
 	}
-	e.Node(node).Kill()
 }
 
 // cacheFuncs calls f on every add, update and delete.
