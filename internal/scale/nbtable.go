@@ -30,6 +30,7 @@ type Table[M Row] struct {
 	mu      sync.Mutex
 	rows    map[string]M                   // by UUID
 	byKey   map[string]map[string]struct{} // key -> UUIDs
+	first   time.Time                      // when the first change arrived
 	last    time.Time                      // when the last change arrived
 	changes int64
 	waiters []*waiter[M]
@@ -114,6 +115,9 @@ func (t *Table[M]) change(m M, deleted bool) {
 			t.byKey[k][u] = struct{}{}
 		}
 	}
+	if t.first.IsZero() {
+		t.first = now
+	}
 	t.last = now
 	t.changes++
 	kept := t.waiters[:0]
@@ -180,6 +184,13 @@ func (t *Table[M]) Read(f func(View[M])) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	f(View[M]{t})
+}
+
+// FirstChange returns when the first change arrived (zero: none yet).
+func (t *Table[M]) FirstChange() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.first
 }
 
 // LastChange returns when the last change arrived and how many there

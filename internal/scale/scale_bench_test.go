@@ -1,8 +1,10 @@
 package scale
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -176,7 +178,7 @@ func BenchmarkScale(b *testing.B) {
 			r.Shape.Pods, strings.Join(api, ", "), r.Reconciles, r.ReconcileSeconds, r.NBOps, r.Informers.Seconds(), r.Topology.Seconds()))
 	}
 	if st.report != "" && len(results) > 0 {
-		notes = append(notes, "CPU profiles of the daemon: cpu-sync-<pods>.pb.gz (initial sync) and cpu-events-<pods>.pb.gz (the events), summaries in the .txt files beside them (`go tool pprof -top`)")
+		notes = append(notes, "CPU profiles of the daemon: cpu-sync-<pods>.pb.gz (initial sync) and cpu-events-<pods>.pb.gz (the events), summaries in the .txt files beside them (`go tool pprof -top`); the daemon's log: leader-<pods>.log")
 		if err := WriteReport(st.report, results, notes); err != nil {
 			b.Fatal(err)
 		}
@@ -253,7 +255,11 @@ func (m *measure) run(ctx context.Context) {
 			b.Fatal(err)
 		}
 	}
-	m.leader = StartLeader(b, m.bin, nb.Dir, "leader-"+m.label, m.kubeconfig, nb.Remote)
+	logDir := nb.Dir // removed with the NB unless the benchmark fails
+	if m.profDir != "" {
+		logDir = m.profDir
+	}
+	m.leader = StartLeader(b, m.bin, logDir, "leader-"+m.label, m.kubeconfig, nb.Remote)
 	stopProf := m.profile(ctx, "cpu-sync-"+m.label)
 	m.sync(ctx)
 	stopProf()
@@ -265,8 +271,8 @@ func (m *measure) run(ctx context.Context) {
 	if m.r.Synced, err = ProcMemory(m.leader.Pid()); err != nil {
 		b.Fatal(err)
 	}
-	progressf("%d pods: informers synced in %v, NB converged in %v, RSS %.0f MiB (peak %.0f), %d reconciles (%.1f s), %d NB ops",
-		pods, m.r.Informers.Round(time.Millisecond), m.r.Sync.Round(time.Millisecond), mib(m.r.Synced.RSS), mib(m.r.Synced.Peak),
+	progressf("%d pods: informers synced in %v, first NB row after %v, NB converged in %v, RSS %.0f MiB (peak %.0f), %d reconciles (%.1f s), %d NB ops",
+		pods, m.r.Informers.Round(time.Millisecond), m.r.FirstRow.Round(time.Millisecond), m.r.Sync.Round(time.Millisecond), mib(m.r.Synced.RSS), mib(m.r.Synced.Peak),
 		met.Reconciles, met.ReconcileSeconds, met.NBOps)
 
 	events := []struct {
@@ -414,8 +420,12 @@ func (m *measure) sync(ctx context.Context) {
 		met, err := l.Metrics(ctx)
 		if time.Since(progress) > 30*time.Second {
 			progress = time.Now()
-			progressf("%d pods: syncing for %v: %d reconciles, last NB change %v ago, missing %s (metrics error: %v)",
-				m.shape.Pods, time.Since(l.Started).Round(time.Second), met.Reconciles, time.Since(m.lastNBChange()).Round(time.Millisecond), missing, err)
+			last := "none yet"
+			if t := m.lastNBChange(); !t.IsZero() {
+				last = time.Since(t).Round(time.Millisecond).String() + " ago"
+			}
+			progressf("%d pods: syncing for %v: %d cluster reconciles done, last NB change %s, missing %s (metrics: %v)",
+				m.shape.Pods, time.Since(l.Started).Round(time.Second), met.Reconciles, last, cmp.Or(missing, "not checked yet"), cmp.Or[error](err, errNone))
 		}
 		if err != nil {
 			continue
@@ -429,9 +439,18 @@ func (m *measure) sync(ctx context.Context) {
 			continue
 		}
 		m.r.Sync = last.Sub(l.Started)
+		var first time.Time
+		for _, t := range []time.Time{m.lbs.FirstChange(), m.nats.FirstChange(), m.policies.FirstChange()} {
+			if first.IsZero() || (!t.IsZero() && t.Before(first)) {
+				first = t
+			}
+		}
+		m.r.FirstRow = first.Sub(l.Started)
 		return
 	}
 }
+
+var errNone = errors.New("ok")
 
 // lastNBChange is when the last change of the watched tables arrived.
 func (m *measure) lastNBChange() time.Time {
