@@ -16,18 +16,20 @@ import (
 	"github.com/ovnedge/ovnedge/internal/testbed"
 )
 
-// LeaderArgs are deploy/deployment.yaml's arguments of the leader as this
-// cluster needs them (its subnets, the NB at nb, metrics and pprof on
-// metrics), without --sb-address (no chassis installs anything here, so
-// make-before-break would wait for nothing) and with
+// LeaderArgs are deploy/deployment.yaml's arguments of the leader, in its
+// order, as this cluster needs them (its cluster subnet, the NB at nb,
+// metrics on metrics), without --sb-address (no chassis installs
+// anything here, so make-before-break would wait for nothing), and with
 // --egressip-reachability-total-timeout=0 (no node answers the health
-// check: every node counts as reachable).
+// check: every node counts as reachable) and --enable-pprof.
 func LeaderArgs(kubeconfig, nb, metrics string) []string {
 	return []string{"daemon", "--kubeconfig=" + kubeconfig,
-		"--leader-elect=true", "--nb-address=" + nb,
-		"--cluster-subnets=" + ClusterSubnet + "/" + strconv.Itoa(HostPrefix), "--join-subnet=" + JoinSubnet,
+		"--leader-elect=true", "--nb-address=" + nb, "--lb-templates=true",
+		"--cluster-subnets=" + ClusterSubnet + "/" + strconv.Itoa(HostPrefix),
+		"--gateway-v4-join-subnet=" + JoinSubnet, "--gateway-v6-join-subnet=fd98::/64",
 		"--gateway-v4-masquerade-subnet=169.254.169.0/29", "--gateway-v6-masquerade-subnet=fd69::/125",
-		"--lb-templates=true", "--metrics-address=" + metrics, "--egressip-node-healthcheck-port=9107",
+		"--metrics-address=" + metrics, "--log-level=info", "--enable-egress-ip=true",
+		"--egressip-node-healthcheck-port=9107", "--egressip-heartbeat-port=9108",
 		"--egressip-reachability-total-timeout=0", "--enable-pprof=true"}
 }
 
