@@ -7,7 +7,7 @@ BENCHTIME ?= 1s
 # FLAVOR=kube-ovn: make demo shows Kube-OVN's LoadBalancer Services (seed 004).
 FLAVOR ?=
 
-.PHONY: help deps e2e-deps test e2e demo demo-nb bench lint update-golden embed image deploy
+.PHONY: help deps e2e-deps test e2e demo demo-nb bench bench-scale lint update-golden embed image deploy
 
 help:
 	@echo "make demo           ovnedge on a 3-node OVN cluster with a real kube-apiserver: requests to VIPs, egress source, failover gap"
@@ -16,6 +16,7 @@ help:
 	@echo "make test           install dependencies, run every test with -race (real OVS/OVN, etcd + kube-apiserver)"
 	@echo "make e2e            only the end-to-end tests (daemon against a real kube-apiserver, egress packets)"
 	@echo "make bench          run the benchmarks (BENCH=regexp BENCHTIME=1s)"
+	@echo "make bench-scale    the leader at up to 150k pods / 2k nodes / 10k Services / 1k EgressIPs (SCALE_MAX, SCALE_ROUNDS): report in bench-report/"
 	@echo "make lint           gofmt, go vet, staticcheck"
 	@echo "make embed          examples/embed (a separate module on the public API): vet, test, GOOS=darwin build; pure packages for darwin"
 	@echo "make image          the ovnedge OCI image without docker (crane): build/image/oci, tagged with \`ovnedge version\`"
@@ -49,6 +50,18 @@ demo-nb: deps
 
 bench: deps
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -benchmem ./...
+
+# The leader against a real apiserver and NB at growing cluster sizes up to
+# SCALE_MAX pods (internal/scale, BenchmarkScale): SCALE_ROUNDS events of
+# each kind per size, a report (tables, plots, CPU profiles) written to
+# SCALE_REPORT. Not part of make test; make bench runs it at 1,000 pods
+# without a report.
+SCALE_MAX ?= 150000
+SCALE_ROUNDS ?= 30
+SCALE_REPORT ?= $(CURDIR)/bench-report/scale-$(shell date +%Y%m%d-%H%M%S)
+bench-scale: e2e-deps
+	SCALE_MAX_PODS=$(SCALE_MAX) SCALE_REPORT=$(SCALE_REPORT) $(GO) test -run '^$$' -bench '^BenchmarkScale$$' \
+		-benchtime $(SCALE_ROUNDS)x -timeout 4h -v ./internal/scale
 
 lint:
 	@scripts/install-deps.sh --lint

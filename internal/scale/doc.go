@@ -1,0 +1,37 @@
+// Package scale measures the `ovnedge` leader at OpenShift's tested
+// maximums (150,000 pods, 2,000 nodes, 10,000 Services) with 1,000
+// EgressIPs: BenchmarkScale, run by `make bench-scale`.
+//
+// A real etcd and kube-apiserver (testbed.StartKubeAPI) are filled with
+// generated objects (ShapeFor, Node, Pod, Service, EndpointSlice,
+// EgressIP): written straight to the apiserver by many concurrent
+// requests without a client rate limit (Loader), statuses set as the
+// kubelet, endpoint controller and cloud controller would, since no
+// controller runs. The cluster grows size by size (a smaller Shape's
+// objects are a larger one's first ones). At each size a fresh NB
+// ovsdb-server (testbed.StartNB, no northd) gets the topology
+// ovnkube-master would have made (ovsdbnb.EnsureTopology), and the
+// ovnedge binary is started as deploy/deployment.yaml starts it, as the
+// ovnedge-leader ServiceAccount under deploy/rbac.yaml (LeaderArgs).
+//
+// Measured per size: loading time (not the daemon's), initial sync
+// (process start -> NB converged), the daemon's RSS from /proc, its CPU
+// profile from --enable-pprof during the sync and during the events, and
+// event -> NB latency (p50/p99) of a pod label change that moves a pod
+// from one EgressIP to another, a new Service, an endpoint change and an
+// egress node going NotReady. NB changes are seen by separate libovsdb
+// monitors (Table), as ovn-northd would see them, and each event is timed
+// from just before its API write to the arrival of the row change that
+// completes it.
+//
+// Settings (environment; make bench-scale's variables in brackets):
+// SCALE_MAX_PODS [SCALE_MAX, default 150000 for make, 1000 for a bare
+// go test -bench] the largest size; SCALE_SIZES the sweep
+// (1000,10000,50000,150000, cut at the maximum); SCALE_REPORT [a new
+// bench-report/scale-<date>/] the report directory: README.md (tables,
+// the issue's aims), results.csv, samples.csv, latency-p50.png,
+// latency-p99.png, memory.png, sync.png (gonum.org/v1/plot) and the CPU
+// profiles; SCALE_SYNC_TIMEOUT, SCALE_EVENT_TIMEOUT, SCALE_WORKERS.
+// -benchtime Nx [SCALE_ROUNDS] is the number of rounds of the four events
+// per size.
+package scale

@@ -1,0 +1,193 @@
+package scale
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ovnedge/ovnedge/internal/testbed"
+)
+
+// LeaderArgs are deploy/deployment.yaml's arguments of the leader, in its
+// order, as this cluster needs them (its cluster subnet, the NB at nb,
+// metrics on metrics), without --sb-address (no chassis installs
+// anything here, so make-before-break would wait for nothing), and with
+// --egressip-reachability-total-timeout=0 (no node answers the health
+// check: every node counts as reachable) and --enable-pprof.
+func LeaderArgs(kubeconfig, nb, metrics string) []string {
+	return []string{"daemon", "--kubeconfig=" + kubeconfig,
+		"--leader-elect=true", "--nb-address=" + nb, "--lb-templates=true",
+		"--cluster-subnets=" + ClusterSubnet + "/" + strconv.Itoa(HostPrefix),
+		"--gateway-v4-join-subnet=" + JoinSubnet, "--gateway-v6-join-subnet=fd98::/64",
+		"--gateway-v4-masquerade-subnet=169.254.169.0/29", "--gateway-v6-masquerade-subnet=fd69::/125",
+		"--metrics-address=" + metrics, "--log-level=info", "--enable-egress-ip=true",
+		"--egressip-node-healthcheck-port=9107", "--egressip-heartbeat-port=9108",
+		"--egressip-reachability-total-timeout=0", "--enable-pprof=true"}
+}
+
+// Leader is a running `ovnedge daemon` leader under measurement.
+type Leader struct {
+	*testbed.Process
+	// URL is its metrics server, "http://127.0.0.1:PORT"; LogFile its log
+	// file.
+	URL, LogFile string
+	// Started is when the process was started.
+	Started time.Time
+}
+
+// StartLeader starts bin with LeaderArgs, logging to dir/name.log; it is
+// stopped (by PID) when t ends.
+func StartLeader(t testbed.T, bin, dir, name, kubeconfig, nb string) *Leader {
+	t.Helper()
+	addr := "127.0.0.1:" + strconv.Itoa(testbed.FreePorts(t, 1)[0])
+	log := filepath.Join(dir, name+".log")
+	begin := time.Now()
+	p := testbed.StartProcess(t, "ovnedge "+name, log, nil, append([]string{bin}, LeaderArgs(kubeconfig, nb, addr)...)...)
+	return &Leader{Process: p, URL: "http://" + addr, LogFile: log, Started: begin}
+}
+
+var httpClient = &http.Client{Timeout: 10 * time.Second}
+
+// get returns the body of path on the metrics server.
+func (l *Leader) get(ctx context.Context, path string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.URL+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	c := httpClient
+	if strings.HasPrefix(path, "/debug/pprof/profile") {
+		c = &http.Client{} // the request's context bounds it
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %s", path, resp.Status)
+	}
+	return body, nil
+}
+
+// Ready reports whether /readyz answers 200 (the informers have synced).
+func (l *Leader) Ready(ctx context.Context) bool {
+	_, err := l.get(ctx, "/readyz")
+	return err == nil
+}
+
+// Metrics are the counters of the daemon's /metrics the report uses.
+type Metrics struct {
+	// Reconciles and ReconcileSeconds are the cluster loop's finished
+	// reconciles and their total duration.
+	Reconciles       int
+	ReconcileSeconds float64
+	// NBOps are the Northbound operations sent, all kinds.
+	NBOps int
+}
+
+// Metrics scrapes /metrics.
+func (l *Leader) Metrics(ctx context.Context) (Metrics, error) {
+	body, err := l.get(ctx, "/metrics")
+	if err != nil {
+		return Metrics{}, err
+	}
+	return parseMetrics(string(body)), nil
+}
+
+// parseMetrics reads the samples Metrics holds from the text exposition
+// format.
+func parseMetrics(text string) Metrics {
+	var m Metrics
+	sc := bufio.NewScanner(strings.NewReader(text))
+	for sc.Scan() {
+		line := sc.Text()
+		i := strings.LastIndexByte(line, ' ')
+		if strings.HasPrefix(line, "#") || i < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		switch name := line[:i]; {
+		case strings.HasPrefix(name, `ovnedge_reconcile_duration_seconds_count{loop="cluster"`):
+			m.Reconciles += int(v)
+		case strings.HasPrefix(name, `ovnedge_reconcile_duration_seconds_sum{loop="cluster"`):
+			m.ReconcileSeconds += v
+		case strings.HasPrefix(name, "ovnedge_nb_operations_total{"):
+			m.NBOps += int(v)
+		}
+	}
+	return m
+}
+
+// Memory is a process's resident set size, now (VmRSS) and at its peak
+// (VmHWM), in bytes.
+type Memory struct{ RSS, Peak int64 }
+
+// ProcMemory reads /proc/<pid>/status.
+func ProcMemory(pid int) (Memory, error) {
+	f, err := os.Open(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return Memory{}, err
+	}
+	defer f.Close()
+	var m Memory
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok || (k != "VmRSS" && k != "VmHWM") {
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		if err != nil {
+			return Memory{}, fmt.Errorf("/proc/%d/status %s: %w", pid, k, err)
+		}
+		if k == "VmRSS" {
+			m.RSS = kb << 10
+		} else {
+			m.Peak = kb << 10
+		}
+	}
+	if m.RSS == 0 {
+		return m, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
+	}
+	return m, sc.Err()
+}
+
+// Profile collects CPU profiles of the daemon (its /debug/pprof, slices
+// of at most 5 s) until ctx ends and writes them as files
+// <prefix>-<n>.pb.gz; it returns their paths. A slice cut short by ctx is
+// lost, so the last at most 5 s are not profiled.
+func (l *Leader) Profile(ctx context.Context, prefix string) []string {
+	var paths []string
+	for n := 0; ctx.Err() == nil; n++ {
+		body, err := l.get(ctx, "/debug/pprof/profile?seconds=5")
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+				select { // not serving yet
+				case <-ctx.Done():
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+			continue
+		}
+		p := fmt.Sprintf("%s-%d.pb.gz", prefix, n)
+		if os.WriteFile(p, body, 0o644) == nil {
+			paths = append(paths, p)
+		}
+	}
+	return paths
+}

@@ -1,0 +1,353 @@
+package scale
+
+import (
+	"encoding/csv"
+	"fmt"
+	"image/color"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+// The event kinds measured, from the API write to the NB row another
+// client sees.
+const (
+	// EventPodLabel relabels a pod from one EgressIP's selector to the
+	// other's: its SNAT moves to the other egress IP.
+	EventPodLabel = "pod-label"
+	// EventNewService creates a ClusterIP Service: its load balancer.
+	EventNewService = "new-service"
+	// EventEndpoint replaces one endpoint of a Service's EndpointSlice:
+	// its load balancer's backends.
+	EventEndpoint = "endpoint"
+	// EventNodeNotReady sets an egress node's Ready condition False: the
+	// SNATs of an egress IP it hosted move to another node.
+	EventNodeNotReady = "node-notready"
+)
+
+// Events are the kinds in report order.
+var Events = []string{EventPodLabel, EventNewService, EventEndpoint, EventNodeNotReady}
+
+// The issue's aims at full size.
+const (
+	AimP99  = 50 * time.Millisecond
+	AimSync = 60 * time.Second
+	AimRSS  = 2 << 30
+)
+
+// Result is what one cluster size measured.
+type Result struct {
+	Shape Shape
+	// Load is the time to create this size's objects on top of the
+	// previous size's; Objects and Requests count them.
+	Load              time.Duration
+	Objects, Requests int
+	// Steps are Load by kind.
+	Steps []LoadStep
+	// Topology is the time to create the NB topology (not the daemon's).
+	Topology time.Duration
+	// Informers is daemon start -> /readyz (its informers synced),
+	// FirstRow daemon start -> the first NB row change, Sync daemon start
+	// -> NB converged (the last row change of the initial sync, seen by
+	// another client).
+	Informers, FirstRow, Sync time.Duration
+	// Reconciles, ReconcileSeconds and NBOps are the daemon's cluster
+	// reconciles, their total time and the NB operations it sent during
+	// the initial sync.
+	Reconciles       int
+	ReconcileSeconds float64
+	NBOps            int
+	// Synced is the daemon's memory once synced, After after the events
+	// (After.Peak is the peak of the whole run).
+	Synced, After Memory
+	// Latency are the event -> NB times by kind; Failed counts events
+	// whose change did not show within the timeout.
+	Latency map[string][]time.Duration
+	Failed  map[string]int
+	// API are the API writes' own durations (part of Latency) by kind.
+	API map[string][]time.Duration
+	// Skipped are the rounds left out once the size's time budget was
+	// spent.
+	Skipped int
+}
+
+// Percentile returns the nearest-rank p-th percentile (0 < p <= 1) of d,
+// 0 for none.
+func Percentile(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[max(0, int(math.Ceil(p*float64(len(s))))-1)]
+}
+
+func ms(d time.Duration) float64   { return float64(d.Microseconds()) / 1000 }
+func mib(b int64) float64          { return float64(b) / (1 << 20) }
+func fmtMS(d time.Duration) string { return strconv.FormatFloat(ms(d), 'f', 1, 64) }
+
+// WriteReport writes rs (ascending sizes) into dir: results.csv (one row
+// per size), samples.csv (every latency sample), README.md (the table,
+// the aims, notes), and the plots latency-p50.png, latency-p99.png,
+// memory.png and sync.png.
+func WriteReport(dir string, rs []Result, notes []string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := writeCSV(filepath.Join(dir, "results.csv"), resultRows(rs)); err != nil {
+		return err
+	}
+	samples := [][]string{{"pods", "event", "n", "ms"}}
+	for _, r := range rs {
+		for _, k := range Events {
+			for i, d := range r.Latency[k] {
+				samples = append(samples, []string{strconv.Itoa(r.Shape.Pods), k, strconv.Itoa(i), strconv.FormatFloat(ms(d), 'f', 3, 64)})
+			}
+		}
+	}
+	if err := writeCSV(filepath.Join(dir, "samples.csv"), samples); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "README.md"), []byte(markdown(rs, notes)), 0o644); err != nil {
+		return err
+	}
+	for _, p := range []struct {
+		file string
+		plot func([]Result) (*plot.Plot, error)
+	}{
+		{"latency-p50.png", func(rs []Result) (*plot.Plot, error) { return latencyPlot(rs, 0.5) }},
+		{"latency-p99.png", func(rs []Result) (*plot.Plot, error) { return latencyPlot(rs, 0.99) }},
+		{"memory.png", memoryPlot},
+		{"sync.png", syncPlot},
+	} {
+		pl, err := p.plot(rs)
+		if err != nil {
+			return fmt.Errorf("scale: plot %s: %w", p.file, err)
+		}
+		if err := pl.Save(7*vg.Inch, 4.5*vg.Inch, filepath.Join(dir, p.file)); err != nil {
+			return fmt.Errorf("scale: plot %s: %w", p.file, err)
+		}
+	}
+	return nil
+}
+
+func resultRows(rs []Result) [][]string {
+	head := []string{"pods", "nodes", "namespaces", "services", "egressips", "load_s", "load_objects", "load_requests",
+		"topology_s", "informers_s", "first_row_s", "sync_s", "sync_reconciles", "sync_reconcile_s", "sync_nb_ops",
+		"rss_synced_mib", "rss_after_mib", "rss_peak_mib"}
+	for _, k := range Events {
+		head = append(head, k+"_n", k+"_p50_ms", k+"_p99_ms", k+"_max_ms", k+"_failed")
+	}
+	rows := [][]string{head}
+	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
+	for _, r := range rs {
+		s := r.Shape
+		row := []string{strconv.Itoa(s.Pods), strconv.Itoa(s.Nodes), strconv.Itoa(s.Namespaces), strconv.Itoa(s.Services),
+			strconv.Itoa(s.EgressIPs), f(r.Load.Seconds()), strconv.Itoa(r.Objects), strconv.Itoa(r.Requests),
+			f(r.Topology.Seconds()), f(r.Informers.Seconds()), f(r.FirstRow.Seconds()), f(r.Sync.Seconds()), strconv.Itoa(r.Reconciles),
+			f(r.ReconcileSeconds), strconv.Itoa(r.NBOps), f(mib(r.Synced.RSS)), f(mib(r.After.RSS)), f(mib(r.After.Peak))}
+		for _, k := range Events {
+			l := r.Latency[k]
+			row = append(row, strconv.Itoa(len(l)), f(ms(Percentile(l, 0.5))), f(ms(Percentile(l, 0.99))),
+				f(ms(Percentile(l, 1))), strconv.Itoa(r.Failed[k]))
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+func writeCSV(path string, rows [][]string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := csv.NewWriter(f)
+	if err := w.WriteAll(rows); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// markdown is README.md: the sizes, the daemon's numbers and the aims.
+func markdown(rs []Result, notes []string) string {
+	var b strings.Builder
+	b.WriteString("# ovnedge at scale (`make bench-scale`)\n\n")
+	b.WriteString("Daemon start -> informers synced -> first NB row -> NB converged (initial sync), in seconds:\n\n")
+	b.WriteString("| pods | nodes | Services | EgressIPs | load (s) | informers synced | first NB row | initial sync | reconciles | RSS synced (MiB) | RSS peak (MiB) |\n")
+	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range rs {
+		s := r.Shape
+		fmt.Fprintf(&b, "| %d | %d | %d | %d | %.1f | %.1f | %.1f | %.1f | %d | %.0f | %.0f |\n", s.Pods, s.Nodes, s.Services, s.EgressIPs,
+			r.Load.Seconds(), r.Informers.Seconds(), r.FirstRow.Seconds(), r.Sync.Seconds(), r.Reconciles, mib(r.Synced.RSS), mib(r.After.Peak))
+	}
+	b.WriteString("\nEvent -> NB, p50 / p99 / max in ms (n samples; failed = not seen within the timeout):\n\n| pods |")
+	for _, k := range Events {
+		fmt.Fprintf(&b, " %s |", k)
+	}
+	b.WriteString("\n|---:|" + strings.Repeat("---:|", len(Events)) + "\n")
+	for _, r := range rs {
+		fmt.Fprintf(&b, "| %d |", r.Shape.Pods)
+		for _, k := range Events {
+			l := r.Latency[k]
+			fmt.Fprintf(&b, " %s / %s / %s (n=%d", fmtMS(Percentile(l, 0.5)), fmtMS(Percentile(l, 0.99)), fmtMS(Percentile(l, 1)), len(l))
+			if n := r.Failed[k]; n > 0 {
+				fmt.Fprintf(&b, ", %d failed", n)
+			}
+			if r.Skipped > 0 && k == Events[len(Events)-1] {
+				fmt.Fprintf(&b, "; %d rounds over the time budget skipped", r.Skipped)
+			}
+			b.WriteString(") |")
+		}
+		b.WriteString("\n")
+	}
+	if len(rs) > 0 {
+		r := rs[len(rs)-1]
+		b.WriteString(fmt.Sprintf("\nAims (issue 19, at full size %d pods; largest size here %d):\n\n", MaxPods, r.Shape.Pods))
+		for _, k := range Events {
+			p := Percentile(r.Latency[k], 0.99)
+			fmt.Fprintf(&b, "- %s p99 %s ms: %s (aim < %s ms)\n", k, fmtMS(p), verdict(p > 0 && p < AimP99), fmtMS(AimP99))
+		}
+		fmt.Fprintf(&b, "- initial sync %.1f s: %s (aim < %.0f s)\n", r.Sync.Seconds(), verdict(r.Sync < AimSync), AimSync.Seconds())
+		fmt.Fprintf(&b, "- RSS peak %.0f MiB: %s (aim < %.0f MiB)\n", mib(r.After.Peak), verdict(r.After.Peak < AimRSS), mib(AimRSS))
+	}
+	b.WriteString("\nPlots: latency-p50.png, latency-p99.png, memory.png, sync.png. Data: results.csv, samples.csv.\n")
+	if len(notes) > 0 {
+		b.WriteString("\n## Notes\n\n")
+		for _, n := range notes {
+			b.WriteString("- " + n + "\n")
+		}
+	}
+	return b.String()
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "**not met**"
+}
+
+// newPlot is a log-log plot against the number of pods, ticked at the
+// sizes measured.
+func newPlot(rs []Result, title, y string) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = "pods (nodes, Services, EgressIPs in proportion)"
+	p.Y.Label.Text = y
+	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
+	var xt plot.ConstantTicks
+	for _, r := range rs {
+		xt = append(xt, plot.Tick{Value: float64(r.Shape.Pods), Label: podsLabel(r.Shape.Pods)})
+	}
+	p.X.Tick.Marker, p.Y.Tick.Marker = xt, logTicks{}
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Add(plotter.NewGrid())
+	return p
+}
+
+// podsLabel is 1500 as "1.5k".
+func podsLabel(n int) string {
+	if n < 1000 {
+		return strconv.Itoa(n)
+	}
+	return strconv.FormatFloat(float64(n)/1000, 'f', -1, 64) + "k"
+}
+
+// logTicks ticks a log axis at 1, 2, 3, ... 9 x 10^k, labelling 1, 2
+// and 5 x 10^k, so a range within one decade is labelled too.
+type logTicks struct{}
+
+func (logTicks) Ticks(lo, hi float64) []plot.Tick {
+	var ts []plot.Tick
+	for e := math.Floor(math.Log10(lo)); math.Pow(10, e) <= hi; e++ {
+		for m := 1.0; m < 10; m++ {
+			v := m * math.Pow(10, e)
+			if v < lo || v > hi {
+				continue
+			}
+			t := plot.Tick{Value: v}
+			if m == 1 || m == 2 || m == 5 {
+				t.Label = strconv.FormatFloat(v, 'f', -1, 64)
+			}
+			ts = append(ts, t)
+		}
+	}
+	return ts
+}
+
+// series turns f over rs into points, clamping to a positive floor for
+// the log scale.
+func series(rs []Result, f func(Result) float64) plotter.XYs {
+	var out plotter.XYs
+	for _, r := range rs {
+		out = append(out, plotter.XY{X: float64(r.Shape.Pods), Y: max(f(r), 0.01)})
+	}
+	return out
+}
+
+// addAim draws a horizontal line at y across rs's sizes.
+func addAim(p *plot.Plot, rs []Result, y float64, label string) error {
+	lo, hi := float64(rs[0].Shape.Pods), float64(rs[len(rs)-1].Shape.Pods)
+	if hi == lo {
+		lo, hi = lo/2, hi*2
+	}
+	l, err := plotter.NewLine(plotter.XYs{{X: lo, Y: y}, {X: hi, Y: y}})
+	if err != nil {
+		return err
+	}
+	l.Color = color.RGBA{R: 200, A: 255}
+	l.Dashes = []vg.Length{vg.Points(4), vg.Points(4)}
+	p.Add(l)
+	p.Legend.Add(label, l)
+	return nil
+}
+
+func latencyPlot(rs []Result, q float64) (*plot.Plot, error) {
+	p := newPlot(rs, fmt.Sprintf("event -> NB row change, p%.0f", q*100), "ms")
+	var args []any
+	for _, k := range Events {
+		args = append(args, k, series(rs, func(r Result) float64 { return ms(Percentile(r.Latency[k], q)) }))
+	}
+	if err := plotutil.AddLinePoints(p, args...); err != nil {
+		return nil, err
+	}
+	if q > 0.5 {
+		return p, addAim(p, rs, ms(AimP99), "aim p99 (full size)")
+	}
+	return p, nil
+}
+
+func memoryPlot(rs []Result) (*plot.Plot, error) {
+	p := newPlot(rs, "ovnedge leader resident memory", "MiB")
+	err := plotutil.AddLinePoints(p,
+		"RSS once synced", series(rs, func(r Result) float64 { return mib(r.Synced.RSS) }),
+		"RSS after the events", series(rs, func(r Result) float64 { return mib(r.After.RSS) }),
+		"peak RSS", series(rs, func(r Result) float64 { return mib(r.After.Peak) }))
+	if err != nil {
+		return nil, err
+	}
+	return p, addAim(p, rs, mib(AimRSS), "aim (full size)")
+}
+
+func syncPlot(rs []Result) (*plot.Plot, error) {
+	p := newPlot(rs, "initial sync and loading", "s")
+	err := plotutil.AddLinePoints(p,
+		"daemon start -> NB converged", series(rs, func(r Result) float64 { return r.Sync.Seconds() }),
+		"daemon start -> first NB row", series(rs, func(r Result) float64 { return r.FirstRow.Seconds() }),
+		"daemon start -> informers synced", series(rs, func(r Result) float64 { return r.Informers.Seconds() }),
+		"loading the objects (this size's increment)", series(rs, func(r Result) float64 { return r.Load.Seconds() }))
+	if err != nil {
+		return nil, err
+	}
+	return p, addAim(p, rs, AimSync.Seconds(), "aim sync (full size)")
+}

@@ -1,0 +1,660 @@
+package scale
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/ovnedge/ovnedge/internal/e2e"
+	"github.com/ovnedge/ovnedge/internal/testbed"
+	"github.com/ovnedge/ovnedge/ovsdbnb"
+	"github.com/ovnedge/ovnedge/ovsdbnb/nbdb"
+)
+
+// Settings of BenchmarkScale, from the environment (make bench-scale sets
+// them).
+type settings struct {
+	// sizes are the cluster sizes in pods, ascending: SCALE_SIZES
+	// (default 1000,10000,50000,150000) up to SCALE_MAX_PODS (default
+	// 1000, a quick run; the maximum is always measured).
+	sizes []int
+	// report is the report directory (SCALE_REPORT; none written when
+	// empty, and no CPU profiles taken).
+	report string
+	// syncTimeout bounds the initial sync (SCALE_SYNC_TIMEOUT, 30m),
+	// eventTimeout one event (SCALE_EVENT_TIMEOUT, 2m).
+	syncTimeout, eventTimeout time.Duration
+	// workers are the loader's concurrent requests (SCALE_WORKERS, 48).
+	workers int
+	// eventBudget bounds one size's event rounds (SCALE_EVENT_BUDGET,
+	// 3m): the b.Loop iterations past it do nothing, so a large size
+	// reports fewer samples rather than taking hours.
+	eventBudget time.Duration
+}
+
+func settingsFromEnv(b *testing.B) settings {
+	b.Helper()
+	s := settings{report: os.Getenv("SCALE_REPORT"), syncTimeout: 30 * time.Minute, eventTimeout: 2 * time.Minute, workers: 48,
+		eventBudget: 3 * time.Minute}
+	maxPods, list := 1000, "1000,10000,50000,150000"
+	if v := os.Getenv("SCALE_MAX_PODS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			b.Fatalf("SCALE_MAX_PODS=%q: want a number of pods", v)
+		}
+		maxPods = n
+	}
+	if v := os.Getenv("SCALE_SIZES"); v != "" {
+		list = v
+	}
+	for f := range strings.SplitSeq(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			b.Fatalf("SCALE_SIZES=%q: want comma-separated numbers of pods", list)
+		}
+		if n <= maxPods {
+			s.sizes = append(s.sizes, n)
+		}
+	}
+	if !slices.Contains(s.sizes, maxPods) {
+		s.sizes = append(s.sizes, maxPods)
+	}
+	slices.Sort(s.sizes)
+	for _, d := range []struct {
+		env string
+		v   *time.Duration
+	}{{"SCALE_SYNC_TIMEOUT", &s.syncTimeout}, {"SCALE_EVENT_TIMEOUT", &s.eventTimeout}, {"SCALE_EVENT_BUDGET", &s.eventBudget}} {
+		if v := os.Getenv(d.env); v != "" {
+			t, err := time.ParseDuration(v)
+			if err != nil {
+				b.Fatalf("%s=%q: %v", d.env, v, err)
+			}
+			*d.v = t
+		}
+	}
+	if v := os.Getenv("SCALE_WORKERS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			b.Fatalf("SCALE_WORKERS=%q: want a number", v)
+		}
+		s.workers = n
+	}
+	return s
+}
+
+// BenchmarkScale measures the `ovnedge` leader (started as deploy/ starts
+// it, as its ServiceAccount, under deploy/rbac.yaml) against a real
+// kube-apiserver + etcd and a real NB ovsdb-server, at growing cluster
+// sizes (ShapeFor: up to 150,000 pods, 2,000 nodes, 10,000 Services x 5
+// endpoints, 1,000 EgressIPs). Per size: the time to load the objects,
+// the initial sync (daemon start -> every Service's load balancer and
+// every served pod's SNAT in the NB, and no change for 3 s), the daemon's
+// RSS, and per b.Loop iteration one of each event (Events), timed from
+// the API write to the NB row change another NB client sees. See the
+// package doc for the settings; make bench-scale runs it.
+func BenchmarkScale(b *testing.B) {
+	st := settingsFromEnv(b)
+	root, err := e2e.RepoRoot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	bin := e2e.Build(b, root)
+	kube := testbed.StartKubeAPI(b)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := Apply(ctx, kube.Config, filepath.Join(root, "deploy", "crds"), filepath.Join(root, "deploy", "rbac.yaml")); err != nil {
+		b.Fatal(err)
+	}
+	kubeconfig := ServiceAccountKubeconfig(b, kube, "ovnedge-leader")
+	loader, err := NewLoader(kube.Config, st.workers)
+	if err != nil {
+		b.Fatal(err)
+	}
+	notes := []string{
+		fmt.Sprintf("machine: %d CPUs, load average at start %s (shared with other sessions: timings are of a loaded machine)", runtime.NumCPU(), loadavg()),
+		"event -> NB: from just before the API write (patch or create) to the NB row change arriving at a separate NB client (a libovsdb monitor, as ovn-northd is); p99 is the nearest rank of n samples, so with n < 100 it is the maximum",
+		"initial sync: from starting the ovnedge process (leader election, informers' lists, NB connect included) to the last row change of the load balancers, NATs and router policies, once every Service has its load balancer and every served pod its SNAT and nothing changed for 3 s",
+		"the daemon runs deploy/deployment.yaml's arguments minus --sb-address (no chassis here) and with --egressip-reachability-total-timeout=0 (no node answers the health check) and --enable-pprof",
+	}
+	var results []Result
+	var have Shape
+	// What the events changed stays for the next, larger size.
+	labels, swapped := map[int]string{}, map[int]bool{}
+	for _, pods := range st.sizes {
+		shape := ShapeFor(pods)
+		r := Result{Shape: shape, Latency: map[string][]time.Duration{}, API: map[string][]time.Duration{}, Failed: map[string]int{}}
+		begin := time.Now()
+		steps, err := loader.Grow(ctx, have, shape)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r.Load, r.Steps = time.Since(begin), steps
+		for _, s := range steps {
+			r.Objects += s.Objects
+			r.Requests += s.Requests
+			progressf("loaded %d %ss (%d requests) in %v", s.Objects, s.Kind, s.Requests, s.Duration.Round(time.Millisecond))
+		}
+		have = shape
+		b.Run(fmt.Sprintf("pods=%d", pods), func(b *testing.B) {
+			m := &measure{b: b, st: st, shape: shape, r: &r, cs: loader.CS, bin: bin, kubeconfig: kubeconfig,
+				labels: labels, swapped: swapped}
+			m.run(ctx)
+		})
+		results = append(results, r)
+		if b.Failed() {
+			break
+		}
+	}
+	notes = append(notes, "load average at the end "+loadavg())
+	for _, r := range results {
+		var parts []string
+		for _, s := range r.Steps {
+			parts = append(parts, fmt.Sprintf("%d %ss %.1f s", s.Objects, s.Kind, s.Duration.Seconds()))
+		}
+		notes = append(notes, fmt.Sprintf("loading to %d pods: %d objects, %d requests in %.1f s (%.0f requests/s; %d concurrent, no client rate limit): %s",
+			r.Shape.Pods, r.Objects, r.Requests, r.Load.Seconds(), float64(r.Requests)/r.Load.Seconds(), st.workers, strings.Join(parts, ", ")))
+		var api []string
+		for _, k := range Events {
+			api = append(api, fmt.Sprintf("%s %s ms", k, fmtMS(Percentile(r.API[k], 0.5))))
+		}
+		notes = append(notes, fmt.Sprintf("at %d pods the API write itself took (p50) %s; initial sync: %d cluster reconciles taking %.1f s in all, %d NB operations; informers synced after %.1f s; NB topology (not the daemon's) created in %.1f s",
+			r.Shape.Pods, strings.Join(api, ", "), r.Reconciles, r.ReconcileSeconds, r.NBOps, r.Informers.Seconds(), r.Topology.Seconds()))
+	}
+	if st.report != "" && len(results) > 0 {
+		notes = append(notes, "CPU profiles of the daemon: cpu-sync-<pods>.pb.gz (initial sync) and cpu-events-<pods>.pb.gz (the events), summaries in the .txt files beside them (`go tool pprof -top`); the daemon's log: leader-<pods>.log")
+		if err := WriteReport(st.report, results, notes); err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("scale: report in %s", st.report)
+	}
+}
+
+// progressf writes a progress line to stderr at once (a benchmark's log
+// shows only when it ends).
+func progressf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s scale: "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+// loadavg is /proc/loadavg's first three fields.
+func loadavg() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// measure is one size's sub-benchmark.
+type measure struct {
+	b              *testing.B
+	st             settings
+	shape          Shape
+	r              *Result
+	cs             kubernetes.Interface
+	bin            string
+	kubeconfig     string
+	leader         *Leader
+	lbs            *Table[*nbdb.LoadBalancer]
+	nats           *Table[*nbdb.NAT]
+	policies       *Table[*nbdb.LogicalRouterPolicy]
+	labels         map[int]string // pods relabelled (by any size): their LabelEIP now
+	swapped        map[int]bool   // Services whose first endpoint is pod PodsPerService*j+1
+	lastLat        time.Duration
+	profDir, label string
+}
+
+func (m *measure) run(ctx context.Context) {
+	b := m.b
+	pods := m.shape.Pods
+	nb := testbed.StartNB(b)
+	begin := time.Now()
+	c, err := ovsdbnb.Dial(ctx, ovsdbnb.Options{Endpoints: []string{nb.Remote}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := ovsdbnb.EnsureTopology(ctx, c, m.shape.Topology()); err != nil {
+		b.Fatal(err)
+	}
+	c.Close()
+	m.r.Topology = time.Since(begin)
+
+	m.lbs = watch(b, ctx, nb.Remote, nbdb.LoadBalancerTable, &nbdb.LoadBalancer{}, func(lb *nbdb.LoadBalancer) []string {
+		return []string{lb.ExternalIDs[ovsdbnb.KeyOwner]}
+	})
+	m.nats = watch(b, ctx, nb.Remote, nbdb.NATTable, &nbdb.NAT{}, func(n *nbdb.NAT) []string {
+		return []string{"ip:" + n.ExternalIP, "pod:" + n.LogicalIP}
+	})
+	m.policies = watch(b, ctx, nb.Remote, nbdb.LogicalRouterPolicyTable, &nbdb.LogicalRouterPolicy{},
+		func(*nbdb.LogicalRouterPolicy) []string { return nil })
+
+	m.label = strconv.Itoa(pods)
+	m.profDir = m.st.report
+	if m.profDir != "" {
+		if err := os.MkdirAll(m.profDir, 0o755); err != nil {
+			b.Fatal(err)
+		}
+	}
+	logDir := nb.Dir // removed with the NB unless the benchmark fails
+	if m.profDir != "" {
+		logDir = m.profDir
+	}
+	m.leader = StartLeader(b, m.bin, logDir, "leader-"+m.label, m.kubeconfig, nb.Remote)
+	stopProf := m.profile(ctx, "cpu-sync-"+m.label)
+	m.sync(ctx)
+	stopProf()
+	met, err := m.leader.Metrics(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m.r.Reconciles, m.r.ReconcileSeconds, m.r.NBOps = met.Reconciles, met.ReconcileSeconds, met.NBOps
+	if m.r.Synced, err = ProcMemory(m.leader.Pid()); err != nil {
+		b.Fatal(err)
+	}
+	progressf("%d pods: informers synced in %v, first NB row after %v, NB converged in %v, RSS %.0f MiB (peak %.0f), %d reconciles (%.1f s), %d NB ops",
+		pods, m.r.Informers.Round(time.Millisecond), m.r.FirstRow.Round(time.Millisecond), m.r.Sync.Round(time.Millisecond), mib(m.r.Synced.RSS), mib(m.r.Synced.Peak),
+		met.Reconciles, met.ReconcileSeconds, met.NBOps)
+
+	events := []struct {
+		kind string
+		f    func(ctx context.Context, round int) (time.Duration, time.Duration, error)
+	}{{EventPodLabel, m.podLabel}, {EventNewService, m.newService}, {EventEndpoint, m.endpoint}, {EventNodeNotReady, m.nodeNotReady}}
+	stopProf = m.profile(ctx, "cpu-events-"+m.label)
+	b.ResetTimer()
+	eventsBegin := time.Now()
+	for round := 0; b.Loop(); round++ {
+		if time.Since(eventsBegin) > m.st.eventBudget {
+			m.r.Skipped++
+			continue
+		}
+		var line []string
+		for _, e := range events {
+			lat, api, err := e.f(ctx, round)
+			if err != nil {
+				m.r.Failed[e.kind]++
+				progressf("%d pods: %s, round %d: %v", pods, e.kind, round, err)
+			} else {
+				m.r.Latency[e.kind] = append(m.r.Latency[e.kind], lat)
+				m.r.API[e.kind] = append(m.r.API[e.kind], api)
+				m.lastLat = lat
+				line = append(line, fmt.Sprintf("%s %v", e.kind, lat.Round(100*time.Microsecond)))
+			}
+			m.settle(ctx)
+		}
+		progressf("%d pods: round %d: %s", pods, round, strings.Join(line, ", "))
+	}
+	b.StopTimer()
+	if m.r.Skipped > 0 {
+		progressf("%d pods: %d rounds skipped (SCALE_EVENT_BUDGET %v spent)", pods, m.r.Skipped, m.st.eventBudget)
+	}
+	stopProf()
+	if m.r.After, err = ProcMemory(m.leader.Pid()); err != nil {
+		b.Fatal(err)
+	}
+	for _, k := range Events {
+		b.ReportMetric(ms(Percentile(m.r.Latency[k], 0.5)), k+"-p50-ms")
+		b.ReportMetric(ms(Percentile(m.r.Latency[k], 0.99)), k+"-p99-ms")
+	}
+	b.ReportMetric(m.r.Sync.Seconds(), "sync-s")
+	b.ReportMetric(m.r.Load.Seconds(), "load-s")
+	b.ReportMetric(mib(m.r.After.Peak), "peak-RSS-MiB")
+	b.ReportMetric(mib(m.r.Synced.RSS), "synced-RSS-MiB")
+}
+
+func watch[M Row](b *testing.B, ctx context.Context, endpoint, table string, row M, key func(M) []string) *Table[M] {
+	t, err := WatchTable(ctx, endpoint, table, row, key)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(t.Close)
+	return t
+}
+
+// profile collects the daemon's CPU profile into the report directory
+// until the returned function is called, which merges the slices into
+// <name>.pb.gz with a `go tool pprof -top` summary in <name>.txt.
+func (m *measure) profile(ctx context.Context, name string) func() {
+	if m.profDir == "" {
+		return func() {}
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	done := make(chan []string, 1)
+	go func() { done <- m.leader.Profile(pctx, filepath.Join(m.profDir, name)) }()
+	return func() {
+		cancel()
+		parts := <-done
+		if len(parts) == 0 {
+			m.b.Logf("scale: no CPU profile %s (shorter than one 5 s slice)", name)
+			return
+		}
+		out := filepath.Join(m.profDir, name+".pb.gz")
+		merge := exec.Command("go", append([]string{"tool", "pprof", "-proto", "-output", out}, parts...)...)
+		if o, err := merge.CombinedOutput(); err != nil {
+			m.b.Logf("scale: merge profile %s: %v\n%s", name, err, o)
+			return
+		}
+		for _, p := range parts {
+			_ = os.Remove(p)
+		}
+		top, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=40", out).CombinedOutput()
+		if err != nil {
+			m.b.Logf("scale: pprof -top %s: %v\n%s", name, err, top)
+			return
+		}
+		cum, _ := exec.Command("go", "tool", "pprof", "-top", "-cum", "-nodecount=40", out).CombinedOutput()
+		_ = os.WriteFile(filepath.Join(m.profDir, name+".txt"), append(append(top, "\n--- sorted by cumulative time ---\n"...), cum...), 0o644)
+	}
+}
+
+// sync waits for the daemon's informers, then for the NB to hold every
+// Service's load balancer and every served pod's SNAT with nothing
+// changing for 3 s.
+func (m *measure) sync(ctx context.Context) {
+	b, l := m.b, m.leader
+	deadline := l.Started.Add(m.st.syncTimeout)
+	for !l.Ready(ctx) {
+		if !l.Alive() || time.Now().After(deadline) {
+			b.Fatalf("scale: leader not ready%s", l.Log())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	m.r.Informers = time.Since(l.Started)
+	served := m.shape.Served()
+	var missing string
+	complete := func() bool {
+		missing = ""
+		m.lbs.Read(func(v View[*nbdb.LoadBalancer]) {
+			for j := range m.shape.Services {
+				if len(v.Rows(ServiceNamespace(j)+"/"+ServiceName(j))) == 0 {
+					missing = "the load balancer of Service " + ServiceName(j)
+					return
+				}
+			}
+		})
+		if missing != "" {
+			return false
+		}
+		m.nats.Read(func(v View[*nbdb.NAT]) {
+			for _, i := range served {
+				want := EgressIPAddr(EgressIPOf(i, m.podEIP(i))).String()
+				if !slices.ContainsFunc(v.Rows("pod:"+PodIP(i).String()), func(n *nbdb.NAT) bool { return n.ExternalIP == want }) {
+					missing = fmt.Sprintf("the SNAT of pod %d to %s", i, want)
+					return
+				}
+			}
+		})
+		return missing == ""
+	}
+	const quiet = 3 * time.Second
+	var lastReconciles int
+	var stableSince time.Time
+	progress := time.Now()
+	for {
+		if !l.Alive() {
+			b.Fatalf("scale: leader exited%s", l.Log())
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("scale: NB not converged within %v: missing %s%s", m.st.syncTimeout, missing, l.Log())
+		}
+		time.Sleep(250 * time.Millisecond)
+		met, err := l.Metrics(ctx)
+		if time.Since(progress) > 30*time.Second {
+			progress = time.Now()
+			last := "none yet"
+			if t := m.lastNBChange(); !t.IsZero() {
+				last = time.Since(t).Round(time.Millisecond).String() + " ago"
+			}
+			progressf("%d pods: syncing for %v: %d cluster reconciles done, last NB change %s, missing %s (metrics: %v)",
+				m.shape.Pods, time.Since(l.Started).Round(time.Second), met.Reconciles, last, cmp.Or(missing, "not checked yet"), cmp.Or[error](err, errNone))
+		}
+		if err != nil {
+			continue
+		}
+		if met.Reconciles != lastReconciles {
+			lastReconciles, stableSince = met.Reconciles, time.Now()
+			continue
+		}
+		last := m.lastNBChange()
+		if last.IsZero() || time.Since(last) < quiet || time.Since(stableSince) < quiet || !complete() {
+			continue
+		}
+		m.r.Sync = last.Sub(l.Started)
+		var first time.Time
+		for _, t := range []time.Time{m.lbs.FirstChange(), m.nats.FirstChange(), m.policies.FirstChange()} {
+			if first.IsZero() || (!t.IsZero() && t.Before(first)) {
+				first = t
+			}
+		}
+		m.r.FirstRow = first.Sub(l.Started)
+		return
+	}
+}
+
+var errNone = errors.New("ok")
+
+// lastNBChange is when the last change of the watched tables arrived.
+func (m *measure) lastNBChange() time.Time {
+	var last time.Time
+	for _, f := range []func() (time.Time, int64){m.lbs.LastChange, m.nats.LastChange, m.policies.LastChange} {
+		if t, _ := f(); t.After(last) {
+			last = t
+		}
+	}
+	return last
+}
+
+// settle waits until the daemon is idle: no reconcile finished and no NB
+// change for 1.2 times the last event's latency (at least 300 ms), so a
+// reconcile that follows (the status writes' own echo) is over too.
+func (m *measure) settle(ctx context.Context) {
+	quiet := max(300*time.Millisecond, m.lastLat*6/5)
+	deadline := time.Now().Add(m.st.eventTimeout)
+	met, _ := m.leader.Metrics(ctx)
+	n, since := met.Reconciles, time.Now()
+	for time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		met, err := m.leader.Metrics(ctx)
+		if err != nil {
+			continue
+		}
+		if met.Reconciles != n {
+			n, since = met.Reconciles, time.Now()
+			continue
+		}
+		if time.Since(since) >= quiet && time.Since(m.lastNBChange()) >= quiet {
+			return
+		}
+	}
+}
+
+// timed runs write after registering want on t and returns the time from
+// before the write to the change that fulfils want, and the write's own
+// duration.
+func timed[M Row](ctx context.Context, timeout time.Duration, t *Table[M], want func(View[M]) bool, write func() error) (time.Duration, time.Duration, error) {
+	e := t.Expect(want)
+	begin := time.Now()
+	if err := write(); err != nil {
+		return 0, 0, err
+	}
+	api := time.Since(begin)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	at, err := e.Wait(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("NB change not seen: %w", err)
+	}
+	return at.Sub(begin), api, nil
+}
+
+// pick returns the round-th of n candidates, stepping by a prime so
+// consecutive rounds touch different objects.
+func pick(round, n int) int { return (round * 7919) % n }
+
+// podEIP is pod i's LabelEIP now.
+func (m *measure) podEIP(i int) string {
+	if e, ok := m.labels[i]; ok {
+		return e
+	}
+	return PodEIP(i)
+}
+
+// podLabel moves a served pod from its group's one EgressIP to the other
+// (label eip=a <-> b): its SNAT's external IP changes.
+func (m *measure) podLabel(ctx context.Context, round int) (time.Duration, time.Duration, error) {
+	served := m.shape.Served()
+	i := served[pick(round, len(served))]
+	cur := m.podEIP(i)
+	next := map[string]string{"a": "b", "b": "a"}[cur]
+	podIP := PodIP(i).String()
+	oldIP, newIP := EgressIPAddr(EgressIPOf(i, cur)).String(), EgressIPAddr(EgressIPOf(i, next)).String()
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, LabelEIP, next)
+	lat, api, err := timed(ctx, m.st.eventTimeout, m.nats, func(v View[*nbdb.NAT]) bool {
+		rows := v.Rows("pod:" + podIP)
+		return slices.ContainsFunc(rows, func(n *nbdb.NAT) bool { return n.ExternalIP == newIP }) &&
+			!slices.ContainsFunc(rows, func(n *nbdb.NAT) bool { return n.ExternalIP == oldIP })
+	}, func() error {
+		_, err := m.cs.CoreV1().Pods(PodNamespace(i)).Patch(ctx, PodName(i), types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		return err
+	})
+	if err == nil {
+		m.labels[i] = next
+	}
+	return lat, api, err
+}
+
+// newService creates a ClusterIP Service (no endpoints) and times its
+// load balancer; it is deleted again (not timed) so the size stays.
+func (m *measure) newService(ctx context.Context, round int) (time.Duration, time.Duration, error) {
+	ns, name := NamespaceName(0), fmt.Sprintf("new-%d", round)
+	owner := ns + "/" + name
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.ServiceSpec{
+		Type: corev1.ServiceTypeClusterIP, Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}}}
+	lat, api, err := timed(ctx, m.st.eventTimeout, m.lbs, func(v View[*nbdb.LoadBalancer]) bool { return len(v.Rows(owner)) > 0 },
+		func() error {
+			_, err := m.cs.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
+			return err
+		})
+	if err != nil {
+		return lat, api, err
+	}
+	m.settle(ctx)
+	_, _, derr := timed(ctx, m.st.eventTimeout, m.lbs, func(v View[*nbdb.LoadBalancer]) bool { return len(v.Rows(owner)) == 0 },
+		func() error { return m.cs.CoreV1().Services(ns).Delete(ctx, name, metav1.DeleteOptions{}) })
+	if derr != nil {
+		m.b.Logf("scale: delete Service %s: %v", owner, derr)
+	}
+	return lat, api, nil
+}
+
+// endpoint replaces the first endpoint of a ClusterIP Service's
+// EndpointSlice (pod PodsPerService*j <-> PodsPerService*j+1).
+func (m *measure) endpoint(ctx context.Context, round int) (time.Duration, time.Duration, error) {
+	var candidates []int
+	for j := range m.shape.Services {
+		if ServiceType(j) == corev1.ServiceTypeClusterIP {
+			candidates = append(candidates, j)
+		}
+	}
+	if len(candidates) == 0 {
+		return 0, 0, fmt.Errorf("no ClusterIP Service")
+	}
+	j := candidates[pick(round, len(candidates))]
+	eps := Endpoints(j)
+	oldPod, newPod := eps[0], eps[0]+1
+	if m.swapped[j] {
+		oldPod, newPod = newPod, oldPod
+	}
+	eps[0] = newPod
+	body, err := json.Marshal(map[string]any{"endpoints": EndpointSlice(j, eps).Endpoints})
+	if err != nil {
+		return 0, 0, err
+	}
+	owner := ServiceNamespace(j) + "/" + ServiceName(j)
+	oldBE, newBE := PodIP(oldPod).String()+":"+strconv.Itoa(BackendPort), PodIP(newPod).String()+":"+strconv.Itoa(BackendPort)
+	lat, api, err := timed(ctx, m.st.eventTimeout, m.lbs, func(v View[*nbdb.LoadBalancer]) bool {
+		rows := v.Rows(owner)
+		for _, lb := range rows {
+			for _, backends := range lb.Vips {
+				be := strings.Split(backends, ",")
+				if !slices.Contains(be, newBE) || slices.Contains(be, oldBE) {
+					return false
+				}
+			}
+		}
+		return len(rows) > 0
+	}, func() error {
+		_, err := m.cs.DiscoveryV1().EndpointSlices(ServiceNamespace(j)).Patch(ctx, ServiceName(j)+"-scale", types.MergePatchType, body, metav1.PatchOptions{})
+		return err
+	})
+	if err == nil {
+		m.swapped[j] = !m.swapped[j]
+	}
+	return lat, api, err
+}
+
+// nodeNotReady sets the node hosting an egress IP NotReady and times the
+// move of that egress IP's SNATs to another node; the node is made Ready
+// again (not timed).
+func (m *measure) nodeNotReady(ctx context.Context, round int) (time.Duration, time.Duration, error) {
+	var ip, port string
+	var count int
+	for try := range m.shape.EgressIPs {
+		ip = EgressIPAddr(pick(round+try, m.shape.EgressIPs)).String()
+		m.nats.Read(func(v View[*nbdb.NAT]) {
+			rows := v.Rows("ip:" + ip)
+			count = len(rows)
+			if count > 0 && rows[0].LogicalPort != nil {
+				port = *rows[0].LogicalPort
+			}
+		})
+		if port != "" {
+			break
+		}
+	}
+	node, ok := strings.CutPrefix(port, "k8s-")
+	if !ok {
+		return 0, 0, fmt.Errorf("no egress IP with SNATs on a node")
+	}
+	setReady := func(ready bool) error {
+		st := corev1.ConditionTrue
+		if !ready {
+			st = corev1.ConditionFalse
+		}
+		patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{
+			{Type: corev1.NodeReady, Status: st, LastHeartbeatTime: metav1.Now()}}}})
+		if err != nil {
+			return err
+		}
+		_, err = m.cs.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+		return err
+	}
+	lat, api, err := timed(ctx, m.st.eventTimeout, m.nats, func(v View[*nbdb.NAT]) bool {
+		rows := v.Rows("ip:" + ip)
+		return len(rows) == count && !slices.ContainsFunc(rows, func(n *nbdb.NAT) bool { return n.LogicalPort == nil || *n.LogicalPort == port })
+	}, func() error { return setReady(false) })
+	m.settle(ctx)
+	if rerr := setReady(true); rerr != nil {
+		m.b.Logf("scale: node %s Ready again: %v", node, rerr)
+	}
+	return lat, api, err
+}
