@@ -393,11 +393,7 @@ func (e *Env) Eventually(timeout time.Duration, what string, cond func() error) 
 // client, so re-applying updates).
 func (e *Env) ApplyFile(path string) {
 	e.t.Helper()
-	files := []string{path}
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		files, _ = filepath.Glob(filepath.Join(path, "*.yaml"))
-	}
-	for _, f := range files {
+	for _, f := range testbed.YAMLFiles(path) {
 		data, err := os.ReadFile(f)
 		if err != nil {
 			e.t.Fatalf("e2e: %v", err)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -41,11 +40,7 @@ func Apply(ctx context.Context, config *rest.Config, paths ...string) error {
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
 	for _, path := range paths {
-		files := []string{path}
-		if st, err := os.Stat(path); err == nil && st.IsDir() {
-			files, _ = filepath.Glob(filepath.Join(path, "*.yaml"))
-		}
-		for _, f := range files {
+		for _, f := range testbed.YAMLFiles(path) {
 			data, err := os.ReadFile(f)
 			if err != nil {
 				return err

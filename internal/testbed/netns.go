@@ -1,11 +1,13 @@
 package testbed
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"net"
 	"runtime"
 	"strings"
+	"time"
 
 	"github.com/vishvananda/netns"
 )
@@ -127,4 +129,21 @@ func (n *Netns) Forward(t T, addr string) {
 			}()
 		}
 	}()
+}
+
+// Greeting connects from n to the TCP address addr and returns the first
+// line the server sends (trimmed), within 2 s.
+func (n *Netns) Greeting(addr string) (string, error) {
+	var line string
+	err := n.Do(func() error {
+		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+		line, err = bufio.NewReader(c).ReadString('\n')
+		return err
+	})
+	return strings.TrimSpace(line), err
 }

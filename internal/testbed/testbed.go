@@ -339,3 +339,13 @@ func serveOVSDB(t T, dir, name, sock string, remotes ...string) *daemon {
 	}
 	return d
 }
+
+// YAMLFiles is path itself, or the *.yaml files in it when it is a
+// directory (the way kubectl apply -f reads a path).
+func YAMLFiles(path string) []string {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		files, _ := filepath.Glob(filepath.Join(path, "*.yaml"))
+		return files
+	}
+	return []string{path}
+}

@@ -1,7 +1,6 @@
 package testbed
 
 import (
-	"bufio"
 	"fmt"
 	"net"
 	"net/netip"
@@ -29,22 +28,6 @@ func serveAddr(t *testing.T, ns *Netns, name string, port int) {
 			_ = c.Close()
 		}
 	}()
-}
-
-// greeting connects from ns to addr and returns the server's line.
-func greeting(ns *Netns, addr string) (string, error) {
-	var line string
-	err := ns.Do(func() error {
-		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-		line, err = bufio.NewReader(c).ReadString('\n')
-		return err
-	})
-	return strings.TrimSpace(line), err
 }
 
 // TestUnderlay builds seed 003's underlay on two nodes: the client on the
@@ -84,7 +67,7 @@ func TestUnderlay(t *testing.T) {
 			UnderlayRouterMAC+",output:"+n.Vsctl("get", "Interface", u.Patch, "ofport"))
 		u.Client.Run(t, "ip", "neigh", "replace", vip, "lladdr", u.MAC(p.Node), "dev", "eth0")
 		for range 3 {
-			line, err := greeting(u.Client, vip+":80")
+			line, err := u.Client.Greeting(vip + ":80")
 			if err != nil {
 				t.Fatalf("client -> %s:80 via %s: %v\n%s\n%s", vip, p.Node, err, n.Ofctl("dump-flows", UnderlayBridge), c.OVN.Sbctl("lflow-list", UnderlaySwitch))
 			}

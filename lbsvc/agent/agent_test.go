@@ -1,7 +1,6 @@
 package agent_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -61,18 +60,7 @@ func newPod(t *testing.T) *pod {
 // first line served.
 func (p *pod) get(t *testing.T, addr string) (string, error) {
 	t.Helper()
-	var line string
-	err := p.ext.Do(func() error {
-		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-		line, err = bufio.NewReader(c).ReadString('\n')
-		return err
-	})
-	return strings.TrimSpace(line), err
+	return p.ext.Greeting(addr)
 }
 
 func (p *pod) apply(t *testing.T, cfg agent.Config) (agent.Status, error) {
