@@ -33,11 +33,10 @@ type Speaker struct {
 	announced map[netip.Prefix]string // prefix -> its attributes' key
 	closed    bool
 
-	updates  atomic.Uint64
-	sessions atomic.Int64
-	// established is each peer's last reported state (under emu): the
-	// count follows the events themselves, not a ListPeer that can lag
-	// the event it is called for.
+	updates atomic.Uint64
+	// established holds the peers whose last reported state is
+	// established (under emu): the session count follows the events
+	// themselves, not a ListPeer that can lag the event it is called for.
 	emu         sync.Mutex
 	established map[netip.Addr]bool
 }
@@ -146,14 +145,12 @@ func (s *Speaker) onPeer(ev *apiutil.WatchEventMessage_PeerEvent, _ time.Time) {
 	if s.established == nil {
 		s.established = map[netip.Addr]bool{}
 	}
-	s.established[st.Address] = st.Established
-	n := 0
-	for _, up := range s.established {
-		if up {
-			n++
-		}
+	if st.Established {
+		s.established[st.Address] = true
+	} else {
+		delete(s.established, st.Address)
 	}
-	s.sessions.Store(int64(n))
+	n := len(s.established)
 	s.emu.Unlock()
 	s.log.Info("bgp session", "peer", st.Address, "state", st.State, "established", n)
 	if s.cfg.OnPeerState != nil {
@@ -204,9 +201,6 @@ func (s *Speaker) SetPeers(ctx context.Context, peers []Peer) error {
 			}
 			delete(s.peers, addr)
 			s.emu.Lock()
-			if s.established[addr] {
-				s.sessions.Add(-1)
-			}
 			delete(s.established, addr)
 			s.emu.Unlock()
 		}
@@ -403,7 +397,10 @@ func (s *Speaker) Stats() Stats {
 	s.mu.Lock()
 	n := len(s.announced)
 	s.mu.Unlock()
-	return Stats{Announced: n, Updates: s.updates.Load(), Sessions: int(s.sessions.Load())}
+	s.emu.Lock()
+	sessions := len(s.established)
+	s.emu.Unlock()
+	return Stats{Announced: n, Updates: s.updates.Load(), Sessions: sessions}
 }
 
 // Peers returns the state of every session, by address.
