@@ -95,6 +95,9 @@ type Metrics struct {
 	ReconcileSeconds float64
 	// NBOps are the Northbound operations sent, all kinds.
 	NBOps int
+	// NBRepairs are the leader's NB repairs that wrote rows (all
+	// reasons: changed, reconnected, topology, periodic).
+	NBRepairs int
 }
 
 // Metrics scrapes /metrics.
@@ -128,6 +131,8 @@ func parseMetrics(text string) Metrics {
 			m.ReconcileSeconds += v
 		case strings.HasPrefix(name, "ovnedge_nb_operations_total{"):
 			m.NBOps += int(v)
+		case strings.HasPrefix(name, "ovnedge_nb_repairs_total{"):
+			m.NBRepairs += int(v)
 		}
 	}
 	return m

@@ -66,6 +66,9 @@ type Result struct {
 	Reconciles       int
 	ReconcileSeconds float64
 	NBOps            int
+	// Repairs are the leader's NB repairs that wrote rows during the
+	// initial sync (SyncRepairs) and the events (EventRepairs).
+	SyncRepairs, EventRepairs int
 	// Synced is the daemon's memory once synced, After after the events
 	// (After.Peak is the peak of the whole run).
 	Synced, After Memory
@@ -142,7 +145,7 @@ func WriteReport(dir string, rs []Result, notes []string) error {
 
 func resultRows(rs []Result) [][]string {
 	head := []string{"pods", "nodes", "namespaces", "services", "egressips", "load_s", "load_objects", "load_requests",
-		"topology_s", "informers_s", "first_row_s", "sync_s", "sync_reconciles", "sync_reconcile_s", "sync_nb_ops",
+		"topology_s", "informers_s", "first_row_s", "sync_s", "sync_reconciles", "sync_reconcile_s", "sync_nb_ops", "sync_nb_repairs", "event_nb_repairs",
 		"rss_synced_mib", "rss_after_mib", "rss_peak_mib"}
 	for _, k := range Events {
 		head = append(head, k+"_n", k+"_p50_ms", k+"_p99_ms", k+"_max_ms", k+"_failed")
@@ -154,7 +157,7 @@ func resultRows(rs []Result) [][]string {
 		row := []string{strconv.Itoa(s.Pods), strconv.Itoa(s.Nodes), strconv.Itoa(s.Namespaces), strconv.Itoa(s.Services),
 			strconv.Itoa(s.EgressIPs), f(r.Load.Seconds()), strconv.Itoa(r.Objects), strconv.Itoa(r.Requests),
 			f(r.Topology.Seconds()), f(r.Informers.Seconds()), f(r.FirstRow.Seconds()), f(r.Sync.Seconds()), strconv.Itoa(r.Reconciles),
-			f(r.ReconcileSeconds), strconv.Itoa(r.NBOps), f(mib(r.Synced.RSS)), f(mib(r.After.RSS)), f(mib(r.After.Peak))}
+			f(r.ReconcileSeconds), strconv.Itoa(r.NBOps), strconv.Itoa(r.SyncRepairs), strconv.Itoa(r.EventRepairs), f(mib(r.Synced.RSS)), f(mib(r.After.RSS)), f(mib(r.After.Peak))}
 		for _, k := range Events {
 			l := r.Latency[k]
 			row = append(row, strconv.Itoa(len(l)), f(ms(Percentile(l, 0.5))), f(ms(Percentile(l, 0.99))),

@@ -174,8 +174,8 @@ func BenchmarkScale(b *testing.B) {
 		for _, k := range Events {
 			api = append(api, fmt.Sprintf("%s %s ms", k, fmtMS(Percentile(r.API[k], 0.5))))
 		}
-		notes = append(notes, fmt.Sprintf("at %d pods the API write itself took (p50) %s; initial sync: %d cluster reconciles taking %.1f s in all, %d NB operations; informers synced after %.1f s; NB topology (not the daemon's) created in %.1f s",
-			r.Shape.Pods, strings.Join(api, ", "), r.Reconciles, r.ReconcileSeconds, r.NBOps, r.Informers.Seconds(), r.Topology.Seconds()))
+		notes = append(notes, fmt.Sprintf("at %d pods the API write itself took (p50) %s; initial sync: %d cluster reconciles taking %.1f s in all, %d NB operations, %d NB repairs (%d more during the events); informers synced after %.1f s; NB topology (not the daemon's) created in %.1f s",
+			r.Shape.Pods, strings.Join(api, ", "), r.Reconciles, r.ReconcileSeconds, r.NBOps, r.SyncRepairs, r.EventRepairs, r.Informers.Seconds(), r.Topology.Seconds()))
 	}
 	if st.report != "" && len(results) > 0 {
 		notes = append(notes, "CPU profiles of the daemon: cpu-sync-<pods>.pb.gz (initial sync) and cpu-events-<pods>.pb.gz (the events), summaries in the .txt files beside them (`go tool pprof -top`); the daemon's log: leader-<pods>.log")
@@ -267,7 +267,7 @@ func (m *measure) run(ctx context.Context) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	m.r.Reconciles, m.r.ReconcileSeconds, m.r.NBOps = met.Reconciles, met.ReconcileSeconds, met.NBOps
+	m.r.Reconciles, m.r.ReconcileSeconds, m.r.NBOps, m.r.SyncRepairs = met.Reconciles, met.ReconcileSeconds, met.NBOps, met.NBRepairs
 	if m.r.Synced, err = ProcMemory(m.leader.Pid()); err != nil {
 		b.Fatal(err)
 	}
@@ -304,6 +304,9 @@ func (m *measure) run(ctx context.Context) {
 		progressf("%d pods: round %d: %s", pods, round, strings.Join(line, ", "))
 	}
 	b.StopTimer()
+	if after, err := m.leader.Metrics(ctx); err == nil {
+		m.r.EventRepairs = after.NBRepairs - met.NBRepairs
+	}
 	if m.r.Skipped > 0 {
 		progressf("%d pods: %d rounds skipped (SCALE_EVENT_BUDGET %v spent)", pods, m.r.Skipped, m.st.eventBudget)
 	}

@@ -122,8 +122,10 @@ ovnedge_reconcile_duration_seconds_count{loop="cluster",result="error"} 2
 ovnedge_reconcile_duration_seconds_count{loop="node",result="ok"} 40
 ovnedge_nb_operations_total{op="insert"} 100
 ovnedge_nb_operations_total{op="mutate"} 23
+ovnedge_nb_repairs_total{reason="changed"} 2
+ovnedge_nb_repairs_total{reason="periodic"} 1
 `
-	want := Metrics{Reconciles: 9, ReconcileSeconds: 2, NBOps: 123}
+	want := Metrics{Reconciles: 9, ReconcileSeconds: 2, NBOps: 123, NBRepairs: 3}
 	if got := parseMetrics(text); got != want {
 		t.Errorf("parseMetrics = %+v, want %+v", got, want)
 	}
