@@ -216,6 +216,10 @@ type ClusterState struct {
 	// included), for the next computation's prev.
 	Nodes  []egress.Node
 	Events []event.Event
+	// Dirty, when not nil, are the owners of Egress and LB whose state
+	// may differ from the previous computation's (the incremental path's,
+	// clusterIndex); nil: any owner's may.
+	Dirty map[ovsdbnb.Owner]bool
 	// HoldWake, when not 0, is when Params.Hold's first hold runs out:
 	// compute again then.
 	HoldWake time.Duration

@@ -65,11 +65,19 @@ func portEndpoints(sp corev1.ServicePort, eps []*discoveryv1.EndpointSlice) []en
 			}
 		}
 	}
+	// An address listed twice keeps its readiest listing (ready, then
+	// serving, then not terminating), whatever the order of the slices:
+	// as OVN-Kubernetes, which takes the union of the slices' ready
+	// endpoints.
+	rank := func(e endpoint) int { return b2i(!e.ready)*4 + b2i(!e.serving)*2 + b2i(e.terminating) }
 	slices.SortFunc(out, func(a, b endpoint) int {
 		if c := a.addr.Compare(b.addr); c != 0 {
 			return c
 		}
-		return int(a.port) - int(b.port)
+		if c := int(a.port) - int(b.port); c != 0 {
+			return c
+		}
+		return rank(a) - rank(b)
 	})
 	return slices.CompactFunc(out, func(a, b endpoint) bool { return a.addr == b.addr && a.port == b.port })
 }

@@ -1,0 +1,845 @@
+package daemon
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"net/netip"
+	"reflect"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/ovnedge/ovnedge/egress"
+	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
+	"github.com/ovnedge/ovnedge/event"
+	"github.com/ovnedge/ovnedge/lbsvc"
+	"github.com/ovnedge/ovnedge/ovsdbnb"
+)
+
+// Changes are the objects that changed since the last cluster reconcile,
+// by kind and informer key ("<namespace>/<name>", or "<name>" for
+// cluster-scoped kinds), each with its current object (nil: deleted).
+// Other is set when a kind the incremental path does not follow changed
+// (Subnets, NADs, lb-svc Deployments, the NAT ConfigMap, BGP peers): the
+// reconcile is then a full one.
+type Changes struct {
+	Nodes          map[string]*corev1.Node
+	Namespaces     map[string]*corev1.Namespace
+	Pods           map[string]*corev1.Pod
+	Services       map[string]*corev1.Service
+	EndpointSlices map[string]*discoveryv1.EndpointSlice
+	EgressIPs      map[string]*unstructured.Unstructured
+	Other          bool
+}
+
+// Len is the number of changed objects.
+func (c *Changes) Len() int {
+	return len(c.Nodes) + len(c.Namespaces) + len(c.Pods) + len(c.Services) + len(c.EndpointSlices) + len(c.EgressIPs)
+}
+
+// SnapshotChanges are the changes that take an empty cluster to s: every
+// object of s, added.
+func SnapshotChanges(s Snapshot) *Changes {
+	c := &Changes{Nodes: keyed(s.Nodes), Namespaces: keyed(s.Namespaces), Pods: keyed(s.Pods), Services: keyed(s.Services),
+		EndpointSlices: keyed(s.EndpointSlices), EgressIPs: keyed(s.EgressIPs)}
+	return c
+}
+
+// keyed maps objects by their informer key.
+func keyed[T any, P interface {
+	*T
+	GetNamespace() string
+	GetName() string
+}](objs []P) map[string]P {
+	m := make(map[string]P, len(objs))
+	for _, o := range objs {
+		if o != nil {
+			m[objectKey(o.GetNamespace(), o.GetName())] = o
+		}
+	}
+	return m
+}
+
+// objectKey is the informers' key of an object (cache.MetaNamespaceKeyFunc).
+func objectKey(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
+}
+
+// incrementalSupported reports whether the incremental path computes
+// what ComputeCluster does with these Params: not with Kube-OVN's
+// LoadBalancer Services nor the underlay modes, whose inputs (Subnets,
+// NADs, Deployments) it does not index.
+func incrementalSupported(p Params) bool { return !p.LBSvc && !p.underlayOn() }
+
+// nodeParse is one node's parse of its k8s.ovn.org annotations.
+type nodeParse struct {
+	obj    *corev1.Node
+	parsed egress.Node
+	err    error
+}
+
+// eipEntry is one EgressIP as the incremental path keeps it: its object,
+// parse, selector, the namespaces it selects, the pods it serves and its
+// rows.
+type eipEntry struct {
+	obj    *unstructured.Unstructured
+	eip    *egressv1.EgressIP // nil: does not parse
+	events []event.Event      // parse or selector errors
+	sel    *egress.Selector   // nil: invalid selector (or no parse)
+	nss    map[string]bool    // selected namespaces
+	pods   map[string]egress.Pod
+	status []egressv1.EgressIPStatusItem
+	st     ovsdbnb.State
+	host   []egress.HostAssignment
+	served bool // has rows (parses, valid selector)
+}
+
+// clusterIndex is the leader's incremental desired state: the objects of
+// the last reconcile, indexes from each object to what depends on it, and
+// the desired pieces by owner. apply recomputes only the pieces the
+// changed objects reach (see the package doc); a new clusterIndex given
+// SnapshotChanges computes everything.
+type clusterIndex struct {
+	p         Params
+	reachable func(string) bool
+
+	nodes      map[string]*nodeParse
+	namespaces map[string]*corev1.Namespace
+	pods       map[string]*corev1.Pod
+	podsByNS   map[string]map[string]*corev1.Pod
+	svcs       map[string]*corev1.Service
+	slices     map[string]*discoveryv1.EndpointSlice
+	slicesBy   map[string]map[string]*discoveryv1.EndpointSlice // by "<namespace>/<service>"
+
+	// Egress.
+	eips      map[string]*eipEntry
+	nsEIPs    map[string]map[string]bool // namespace -> EgressIPs selecting it
+	podEIPs   map[string]map[string]bool // pod -> EgressIPs serving it
+	statusRef map[string]int             // pod -> EgressIPs with status serving it
+	anyRef    map[netip.Addr]int         // served pod IP -> (EgressIP, pod) pairs
+	eNodes    []egress.Node
+	byName    map[string]*egress.Node
+	broken    map[string]error
+	nodeEvts  []event.Event
+	assignEvt []event.Event
+	status    map[string][]egressv1.EgressIPStatusItem
+	cluster   map[ovsdbnb.Owner]ovsdbnb.State // ClusterState's owners
+	reply     ovsdbnb.State
+	local     map[string]bool // external Services with externalTrafficPolicy=Local
+
+	// Load balancers.
+	lbNodes  []lbsvc.Node
+	view     map[string]*corev1.Service // Services as IPAM and the VIP dedup changed them
+	ingress  map[string][]corev1.LoadBalancerIngress
+	vipEvts  []event.Event
+	lbEvents map[ovsdbnb.Owner][]event.Event
+	lb       map[ovsdbnb.Owner]ovsdbnb.State
+	egressNB map[ovsdbnb.Owner]ovsdbnb.State
+	built    bool // the first apply is done
+	// Wide counts the applies that recomputed every Service's load
+	// balancers (a node's addresses changed).
+	wide int
+}
+
+func newClusterIndex(p Params, reachable func(string) bool, prev []egress.Node) *clusterIndex {
+	return &clusterIndex{p: p, reachable: reachable, eNodes: prev,
+		nodes: map[string]*nodeParse{}, namespaces: map[string]*corev1.Namespace{}, pods: map[string]*corev1.Pod{},
+		podsByNS: map[string]map[string]*corev1.Pod{}, svcs: map[string]*corev1.Service{},
+		slices: map[string]*discoveryv1.EndpointSlice{}, slicesBy: map[string]map[string]*discoveryv1.EndpointSlice{},
+		eips: map[string]*eipEntry{}, nsEIPs: map[string]map[string]bool{}, podEIPs: map[string]map[string]bool{},
+		statusRef: map[string]int{}, anyRef: map[netip.Addr]int{}, status: map[string][]egressv1.EgressIPStatusItem{},
+		cluster: map[ovsdbnb.Owner]ovsdbnb.State{}, local: map[string]bool{}, view: map[string]*corev1.Service{},
+		ingress: map[string][]corev1.LoadBalancerIngress{}, lbEvents: map[ovsdbnb.Owner][]event.Event{},
+		lb: map[ovsdbnb.Owner]ovsdbnb.State{}, egressNB: map[ovsdbnb.Owner]ovsdbnb.State{}}
+}
+
+// pass is the work one apply collects before computing.
+type pass struct {
+	first        bool
+	nodes        bool            // a node changed
+	changedNodes map[string]bool // egress nodes whose parse changed
+	clusterRows  bool            // ClusterState again
+	reply        bool            // ReplyFallback again
+	vip          bool            // IPAM and the VIP dedup again
+	allLB        bool            // every Service's load balancers again
+	eips         map[string]bool // EgressIPs whose rows to compute
+	svcs         map[string]bool // Services whose load balancers to compute
+	dirty        map[ovsdbnb.Owner]bool
+}
+
+// apply brings the index up to date with ch and returns the desired
+// cluster state, as ComputeCluster returns it for the objects the index
+// now holds, with Dirty the owners whose state may have changed. The
+// maps of the state are shared with the index: read only, until the
+// next apply.
+func (x *clusterIndex) apply(ch *Changes) (ClusterState, error) {
+	ps := &pass{first: !x.built, changedNodes: map[string]bool{},
+		eips: map[string]bool{}, svcs: map[string]bool{}, dirty: map[ovsdbnb.Owner]bool{}}
+	if ps.first {
+		ps.nodes, ps.clusterRows, ps.reply, ps.vip, ps.allLB = true, true, true, true, true
+	}
+	for k, n := range ch.Nodes {
+		x.setNode(ps, k, n)
+	}
+	if ps.nodes {
+		x.nodesChanged(ps)
+	}
+	for k, ns := range ch.Namespaces {
+		x.setNamespace(ps, k, ns)
+	}
+	for k, e := range ch.EgressIPs {
+		x.setEIP(ps, k, e)
+	}
+	for k, pod := range ch.Pods {
+		x.setPod(ps, k, pod)
+	}
+	for k, svc := range ch.Services {
+		x.setService(ps, k, svc)
+	}
+	for k, sl := range ch.EndpointSlices {
+		x.setSlice(ps, k, sl)
+	}
+	cs := ClusterState{Status: x.status, Ingress: x.ingress}
+	if x.p.EnableEgressIP {
+		if err := x.computeEgress(ps, &cs); err != nil {
+			return cs, err
+		}
+	}
+	if err := x.computeLB(ps); err != nil {
+		return cs, err
+	}
+	cs.Status, cs.Ingress, cs.LB, cs.Nodes = x.status, x.ingress, x.lb, x.eNodes
+	if !x.p.EnableEgressIP {
+		cs.Status = map[string][]egressv1.EgressIPStatusItem{}
+	}
+	cs.Events = append(cs.Events, x.nodeEvts...)
+	if x.p.EnableEgressIP {
+		cs.Events = append(cs.Events, x.assignEvt...)
+		for _, name := range slices.Sorted(maps.Keys(x.eips)) {
+			e := x.eips[name]
+			cs.Events = append(cs.Events, e.events...)
+			if !e.served {
+				cs.Keep = append(cs.Keep, ovsdbnb.Owner{Type: egress.OwnerEgressIP, Name: name})
+			}
+			cs.Host = append(cs.Host, e.host...)
+		}
+	}
+	cs.Events = append(cs.Events, x.vipEvts...)
+	for _, evs := range x.lbEvents {
+		cs.Events = append(cs.Events, evs...)
+	}
+	cs.Dirty = ps.dirty
+	x.built = true
+	if ps.first {
+		cs.Dirty = nil
+	}
+	return cs, nil
+}
+
+// setNode records a node's change.
+func (x *clusterIndex) setNode(ps *pass, k string, n *corev1.Node) {
+	old := x.nodes[k]
+	if old != nil && old.obj == n {
+		return
+	}
+	ps.nodes = true
+	if n == nil {
+		delete(x.nodes, k)
+		ps.changedNodes[k] = true
+		return
+	}
+	parsed, err := egress.ParseNode(n)
+	np := &nodeParse{obj: n, parsed: parsed, err: err}
+	x.nodes[k] = np
+	if old == nil || (old.err == nil) != (err == nil) || !reflect.DeepEqual(old.parsed, parsed) {
+		ps.changedNodes[k] = true
+	}
+}
+
+// nodesChanged recomputes what every node counts for: the egress node
+// list (with the broken nodes' last good parse), their events, and the
+// nodes of the load balancers, which when they changed make every
+// Service's load balancers change.
+func (x *clusterIndex) nodesChanged(ps *pass) {
+	var parsed []egress.Node
+	broken := map[string]error{}
+	for _, name := range slices.Sorted(maps.Keys(x.nodes)) {
+		np := x.nodes[name]
+		if np.err != nil {
+			broken[name] = np.err
+			continue
+		}
+		parsed = append(parsed, np.parsed)
+	}
+	if len(broken) == 0 {
+		broken = nil
+	}
+	prevNodes := x.eNodes
+	x.eNodes = egress.KeepLastGood(prevNodes, parsed, broken)
+	x.broken = broken
+	lastGood := map[string]egress.Node{}
+	for _, n := range x.eNodes {
+		if broken[n.Name] != nil {
+			lastGood[n.Name] = n
+		}
+	}
+	if !ps.first && !sameClusterNodes(prevNodes, x.eNodes) {
+		ps.clusterRows = true
+	}
+	x.byName = make(map[string]*egress.Node, len(x.eNodes))
+	for i := range x.eNodes {
+		x.byName[x.eNodes[i].Name] = &x.eNodes[i]
+	}
+	x.nodeEvts = nil
+	lbNodes := make([]lbsvc.Node, 0, len(x.nodes))
+	for _, name := range slices.Sorted(maps.Keys(x.nodes)) {
+		np := x.nodes[name]
+		n := np.obj
+		if np.err == nil {
+			lbNodes = append(lbNodes, lbsvc.NodeOf(n, np.parsed))
+		} else if last, ok := lastGood[name]; ok {
+			lbNodes = append(lbNodes, lbsvc.NodeOf(n, last))
+		}
+		err := np.err
+		if err == nil || (!x.p.EnableEgressIP && !hasOVNKAnnotations(n)) {
+			continue
+		}
+		msg := "node %s skipped for egress IPs and load balancers until its annotations are fixed: %v"
+		if _, ok := lastGood[name]; ok {
+			msg = "node %s keeps its last good annotations for egress IPs and load balancers until they are fixed: %v"
+		}
+		x.nodeEvts = append(x.nodeEvts, event.Warningf(event.Ref("v1", "Node", n), ReasonInvalidNode, msg, n.Name, err))
+	}
+	if !reflect.DeepEqual(lbNodes, x.lbNodes) {
+		ps.allLB = true
+	}
+	x.lbNodes = lbNodes
+}
+
+// sameClusterNodes reports whether two egress node lists give the same
+// ClusterState rows: the same names, subnets and addresses (readiness,
+// labels and capacity only count for the assignment).
+func sameClusterNodes(a, b []egress.Node) bool {
+	return slices.EqualFunc(a, b, func(m, n egress.Node) bool {
+		return m.Name == n.Name && slices.Equal(m.Subnets, n.Subnets) && slices.Equal(m.Primary, n.Primary) &&
+			slices.Equal(m.HostCIDRs, n.HostCIDRs)
+	})
+}
+
+// setNamespace records a namespace's change: the EgressIPs whose
+// selection of it changes serve its pods, or stop serving them.
+func (x *clusterIndex) setNamespace(ps *pass, k string, ns *corev1.Namespace) {
+	if x.namespaces[k] == ns {
+		return
+	}
+	if ns == nil {
+		delete(x.namespaces, k)
+	} else {
+		x.namespaces[k] = ns
+	}
+	for name, e := range x.eips {
+		if e.sel == nil {
+			continue
+		}
+		sel := ns != nil && e.sel.SelectsNamespace(ns)
+		if sel == e.nss[k] {
+			continue
+		}
+		x.selectNamespace(ps, name, e, k, sel)
+	}
+}
+
+// selectNamespace makes EgressIP e select namespace ns or not, and
+// serve its pods accordingly.
+func (x *clusterIndex) selectNamespace(ps *pass, name string, e *eipEntry, ns string, sel bool) {
+	if sel {
+		e.nss[ns] = true
+		addTo(x.nsEIPs, ns, name)
+	} else {
+		delete(e.nss, ns)
+		removeFrom(x.nsEIPs, ns, name)
+	}
+	for pk, pod := range x.podsByNS[ns] {
+		x.servePod(ps, name, e, pk, pod)
+	}
+}
+
+// servePod makes e serve pod (key pk) when its selectors select it and
+// egress handles it, or not.
+func (x *clusterIndex) servePod(ps *pass, name string, e *eipEntry, pk string, pod *corev1.Pod) {
+	var want egress.Pod
+	ok := false
+	if pod != nil && e.sel != nil && e.nss[pod.Namespace] {
+		if ns := x.namespaces[pod.Namespace]; ns != nil && e.sel.Selects(ns, pod) {
+			want, ok = egress.PodFromK8s(pod)
+		}
+	}
+	have, had := e.pods[pk]
+	if ok == had && (!ok || reflect.DeepEqual(have, want)) {
+		return
+	}
+	ps.eips[name] = true
+	withStatus := len(x.status[name]) > 0
+	if had && ok && withStatus && !slices.Equal(have.IPs, want.IPs) {
+		ps.clusterRows = true // the pod's count does not change, its addresses do
+	}
+	if had {
+		delete(e.pods, pk)
+		removeFrom(x.podEIPs, pk, name)
+		x.refPod(ps, have, -1, withStatus)
+	}
+	if ok {
+		e.pods[pk] = want
+		addTo(x.podEIPs, pk, name)
+		x.refPod(ps, want, 1, withStatus)
+	}
+}
+
+// refPod counts pod in (d = 1) or out of (d = -1) the served pods of
+// every EgressIP and, withStatus, of those with an assignment (the
+// cluster-wide address set), noting which cluster rows change.
+func (x *clusterIndex) refPod(ps *pass, pod egress.Pod, d int, withStatus bool) {
+	for _, ip := range pod.IPs {
+		x.anyRef[ip] += d
+		if c := x.anyRef[ip]; c == 0 || (c == 1 && d > 0) {
+			ps.reply = true
+		}
+		if x.anyRef[ip] == 0 {
+			delete(x.anyRef, ip)
+		}
+	}
+	if !withStatus {
+		return
+	}
+	k := pod.Key()
+	x.statusRef[k] += d
+	if c := x.statusRef[k]; c == 0 || (c == 1 && d > 0) {
+		ps.clusterRows = true
+	}
+	if x.statusRef[k] == 0 {
+		delete(x.statusRef, k)
+	}
+}
+
+// setEIP records an EgressIP's change: parsed, its selector compiled and
+// its pods selected again.
+func (x *clusterIndex) setEIP(ps *pass, k string, u *unstructured.Unstructured) {
+	old := x.eips[k]
+	if old != nil && old.obj == u {
+		return
+	}
+	ps.eips[k] = true
+	// Out with the old: its pods and namespaces.
+	if old != nil {
+		for pk := range old.pods {
+			x.servePod(ps, k, old, pk, nil)
+		}
+		for ns := range old.nss {
+			removeFrom(x.nsEIPs, ns, k)
+		}
+		ps.dirty[ovsdbnb.Owner{Type: egress.OwnerEgressIP, Name: k}] = true
+	}
+	if u == nil {
+		delete(x.eips, k)
+		return
+	}
+	e := &eipEntry{obj: u, nss: map[string]bool{}, pods: map[string]egress.Pod{}}
+	x.eips[k] = e
+	eip, err := egressv1.FromUnstructured(u)
+	if err != nil {
+		e.events = []event.Event{event.Warningf(event.Ref(u.GetAPIVersion(), u.GetKind(), u),
+			ReasonInvalidObject, "EgressIP skipped, its rows stay as they are: %v", err)}
+		return
+	}
+	e.eip = eip
+	sel, err := egress.NewSelector(&eip.Spec)
+	if err != nil {
+		e.events = []event.Event{event.Warningf(event.Ref(egressv1.SchemeGroupVersion.String(), egressv1.Kind, eip),
+			egress.ReasonInvalidSelector, "%v", fmt.Errorf("egressip %s: %w", eip.Name, err))}
+		return
+	}
+	e.sel, e.served = sel, true
+	for name, ns := range x.namespaces {
+		if sel.SelectsNamespace(ns) {
+			x.selectNamespace(ps, k, e, name, true)
+		}
+	}
+}
+
+// setPod records a pod's change: the EgressIPs of its namespace, and
+// those serving it, select it again.
+func (x *clusterIndex) setPod(ps *pass, k string, pod *corev1.Pod) {
+	old := x.pods[k]
+	if old == pod {
+		return
+	}
+	ns := ""
+	if old != nil {
+		ns = old.Namespace
+		delete(x.podsByNS[ns], k)
+		if len(x.podsByNS[ns]) == 0 {
+			delete(x.podsByNS, ns)
+		}
+	}
+	if pod == nil {
+		delete(x.pods, k)
+	} else {
+		x.pods[k] = pod
+		ns = pod.Namespace
+		addPod(x.podsByNS, ns, k, pod)
+	}
+	for name := range x.podEIPs[k] {
+		x.servePod(ps, name, x.eips[name], k, pod)
+	}
+	for name := range x.nsEIPs[ns] {
+		x.servePod(ps, name, x.eips[name], k, pod)
+	}
+}
+
+func addPod(m map[string]map[string]*corev1.Pod, ns, k string, pod *corev1.Pod) {
+	if m[ns] == nil {
+		m[ns] = map[string]*corev1.Pod{}
+	}
+	m[ns][k] = pod
+}
+
+func addTo(m map[string]map[string]bool, k, v string) {
+	if m[k] == nil {
+		m[k] = map[string]bool{}
+	}
+	m[k][v] = true
+}
+
+func removeFrom(m map[string]map[string]bool, k, v string) {
+	delete(m[k], v)
+	if len(m[k]) == 0 {
+		delete(m, k)
+	}
+}
+
+// hasVIPs reports whether svc takes part in LB IPAM or the VIP dedup: a
+// LoadBalancer Service or one with ExternalIPs.
+func hasVIPs(svc *corev1.Service) bool {
+	return svc != nil && (svc.Spec.Type == corev1.ServiceTypeLoadBalancer || len(svc.Spec.ExternalIPs) > 0)
+}
+
+// localExternal reports whether svc keeps its clients' addresses from
+// outside (servedLocalPorts).
+func localExternal(svc *corev1.Service) bool {
+	external := svc.Spec.Type == corev1.ServiceTypeLoadBalancer || svc.Spec.Type == corev1.ServiceTypeNodePort || len(svc.Spec.ExternalIPs) > 0
+	return external && svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
+}
+
+// setService records a Service's change.
+func (x *clusterIndex) setService(ps *pass, k string, svc *corev1.Service) {
+	old := x.svcs[k]
+	if old == svc {
+		return
+	}
+	if hasVIPs(old) || hasVIPs(svc) {
+		ps.vip = true
+	}
+	if x.local[k] || (svc != nil && localExternal(svc)) {
+		ps.reply = true
+	}
+	delete(x.local, k)
+	if svc == nil {
+		delete(x.svcs, k)
+	} else {
+		x.svcs[k] = svc
+		if localExternal(svc) {
+			x.local[k] = true
+		}
+	}
+	ps.svcs[k] = true
+}
+
+// setSlice records an EndpointSlice's change: its Service (before and
+// after) is computed again.
+func (x *clusterIndex) setSlice(ps *pass, k string, sl *discoveryv1.EndpointSlice) {
+	old := x.slices[k]
+	if old == sl {
+		return
+	}
+	for _, s := range []*discoveryv1.EndpointSlice{old, sl} {
+		if s == nil {
+			continue
+		}
+		if name := s.Labels[discoveryv1.LabelServiceName]; name != "" {
+			sk := s.Namespace + "/" + name
+			if s == old {
+				delete(x.slicesBy[sk], k)
+				if len(x.slicesBy[sk]) == 0 {
+					delete(x.slicesBy, sk)
+				}
+			} else {
+				if x.slicesBy[sk] == nil {
+					x.slicesBy[sk] = map[string]*discoveryv1.EndpointSlice{}
+				}
+				x.slicesBy[sk][k] = s
+			}
+			ps.svcs[sk] = true
+			if x.local[sk] {
+				ps.reply = true
+			}
+		}
+	}
+	if sl == nil {
+		delete(x.slices, k)
+	} else {
+		x.slices[k] = sl
+	}
+}
+
+// computeEgress assigns the egress IPs again (a pass over every EgressIP
+// and node, no pod) and computes the rows of the EgressIPs whose pods,
+// status or nodes changed, and the cluster-wide rows when the served pods
+// or the nodes' addresses did.
+func (x *clusterIndex) computeEgress(ps *pass, cs *ClusterState) error {
+	names := slices.Sorted(maps.Keys(x.eips))
+	eips := make([]*egressv1.EgressIP, 0, len(names))
+	for _, name := range names {
+		if e := x.eips[name]; e.eip != nil {
+			eips = append(eips, e.eip)
+		}
+	}
+	res := egress.Assign(eips, x.eNodes, x.reachable, x.broken)
+	x.assignEvt = res.Events
+	status := res.Status
+	if x.p.Hold != nil {
+		var wake = cs.HoldWake
+		status, wake = x.p.Hold.Apply(eips, res.Status, x.eNodes)
+		cs.HoldWake = wake
+	}
+	for _, name := range names {
+		e := x.eips[name]
+		if e.eip == nil {
+			continue
+		}
+		old, had := x.status[name]
+		st := status[name]
+		if !had || !equality.Semantic.DeepEqual(old, st) {
+			ps.eips[name] = true
+			if e.served && (len(old) > 0) != (len(st) > 0) {
+				d := 1
+				if len(st) == 0 {
+					d = -1
+				}
+				for _, pod := range e.pods {
+					k := pod.Key()
+					x.statusRef[k] += d
+					if c := x.statusRef[k]; c == 0 || (c == 1 && d > 0) {
+						ps.clusterRows = true
+					}
+					if x.statusRef[k] == 0 {
+						delete(x.statusRef, k)
+					}
+				}
+			}
+		}
+		if len(ps.changedNodes) > 0 && !ps.eips[name] {
+			for _, it := range slices.Concat(old, st) {
+				if ps.changedNodes[it.Node] {
+					ps.eips[name] = true
+					break
+				}
+			}
+		}
+	}
+	for name := range x.status {
+		if _, ok := status[name]; !ok {
+			ps.eips[name] = true
+		}
+	}
+	x.status = status
+	for name := range ps.eips {
+		owner := ovsdbnb.Owner{Type: egress.OwnerEgressIP, Name: name}
+		e := x.eips[name]
+		if e == nil || !e.served {
+			if _, ok := x.egressNB[owner]; ok || e == nil {
+				delete(x.egressNB, owner)
+				ps.dirty[owner] = true
+			}
+			if e != nil {
+				e.st, e.host = ovsdbnb.State{}, nil
+			}
+			continue
+		}
+		pods := slices.SortedFunc(maps.Values(e.pods), func(a, b egress.Pod) int {
+			return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+		})
+		e.status = status[name]
+		e.st, e.host = egress.EgressIPState(x.p.Egress, egress.Served{Name: name, Status: e.status, Pods: pods}, x.byName)
+		x.egressNB[owner] = e.st
+		ps.dirty[owner] = true
+	}
+	if ps.clusterRows {
+		all := make([]egress.Pod, 0, len(x.statusRef))
+		for k := range x.statusRef {
+			all = append(all, x.podOf(k))
+		}
+		cl, err := egress.ClusterState(x.p.Egress, x.eNodes, all)
+		if err != nil {
+			return fmt.Errorf("egress: %w", err)
+		}
+		for o := range x.cluster {
+			if _, ok := cl[o]; !ok {
+				delete(x.egressNB, o)
+				ps.dirty[o] = true
+			}
+		}
+		for o, st := range cl {
+			x.egressNB[o] = st
+			ps.dirty[o] = true
+		}
+		x.cluster = cl
+	}
+	if ps.reply {
+		x.reply = egress.ReplyPortPolicies(x.p.Egress, x.localPorts())
+	}
+	cs.ReplyFallback = x.reply
+	cs.Egress = maps.Clone(x.egressNB)
+	return nil
+}
+
+// podOf is the served pod of key k, as an EgressIP serving it holds it.
+func (x *clusterIndex) podOf(k string) egress.Pod {
+	for name := range x.podEIPs[k] {
+		if p, ok := x.eips[name].pods[k]; ok {
+			return p
+		}
+	}
+	return egress.Pod{}
+}
+
+// localPorts is servedLocalPorts over the index: the ports of the
+// external Services with externalTrafficPolicy=Local on which a served
+// pod is an endpoint.
+func (x *clusterIndex) localPorts() []egress.ServedPort {
+	if len(x.anyRef) == 0 {
+		return nil
+	}
+	var out []egress.ServedPort
+	for k := range x.local {
+		for _, sl := range x.slicesBy[k] {
+			for _, ep := range sl.Endpoints {
+				for _, a := range ep.Addresses {
+					ip, err := netip.ParseAddr(a)
+					if err != nil || x.anyRef[ip] == 0 {
+						continue
+					}
+					for _, port := range sl.Ports {
+						if port.Port == nil {
+							continue
+						}
+						proto := "tcp"
+						if port.Protocol != nil {
+							proto = strings.ToLower(string(*port.Protocol))
+						}
+						out = append(out, egress.ServedPort{IP: ip, Protocol: proto, Port: *port.Port})
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// computeLB runs LB IPAM and the VIP dedup again when a Service with
+// VIPs changed, and computes the load balancers of the Services that
+// changed (every Service's when the nodes' addresses did).
+func (x *clusterIndex) computeLB(ps *pass) error {
+	if ps.vip {
+		if err := x.vips(ps); err != nil {
+			return err
+		}
+	}
+	if ps.allLB {
+		x.wide++
+		for o := range x.lb {
+			ps.dirty[o] = true
+		}
+		clear(x.lb)
+		clear(x.lbEvents)
+		for k := range x.svcs {
+			ps.svcs[k] = true
+		}
+		owner, st := lbsvc.GroupState(x.lbNodes, x.p.LB)
+		x.lb[owner] = st
+		var tv ovsdbnb.State
+		if !x.p.LB.PerNodeLBs {
+			tv = lbsvc.NodeIPTemplatesState(x.lbNodes)
+		}
+		x.lb[lbsvc.NodeIPTemplatesOwner] = tv
+		ps.dirty[owner], ps.dirty[lbsvc.NodeIPTemplatesOwner] = true, true
+	}
+	for k := range ps.svcs {
+		svc := x.view[k]
+		if svc == nil {
+			svc = x.svcs[k]
+		}
+		ns, name, _ := cache.SplitMetaNamespaceKey(k)
+		owner := lbsvc.ServiceOwner(ns, name)
+		ps.dirty[owner] = true
+		if svc == nil {
+			delete(x.lb, owner)
+			delete(x.lbEvents, owner)
+			continue
+		}
+		eps := slices.Collect(maps.Values(x.slicesBy[k]))
+		slices.SortFunc(eps, func(a, b *discoveryv1.EndpointSlice) int { return strings.Compare(a.Name, b.Name) })
+		st, evs := lbsvc.ServiceState(svc, eps, x.lbNodes, x.p.LB)
+		x.lb[owner] = st
+		if len(evs) > 0 {
+			x.lbEvents[owner] = evs
+		} else {
+			delete(x.lbEvents, owner)
+		}
+	}
+	return nil
+}
+
+// vips runs LB IPAM and the VIP dedup over every Service, as
+// ComputeCluster does, and marks the Services whose view changed.
+func (x *clusterIndex) vips(ps *pass) error {
+	svcs := slices.Collect(maps.Values(x.svcs))
+	notOurs := func(svc *corev1.Service) bool { return !lbClassOurs(svc, x.p.LBClass, x.p.Underlay == UnderlayMetalLB) }
+	ingress := map[string][]corev1.LoadBalancerIngress{}
+	out, events, err := allocate(svcs, x.p.Pools, ingress, notOurs, nil)
+	if err != nil {
+		return err
+	}
+	out, dedup := dedupVIPs(out)
+	x.vipEvts = append(events, dedup...)
+	x.ingress = ingress
+	view := map[string]*corev1.Service{}
+	for _, svc := range out {
+		k := svc.Namespace + "/" + svc.Name
+		if svc != x.svcs[k] {
+			view[k] = svc
+		}
+	}
+	for k, v := range view {
+		if old, ok := x.view[k]; !ok || !equality.Semantic.DeepEqual(old, v) {
+			ps.svcs[k] = true
+		} else {
+			view[k] = old // the same content: keep the computed one
+		}
+	}
+	for k := range x.view {
+		if _, ok := view[k]; !ok {
+			ps.svcs[k] = true
+		}
+	}
+	x.view = view
+	return nil
+}
