@@ -585,7 +585,28 @@ func olderFirst(a, b *corev1.Service) int {
 	if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
 		return c
 	}
-	return cmp.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	return compareKeys(a.Namespace, a.Name, b.Namespace, b.Name)
+}
+
+// compareKeys compares "<ans>/<an>" with "<bns>/<bn>" as strings, without
+// building them (Services are sorted on every VIP pass).
+func compareKeys(ans, an, bns, bn string) int {
+	at := func(ns, n string, i int) byte {
+		switch {
+		case i < len(ns):
+			return ns[i]
+		case i == len(ns):
+			return '/'
+		}
+		return n[i-len(ns)-1]
+	}
+	la, lb := len(ans)+1+len(an), len(bns)+1+len(bn)
+	for i := range min(la, lb) {
+		if c := cmp.Compare(at(ans, an, i), at(bns, bn, i)); c != 0 {
+			return c
+		}
+	}
+	return cmp.Compare(la, lb)
 }
 
 // AnnotationNodeChassisID is OVN-Kubernetes' node annotation naming the

@@ -36,6 +36,10 @@ type Changes struct {
 	EndpointSlices map[string]*discoveryv1.EndpointSlice
 	EgressIPs      map[string]*unstructured.Unstructured
 	Other          bool
+	// Reassign is set when the EgressIPs' assignment may change without
+	// an object changing: an egress node's reachability, a held egress
+	// IP's hold running out (Env.Wake).
+	Reassign bool
 }
 
 // Len is the number of changed objects.
@@ -135,6 +139,8 @@ type clusterIndex struct {
 	cluster   map[ovsdbnb.Owner]ovsdbnb.State // ClusterState's owners
 	reply     ovsdbnb.State
 	local     map[string]bool // external Services with externalTrafficPolicy=Local
+	vipSvcs   map[string]bool // Services with VIPs (hasVIPs)
+	eipNames  []string        // sorted; nil after an EgressIP came or went
 
 	// Load balancers.
 	lbNodes  []lbsvc.Node
@@ -157,7 +163,7 @@ func newClusterIndex(p Params, reachable func(string) bool, prev []egress.Node) 
 		slices: map[string]*discoveryv1.EndpointSlice{}, slicesBy: map[string]map[string]*discoveryv1.EndpointSlice{},
 		eips: map[string]*eipEntry{}, nsEIPs: map[string]map[string]bool{}, podEIPs: map[string]map[string]bool{},
 		statusRef: map[string]int{}, anyRef: map[netip.Addr]int{}, status: map[string][]egressv1.EgressIPStatusItem{},
-		cluster: map[ovsdbnb.Owner]ovsdbnb.State{}, local: map[string]bool{}, view: map[string]*corev1.Service{},
+		cluster: map[ovsdbnb.Owner]ovsdbnb.State{}, local: map[string]bool{}, vipSvcs: map[string]bool{}, view: map[string]*corev1.Service{},
 		ingress: map[string][]corev1.LoadBalancerIngress{}, lbEvents: map[ovsdbnb.Owner][]event.Event{},
 		lb: map[ovsdbnb.Owner]ovsdbnb.State{}, egressNB: map[ovsdbnb.Owner]ovsdbnb.State{}}
 }
@@ -165,14 +171,17 @@ func newClusterIndex(p Params, reachable func(string) bool, prev []egress.Node) 
 // pass is the work one apply collects before computing.
 type pass struct {
 	first        bool
-	nodes        bool            // a node changed
-	changedNodes map[string]bool // egress nodes whose parse changed
-	clusterRows  bool            // ClusterState again
-	reply        bool            // ReplyFallback again
-	vip          bool            // IPAM and the VIP dedup again
-	allLB        bool            // every Service's load balancers again
-	eips         map[string]bool // EgressIPs whose rows to compute
-	svcs         map[string]bool // Services whose load balancers to compute
+	assign       bool            // the assignment again
+	nodes        bool                // a node changed
+	changedNodes map[string]bool     // egress nodes whose parse changed
+	clusterRows  bool                // ClusterState again
+	reply        bool                // ReplyFallback again
+	vip          bool                // IPAM and the VIP dedup again
+	allLB        bool                // every Service's load balancers again
+	podsBefore   map[string]bool     // whether a pod counted was served with an assignment before the pass
+	ipsBefore    map[netip.Addr]bool // whether an address counted was served before the pass
+	eips         map[string]bool     // EgressIPs whose rows to compute
+	svcs         map[string]bool     // Services whose load balancers to compute
 	dirty        map[ovsdbnb.Owner]bool
 }
 
@@ -183,7 +192,9 @@ type pass struct {
 // next apply.
 func (x *clusterIndex) apply(ch *Changes) (ClusterState, error) {
 	ps := &pass{first: !x.built, changedNodes: map[string]bool{},
-		eips: map[string]bool{}, svcs: map[string]bool{}, dirty: map[ovsdbnb.Owner]bool{}}
+		eips: map[string]bool{}, svcs: map[string]bool{}, dirty: map[ovsdbnb.Owner]bool{},
+		podsBefore: map[string]bool{}, ipsBefore: map[netip.Addr]bool{}}
+	ps.assign = ch.Reassign
 	if ps.first {
 		ps.nodes, ps.clusterRows, ps.reply, ps.vip, ps.allLB = true, true, true, true, true
 	}
@@ -224,7 +235,7 @@ func (x *clusterIndex) apply(ch *Changes) (ClusterState, error) {
 	cs.Events = append(cs.Events, x.nodeEvts...)
 	if x.p.EnableEgressIP {
 		cs.Events = append(cs.Events, x.assignEvt...)
-		for _, name := range slices.Sorted(maps.Keys(x.eips)) {
+		for _, name := range x.names() {
 			e := x.eips[name]
 			cs.Events = append(cs.Events, e.events...)
 			if !e.served {
@@ -406,27 +417,50 @@ func (x *clusterIndex) servePod(ps *pass, name string, e *eipEntry, pk string, p
 
 // refPod counts pod in (d = 1) or out of (d = -1) the served pods of
 // every EgressIP and, withStatus, of those with an assignment (the
-// cluster-wide address set), noting which cluster rows change.
+// cluster-wide address set).
 func (x *clusterIndex) refPod(ps *pass, pod egress.Pod, d int, withStatus bool) {
 	for _, ip := range pod.IPs {
-		x.anyRef[ip] += d
-		if c := x.anyRef[ip]; c == 0 || (c == 1 && d > 0) {
-			ps.reply = true
+		if _, ok := ps.ipsBefore[ip]; !ok {
+			ps.ipsBefore[ip] = x.anyRef[ip] > 0
 		}
+		x.anyRef[ip] += d
 		if x.anyRef[ip] == 0 {
 			delete(x.anyRef, ip)
 		}
 	}
-	if !withStatus {
-		return
+	if withStatus {
+		x.refStatus(ps, pod.Key(), d)
 	}
-	k := pod.Key()
+}
+
+// refStatus counts pod k in or out of the pods of the EgressIPs with an
+// assignment.
+func (x *clusterIndex) refStatus(ps *pass, k string, d int) {
+	if _, ok := ps.podsBefore[k]; !ok {
+		ps.podsBefore[k] = x.statusRef[k] > 0
+	}
 	x.statusRef[k] += d
-	if c := x.statusRef[k]; c == 0 || (c == 1 && d > 0) {
-		ps.clusterRows = true
-	}
 	if x.statusRef[k] == 0 {
 		delete(x.statusRef, k)
+	}
+}
+
+// servedChanged notes which cluster-wide rows the pass's pods changed:
+// those of the address set when a pod joined or left the pods with an
+// assignment, the reply fallback when a served address came or went
+// (counts that went down and up again in the pass change nothing).
+func (x *clusterIndex) servedChanged(ps *pass) {
+	for k, before := range ps.podsBefore {
+		if before != (x.statusRef[k] > 0) {
+			ps.clusterRows = true
+			break
+		}
+	}
+	for ip, before := range ps.ipsBefore {
+		if before != (x.anyRef[ip] > 0) {
+			ps.reply = true
+			break
+		}
 	}
 }
 
@@ -438,6 +472,10 @@ func (x *clusterIndex) setEIP(ps *pass, k string, u *unstructured.Unstructured) 
 		return
 	}
 	ps.eips[k] = true
+	ps.assign = true
+	if old == nil || u == nil {
+		x.eipNames = nil
+	}
 	// Out with the old: its pods and namespaces.
 	if old != nil {
 		for pk := range old.pods {
@@ -552,12 +590,16 @@ func (x *clusterIndex) setService(ps *pass, k string, svc *corev1.Service) {
 		ps.reply = true
 	}
 	delete(x.local, k)
+	delete(x.vipSvcs, k)
 	if svc == nil {
 		delete(x.svcs, k)
 	} else {
 		x.svcs[k] = svc
 		if localExternal(svc) {
 			x.local[k] = true
+		}
+		if hasVIPs(svc) {
+			x.vipSvcs[k] = true
 		}
 	}
 	ps.svcs[k] = true
@@ -605,62 +647,10 @@ func (x *clusterIndex) setSlice(ps *pass, k string, sl *discoveryv1.EndpointSlic
 // status or nodes changed, and the cluster-wide rows when the served pods
 // or the nodes' addresses did.
 func (x *clusterIndex) computeEgress(ps *pass, cs *ClusterState) error {
-	names := slices.Sorted(maps.Keys(x.eips))
-	eips := make([]*egressv1.EgressIP, 0, len(names))
-	for _, name := range names {
-		if e := x.eips[name]; e.eip != nil {
-			eips = append(eips, e.eip)
-		}
+	if ps.assign || ps.nodes || (x.p.Hold != nil && len(x.p.Hold.Held()) > 0) {
+		x.assign(ps, cs)
 	}
-	res := egress.Assign(eips, x.eNodes, x.reachable, x.broken)
-	x.assignEvt = res.Events
-	status := res.Status
-	if x.p.Hold != nil {
-		var wake = cs.HoldWake
-		status, wake = x.p.Hold.Apply(eips, res.Status, x.eNodes)
-		cs.HoldWake = wake
-	}
-	for _, name := range names {
-		e := x.eips[name]
-		if e.eip == nil {
-			continue
-		}
-		old, had := x.status[name]
-		st := status[name]
-		if !had || !equality.Semantic.DeepEqual(old, st) {
-			ps.eips[name] = true
-			if e.served && (len(old) > 0) != (len(st) > 0) {
-				d := 1
-				if len(st) == 0 {
-					d = -1
-				}
-				for _, pod := range e.pods {
-					k := pod.Key()
-					x.statusRef[k] += d
-					if c := x.statusRef[k]; c == 0 || (c == 1 && d > 0) {
-						ps.clusterRows = true
-					}
-					if x.statusRef[k] == 0 {
-						delete(x.statusRef, k)
-					}
-				}
-			}
-		}
-		if len(ps.changedNodes) > 0 && !ps.eips[name] {
-			for _, it := range slices.Concat(old, st) {
-				if ps.changedNodes[it.Node] {
-					ps.eips[name] = true
-					break
-				}
-			}
-		}
-	}
-	for name := range x.status {
-		if _, ok := status[name]; !ok {
-			ps.eips[name] = true
-		}
-	}
-	x.status = status
+	x.servedChanged(ps)
 	for name := range ps.eips {
 		owner := ovsdbnb.Owner{Type: egress.OwnerEgressIP, Name: name}
 		e := x.eips[name]
@@ -677,7 +667,7 @@ func (x *clusterIndex) computeEgress(ps *pass, cs *ClusterState) error {
 		pods := slices.SortedFunc(maps.Values(e.pods), func(a, b egress.Pod) int {
 			return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 		})
-		e.status = status[name]
+		e.status = x.status[name]
 		e.st, e.host = egress.EgressIPState(x.p.Egress, egress.Served{Name: name, Status: e.status, Pods: pods}, x.byName)
 		x.egressNB[owner] = e.st
 		ps.dirty[owner] = true
@@ -709,6 +699,67 @@ func (x *clusterIndex) computeEgress(ps *pass, cs *ClusterState) error {
 	cs.ReplyFallback = x.reply
 	cs.Egress = maps.Clone(x.egressNB)
 	return nil
+}
+
+// assign runs the EgressIPs' assignment again (a pass over every
+// EgressIP and node, no pod) and marks those whose status changed, or
+// whose status names a node whose parse changed.
+func (x *clusterIndex) assign(ps *pass, cs *ClusterState) {
+	names := x.names()
+	eips := make([]*egressv1.EgressIP, 0, len(names))
+	for _, name := range names {
+		if e := x.eips[name]; e.eip != nil {
+			eips = append(eips, e.eip)
+		}
+	}
+	res := egress.Assign(eips, x.eNodes, x.reachable, x.broken)
+	x.assignEvt = res.Events
+	status := res.Status
+	if x.p.Hold != nil {
+		status, cs.HoldWake = x.p.Hold.Apply(eips, res.Status, x.eNodes)
+	}
+	for _, name := range names {
+		e := x.eips[name]
+		if e.eip == nil {
+			continue
+		}
+		old, had := x.status[name]
+		st := status[name]
+		if !had || !equality.Semantic.DeepEqual(old, st) {
+			ps.eips[name] = true
+			if e.served && (len(old) > 0) != (len(st) > 0) {
+				d := 1
+				if len(st) == 0 {
+					d = -1
+				}
+				for k := range e.pods {
+					x.refStatus(ps, k, d)
+				}
+			}
+		}
+		if len(ps.changedNodes) > 0 && !ps.eips[name] {
+			for _, it := range slices.Concat(old, st) {
+				if ps.changedNodes[it.Node] {
+					ps.eips[name] = true
+					break
+				}
+			}
+		}
+	}
+	for name := range x.status {
+		if _, ok := status[name]; !ok {
+			ps.eips[name] = true
+		}
+	}
+	x.status = status
+}
+
+// names are the EgressIPs' names, sorted.
+func (x *clusterIndex) names() []string {
+	if x.eipNames == nil {
+		x.eipNames = slices.Sorted(maps.Keys(x.eips))
+	}
+	return x.eipNames
 }
 
 // podOf is the served pod of key k, as an EgressIP serving it holds it.
@@ -808,10 +859,14 @@ func (x *clusterIndex) computeLB(ps *pass) error {
 	return nil
 }
 
-// vips runs LB IPAM and the VIP dedup over every Service, as
-// ComputeCluster does, and marks the Services whose view changed.
+// vips runs LB IPAM and the VIP dedup over the Services with VIPs, as
+// ComputeCluster does over every Service (the others neither take nor
+// lose an address there), and marks the Services whose view changed.
 func (x *clusterIndex) vips(ps *pass) error {
-	svcs := slices.Collect(maps.Values(x.svcs))
+	svcs := make([]*corev1.Service, 0, len(x.vipSvcs))
+	for k := range x.vipSvcs {
+		svcs = append(svcs, x.svcs[k])
+	}
 	notOurs := func(svc *corev1.Service) bool { return !lbClassOurs(svc, x.p.LBClass, x.p.Underlay == UnderlayMetalLB) }
 	ingress := map[string][]corev1.LoadBalancerIngress{}
 	out, events, err := allocate(svcs, x.p.Pools, ingress, notOurs, nil)

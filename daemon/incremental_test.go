@@ -26,18 +26,18 @@ import (
 // informer key, replaced (never changed in place) on every edit, as an
 // informer's store does.
 type model struct {
-	r              *rand.Rand
-	nodes          map[string]*corev1.Node
-	namespaces     map[string]*corev1.Namespace
-	pods           map[string]*corev1.Pod
-	svcs           map[string]*corev1.Service
-	slices         map[string]*discoveryv1.EndpointSlice
-	eips           map[string]*unstructured.Unstructured
-	seq            int
-	ch             *Changes
-	start          time.Time
-	nodesN         int
-	namespacesN    int
+	r           *rand.Rand
+	nodes       map[string]*corev1.Node
+	namespaces  map[string]*corev1.Namespace
+	pods        map[string]*corev1.Pod
+	svcs        map[string]*corev1.Service
+	slices      map[string]*discoveryv1.EndpointSlice
+	eips        map[string]*unstructured.Unstructured
+	seq         int
+	ch          *Changes
+	start       time.Time
+	nodesN      int
+	namespacesN int
 }
 
 func newModel(seed uint64, nodes, namespaces, pods, svcs, eips int) *model {
@@ -264,7 +264,9 @@ func (m *model) putSlice(s *discoveryv1.EndpointSlice) {
 	k := s.Namespace + "/" + s.Name
 	m.slices[k], m.ch.EndpointSlices[k] = s, s
 }
-func (m *model) putEIP(u *unstructured.Unstructured) { m.eips[u.GetName()], m.ch.EgressIPs[u.GetName()] = u, u }
+func (m *model) putEIP(u *unstructured.Unstructured) {
+	m.eips[u.GetName()], m.ch.EgressIPs[u.GetName()] = u, u
+}
 
 // edit makes one random change, as the API would (the daemon's own
 // status writes included), and names it.
@@ -558,4 +560,16 @@ func snapshotState(cs ClusterState) ClusterState {
 	cs.Egress, cs.LB = maps.Clone(cs.Egress), maps.Clone(cs.LB)
 	cs.Status, cs.Ingress = maps.Clone(cs.Status), maps.Clone(cs.Ingress)
 	return cs
+}
+
+func TestCompareKeys(t *testing.T) {
+	keys := [][2]string{{"a", "b"}, {"a-x", "b"}, {"a", "b-c"}, {"a.b", ""}, {"", "a"}, {"a", ""}, {"ab", "c"}, {"a", "bc"}, {"a", "b"}}
+	for _, a := range keys {
+		for _, b := range keys {
+			want := strings.Compare(a[0]+"/"+a[1], b[0]+"/"+b[1])
+			if got := compareKeys(a[0], a[1], b[0], b[1]); got != want {
+				t.Errorf("compareKeys(%q, %q) = %d, want %d", a, b, got, want)
+			}
+		}
+	}
 }
