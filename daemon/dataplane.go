@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/netip"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
@@ -94,6 +96,13 @@ type Dataplane struct {
 	lastEIP   map[ovsdbnb.Owner]ovsdbnb.State
 	lbOwners  map[ovsdbnb.Owner]bool // load balancer owners last synced
 	lastNodes []egress.Node          // egress nodes last computed
+	// index is the leader's incremental desired state (nil: computed
+	// anew next time); pending the owners it marked dirty that the NB
+	// sync has not taken yet.
+	index   *clusterIndex
+	pending map[ovsdbnb.Owner]bool
+	// statusChecked are the EgressIPs found holding their status.
+	statusChecked map[string]checkedStatus
 	// synced is each owner's desired state as last written; between
 	// full resyncs (every fullResync, repairing rows changed behind our
 	// back) only owners whose state differs are synced.
@@ -234,7 +243,7 @@ func (d *Dataplane) Cluster(ctx context.Context, s Snapshot) error {
 	if len(d.cfg.NBAddress) > 0 {
 		nbErr = d.connectNB(ctx)
 	}
-	cs, err := ComputeCluster(s, d.params, d.Reachable, d.lastNodes)
+	cs, err := d.computeCluster(s)
 	if err != nil {
 		return err
 	}
@@ -279,6 +288,41 @@ func (d *Dataplane) Cluster(ctx context.Context, s Snapshot) error {
 	return errors.Join(errs...)
 }
 
+// computeCluster is the leader's desired state of s: from the
+// incremental index when s says what changed and the index is up to
+// date, else computed anew (ComputeCluster, or with a new index). The
+// owners the NB sync has not taken yet stay dirty.
+func (d *Dataplane) computeCluster(s Snapshot) (ClusterState, error) {
+	if !incrementalSupported(d.params) {
+		d.index = nil
+		return ComputeCluster(s, d.params, d.Reachable, d.lastNodes)
+	}
+	x := d.index
+	mode := "incremental"
+	ch := s.Changed
+	if ch == nil || ch.Other || x == nil || !reflect.DeepEqual(x.p.LB, d.params.LB) {
+		mode = "full"
+		x = newClusterIndex(d.params, d.Reachable, d.lastNodes)
+		ch = SnapshotChanges(s)
+	}
+	start := time.Now()
+	cs, err := x.apply(ch)
+	d.m.Reconcile.WithLabelValues("compute-"+mode, map[bool]string{true: "ok", false: "error"}[err == nil]).Observe(time.Since(start).Seconds())
+	if err != nil {
+		d.index = nil // computed anew next time
+		return cs, err
+	}
+	d.index = x
+	if cs.Dirty != nil {
+		for o := range d.pending {
+			cs.Dirty[o] = true
+		}
+	}
+	d.pending = cs.Dirty
+	d.log.Debug("cluster state computed", "mode", mode, "changes", ch.Len(), "dirty", len(cs.Dirty), "duration", time.Since(start))
+	return cs, nil
+}
+
 // record records events not recorded before: a reconcile recomputes
 // everything, and an event repeated on every pass would flood.
 func (d *Dataplane) record(seen map[string]bool, events []event.Event) {
@@ -301,9 +345,18 @@ func (d *Dataplane) record(seen map[string]bool, events []event.Event) {
 // object.
 func (d *Dataplane) writeEgressStatus(ctx context.Context, s Snapshot, status map[string][]egressv1.EgressIPStatusItem) error {
 	var errs []error
+	seen := make(map[string]checkedStatus, len(d.statusChecked))
+	defer func() { d.statusChecked = seen }()
 	for _, u := range s.EgressIPs {
 		items, ok := status[u.GetName()]
 		if !ok {
+			continue
+		}
+		// An object already found holding these items is not read
+		// again (a reconcile costs no EgressIP's parse but those that
+		// changed).
+		if c, ok := d.statusChecked[u.GetName()]; ok && c.obj == u && equality.Semantic.DeepEqual(c.items, items) {
+			seen[u.GetName()] = c
 			continue
 		}
 		old, err := egressv1.FromUnstructured(u)
@@ -311,6 +364,7 @@ func (d *Dataplane) writeEgressStatus(ctx context.Context, s Snapshot, status ma
 			continue // recorded as an event by ComputeCluster
 		}
 		if equality.Semantic.DeepEqual(old.Status.Items, items) || (len(old.Status.Items) == 0 && len(items) == 0) {
+			seen[u.GetName()] = checkedStatus{obj: u, items: items}
 			continue
 		}
 		d.m.Failovers.Add(float64(failovers(old.Status.Items, items)))
@@ -329,6 +383,13 @@ func (d *Dataplane) writeEgressStatus(ctx context.Context, s Snapshot, status ma
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkedStatus is an EgressIP object found holding the status items
+// the leader wants.
+type checkedStatus struct {
+	obj   *unstructured.Unstructured
+	items []egressv1.EgressIPStatusItem
 }
 
 // failovers counts the egress IPs of old that now have another node.
@@ -438,18 +499,46 @@ func (d *Dataplane) syncNB(ctx context.Context, s Snapshot, cs *ClusterState) ([
 		d.sb = w
 	}
 	d.fitSchema(cs)
-	lb := maps.Clone(cs.LB)
-	for o := range d.lbOwners {
-		if _, ok := lb[o]; !ok {
-			lb[o] = ovsdbnb.State{}
+	full := d.synced == nil || time.Since(d.fullSync) > fullResync
+	// dirty, when not nil, are the only owners whose state may have
+	// changed (the incremental path's): the others are not looked at,
+	// unless not written yet.
+	dirty := cs.Dirty
+	if full {
+		dirty = nil
+	}
+	var lb map[ovsdbnb.Owner]ovsdbnb.State
+	if dirty == nil {
+		lb = maps.Clone(cs.LB)
+		for o := range d.lbOwners {
+			if _, ok := lb[o]; !ok {
+				lb[o] = ovsdbnb.State{}
+			}
+		}
+	} else {
+		lb = map[ovsdbnb.Owner]ovsdbnb.State{}
+		for o := range dirty {
+			if st, ok := cs.LB[o]; ok {
+				lb[o] = st
+			} else if d.lbOwners[o] {
+				lb[o] = ovsdbnb.State{}
+			}
+		}
+		// An owner not written (refused, or its rows lost and not yet
+		// repaired) is sent again.
+		for o, st := range cs.LB {
+			if _, written := d.synced[o]; !written && !isEmpty(st) {
+				lb[o] = st
+			}
 		}
 	}
 	for _, o := range d.stale {
 		_, wanted := cs.Egress[o]
+		_, wantedLB := cs.LB[o]
 		// An egress owner read back into lastEIP goes in the last
 		// make-before-break step instead.
 		_, stepped := d.lastEIP[o]
-		if _, ok := lb[o]; !ok && !wanted && !stepped && !slices.Contains(cs.Keep, o) {
+		if _, ok := lb[o]; !ok && !wanted && !wantedLB && !stepped && !slices.Contains(cs.Keep, o) {
 			lb[o] = ovsdbnb.State{}
 		}
 	}
@@ -458,7 +547,6 @@ func (d *Dataplane) syncNB(ctx context.Context, s Snapshot, cs *ClusterState) ([
 			cs.Egress[o] = st
 		}
 	}
-	full := d.synced == nil || time.Since(d.fullSync) > fullResync
 	if full {
 		d.synced = map[ovsdbnb.Owner]ovsdbnb.State{}
 	}
@@ -471,6 +559,9 @@ func (d *Dataplane) syncNB(ctx context.Context, s Snapshot, cs *ClusterState) ([
 			// An owner not written (refused, or its rows lost and
 			// not yet repaired) is sent even if unchanged.
 			_, written := d.synced[o]
+			if dirty != nil && written && !dirty[o] && !slices.Contains(cs.Keep, o) {
+				continue
+			}
 			if prev, ok := d.lastEIP[o]; !ok || !prev.Equal(st) || !written {
 				newEIP[o] = st
 				if ok {
@@ -543,12 +634,23 @@ func (d *Dataplane) syncNB(ctx context.Context, s Snapshot, cs *ClusterState) ([
 			d.fullSync = time.Now()
 		}
 	}
-	clear(d.lbOwners)
-	for o, st := range cs.LB {
-		if !isEmpty(st) {
-			d.lbOwners[o] = true
+	if dirty == nil {
+		clear(d.lbOwners)
+		for o, st := range cs.LB {
+			if !isEmpty(st) {
+				d.lbOwners[o] = true
+			}
+		}
+	} else {
+		for o := range lb {
+			if st, ok := cs.LB[o]; ok && !isEmpty(st) {
+				d.lbOwners[o] = true
+			} else {
+				delete(d.lbOwners, o)
+			}
 		}
 	}
+	d.pending = nil // taken
 	if syncErr != nil {
 		return events, fmt.Errorf("northbound sync: %w", syncErr)
 	}
@@ -687,6 +789,9 @@ func (d *Dataplane) fitSchema(cs *ClusterState) {
 	}
 	if _, ok := cs.Egress[egress.ReplyQoSOwner]; ok {
 		cs.Egress[egress.ReplyQoSOwner] = cs.ReplyFallback
+		if cs.Dirty != nil {
+			cs.Dirty[egress.ReplyQoSOwner] = true // the fallback is not tracked apart
+		}
 	}
 }
 

@@ -171,7 +171,7 @@ func newClusterIndex(p Params, reachable func(string) bool, prev []egress.Node) 
 // pass is the work one apply collects before computing.
 type pass struct {
 	first        bool
-	assign       bool            // the assignment again
+	assign       bool                // the assignment again
 	nodes        bool                // a node changed
 	changedNodes map[string]bool     // egress nodes whose parse changed
 	clusterRows  bool                // ClusterState again

@@ -19,6 +19,11 @@ import (
 	"k8s.io/client-go/util/workqueue"
 )
 
+// fullRecompute is how often the leader recomputes its whole desired
+// state from the informers' caches, whatever changed: the safety net of
+// the incremental path (see the package doc).
+const fullRecompute = 10 * time.Minute
+
 // Reconcilers are the daemon's two jobs, each given the informers' current
 // view of the cluster.
 type Reconcilers struct {
@@ -179,13 +184,18 @@ func Run(ctx context.Context, cfg *Config, c *Clients, r Reconcilers, env Env) e
 	go func() {
 		defer func() { done <- struct{}{} }()
 		RunLoop(ctx, clusterQ, "cluster", m, log, func(ctx context.Context) error {
+			// Taken first: a change coming meanwhile is in the
+			// Snapshot and taken again next time.
+			changed := w.TakeChanges()
 			if !leading.Load() {
 				return nil // a follower computes nothing cluster-wide
 			}
 			s, err := w.Snapshot()
 			if err != nil {
+				w.RequestFull()
 				return err
 			}
+			s.Changed = changed
 			return r.Cluster(ctx, s)
 		})
 	}()
@@ -204,7 +214,36 @@ func Run(ctx context.Context, cfg *Config, c *Clients, r Reconcilers, env Env) e
 			}
 		}()
 	}
-	relay(env.Wake, clusterQ, "cluster")
+	// A wake may change the EgressIPs' assignment without an object
+	// changing (an egress node's reachability, a hold running out).
+	go func() {
+		if env.Wake == nil {
+			return
+		}
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-env.Wake:
+				w.RequestReassign()
+				clusterQ.Add("cluster")
+			}
+		}
+	}()
+	// The full recompute stays, as a safety net, every fullRecompute.
+	go func() {
+		t := time.NewTicker(fullRecompute)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				w.RequestFull()
+				clusterQ.Add("cluster")
+			}
+		}
+	}()
 	relay(env.NodeWake, nodeQ, "node")
 	lease := env.Lease
 	if lease.Identity == "" {
@@ -226,6 +265,7 @@ func Run(ctx context.Context, cfg *Config, c *Clients, r Reconcilers, env Env) e
 			if env.Leading != nil {
 				env.Leading(true)
 			}
+			w.RequestFull() // what changed while following was not kept
 			clusterQ.Add("cluster")
 			<-lctx.Done()
 			leading.Store(false)

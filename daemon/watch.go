@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
@@ -54,6 +55,10 @@ type Snapshot struct {
 	// BGPPeers and BFDProfiles are MetalLB's objects of the BGP peers,
 	// when the Watcher watches them (WatchBGPPeers).
 	BGPPeers, BFDProfiles []*unstructured.Unstructured
+	// Changed, when not nil, are the objects changed since the previous
+	// Snapshot the cluster loop took (Watcher.TakeChanges): the leader
+	// recomputes only what they reach. nil: everything.
+	Changed *Changes
 }
 
 // Watcher runs shared informers for the kinds ovnedge reads and turns
@@ -80,6 +85,102 @@ type Watcher struct {
 	synced                []cache.InformerSynced
 	queues                []keyedQueue
 	log                   *slog.Logger
+	// changes are the objects changed since the cluster loop last took
+	// them (TakeChanges).
+	changes changeLog
+}
+
+// The kinds the cluster loop follows object by object (Changes).
+const (
+	kindNode = iota
+	kindNamespace
+	kindPod
+	kindService
+	kindEndpointSlice
+	kindEgressIP
+	kindOther
+)
+
+// changeLog collects the keys of changed objects by kind for
+// TakeChanges; full asks for a full recompute instead.
+type changeLog struct {
+	mu       sync.Mutex
+	keys     [kindOther]map[string]bool
+	stores   [kindOther]cache.Store
+	other    bool
+	reassign bool
+	full     bool
+}
+
+// record notes a change of obj, of kind k.
+func (c *changeLog) record(k int, obj any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if k == kindOther {
+		c.other = true
+		return
+	}
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		c.full = true
+		return
+	}
+	if c.keys[k] == nil {
+		c.keys[k] = map[string]bool{}
+	}
+	c.keys[k][key] = true
+}
+
+// RequestFull makes the next TakeChanges ask for a full recompute: on
+// gaining the leadership, and periodically as a safety net.
+func (w *Watcher) RequestFull() {
+	w.changes.mu.Lock()
+	w.changes.full = true
+	w.changes.mu.Unlock()
+}
+
+// RequestReassign notes that the EgressIPs' assignment may change
+// without an object changing (Changes.Reassign).
+func (w *Watcher) RequestReassign() {
+	w.changes.mu.Lock()
+	w.changes.reassign = true
+	w.changes.mu.Unlock()
+}
+
+// TakeChanges returns the objects changed since the last call, each as
+// its informer's store now holds it (nil: deleted), and forgets them;
+// nil when a full recompute is due (at the start, after RequestFull, or
+// when a key could not be made).
+func (w *Watcher) TakeChanges() *Changes {
+	c := &w.changes
+	c.mu.Lock()
+	keys, full, other, reassign := c.keys, c.full, c.other, c.reassign
+	c.keys, c.full, c.other, c.reassign = [kindOther]map[string]bool{}, false, false, false
+	c.mu.Unlock()
+	if full {
+		return nil
+	}
+	ch := &Changes{Other: other, Reassign: reassign}
+	ch.Nodes = lookup[*corev1.Node](c.stores[kindNode], keys[kindNode])
+	ch.Namespaces = lookup[*corev1.Namespace](c.stores[kindNamespace], keys[kindNamespace])
+	ch.Pods = lookup[*corev1.Pod](c.stores[kindPod], keys[kindPod])
+	ch.Services = lookup[*corev1.Service](c.stores[kindService], keys[kindService])
+	ch.EndpointSlices = lookup[*discoveryv1.EndpointSlice](c.stores[kindEndpointSlice], keys[kindEndpointSlice])
+	ch.EgressIPs = lookup[*unstructured.Unstructured](c.stores[kindEgressIP], keys[kindEgressIP])
+	return ch
+}
+
+// lookup maps keys to the objects store holds (nil: none).
+func lookup[T comparable](store cache.Store, keys map[string]bool) map[string]T {
+	out := make(map[string]T, len(keys))
+	for k := range keys {
+		var obj T
+		if o, ok, err := store.GetByKey(k); err == nil && ok {
+			obj, _ = o.(T)
+		}
+		out[k] = obj
+	}
+	return out
 }
 
 // stripManagedFields drops managedFields from cached objects: ovnedge
@@ -183,6 +284,10 @@ func NewWatcher(cs kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger
 		w.factory.Discovery().V1().EndpointSlices().Informer(),
 		w.eips,
 	}
+	for k, inf := range infs { // in the order of the kinds
+		w.changes.stores[k] = inf.GetStore()
+	}
+	w.changes.full = true
 	for _, inf := range []cache.SharedIndexInformer{w.subnets, w.nads} {
 		if inf != nil {
 			infs = append(infs, inf)
@@ -194,12 +299,13 @@ func NewWatcher(cs kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger
 	if w.bgp != nil {
 		infs = append(infs, w.bgpPeers, w.bfdProfiles)
 	}
-	for _, inf := range infs {
+	for i, inf := range infs {
 		w.synced = append(w.synced, inf.HasSynced)
+		kind := min(i, kindOther)
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { w.notify() },
-			UpdateFunc: func(any, any) { w.notify() },
-			DeleteFunc: func(any) { w.notify() },
+			AddFunc:    func(o any) { w.changes.record(kind, o); w.notify() },
+			UpdateFunc: func(_, o any) { w.changes.record(kind, o); w.notify() },
+			DeleteFunc: func(o any) { w.changes.record(kind, o); w.notify() },
 		}); err != nil {
 			log.Error("informer handler", "err", err)
 		}

@@ -1,0 +1,200 @@
+package daemon
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/ovnedge/ovnedge/ovsdbnb"
+)
+
+// TestClusterIncrementalNB runs the leader's work against a real NB
+// through the incremental path (Snapshot.Changed): after every event the
+// NB holds the rows of a full recompute (Verify: a full sync of
+// ComputeCluster's state sends nothing), and the rows the event changes
+// are there.
+func TestClusterIncrementalNB(t *testing.T) {
+	ovn := startNB(t)
+	ctx := context.Background()
+	cfg := demoConfig(t, "--nb-address", ovn.NB)
+	s, c := loadDemo(t, cfg, nil)
+	m := NewMetrics()
+	d := NewDataplane(cfg, c, record.NewFakeRecorder(1000), m, quiet)
+	defer d.Close()
+	if err := d.Cluster(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	incremental := func() float64 {
+		n := 0.0
+		if h, err := m.Reconcile.GetMetricWithLabelValues("compute-incremental", "ok"); err == nil {
+			n = histogramCount(t, h)
+		}
+		return n
+	}
+	replace := func(list any, key string, obj any) {
+		switch l := list.(type) {
+		case *[]*corev1.Node:
+			*l = slices.DeleteFunc(slices.Clone(*l), func(o *corev1.Node) bool { return o.Name == key })
+			if obj != nil {
+				*l = append(*l, obj.(*corev1.Node))
+			}
+		case *[]*corev1.Namespace:
+			*l = slices.DeleteFunc(slices.Clone(*l), func(o *corev1.Namespace) bool { return o.Name == key })
+			if obj != nil {
+				*l = append(*l, obj.(*corev1.Namespace))
+			}
+		case *[]*corev1.Pod:
+			*l = slices.DeleteFunc(slices.Clone(*l), func(o *corev1.Pod) bool { return o.Namespace+"/"+o.Name == key })
+			if obj != nil {
+				*l = append(*l, obj.(*corev1.Pod))
+			}
+		case *[]*corev1.Service:
+			*l = slices.DeleteFunc(slices.Clone(*l), func(o *corev1.Service) bool { return o.Namespace+"/"+o.Name == key })
+			if obj != nil {
+				*l = append(*l, obj.(*corev1.Service))
+			}
+		case *[]*discoveryv1.EndpointSlice:
+			*l = slices.DeleteFunc(slices.Clone(*l), func(o *discoveryv1.EndpointSlice) bool { return o.Namespace+"/"+o.Name == key })
+			if obj != nil {
+				*l = append(*l, obj.(*discoveryv1.EndpointSlice))
+			}
+		case *[]*unstructured.Unstructured:
+			*l = slices.DeleteFunc(slices.Clone(*l), func(o *unstructured.Unstructured) bool { return o.GetName() == key })
+			if obj != nil {
+				*l = append(*l, obj.(*unstructured.Unstructured))
+			}
+		}
+	}
+	node := func(name string) *corev1.Node {
+		i := slices.IndexFunc(s.Nodes, func(n *corev1.Node) bool { return n.Name == name })
+		return s.Nodes[i].DeepCopy()
+	}
+	ready, port, proto, portName := true, int32(5432), corev1.ProtocolTCP, "pg"
+	nodeName := "ovn-worker2"
+	slice := func(ip string) *discoveryv1.EndpointSlice {
+		return &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "db-x",
+			Labels: map[string]string{discoveryv1.LabelServiceName: "db"}}, AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints: []discoveryv1.Endpoint{{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}, NodeName: &nodeName}},
+			Ports:     []discoveryv1.EndpointPort{{Name: &portName, Port: &port, Protocol: &proto}}}
+	}
+	for _, step := range []struct {
+		name  string
+		edit  func(*Snapshot, *Changes)
+		check func() string // "" when the NB shows the change
+	}{
+		{"node labelled egress-assignable", func(s *Snapshot, ch *Changes) {
+			n := node("ovn-worker")
+			n.Labels = map[string]string{"k8s.ovn.org/egress-assignable": ""}
+			replace(&s.Nodes, n.Name, n)
+			ch.Nodes = map[string]*corev1.Node{n.Name: n}
+		}, nil},
+		{"pod added", func(s *Snapshot, ch *Changes) {
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "db-0", Labels: map[string]string{"app": "db"}},
+				Spec: corev1.PodSpec{NodeName: "ovn-worker2"}, Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.244.2.7",
+					PodIPs: []corev1.PodIP{{IP: "10.244.2.7"}}}}
+			replace(&s.Pods, "prod/db-0", p)
+			ch.Pods = map[string]*corev1.Pod{"prod/db-0": p}
+		}, func() string {
+			return missing(ovn.Nbctl("lr-policy-list", ovsdbnb.ClusterRouter), "ip4.src == 10.244.2.7")
+		}},
+		{"Service added", func(s *Snapshot, ch *Changes) {
+			svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "db"}, Spec: corev1.ServiceSpec{
+				Type: corev1.ServiceTypeClusterIP, ClusterIP: "10.96.0.50", ClusterIPs: []string{"10.96.0.50"},
+				Ports: []corev1.ServicePort{{Name: "pg", Protocol: corev1.ProtocolTCP, Port: 5432}}}}
+			replace(&s.Services, "prod/db", svc)
+			sl := slice("10.244.2.7")
+			replace(&s.EndpointSlices, "prod/db-x", sl)
+			ch.Services = map[string]*corev1.Service{"prod/db": svc}
+			ch.EndpointSlices = map[string]*discoveryv1.EndpointSlice{"prod/db-x": sl}
+		}, func() string { return missing(ovn.Nbctl("lb-list"), "10.96.0.50:5432") }},
+		{"endpoint changed", func(s *Snapshot, ch *Changes) {
+			sl := slice("10.244.1.3")
+			replace(&s.EndpointSlices, "prod/db-x", sl)
+			ch.EndpointSlices = map[string]*discoveryv1.EndpointSlice{"prod/db-x": sl}
+		}, func() string { return missing(ovn.Nbctl("lb-list"), "10.244.1.3:5432") }},
+		{"egress node NotReady", func(s *Snapshot, ch *Changes) {
+			n := node("ovn-worker2")
+			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}
+			replace(&s.Nodes, n.Name, n)
+			ch.Nodes = map[string]*corev1.Node{n.Name: n}
+		}, func() string { return missing(ovn.Nbctl("lr-nat-list", "GR_ovn-worker"), "172.18.0.44") }},
+		{"namespace relabelled", func(s *Snapshot, ch *Changes) {
+			ns := s.Namespaces[slices.IndexFunc(s.Namespaces, func(n *corev1.Namespace) bool { return n.Name == "prod" })].DeepCopy()
+			ns.Labels = map[string]string{"env": "dev"}
+			replace(&s.Namespaces, "prod", ns)
+			ch.Namespaces = map[string]*corev1.Namespace{"prod": ns}
+		}, func() string {
+			if p := ovn.Nbctl("lr-policy-list", ovsdbnb.ClusterRouter); strings.Contains(p, "10.244.2.7") {
+				return "a pod no longer served keeps its reroute:\n" + p
+			}
+			return ""
+		}},
+		{"Service deleted", func(s *Snapshot, ch *Changes) {
+			replace(&s.Services, "prod/db", nil)
+			ch.Services = map[string]*corev1.Service{"prod/db": nil}
+		}, func() string {
+			if l := ovn.Nbctl("lb-list"); strings.Contains(l, "10.96.0.50") {
+				return "the deleted Service's load balancer stays:\n" + l
+			}
+			return ""
+		}},
+		{"EgressIP deleted", func(s *Snapshot, ch *Changes) {
+			replace(&s.EgressIPs, "egress-prod", nil)
+			ch.EgressIPs = map[string]*unstructured.Unstructured{"egress-prod": nil}
+		}, func() string {
+			if n := ovn.Nbctl("lr-nat-list", "GR_ovn-worker"); strings.Contains(n, "172.18.0.44") {
+				return "the deleted EgressIP's SNAT stays:\n" + n
+			}
+			return ""
+		}},
+	} {
+		before := incremental()
+		ch := &Changes{}
+		step.edit(&s, ch)
+		s.Changed = ch
+		if err := d.Cluster(ctx, s); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		if incremental() != before+1 {
+			t.Fatalf("%s: not computed incrementally", step.name)
+		}
+		if step.check != nil {
+			if msg := step.check(); msg != "" {
+				t.Errorf("%s: %s", step.name, msg)
+			}
+		}
+		full := s
+		full.Changed = nil
+		if err := d.Verify(ctx, full); err != nil {
+			t.Errorf("%s: the NB does not hold the full recompute's rows: %v", step.name, err)
+		}
+	}
+}
+
+// missing is "" when out contains want, else says it does not.
+func missing(out, want string) string {
+	if strings.Contains(out, want) {
+		return ""
+	}
+	return "no " + want + " in:\n" + out
+}
+
+// histogramCount is the number of observations of h.
+func histogramCount(t *testing.T, h prometheus.Observer) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := h.(prometheus.Metric).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return float64(m.GetHistogram().GetSampleCount())
+}
