@@ -32,4 +32,68 @@
 // computed without it. Repairs are counted in ovnedge_nb_repairs_total
 // and ovnedge_nb_repaired_owners_total (by reason: changed, reconnected,
 // topology, periodic) and ovnedge_flow_repairs_total (by bridge).
+//
+// # The leader's incremental path
+//
+// ComputeCluster recomputes the whole cluster; the leader runs it only
+// as the reference and safety net. Its cluster loop takes, with each
+// Snapshot, the objects that changed since the last one
+// (Watcher.TakeChanges: the informers' handlers note each changed
+// object's key by kind, and the objects are read back from the stores
+// when taken, so a burst of events on one object is one change), and a
+// clusterIndex applies them:
+//
+//   - nodes: each node's annotations are parsed when it changes; the
+//     egress node list, its events and the nodes of the load balancers
+//     follow (O(nodes), no JSON but the changed node's). EgressIPs whose
+//     status names a node whose parse changed get their rows again.
+//   - namespace -> EgressIPs: a namespace's change is matched against
+//     every EgressIP's namespace selector (O(EgressIPs)); those whose
+//     selection of it changes start or stop serving its pods.
+//   - pod -> EgressIPs: a pod's change is matched against the EgressIPs
+//     selecting its namespace and those serving it; only those whose
+//     served pods change get their rows again.
+//   - EgressIP: parsed, its selector compiled, its namespaces and pods
+//     selected again (O(namespaces + its namespaces' pods)).
+//   - the assignment (egress.Assign, and HostHold) runs again over every
+//     EgressIP and node, no pod, when a node or an EgressIP changed or a
+//     wake (reachability, a hold running out: Changes.Reassign) came;
+//     EgressIPs whose status changed get their rows again.
+//   - the cluster-wide egress rows (ClusterState: the served pods'
+//     address set, the node policies) are computed again when a pod joins
+//     or leaves the pods of the assigned EgressIPs (reference counts), a
+//     served pod's address changes, or a node's addresses do; the
+//     reply-port fallback when a served address or an external
+//     externalTrafficPolicy=Local Service or its slices change.
+//   - Service/EndpointSlice -> its load balancers: a Service's change, or
+//     a change of a slice labelled with its name (before or after), computes
+//     that Service's load balancers alone (lbsvc.ServiceState). LB IPAM
+//     and the VIP dedup, first come first served over every Service with
+//     VIPs (LoadBalancer, or ExternalIPs), run again only when such a
+//     Service changes, over those Services only; the others neither take
+//     nor lose an address there.
+//
+// Wider recomputes: a node joining or leaving, or a change of its
+// addresses (node-primary-ifaddr, host-cidrs, its chassis: what
+// lbsvc.Node holds) recomputes every Service's load balancers, the
+// Load_Balancer_Groups and the NodePort template variables (every
+// Service's per-node rows name every node); a node's Ready condition,
+// labels or capacity do not. Kube-OVN's LoadBalancer Services
+// (--enable-lb-svc) and the underlay modes are not indexed: with them
+// every reconcile is a full one, as is one after a change of a kind the
+// index does not follow (Subnets, NADs, lb-svc Deployments, the NAT
+// ConfigMap, BGP peers).
+//
+// The owners whose state may have changed are ClusterState.Dirty; the
+// NB sync compares and sends only those (and any not written yet:
+// refused, or lost and not yet repaired), so an event costs O(its
+// owners), not O(owners). Dirty owners a failed pass did not sync stay
+// dirty. The index is rebuilt from a Snapshot (the same code from empty,
+// proved equal to ComputeCluster after every step of long random edit
+// sequences by TestIncrementalMatchesFull) on start, on gaining the
+// leadership, when a compute fails, and every 10 minutes as a safety net
+// against a missed change. What stays O(cluster) per event: the
+// Snapshot's listing of the caches (pointers only) and the statuses'
+// comparison (EgressIPs already found holding their status are not
+// parsed again).
 package daemon

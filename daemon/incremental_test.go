@@ -111,6 +111,8 @@ func (m *model) node(i int, ready, assignable bool, variant int) *corev1.Node {
 		ann["k8s.ovn.org/node-subnets"] = "not json"
 	case 3: // no annotations at all
 		ann = nil
+	case 4: // another join address (the nexthop of its egress IPs)
+		ann["k8s.ovn.org/node-gateway-router-lrp-ifaddr"] = fmt.Sprintf(`{"ipv4":"100.64.1.%d/16"}`, i+3)
 	}
 	status := corev1.ConditionTrue
 	if !ready {
@@ -355,7 +357,7 @@ func (m *model) edit(cs ClusterState) string {
 			m.ch.Nodes[name] = nil
 			return "node-delete"
 		}
-		m.putNode(m.node(i, m.r.IntN(4) != 0, m.r.IntN(3) != 0, m.r.IntN(4)))
+		m.putNode(m.node(i, m.r.IntN(4) != 0, m.r.IntN(3) != 0, m.r.IntN(5)))
 		return "node-change"
 	case 10, 11: // a Service added, changed, deleted
 		switch m.r.IntN(3) {
