@@ -293,14 +293,18 @@ func (d *Dataplane) Cluster(ctx context.Context, s Snapshot) error {
 // date, else computed anew (ComputeCluster, or with a new index). The
 // owners the NB sync has not taken yet stay dirty.
 func (d *Dataplane) computeCluster(s Snapshot) (ClusterState, error) {
-	if !incrementalSupported(d.params) {
-		d.index = nil
-		return ComputeCluster(s, d.params, d.Reachable, d.lastNodes)
-	}
 	x := d.index
 	mode := "incremental"
 	ch := s.Changed
-	if ch == nil || ch.Other || x == nil || !reflect.DeepEqual(x.p.LB, d.params.LB) {
+	if ch == nil || ch.Other || x == nil || !incrementalSupported(d.params) || !reflect.DeepEqual(x.p.LB, d.params.LB) {
+		s, err := s.WithPods()
+		if err != nil {
+			return ClusterState{}, err
+		}
+		if !incrementalSupported(d.params) {
+			d.index = nil
+			return ComputeCluster(s, d.params, d.Reachable, d.lastNodes)
+		}
 		mode = "full"
 		x = newClusterIndex(d.params, d.Reachable, d.lastNodes)
 		ch = SnapshotChanges(s)

@@ -190,12 +190,11 @@ func Run(ctx context.Context, cfg *Config, c *Clients, r Reconcilers, env Env) e
 			if !leading.Load() {
 				return nil // a follower computes nothing cluster-wide
 			}
-			s, err := w.Snapshot()
+			s, err := w.clusterSnapshot(changed)
 			if err != nil {
 				w.RequestFull()
 				return err
 			}
-			s.Changed = changed
 			return r.Cluster(ctx, s)
 		})
 	}()

@@ -59,6 +59,23 @@ type Snapshot struct {
 	// Snapshot the cluster loop took (Watcher.TakeChanges): the leader
 	// recomputes only what they reach. nil: everything.
 	Changed *Changes
+	// listPods, when not nil, lists Pods, which a Snapshot with Changed
+	// leaves out (the incremental path does not read them): see
+	// WithPods.
+	listPods func() ([]*corev1.Pod, error)
+}
+
+// WithPods returns s with its Pods listed, when they were left out.
+func (s Snapshot) WithPods() (Snapshot, error) {
+	if s.listPods == nil {
+		return s, nil
+	}
+	pods, err := s.listPods()
+	if err != nil {
+		return s, fmt.Errorf("list pods: %w", err)
+	}
+	s.Pods, s.listPods = pods, nil
+	return s, nil
 }
 
 // Watcher runs shared informers for the kinds ovnedge reads and turns
@@ -352,6 +369,28 @@ func (w *Watcher) Start(ctx context.Context) error {
 
 // Snapshot lists every cached object.
 func (w *Watcher) Snapshot() (Snapshot, error) {
+	s, err := w.snapshot()
+	if err != nil {
+		return s, err
+	}
+	return s.WithPods()
+}
+
+// clusterSnapshot is the cluster loop's Snapshot: with changed, its Pods
+// are left out until WithPods (the incremental path reads the changed
+// pods only).
+func (w *Watcher) clusterSnapshot(changed *Changes) (Snapshot, error) {
+	if changed == nil {
+		return w.Snapshot()
+	}
+	s, err := w.snapshot()
+	s.Changed = changed
+	return s, err
+}
+
+// snapshot lists every cached object but the Pods (listPods lists
+// them).
+func (w *Watcher) snapshot() (Snapshot, error) {
 	var s Snapshot
 	var err error
 	all := labels.Everything()
@@ -362,9 +401,7 @@ func (w *Watcher) Snapshot() (Snapshot, error) {
 	if s.Namespaces, err = lister.Namespaces().Lister().List(all); err != nil {
 		return s, fmt.Errorf("list namespaces: %w", err)
 	}
-	if s.Pods, err = lister.Pods().Lister().List(all); err != nil {
-		return s, fmt.Errorf("list pods: %w", err)
-	}
+	s.listPods = func() ([]*corev1.Pod, error) { return lister.Pods().Lister().List(all) }
 	if s.Services, err = lister.Services().Lister().List(all); err != nil {
 		return s, fmt.Errorf("list services: %w", err)
 	}

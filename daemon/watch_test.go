@@ -5,9 +5,13 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // TestWatcherRunLoop checks that a manifest change reaches the reconcile
@@ -66,4 +70,70 @@ func TestWatcherRunLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait("the new node", func(s Snapshot) bool { return len(s.Nodes) == 1 && len(s.EgressIPs) == 1 })
+}
+
+// TestWatcherTakeChanges: the first take asks for a full recompute; then
+// each changed object comes once, as the store holds it (a deleted one as
+// nil), and RequestFull and RequestReassign show in the next take.
+func TestWatcherTakeChanges(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	src := NewManifestSource(t.TempDir(), log)
+	w := NewWatcher(src.Clientset, src.Dynamic, log)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ch := w.TakeChanges(); ch != nil {
+		t.Fatalf("first take %+v, want nil (full)", ch)
+	}
+	core := src.Clientset.CoreV1()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "prod"}}
+	if _, err := core.Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "web-0", Labels: map[string]string{"app": "a"}}}
+	if _, err := core.Pods("prod").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod.Labels["app"] = "b"
+	if _, err := core.Pods("prod").Update(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	take := func(what string, cond func(*Changes) bool) *Changes {
+		t.Helper()
+		all := &Changes{Namespaces: map[string]*corev1.Namespace{}, Pods: map[string]*corev1.Pod{}}
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			ch := w.TakeChanges()
+			if ch == nil {
+				t.Fatalf("%s: a take asked for a full recompute", what)
+			}
+			maps.Copy(all.Namespaces, ch.Namespaces)
+			maps.Copy(all.Pods, ch.Pods)
+			all.Reassign = all.Reassign || ch.Reassign
+			if cond(all) {
+				return all
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Fatalf("timed out waiting for %s: %+v", what, all)
+		return nil
+	}
+	take("the namespace and the relabelled pod", func(ch *Changes) bool {
+		p := ch.Pods["prod/web-0"]
+		return ch.Namespaces["prod"] != nil && p != nil && p.Labels["app"] == "b"
+	})
+	if err := core.Pods("prod").Delete(ctx, "web-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	take("the deleted pod", func(ch *Changes) bool { p, ok := ch.Pods["prod/web-0"]; return ok && p == nil })
+	w.RequestReassign()
+	if ch := w.TakeChanges(); ch == nil || !ch.Reassign || ch.Len() != 0 {
+		t.Errorf("after RequestReassign: %+v, want Reassign and no object", ch)
+	}
+	w.RequestFull()
+	if ch := w.TakeChanges(); ch != nil {
+		t.Errorf("after RequestFull: %+v, want nil", ch)
+	}
 }
