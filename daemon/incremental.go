@@ -270,10 +270,31 @@ func (x *clusterIndex) setNode(ps *pass, k string, n *corev1.Node) {
 	}
 	parsed, err := egress.ParseNode(n)
 	np := &nodeParse{obj: n, parsed: parsed, err: err}
+	if old != nil && quietNodeUpdate(old, np) {
+		// Only the resourceVersion (a heartbeat, a condition's times):
+		// no other node, EgressIP or load balancer depends on it.
+		x.nodes[k] = np
+		if i, ok := slices.BinarySearchFunc(x.eNodes, k, func(n egress.Node, name string) int { return strings.Compare(n.Name, name) }); ok {
+			x.eNodes[i].Version = parsed.Version
+		}
+		return
+	}
 	x.nodes[k] = np
 	if old == nil || (old.err == nil) != (err == nil) || !reflect.DeepEqual(old.parsed, parsed) {
 		ps.changedNodes[k] = true
 	}
+}
+
+// quietNodeUpdate reports whether a node's update changes nothing but
+// the parse's Version: its annotations parse as before and its load
+// balancers' view is the same.
+func quietNodeUpdate(old, cur *nodeParse) bool {
+	if old.err != nil || cur.err != nil {
+		return false
+	}
+	a, b := old.parsed, cur.parsed
+	a.Version = b.Version
+	return reflect.DeepEqual(a, b) && reflect.DeepEqual(lbsvc.NodeOf(old.obj, old.parsed), lbsvc.NodeOf(cur.obj, cur.parsed))
 }
 
 // nodesChanged recomputes what every node counts for: the egress node

@@ -343,9 +343,16 @@ func (m *model) edit(cs ClusterState) string {
 			}
 		}
 		return "status-write"
-	case 8: // a node ready / not ready
+	case 8: // a node ready / not ready, or only its heartbeat
 		n := m.nodes[m.pick(slices.Sorted(maps.Keys(m.nodes)))].DeepCopy()
+		m.seq++
+		n.ResourceVersion = fmt.Sprint(m.seq)
 		c := &n.Status.Conditions[0]
+		if m.r.IntN(3) == 0 {
+			c.LastHeartbeatTime = metav1.NewTime(m.start.Add(time.Duration(m.seq) * time.Second))
+			m.putNode(n)
+			return "node-heartbeat"
+		}
 		c.Status = map[bool]corev1.ConditionStatus{true: corev1.ConditionFalse, false: corev1.ConditionTrue}[c.Status == corev1.ConditionTrue]
 		m.putNode(n)
 		return "node-ready"
@@ -357,7 +364,10 @@ func (m *model) edit(cs ClusterState) string {
 			m.ch.Nodes[name] = nil
 			return "node-delete"
 		}
-		m.putNode(m.node(i, m.r.IntN(4) != 0, m.r.IntN(3) != 0, m.r.IntN(5)))
+		n := m.node(i, m.r.IntN(4) != 0, m.r.IntN(3) != 0, m.r.IntN(5))
+		m.seq++
+		n.ResourceVersion = fmt.Sprint(m.seq)
+		m.putNode(n)
 		return "node-change"
 	case 10, 11: // a Service added, changed, deleted
 		switch m.r.IntN(3) {
