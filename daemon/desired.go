@@ -382,32 +382,38 @@ func servedLocalPorts(served []egress.Served, svcs []*corev1.Service, eps []*dis
 	}
 	local := map[string]bool{}
 	for _, svc := range svcs {
-		external := svc.Spec.Type == corev1.ServiceTypeLoadBalancer || svc.Spec.Type == corev1.ServiceTypeNodePort || len(svc.Spec.ExternalIPs) > 0
-		if external && svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal {
+		if localExternal(svc) {
 			local[svc.Namespace+"/"+svc.Name] = true
 		}
 	}
 	var out []egress.ServedPort
 	for _, sl := range eps {
-		if !local[sl.Namespace+"/"+sl.Labels[discoveryv1.LabelServiceName]] {
-			continue
+		if local[sl.Namespace+"/"+sl.Labels[discoveryv1.LabelServiceName]] {
+			out = append(out, slicePorts(sl, func(ip netip.Addr) bool { return podIPs[ip] })...)
 		}
-		for _, ep := range sl.Endpoints {
-			for _, a := range ep.Addresses {
-				ip, err := netip.ParseAddr(a)
-				if err != nil || !podIPs[ip] {
+	}
+	return out
+}
+
+// slicePorts are the ports of sl's endpoints whose address served says
+// is a served pod's.
+func slicePorts(sl *discoveryv1.EndpointSlice, served func(netip.Addr) bool) []egress.ServedPort {
+	var out []egress.ServedPort
+	for _, ep := range sl.Endpoints {
+		for _, a := range ep.Addresses {
+			ip, err := netip.ParseAddr(a)
+			if err != nil || !served(ip) {
+				continue
+			}
+			for _, port := range sl.Ports {
+				if port.Port == nil {
 					continue
 				}
-				for _, port := range sl.Ports {
-					if port.Port == nil {
-						continue
-					}
-					proto := "tcp"
-					if port.Protocol != nil {
-						proto = strings.ToLower(string(*port.Protocol))
-					}
-					out = append(out, egress.ServedPort{IP: ip, Protocol: proto, Port: *port.Port})
+				proto := "tcp"
+				if port.Protocol != nil {
+					proto = strings.ToLower(string(*port.Protocol))
 				}
+				out = append(out, egress.ServedPort{IP: ip, Protocol: proto, Port: *port.Port})
 			}
 		}
 	}

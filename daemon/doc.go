@@ -46,7 +46,9 @@
 //   - nodes: each node's annotations are parsed when it changes; the
 //     egress node list, its events and the nodes of the load balancers
 //     follow (O(nodes), no JSON but the changed node's). EgressIPs whose
-//     status names a node whose parse changed get their rows again.
+//     status names a node whose parse changed get their rows again. An
+//     update that changes only the node's resourceVersion (a condition's
+//     heartbeat) changes nothing else.
 //   - namespace -> EgressIPs: a namespace's change is matched against
 //     every EgressIP's namespace selector (O(EgressIPs)); those whose
 //     selection of it changes start or stop serving its pods.
@@ -92,8 +94,10 @@
 // proved equal to ComputeCluster after every step of long random edit
 // sequences by TestIncrementalMatchesFull) on start, on gaining the
 // leadership, when a compute fails, and every 10 minutes as a safety net
-// against a missed change. What stays O(cluster) per event: the
-// Snapshot's listing of the caches (pointers only) and the statuses'
-// comparison (EgressIPs already found holding their status are not
-// parsed again).
+// against a missed change. What stays O(cluster) per event, in pointers
+// and map lookups only: the Snapshot's listing of the caches but the
+// Pods (listed for a full recompute only), the statuses' comparison
+// (EgressIPs already found holding their status are not parsed again)
+// and the scan for owners not written; the assignment is O(EgressIPs +
+// nodes) when it runs.
 package daemon

@@ -803,24 +803,7 @@ func (x *clusterIndex) localPorts() []egress.ServedPort {
 	var out []egress.ServedPort
 	for k := range x.local {
 		for _, sl := range x.slicesBy[k] {
-			for _, ep := range sl.Endpoints {
-				for _, a := range ep.Addresses {
-					ip, err := netip.ParseAddr(a)
-					if err != nil || x.anyRef[ip] == 0 {
-						continue
-					}
-					for _, port := range sl.Ports {
-						if port.Port == nil {
-							continue
-						}
-						proto := "tcp"
-						if port.Protocol != nil {
-							proto = strings.ToLower(string(*port.Protocol))
-						}
-						out = append(out, egress.ServedPort{IP: ip, Protocol: proto, Port: *port.Port})
-					}
-				}
-			}
+			out = append(out, slicePorts(sl, func(ip netip.Addr) bool { return x.anyRef[ip] > 0 })...)
 		}
 	}
 	return out

@@ -41,40 +41,6 @@ func TestClusterIncrementalNB(t *testing.T) {
 		}
 		return n
 	}
-	replace := func(list any, key string, obj any) {
-		switch l := list.(type) {
-		case *[]*corev1.Node:
-			*l = slices.DeleteFunc(slices.Clone(*l), func(o *corev1.Node) bool { return o.Name == key })
-			if obj != nil {
-				*l = append(*l, obj.(*corev1.Node))
-			}
-		case *[]*corev1.Namespace:
-			*l = slices.DeleteFunc(slices.Clone(*l), func(o *corev1.Namespace) bool { return o.Name == key })
-			if obj != nil {
-				*l = append(*l, obj.(*corev1.Namespace))
-			}
-		case *[]*corev1.Pod:
-			*l = slices.DeleteFunc(slices.Clone(*l), func(o *corev1.Pod) bool { return o.Namespace+"/"+o.Name == key })
-			if obj != nil {
-				*l = append(*l, obj.(*corev1.Pod))
-			}
-		case *[]*corev1.Service:
-			*l = slices.DeleteFunc(slices.Clone(*l), func(o *corev1.Service) bool { return o.Namespace+"/"+o.Name == key })
-			if obj != nil {
-				*l = append(*l, obj.(*corev1.Service))
-			}
-		case *[]*discoveryv1.EndpointSlice:
-			*l = slices.DeleteFunc(slices.Clone(*l), func(o *discoveryv1.EndpointSlice) bool { return o.Namespace+"/"+o.Name == key })
-			if obj != nil {
-				*l = append(*l, obj.(*discoveryv1.EndpointSlice))
-			}
-		case *[]*unstructured.Unstructured:
-			*l = slices.DeleteFunc(slices.Clone(*l), func(o *unstructured.Unstructured) bool { return o.GetName() == key })
-			if obj != nil {
-				*l = append(*l, obj.(*unstructured.Unstructured))
-			}
-		}
-	}
 	node := func(name string) *corev1.Node {
 		i := slices.IndexFunc(s.Nodes, func(n *corev1.Node) bool { return n.Name == name })
 		return s.Nodes[i].DeepCopy()
@@ -95,14 +61,14 @@ func TestClusterIncrementalNB(t *testing.T) {
 		{"node labelled egress-assignable", func(s *Snapshot, ch *Changes) {
 			n := node("ovn-worker")
 			n.Labels = map[string]string{"k8s.ovn.org/egress-assignable": ""}
-			replace(&s.Nodes, n.Name, n)
+			replaceObj(&s.Nodes, n.Name, n)
 			ch.Nodes = map[string]*corev1.Node{n.Name: n}
 		}, nil},
 		{"pod added", func(s *Snapshot, ch *Changes) {
 			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "db-0", Labels: map[string]string{"app": "db"}},
 				Spec: corev1.PodSpec{NodeName: "ovn-worker2"}, Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.244.2.7",
 					PodIPs: []corev1.PodIP{{IP: "10.244.2.7"}}}}
-			replace(&s.Pods, "prod/db-0", p)
+			replaceObj(&s.Pods, "prod/db-0", p)
 			ch.Pods = map[string]*corev1.Pod{"prod/db-0": p}
 		}, func() string {
 			return missing(ovn.Nbctl("lr-policy-list", ovsdbnb.ClusterRouter), "ip4.src == 10.244.2.7")
@@ -111,27 +77,27 @@ func TestClusterIncrementalNB(t *testing.T) {
 			svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "db"}, Spec: corev1.ServiceSpec{
 				Type: corev1.ServiceTypeClusterIP, ClusterIP: "10.96.0.50", ClusterIPs: []string{"10.96.0.50"},
 				Ports: []corev1.ServicePort{{Name: "pg", Protocol: corev1.ProtocolTCP, Port: 5432}}}}
-			replace(&s.Services, "prod/db", svc)
+			replaceObj(&s.Services, "prod/db", svc)
 			sl := slice("10.244.2.7")
-			replace(&s.EndpointSlices, "prod/db-x", sl)
+			replaceObj(&s.EndpointSlices, "prod/db-x", sl)
 			ch.Services = map[string]*corev1.Service{"prod/db": svc}
 			ch.EndpointSlices = map[string]*discoveryv1.EndpointSlice{"prod/db-x": sl}
 		}, func() string { return missing(ovn.Nbctl("lb-list"), "10.96.0.50:5432") }},
 		{"endpoint changed", func(s *Snapshot, ch *Changes) {
 			sl := slice("10.244.1.3")
-			replace(&s.EndpointSlices, "prod/db-x", sl)
+			replaceObj(&s.EndpointSlices, "prod/db-x", sl)
 			ch.EndpointSlices = map[string]*discoveryv1.EndpointSlice{"prod/db-x": sl}
 		}, func() string { return missing(ovn.Nbctl("lb-list"), "10.244.1.3:5432") }},
 		{"egress node NotReady", func(s *Snapshot, ch *Changes) {
 			n := node("ovn-worker2")
 			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}
-			replace(&s.Nodes, n.Name, n)
+			replaceObj(&s.Nodes, n.Name, n)
 			ch.Nodes = map[string]*corev1.Node{n.Name: n}
 		}, func() string { return missing(ovn.Nbctl("lr-nat-list", "GR_ovn-worker"), "172.18.0.44") }},
 		{"namespace relabelled", func(s *Snapshot, ch *Changes) {
 			ns := s.Namespaces[slices.IndexFunc(s.Namespaces, func(n *corev1.Namespace) bool { return n.Name == "prod" })].DeepCopy()
 			ns.Labels = map[string]string{"env": "dev"}
-			replace(&s.Namespaces, "prod", ns)
+			replaceObj(&s.Namespaces, "prod", ns)
 			ch.Namespaces = map[string]*corev1.Namespace{"prod": ns}
 		}, func() string {
 			if p := ovn.Nbctl("lr-policy-list", ovsdbnb.ClusterRouter); strings.Contains(p, "10.244.2.7") {
@@ -140,7 +106,7 @@ func TestClusterIncrementalNB(t *testing.T) {
 			return ""
 		}},
 		{"Service deleted", func(s *Snapshot, ch *Changes) {
-			replace(&s.Services, "prod/db", nil)
+			replaceObj(&s.Services, "prod/db", (*corev1.Service)(nil))
 			ch.Services = map[string]*corev1.Service{"prod/db": nil}
 		}, func() string {
 			if l := ovn.Nbctl("lb-list"); strings.Contains(l, "10.96.0.50") {
@@ -149,7 +115,7 @@ func TestClusterIncrementalNB(t *testing.T) {
 			return ""
 		}},
 		{"EgressIP deleted", func(s *Snapshot, ch *Changes) {
-			replace(&s.EgressIPs, "egress-prod", nil)
+			replaceObj(&s.EgressIPs, "egress-prod", (*unstructured.Unstructured)(nil))
 			ch.EgressIPs = map[string]*unstructured.Unstructured{"egress-prod": nil}
 		}, func() string {
 			if n := ovn.Nbctl("lr-nat-list", "GR_ovn-worker"); strings.Contains(n, "172.18.0.44") {
@@ -197,4 +163,18 @@ func histogramCount(t *testing.T, h prometheus.Observer) float64 {
 		t.Fatal(err)
 	}
 	return float64(m.GetHistogram().GetSampleCount())
+}
+
+// replaceObj makes *list hold obj (none when nil) in place of the object
+// of key ("<namespace>/<name>", or the name), in a new slice.
+func replaceObj[T interface {
+	comparable
+	GetNamespace() string
+	GetName() string
+}](list *[]T, key string, obj T) {
+	*list = slices.DeleteFunc(slices.Clone(*list), func(o T) bool { return objectKey(o.GetNamespace(), o.GetName()) == key })
+	var none T
+	if obj != none {
+		*list = append(*list, obj)
+	}
 }

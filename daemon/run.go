@@ -16,8 +16,23 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/util/workqueue"
 )
+
+// relay calls f on every receive from c (none when c is nil) until ctx
+// ends.
+func relay[T any](ctx context.Context, c <-chan T, f func()) {
+	if c == nil {
+		return
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c:
+			f()
+		}
+	}
+}
 
 // fullRecompute is how often the leader recomputes its whole desired
 // state from the informers' caches, whatever changed: the safety net of
@@ -198,52 +213,20 @@ func Run(ctx context.Context, cfg *Config, c *Clients, r Reconcilers, env Env) e
 			return r.Cluster(ctx, s)
 		})
 	}()
-	relay := func(wake <-chan struct{}, q workqueue.TypedRateLimitingInterface[string], key string) {
-		if wake == nil {
-			return
-		}
-		go func() {
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-wake:
-					q.Add(key)
-				}
-			}
-		}()
-	}
 	// A wake may change the EgressIPs' assignment without an object
 	// changing (an egress node's reachability, a hold running out).
-	go func() {
-		if env.Wake == nil {
-			return
-		}
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-env.Wake:
-				w.RequestReassign()
-				clusterQ.Add("cluster")
-			}
-		}
-	}()
+	go relay(ctx, env.Wake, func() {
+		w.RequestReassign()
+		clusterQ.Add("cluster")
+	})
+	go relay(ctx, env.NodeWake, func() { nodeQ.Add("node") })
 	// The full recompute stays, as a safety net, every fullRecompute.
-	go func() {
-		t := time.NewTicker(fullRecompute)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				w.RequestFull()
-				clusterQ.Add("cluster")
-			}
-		}
-	}()
-	relay(env.NodeWake, nodeQ, "node")
+	full := time.NewTicker(fullRecompute)
+	defer full.Stop()
+	go relay(ctx, full.C, func() {
+		w.RequestFull()
+		clusterQ.Add("cluster")
+	})
 	lease := env.Lease
 	if lease.Identity == "" {
 		// Unique per process (as client-go advises): two candidates
