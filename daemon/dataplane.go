@@ -119,8 +119,13 @@ type Dataplane struct {
 	program   ovsflow.Program
 	// lastSelf is this node's last good parse of its k8s.ovn.org
 	// annotations (Params.LastGood).
-	lastSelf  *egress.Node
-	responder *arp.Responder
+	lastSelf *egress.Node
+	// fence silences the OVN-hosted egress IPs the node lost for a while
+	// (egress.Fence); fenceTimer asks for the reconcile that lifts the
+	// next fence.
+	fence      egress.Fence
+	fenceTimer *time.Timer
+	responder  *arp.Responder
 	// The provider bridge (seed 003): its applier and program, and the
 	// responder of the underlay VIPs on the underlay interface.
 	provPorts   *ovsflow.OVSDBPorts // its own monitor: an Applier consumes its ports' Changed
@@ -177,6 +182,9 @@ func (d *Dataplane) Close() {
 	}
 	d.cmu.Unlock()
 	d.nmu.Lock()
+	if d.fenceTimer != nil {
+		d.fenceTimer.Stop()
+	}
 	if d.speaker != nil {
 		d.stopSpeaker()
 	}
@@ -774,6 +782,9 @@ func (d *Dataplane) Node(ctx context.Context, s Snapshot) error {
 	if err != nil {
 		return err
 	}
+	if p.EnableEgressIP {
+		d.fenceLost(&ns, p.Patch)
+	}
 	// Each part runs whatever the others did: a bad egress IP on a host
 	// interface blocks neither the flows nor the L2 announcements.
 	var errs []error
@@ -822,6 +833,26 @@ func (d *Dataplane) Node(ctx context.Context, s Snapshot) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// fenceLost adds to ns the fence flows of the OVN-hosted egress IPs the
+// node lost in the last egress.FenceHold and arms the reconcile that lifts
+// the next fence. A fence that cannot be built is logged, never in the way
+// of the rest.
+func (d *Dataplane) fenceLost(ns *NodeState, patch string) {
+	fenced, next := d.fence.Update(time.Now(), ns.Held)
+	if err := ns.Fence(patch, fenced); err != nil {
+		d.log.Warn("egress IPs this node lost are not fenced", "ips", fenced, "err", err)
+	}
+	if next.IsZero() || d.Kick == nil {
+		return
+	}
+	wait := time.Until(next) + 10*time.Millisecond
+	if d.fenceTimer == nil {
+		d.fenceTimer = time.AfterFunc(wait, d.Kick)
+	} else {
+		d.fenceTimer.Reset(wait)
+	}
 }
 
 // Event reasons of the BGP sessions, on the node's object.
