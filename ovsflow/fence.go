@@ -22,10 +22,14 @@ const PriorityEgressFence = 120
 // of ips are dropped, so a chassis whose ovn-controller has not yet
 // removed the IP's NAT (lagging, or cut off from the Southbound database)
 // cannot answer for it beside the new owner. Gratuitous ARPs (requests)
-// pass: the new owner's first one must not be lost if the IP comes back.
+// pass: the node's first one must not be lost if the IP comes back to it.
+// IPv6 has no such distinction here (solicited and unsolicited
+// advertisements are both type 136), so an IPv6 egress IP that comes back
+// while fenced loses OVN's first unsolicited advertisement; OVN repeats it
+// a second later.
 //
 //	120 arp,in_port=<patch>,arp_spa=<ip>,arp_op=2        -> drop
-//	120 icmp6,in_port=<patch>,icmp_type=136,nd_target=<ip> -> drop
+//	120 icmp6,in_port=<patch>,icmp_type=136,icmp_code=0,nd_target=<ip> -> drop
 func EgressFence(patch string, ips []netip.Addr) ([]Flow, error) {
 	if len(ips) == 0 {
 		return nil, nil
