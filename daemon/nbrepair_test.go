@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -15,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
@@ -317,6 +319,13 @@ func TestDaemonRestartNoChurn(t *testing.T) {
 	log, stop := startMain(t, daemonArgs(dir, ovn.NB))
 	waitNB(t, c, want, 2*time.Minute, log)
 	stop()
+	first := log
+	defer func() {
+		if t.Failed() {
+			l := first.String()
+			t.Logf("first daemon's log (last 15000 bytes):\n%s", l[max(0, len(l)-15000):])
+		}
+	}()
 
 	policies := testbed.WatchNB(t, ovn.NB, nbdb.LogicalRouterPolicyTable, &nbdb.LogicalRouterPolicy{},
 		func(p *nbdb.LogicalRouterPolicy) string { return p.Match })
@@ -398,4 +407,81 @@ func BenchmarkNBWipedRepair(b *testing.B) {
 	b.ReportMetric(ms(wiped[len(wiped)/2]), "wiped-p50-ms")
 	b.ReportMetric(float64(len(want)), "owners")
 	b.Logf("repair after the topology's return: %v", repair)
+}
+
+// TestSyncLostStartsFromNB: after a sync whose outcome is unknown (the
+// connection lost, or the context ended, with a transaction out: here
+// the daemon's record of its egress rows left as it was before a sync
+// that committed), the next sync starts its make-before-break steps from
+// the rows in the NB and deletes or inserts no router policy or NAT. The
+// control case, which forgets only the owners written (as the daemon did
+// before), deletes the policies the lost sync committed and inserts them
+// again. A former leader (Leading(false)) writes nothing, nor does a
+// reconcile whose context has ended.
+func TestSyncLostStartsFromNB(t *testing.T) {
+	const n = 20
+	ovn, dir, c, _ := egressNB(t, n)
+	want := renderedNB(t, c, dir)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		lost  func(d *Dataplane)
+		churn bool
+	}{
+		{"syncLost", func(d *Dataplane) { d.syncLost() }, false},
+		{"control: owners forgotten only", func(d *Dataplane) { d.synced = nil }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := demoConfig(t, "--nb-address", ovn.NB, "--manifests", dir, "--egressip-reachability-total-timeout", "0")
+			s, clients, err := LoadSnapshot(ctx, cfg, quiet)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := NewDataplane(cfg, clients, record.NewFakeRecorder(1000), NewMetrics(), quiet)
+			defer d.Close()
+			d.Leading(true)
+			if err := d.Cluster(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+			waitNB(t, c, want, time.Minute, &lockedBuilder{})
+			d.cmu.Lock()
+			d.lastEIP = map[ovsdbnb.Owner]ovsdbnb.State{} // as before a first sync that committed
+			tc.lost(d)
+			d.cmu.Unlock()
+
+			policies := testbed.WatchNB(t, ovn.NB, nbdb.LogicalRouterPolicyTable, &nbdb.LogicalRouterPolicy{},
+				func(p *nbdb.LogicalRouterPolicy) string { return p.Match })
+			nats := testbed.WatchNB(t, ovn.NB, nbdb.NATTable, &nbdb.NAT{}, func(n *nbdb.NAT) string { return n.ExternalIP })
+			if err := d.Cluster(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+			waitNB(t, c, want, 30*time.Second, &lockedBuilder{})
+			time.Sleep(200 * time.Millisecond) // the watches' events
+			pi, pd := policies.Churn()
+			ni, nd := nats.Churn()
+			if churn := pi+pd+ni+nd > 0; churn != tc.churn {
+				t.Errorf("policies %d inserted, %d deleted; NATs %d inserted, %d deleted; want churn %v", pi, pd, ni, nd, tc.churn)
+			}
+		})
+	}
+
+	t.Run("former leader and ended context", func(t *testing.T) {
+		cfg := demoConfig(t, "--nb-address", ovn.NB, "--manifests", dir, "--egressip-reachability-total-timeout", "0")
+		s, clients, err := LoadSnapshot(ctx, cfg, quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := NewDataplane(cfg, clients, record.NewFakeRecorder(1000), NewMetrics(), quiet)
+		defer d.Close()
+		d.Leading(false)
+		if err := d.Cluster(ctx, s); err != nil || d.nb != nil {
+			t.Errorf("a former leader's reconcile: %v, NB client %v; want nothing done", err, d.nb)
+		}
+		d.Leading(true)
+		done, cancel := context.WithCancel(ctx)
+		cancel()
+		if err := d.Cluster(done, s); !errors.Is(err, context.Canceled) || d.nb != nil {
+			t.Errorf("a reconcile after its context ended: %v, NB client %v; want context.Canceled and nothing done", err, d.nb)
+		}
+	})
 }
