@@ -18,7 +18,9 @@ import (
 // (ovsdbnb.Client.TakeChanges): when rows of an owner ovnedge synced are
 // changed, deleted or detached by someone else, that owner is synced
 // again with the State it last wrote, a few hundred milliseconds later
-// (repairDelay), and the repair is logged with what it wrote. A
+// (repairDelay), and the repair is logged with what it wrote. The
+// monitor's echo of ovnedge's own writes is recognised by the rows being
+// what was written (ovsdbnb.Client.Drifted) and costs no sync. A
 // reconnection (the NB restarted, a RAFT leader changed, the database
 // wiped and created again) and a router, switch or load balancer group
 // created or deleted (the topology restored) repair every owner, and ask

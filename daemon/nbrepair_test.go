@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"net/http"
 	"regexp"
@@ -484,4 +485,62 @@ func TestSyncLostStartsFromNB(t *testing.T) {
 			t.Errorf("a reconcile after its context ended: %v, NB client %v; want context.Canceled and nothing done", err, d.nb)
 		}
 	})
+}
+
+// TestRepairIgnoresEchoes: the NB monitor reports the leader's own
+// writes as changes of every owner written; the repair finds their rows
+// equal to what was written and syncs nothing (no operation, no repair
+// counted), while a row deleted by hand is repaired.
+func TestRepairIgnoresEchoes(t *testing.T) {
+	ovn, dir, c, _ := egressNB(t, 20)
+	want := renderedNB(t, c, dir)
+	ctx := context.Background()
+	cfg := demoConfig(t, "--nb-address", ovn.NB, "--manifests", dir, "--egressip-reachability-total-timeout", "0")
+	s, clients, err := LoadSnapshot(ctx, cfg, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &lockedBuilder{}
+	m := NewMetrics()
+	d := NewDataplane(cfg, clients, record.NewFakeRecorder(1000), m,
+		slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	defer d.Close()
+	d.Leading(true)
+	if err := d.Cluster(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	ops := func() float64 {
+		n := 0.0
+		for _, op := range []string{"insert", "update", "mutate", "delete"} {
+			n += value(t, m.NBOps.WithLabelValues(op))
+		}
+		return n
+	}
+	written := ops()
+	waitLog := func(msg string) string {
+		t.Helper()
+		for begin := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+			if l := grepLog(logs.String(), msg); l != "" {
+				return l
+			}
+			if time.Since(begin) > 20*time.Second {
+				t.Fatalf("no %q logged:\n%s", msg, grepLog(logs.String(), "northbound"))
+			}
+		}
+	}
+	echo := waitLog("northbound: nothing to repair")
+	if !strings.Contains(echo, "echoes=") || strings.Contains(echo, "drifted=") {
+		t.Errorf("the echo of the leader's writes: %s; want echoes only", echo)
+	}
+	if n := ops(); n != written || value(t, m.NBRepairs.WithLabelValues(reasonChanged.label)) != 0 {
+		t.Errorf("the echo of the leader's writes cost %v NB operations and %v repairs, want none", n-written,
+			value(t, m.NBRepairs.WithLabelValues(reasonChanged.label)))
+	}
+
+	ovn.Nbctl("lr-policy-del", ovsdbnb.ClusterRouter, nbUUID(t, ovn, "Logical_Router_Policy", "priority=100", `match="ip4.src == 10.244.0.3"`))
+	l := waitLog("northbound: repaired rows changed behind ovnedge's back")
+	if !strings.Contains(l, "EgressIP/eip0 (Logical_Router_Policy deleted)") || !strings.Contains(l, "inserted=1") {
+		t.Errorf("repair of a policy deleted by hand: %s", l)
+	}
+	waitNB(t, c, want, 20*time.Second, logs)
 }
