@@ -451,6 +451,14 @@ func (s *soak) sample(begin time.Time) {
 // report reports the convergence times (and NB lags) per fault kind and
 // the RSS of each daemon process: first, last and max sample.
 func (s *soak) report() {
+	// Each line is logged and, with SOAK_OUT, written to report.txt
+	// there (a benchmark's log may be cut short).
+	var report []string
+	logf := func(format string, args ...any) {
+		l := fmt.Sprintf(format, args...)
+		report = append(report, l)
+		s.b.Log(l)
+	}
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	r := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
 	faults := 0
@@ -469,7 +477,7 @@ func (s *soak) report() {
 		for i, d := range s.took[f] {
 			all = append(all, fmt.Sprintf("%v(nb %v)", r(d), r(s.nbTook[f][i])))
 		}
-		s.b.Logf("%-17s n=%-3d p50 %-9v max %-9v NB p50 %-9v max %-9v all %s", f, len(t), r(t[len(t)/2]), r(t[len(t)-1]),
+		logf("%-17s n=%-3d p50 %-9v max %-9v NB p50 %-9v max %-9v all %s", f, len(t), r(t[len(t)/2]), r(t[len(t)-1]),
 			r(nb[len(nb)/2]), r(nb[len(nb)-1]), strings.Join(all, " "))
 	}
 	s.b.ReportMetric(float64(faults), "faults")
@@ -490,20 +498,25 @@ func (s *soak) report() {
 			continue
 		}
 		peak := slices.MaxFunc(rs, func(a, b rssSample) int { return cmp.Compare(a.mib, b.mib) })
-		s.b.Logf("daemon process %d: %d samples over %v, RSS first %.1f last %.1f max %.1f MiB (at %v)", gen, len(rs),
+		logf("daemon process %d: %d samples over %v, RSS first %.1f last %.1f max %.1f MiB (at %v)", gen, len(rs),
 			(rs[len(rs)-1].at - rs[0].at).Round(time.Second), rs[0].mib, rs[len(rs)-1].mib, peak.mib, peak.at.Round(time.Second))
 	}
 	var lines []string
 	for _, r := range s.rss {
 		lines = append(lines, fmt.Sprintf("%v:%d:%.0f", r.at.Round(time.Second), r.gen, r.mib))
 	}
-	s.b.Logf("RSS MiB (time:instance:MiB): %s", strings.Join(lines, " "))
+	logf("RSS MiB (time:instance:MiB): %s", strings.Join(lines, " "))
 	if len(longest) > 1 {
 		first, last := longest[0].mib, longest[len(longest)-1].mib
 		peak := slices.MaxFunc(longest, func(a, b rssSample) int { return cmp.Compare(a.mib, b.mib) })
 		s.b.ReportMetric(last/first, "rss-growth")
 		s.b.ReportMetric(last, "rss-last-MiB")
 		s.b.ReportMetric(peak.mib, "rss-max-MiB")
+	}
+	if dir := os.Getenv("SOAK_OUT"); dir != "" {
+		if err := os.WriteFile(filepath.Join(dir, "report.txt"), []byte(strings.Join(report, "\n")+"\n"), 0o644); err != nil {
+			s.b.Error(err)
+		}
 	}
 }
 
