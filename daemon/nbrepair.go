@@ -280,7 +280,12 @@ func (d *Dataplane) repairCandidates(c *ovsdbnb.Client, ch ovsdbnb.Changes, reas
 func (d *Dataplane) repairBatch(ctx context.Context, c *ovsdbnb.Client, batch []ovsdbnb.Owner,
 	written map[ovsdbnb.Owner]ovsdbnb.State, reason repairReason) (ovsdbnb.Result, int, bool) {
 	d.cmu.Lock()
-	defer d.cmu.Unlock()
+	locked := time.Now()
+	defer func() {
+		held := time.Since(locked)
+		d.cmu.Unlock()
+		d.log.Debug("northbound: repair batch synced under the cluster lock", "owners", len(batch), "held", held)
+	}()
 	if d.nb != c || d.synced == nil {
 		return ovsdbnb.Result{}, 0, true
 	}

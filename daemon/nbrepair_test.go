@@ -410,6 +410,21 @@ func BenchmarkNBWipedRepair(b *testing.B) {
 	b.Logf("repair after the topology's return: %v", repair)
 }
 
+// leaderDataplane returns a leading Dataplane writing the NB at nb for
+// the manifests of dir, and their Snapshot; it is closed when t ends.
+func leaderDataplane(t *testing.T, nb, dir string, m *Metrics, log *slog.Logger) (*Dataplane, Snapshot) {
+	t.Helper()
+	cfg := demoConfig(t, "--nb-address", nb, "--manifests", dir, "--egressip-reachability-total-timeout", "0")
+	s, clients, err := LoadSnapshot(context.Background(), cfg, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := NewDataplane(cfg, clients, record.NewFakeRecorder(1000), m, log)
+	t.Cleanup(d.Close)
+	d.Leading(true)
+	return d, s
+}
+
 // TestSyncLostStartsFromNB: after a sync whose outcome is unknown (the
 // connection lost, or the context ended, with a transaction out: here
 // the daemon's record of its egress rows left as it was before a sync
@@ -433,14 +448,7 @@ func TestSyncLostStartsFromNB(t *testing.T) {
 		{"control: owners forgotten only", func(d *Dataplane) { d.synced = nil }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := demoConfig(t, "--nb-address", ovn.NB, "--manifests", dir, "--egressip-reachability-total-timeout", "0")
-			s, clients, err := LoadSnapshot(ctx, cfg, quiet)
-			if err != nil {
-				t.Fatal(err)
-			}
-			d := NewDataplane(cfg, clients, record.NewFakeRecorder(1000), NewMetrics(), quiet)
-			defer d.Close()
-			d.Leading(true)
+			d, s := leaderDataplane(t, ovn.NB, dir, NewMetrics(), quiet)
 			if err := d.Cluster(ctx, s); err != nil {
 				t.Fatal(err)
 			}
@@ -467,13 +475,7 @@ func TestSyncLostStartsFromNB(t *testing.T) {
 	}
 
 	t.Run("former leader and ended context", func(t *testing.T) {
-		cfg := demoConfig(t, "--nb-address", ovn.NB, "--manifests", dir, "--egressip-reachability-total-timeout", "0")
-		s, clients, err := LoadSnapshot(ctx, cfg, quiet)
-		if err != nil {
-			t.Fatal(err)
-		}
-		d := NewDataplane(cfg, clients, record.NewFakeRecorder(1000), NewMetrics(), quiet)
-		defer d.Close()
+		d, s := leaderDataplane(t, ovn.NB, dir, NewMetrics(), quiet)
 		d.Leading(false)
 		if err := d.Cluster(ctx, s); err != nil || d.nb != nil {
 			t.Errorf("a former leader's reconcile: %v, NB client %v; want nothing done", err, d.nb)
@@ -495,17 +497,9 @@ func TestRepairIgnoresEchoes(t *testing.T) {
 	ovn, dir, c, _ := egressNB(t, 20)
 	want := renderedNB(t, c, dir)
 	ctx := context.Background()
-	cfg := demoConfig(t, "--nb-address", ovn.NB, "--manifests", dir, "--egressip-reachability-total-timeout", "0")
-	s, clients, err := LoadSnapshot(ctx, cfg, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
 	logs := &lockedBuilder{}
 	m := NewMetrics()
-	d := NewDataplane(cfg, clients, record.NewFakeRecorder(1000), m,
-		slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	defer d.Close()
-	d.Leading(true)
+	d, s := leaderDataplane(t, ovn.NB, dir, m, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if err := d.Cluster(ctx, s); err != nil {
 		t.Fatal(err)
 	}

@@ -129,7 +129,10 @@ var faultKinds = []faultKind{
 // ms) and samples the daemon's RSS after each fault (MiB; rss-growth is
 // the last sample over the first of the longest-lived instance). A
 // killed daemon's successor waits for the old Lease to expire before it
-// leads: its convergence includes that takeover.
+// leads (it logs so): its convergence includes that takeover, which
+// would otherwise delay the next round whatever its fault. The NB lag
+// (nb-<kind>-max-ms, and p50 in the log) is when the NB alone held the
+// render for good. RSS is reported per daemon process: first, last, max.
 //
 // SOAK_SEED fixes the random sequence (the seed used is logged).
 // SOAK_FAULTS, a comma-separated list of fault kinds, injects only those
@@ -137,17 +140,10 @@ var faultKinds = []faultKind{
 // keeps one daemon process for the whole run, whose RSS then says
 // whether memory is flat). SOAK_LOG_LEVEL is the daemons' --log-level;
 // a round slower than SOAK_SLOW (default 2s) is logged, and with SOAK_OUT
-// (a directory) the daemon's log since its fault is written there. The NB lag (nb-<kind>-p50/max-ms) is when the NB alone held
-// the render for good.
+// (a directory) the daemon's log since its fault and the report are
+// written there.
 func BenchmarkSoak(b *testing.B) {
-	dur := 3 * time.Minute
-	if v := os.Getenv("SOAK"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			b.Fatalf("SOAK=%q: %v", v, err)
-		}
-		dur = d
-	}
+	dur := envDuration(b, "SOAK", 3*time.Minute)
 	seed := uint64(time.Now().UnixNano())
 	if v := os.Getenv("SOAK_SEED"); v != "" {
 		var err error
@@ -166,21 +162,12 @@ func BenchmarkSoak(b *testing.B) {
 			faults = append(faults, faultKinds[i])
 		}
 	}
-	slow := 2 * time.Second
-	if v := os.Getenv("SOAK_SLOW"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			b.Fatalf("SOAK_SLOW=%q: %v", v, err)
-		}
-		slow = d
+	slow := envDuration(b, "SOAK_SLOW", 2*time.Second)
+	var names []string
+	for _, f := range faults {
+		names = append(names, f.name)
 	}
-	b.Logf("soak of %v, SOAK_SEED=%d, faults %s", dur, seed, strings.Join(slices.Collect(func(yield func(string) bool) {
-		for _, f := range faults {
-			if !yield(f.name) {
-				return
-			}
-		}
-	}), ","))
+	b.Logf("soak of %v, SOAK_SEED=%d, faults %s", dur, seed, strings.Join(names, ","))
 	s := startSoak(b, rand.New(rand.NewPCG(seed, seed)), os.Getenv("SOAK_LOG_LEVEL"))
 	s.slow, s.faults = slow, faults
 	for b.Loop() {
@@ -199,6 +186,20 @@ func BenchmarkSoak(b *testing.B) {
 		}
 	}
 	s.report()
+}
+
+// envDuration is the duration in the environment variable name, def
+// when it is not set.
+func envDuration(b *testing.B, name string, def time.Duration) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		b.Fatalf("%s=%q: %v", name, v, err)
+	}
+	return d
 }
 
 // startSoak starts the cluster, the daemon and the informers.
