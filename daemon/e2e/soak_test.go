@@ -50,6 +50,10 @@ type soak struct {
 	faults []faultKind   // the fault kinds injected (SOAK_FAULTS)
 	// slowRounds counts the rounds slower than slow.
 	slowRounds int
+	// injected is how long the last fault took to inject (restarting
+	// ovs-vswitchd, restoring a wiped NB's topology): no check comes
+	// before its end.
+	injected time.Duration
 	// takeover, after a daemon was killed, is the offset in the log of
 	// its successor's start: the round converges once the successor
 	// logs that it leads.
@@ -181,6 +185,7 @@ func BenchmarkSoak(b *testing.B) {
 			f := s.faults[s.rng.IntN(len(s.faults))]
 			at := time.Now()
 			f.inject(s)
+			s.injected = time.Since(at)
 			s.converge(f.name, at)
 			s.sample(begin)
 		}
@@ -312,7 +317,8 @@ func (s *soak) converge(kind string, at time.Time) {
 	s.nbTook[kind] = append(s.nbTook[kind], nbAt)
 	if s.slow > 0 && took > s.slow {
 		s.slowRounds++
-		msg := fmt.Sprintf("%s: converged after %v (NB %v)", kind, took.Round(time.Millisecond), nbAt.Round(time.Millisecond))
+		msg := fmt.Sprintf("%s: converged after %v (NB %v; the fault took %v to inject, the first check came after)", kind,
+			took.Round(time.Millisecond), nbAt.Round(time.Millisecond), s.injected.Round(time.Millisecond))
 		if dir := os.Getenv("SOAK_OUT"); dir != "" {
 			file := filepath.Join(dir, fmt.Sprintf("slow-%02d-%s.log", s.slowRounds, kind))
 			if err := os.WriteFile(file, []byte(msg+"\n"+s.logSince(logFrom)), 0o644); err != nil {
