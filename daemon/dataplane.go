@@ -107,7 +107,13 @@ type Dataplane struct {
 	// repairing is why the NB drift repair asked for this reconcile
 	// (logged with what the reconcile writes), "" when it did not.
 	repairing repairReason
-	emitted   map[string]bool // events already recorded
+	// reread is set when a sync's outcome is unknown (syncLost): the
+	// next sync starts its make-before-break from the NB's rows.
+	reread bool
+	// resigned is set once this instance stopped leading (Leading):
+	// its cluster work writes nothing until it leads again.
+	resigned bool
+	emitted  map[string]bool // events already recorded
 	// noReplyQoS is set once the NB turned out not to take the
 	// reply-traffic QoS rules (logged once).
 	noReplyQoS bool
@@ -235,6 +241,9 @@ func (d *Dataplane) stopSpeaker() {
 func (d *Dataplane) Cluster(ctx context.Context, s Snapshot) error {
 	d.cmu.Lock()
 	defer d.cmu.Unlock()
+	if d.resigned || ctx.Err() != nil {
+		return ctx.Err() // no longer leading, or stopping: nothing is written
+	}
 	// Connected before the desired state is computed: whether the NB has
 	// load balancer templates decides its NodePort rows. An NB that cannot
 	// be reached fails the NB sync alone (the statuses are still written).
@@ -438,6 +447,9 @@ func (d *Dataplane) syncNB(ctx context.Context, s Snapshot, cs *ClusterState) ([
 	if err := d.connectNB(ctx); err != nil {
 		return nil, err
 	}
+	if err := d.startFromNB(); err != nil {
+		return nil, err
+	}
 	if d.sb == nil && len(d.cfg.SBAddress) > 0 {
 		w, err := d.dialSB(ctx)
 		if err != nil {
@@ -525,7 +537,7 @@ func (d *Dataplane) syncNB(ctx context.Context, s Snapshot, cs *ClusterState) ([
 		}
 		var se *ovsdbnb.SyncError
 		if err != nil && !errors.As(err, &se) {
-			d.synced = nil // unknown: resend everything
+			d.syncLost() // unknown: resend everything, from the NB's rows
 			return nil, fmt.Errorf("northbound sync: %w", err)
 		}
 		for o, st := range send {
