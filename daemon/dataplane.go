@@ -116,7 +116,13 @@ type Dataplane struct {
 	// repairing is why the NB drift repair asked for this reconcile
 	// (logged with what the reconcile writes), "" when it did not.
 	repairing repairReason
-	emitted   map[string]bool // events already recorded
+	// reread is set when a sync's outcome is unknown (syncLost): the
+	// next sync starts its make-before-break from the NB's rows.
+	reread bool
+	// resigned is set once this instance stopped leading (Leading):
+	// its cluster work writes nothing until it leads again.
+	resigned bool
+	emitted  map[string]bool // events already recorded
 	// noReplyQoS is set once the NB turned out not to take the
 	// reply-traffic QoS rules (logged once).
 	noReplyQoS bool
@@ -128,8 +134,13 @@ type Dataplane struct {
 	program   ovsflow.Program
 	// lastSelf is this node's last good parse of its k8s.ovn.org
 	// annotations (Params.LastGood).
-	lastSelf  *egress.Node
-	responder *arp.Responder
+	lastSelf *egress.Node
+	// fence silences the OVN-hosted egress IPs the node lost for a while
+	// (egress.Fence); fenceTimer asks for the reconcile that lifts the
+	// next fence.
+	fence      egress.Fence
+	fenceTimer *time.Timer
+	responder  *arp.Responder
 	// The provider bridge (seed 003): its applier and program, and the
 	// responder of the underlay VIPs on the underlay interface.
 	provPorts   *ovsflow.OVSDBPorts // its own monitor: an Applier consumes its ports' Changed
@@ -186,6 +197,9 @@ func (d *Dataplane) Close() {
 	}
 	d.cmu.Unlock()
 	d.nmu.Lock()
+	if d.fenceTimer != nil {
+		d.fenceTimer.Stop()
+	}
 	if d.speaker != nil {
 		d.stopSpeaker()
 	}
@@ -236,6 +250,9 @@ func (d *Dataplane) stopSpeaker() {
 func (d *Dataplane) Cluster(ctx context.Context, s Snapshot) error {
 	d.cmu.Lock()
 	defer d.cmu.Unlock()
+	if d.resigned || ctx.Err() != nil {
+		return ctx.Err() // no longer leading, or stopping: nothing is written
+	}
 	// Connected before the desired state is computed: whether the NB has
 	// load balancer templates decides its NodePort rows. An NB that cannot
 	// be reached fails the NB sync alone (the statuses are still written).
@@ -495,6 +512,9 @@ func (d *Dataplane) syncNB(ctx context.Context, s Snapshot, cs *ClusterState) ([
 	if err := d.connectNB(ctx); err != nil {
 		return nil, err
 	}
+	if err := d.startFromNB(); err != nil {
+		return nil, err
+	}
 	if d.sb == nil && len(d.cfg.SBAddress) > 0 {
 		w, err := d.dialSB(ctx)
 		if err != nil {
@@ -612,7 +632,7 @@ func (d *Dataplane) syncNB(ctx context.Context, s Snapshot, cs *ClusterState) ([
 		}
 		var se *ovsdbnb.SyncError
 		if err != nil && !errors.As(err, &se) {
-			d.synced = nil // unknown: resend everything
+			d.syncLost() // unknown: resend everything, from the NB's rows
 			return nil, fmt.Errorf("northbound sync: %w", err)
 		}
 		for o, st := range send {
@@ -883,6 +903,9 @@ func (d *Dataplane) Node(ctx context.Context, s Snapshot) error {
 	if err != nil {
 		return err
 	}
+	if p.EnableEgressIP {
+		d.fenceLost(&ns, p.Patch)
+	}
 	// Each part runs whatever the others did: a bad egress IP on a host
 	// interface blocks neither the flows nor the L2 announcements.
 	var errs []error
@@ -931,6 +954,26 @@ func (d *Dataplane) Node(ctx context.Context, s Snapshot) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// fenceLost adds to ns the fence flows of the OVN-hosted egress IPs the
+// node lost in the last egress.FenceHold and arms the reconcile that lifts
+// the next fence. A fence that cannot be built is logged, never in the way
+// of the rest.
+func (d *Dataplane) fenceLost(ns *NodeState, patch string) {
+	fenced, next := d.fence.Update(time.Now(), ns.Held)
+	if err := ns.Fence(patch, fenced); err != nil {
+		d.log.Warn("egress IPs this node lost are not fenced", "ips", fenced, "err", err)
+	}
+	if next.IsZero() || d.Kick == nil {
+		return
+	}
+	wait := time.Until(next) + 10*time.Millisecond
+	if d.fenceTimer == nil {
+		d.fenceTimer = time.AfterFunc(wait, d.Kick)
+	} else {
+		d.fenceTimer.Reset(wait)
+	}
 }
 
 // Event reasons of the BGP sessions, on the node's object.

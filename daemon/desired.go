@@ -631,8 +631,11 @@ const (
 	OwnerEgressFlows = "egress"
 	// OwnerBaseFlows owns the shared gateway's base flows
 	// (ovsflow.BaseFlows), with Params.GatewayFlows.
-	OwnerBaseFlows  = "base"
-	ownerServicePfx = "service/"
+	OwnerBaseFlows = "base"
+	// OwnerEgressFence owns the fence flows of the OVN-hosted egress IPs
+	// the node lost (egress.Fence, ovsflow.EgressFence).
+	OwnerEgressFence = "egress-fence"
+	ownerServicePfx  = "service/"
 )
 
 // AnnotationL3Gateway is OVN-Kubernetes' node annotation describing the
@@ -653,6 +656,10 @@ type NodeState struct {
 	// Host are the egress IPs the leader assigned to this node on a
 	// secondary (non-OVN) host network.
 	Host []egress.HostAssignment
+	// Held are the OVN-hosted egress IPs the EgressIPs' status assigns
+	// to this node (served by its gateway router), sorted: what an
+	// egress.Fence is told the node holds.
+	Held []netip.Addr
 	// Provider are the provider bridge's flow sets by owner (the
 	// underlay steering flows of each Service, seed 003);
 	// ProviderMissing the patch ports they wait for (no flows through a
@@ -711,6 +718,7 @@ func ComputeNode(s Snapshot, p Params, node string) (NodeState, error) {
 			ns.Sets[OwnerEgressFlows] = flows
 		}
 		ns.Host = hostAssignments(s, p, node, self)
+		ns.Held = heldEgressIPs(s, node, ns.Host)
 	}
 	if p.GatewayFlows {
 		gatewayFlows(&ns, s, p, s.Nodes[i], self)
@@ -964,6 +972,43 @@ func hostAssignments(s Snapshot, p Params, node string, self *egress.Node) []egr
 	return out
 }
 
+// heldEgressIPs are the egress IPs the EgressIPs' status assigns to node,
+// but those on its host interfaces (host), sorted.
+func heldEgressIPs(s Snapshot, node string, host []egress.HostAssignment) []netip.Addr {
+	var out []netip.Addr
+	for _, u := range s.EgressIPs {
+		e, err := egressv1.FromUnstructured(u)
+		if err != nil {
+			continue // the leader's to report
+		}
+		for _, it := range e.Status.Items {
+			ip, err := netip.ParseAddr(it.EgressIP)
+			ip = ip.Unmap()
+			if err != nil || it.Node != node || slices.ContainsFunc(host, func(h egress.HostAssignment) bool { return h.EgressIP == ip }) {
+				continue
+			}
+			out = append(out, ip)
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return slices.Compact(out)
+}
+
+// Fence sets the fence flows of the egress IPs the node lost
+// (egress.Fence) on the patch port: owner OwnerEgressFence, none when
+// fenced is empty.
+func (ns *NodeState) Fence(patch string, fenced []netip.Addr) error {
+	delete(ns.Sets, OwnerEgressFence)
+	flows, err := ovsflow.EgressFence(patch, fenced)
+	if err != nil {
+		return err
+	}
+	if len(flows) > 0 {
+		ns.Sets[OwnerEgressFence] = flows
+	}
+	return nil
+}
+
 func nodeReady(n *corev1.Node) bool {
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
@@ -981,7 +1026,7 @@ func (ns *NodeState) Update(p *ovsflow.Program) error {
 		if _, ok := ns.Sets[owner]; ok || slices.Contains(ns.Keep, owner) {
 			return false
 		}
-		return owner == OwnerEgressFlows || owner == OwnerBaseFlows || strings.HasPrefix(owner, ownerServicePfx)
+		return owner == OwnerEgressFlows || owner == OwnerBaseFlows || owner == OwnerEgressFence || strings.HasPrefix(owner, ownerServicePfx)
 	})
 	var errs []error
 	for _, owner := range slices.Sorted(maps.Keys(ns.Sets)) {

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -611,5 +612,64 @@ func TestComputeNodeLastGoodNode(t *testing.T) {
 	}
 	if slices.ContainsFunc(ns.Events, func(e event.Event) bool { return e.Reason == ReasonInvalidNode }) || len(ns.Sets[OwnerBaseFlows]) == 0 {
 		t.Errorf("node without annotations: events %v, %d base flows; want no %s event and base flows", ns.Events, len(ns.Sets[OwnerBaseFlows]), ReasonInvalidNode)
+	}
+}
+
+// egressIPOn is the demo's EgressIP with its egress IP assigned to node.
+func egressIPOn(node string) string {
+	return `apiVersion: k8s.ovn.org/v1
+kind: EgressIP
+metadata: {name: egress-prod}
+spec:
+  egressIPs: ["172.18.0.44"]
+  namespaceSelector: {matchLabels: {env: prod}}
+status:
+  items: [{node: ` + node + `, egressIP: 172.18.0.44}]
+`
+}
+
+// TestComputeNodeFence: a node holds the OVN-hosted egress IPs its
+// EgressIPs' status gives it; once one moves away its fence flows are
+// owner OwnerEgressFence, and they go with the fence.
+func TestComputeNodeFence(t *testing.T) {
+	p := demoParams(t, "--gateway-flows=false")
+	eip := netip.MustParseAddr("172.18.0.44")
+	compute := func(on, node string) NodeState {
+		t.Helper()
+		ns, err := ComputeNode(demoSnapshot(t, map[string]string{"egressip.yaml": egressIPOn(on)}), p, node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ns
+	}
+	if got := compute("ovn-worker2", "ovn-worker2").Held; !slices.Equal(got, []netip.Addr{eip}) {
+		t.Errorf("held %v, want %v", got, eip)
+	}
+	if got := compute("ovn-worker2", "ovn-worker").Held; len(got) != 0 {
+		t.Errorf("another node holds %v", got)
+	}
+	now := time.Now()
+	var f egress.Fence
+	f.Update(now, compute("ovn-worker2", "ovn-worker2").Held)
+	moved := compute("ovn-worker", "ovn-worker2")
+	fenced, _ := f.Update(now.Add(time.Second), moved.Held)
+	if err := moved.Fence(p.Patch, fenced); err != nil {
+		t.Fatal(err)
+	}
+	var prog ovsflow.Program
+	if err := moved.Update(&prog); err != nil {
+		t.Fatal(err)
+	}
+	if got := prog.Flows(OwnerEgressFence); len(got) != 1 || got[0].Match.ARPSpa != netip.PrefixFrom(eip, 32) {
+		t.Fatalf("fence flows %v", got)
+	}
+	if err := moved.Fence(p.Patch, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := moved.Update(&prog); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(prog.Owners(), OwnerEgressFence) {
+		t.Errorf("fence still programmed after it ended: %v", prog.Owners())
 	}
 }

@@ -33,6 +33,20 @@
 // and ovnedge_nb_repaired_owners_total (by reason: changed, reconnected,
 // topology, periodic) and ovnedge_flow_repairs_total (by bridge).
 //
+// The NB monitor cannot tell ovnedge's own writes from another writer's:
+// every Sync comes back as changes of the owners it wrote. The leader's
+// NB repair compares each changed owner's rows in the client cache with
+// the State it last wrote (ovsdbnb.Client.Drifted, without the cluster
+// lock) and drops those equal to it, the echoes; only owners that really
+// drifted are synced, at most 64 under the cluster lock at a time, so a
+// cluster reconcile waits for one small repair at most. The periodic full
+// resync (every 5 minutes) and a reconnection compare every owner the
+// same way. A sync that fails without saying what was committed (the
+// connection lost, or the context ended with a transaction out) makes
+// the next sync start its make-before-break steps from the NB's egress
+// rows, not from the record of before; a stopping or former leader sends
+// no transaction at all.
+//
 // # The leader's incremental path
 //
 // ComputeCluster recomputes the whole cluster; the leader runs it only

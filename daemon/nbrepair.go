@@ -18,7 +18,9 @@ import (
 // (ovsdbnb.Client.TakeChanges): when rows of an owner ovnedge synced are
 // changed, deleted or detached by someone else, that owner is synced
 // again with the State it last wrote, a few hundred milliseconds later
-// (repairDelay), and the repair is logged with what it wrote. A
+// (repairDelay), and the repair is logged with what it wrote. The
+// monitor's echo of ovnedge's own writes is recognised by the rows being
+// what was written (ovsdbnb.Client.Drifted) and costs no sync. A
 // reconnection (the NB restarted, a RAFT leader changed, the database
 // wiped and created again) and a router, switch or load balancer group
 // created or deleted (the topology restored) repair every owner, and ask
@@ -91,7 +93,7 @@ func (d *Dataplane) closeNB() {
 	}
 	d.nbStop()
 	d.nb.Close()
-	d.nb, d.nbStop, d.synced, d.stale, d.repairing = nil, nil, nil, nil, repairReason{}
+	d.nb, d.nbStop, d.synced, d.stale, d.repairing, d.reread = nil, nil, nil, nil, repairReason{}, false
 	d.lastEIP, d.lastNodes = map[ovsdbnb.Owner]ovsdbnb.State{}, nil
 	clear(d.lbOwners)
 }
@@ -100,13 +102,42 @@ func (d *Dataplane) closeNB() {
 // leader drops its NB connection and its record of what it wrote: another
 // leader has written since, and on leading again this instance starts
 // from the NB as a new process does.
+//
+// Until it leads again its cluster work writes nothing: a reconcile that
+// began before the Lease was lost, or was queued behind it, would
+// otherwise connect again and write (and start a drift repair) beside the
+// new leader.
 func (d *Dataplane) Leading(leading bool) {
-	if leading {
-		return
-	}
 	d.cmu.Lock()
 	defer d.cmu.Unlock()
-	d.closeNB()
+	d.resigned = !leading
+	if !leading {
+		d.closeNB()
+	}
+}
+
+// syncLost is called when a sync failed without saying which owners were
+// written (the connection lost, the context ended while a transaction
+// was out): every owner is synced again, and the next sync's
+// make-before-break steps start from the egress rows the NB holds, not
+// from lastEIP. Steps from the rows before the lost sync would take back
+// what it committed: its reroutes deleted, then inserted again.
+func (d *Dataplane) syncLost() {
+	d.synced, d.reread = nil, true
+}
+
+// startFromNB reads the egress rows back from the NB after syncLost, as
+// dialNB does on connecting.
+func (d *Dataplane) startFromNB() error {
+	if !d.reread {
+		return nil
+	}
+	cur, err := d.nb.Current(egressOwnerTypes...)
+	if err != nil {
+		return fmt.Errorf("northbound: reading back the egress rows after a failed sync: %w", err)
+	}
+	d.lastEIP, d.reread = cur, false
+	return nil
 }
 
 // wake asks the cluster loop for a reconcile, when Run's Env.Wake is
@@ -139,15 +170,19 @@ func (d *Dataplane) watchNB(ctx context.Context, c *ovsdbnb.Client) {
 	}
 }
 
-// repairNB syncs again the owners whose rows changed (all of them after
-// a reconnection, a topology change or on the periodic resync) with the
-// State last written, and logs what that wrote.
+// repairNB syncs again, with the State last written, the owners whose
+// rows changed (every owner after a reconnection, a topology change or on
+// the periodic resync) and are no longer what ovnedge last wrote, and
+// logs what that wrote.
+//
+// The monitor reports ovnedge's own writes as changes too (it does not
+// say who wrote): an owner whose rows in the cache are the State last
+// written is such an echo, or a change already undone, and is not synced.
+// That comparison (ovsdbnb.Client.Drifted) runs without the cluster
+// lock; the lock is held only to copy the States last written and to
+// sync the owners that drifted, repairBatch owners at a time, so a
+// cluster reconcile waits for at most one small repair.
 func (d *Dataplane) repairNB(ctx context.Context, c *ovsdbnb.Client, periodic bool) {
-	d.cmu.Lock()
-	defer d.cmu.Unlock()
-	if d.nb != c {
-		return
-	}
 	ch := c.TakeChanges()
 	reason := reasonChanged
 	switch {
@@ -159,53 +194,126 @@ func (d *Dataplane) repairNB(ctx context.Context, c *ovsdbnb.Client, periodic bo
 		reason = reasonTopology
 	}
 	all := periodic || ch.Reconnected || ch.Topology
+	begin := time.Now()
+	written, ok := d.repairCandidates(c, ch, reason, all)
+	if !ok || len(written) == 0 {
+		return
+	}
+	drifted, err := c.Drifted(written)
+	if err != nil {
+		// Disconnected (the reconnection repairs every owner) or
+		// closed (no longer the leader's client).
+		if ctx.Err() == nil {
+			d.log.Debug("northbound: repair postponed: the rows cannot be read back", "reason", reason.text, "err", err)
+		}
+		return
+	}
+	compared := time.Since(begin)
+	if len(drifted) == 0 {
+		d.log.Debug("northbound: nothing to repair", "reason", reason.text, "owners", len(written),
+			"echoes", len(written), "took", compared)
+		return
+	}
+	var total ovsdbnb.Result
+	refused := 0
+	for batch := range slices.Chunk(drifted, repairChunk) {
+		res, n, done := d.repairBatch(ctx, c, batch, written, reason)
+		total.Add(res)
+		refused += n
+		if done {
+			break
+		}
+	}
+	if total.Ops() == 0 {
+		d.log.Debug("northbound: nothing to repair", "reason", reason.text, "owners", len(written),
+			"echoes", len(written)-len(drifted), "drifted", len(drifted), "refused", refused, "took", time.Since(begin))
+		return
+	}
+	d.logRepair(reason, "", ch.Owners, total, refused, time.Since(begin))
+}
+
+// repairChunk is the most owners a repair syncs under the cluster lock at
+// once.
+const repairChunk = 64
+
+// repairCandidates returns, under the cluster lock (held only for this),
+// the States last written of the owners to compare with the NB: those
+// changed, or all with all. Changed owners this leader has not written
+// (refused and being retried, or wanted by no object) are left to the
+// cluster loop, woken for them. ok is false when c is no longer the
+// leader's client.
+func (d *Dataplane) repairCandidates(c *ovsdbnb.Client, ch ovsdbnb.Changes, reason repairReason, all bool) (map[ovsdbnb.Owner]ovsdbnb.State, bool) {
+	d.cmu.Lock()
+	defer d.cmu.Unlock()
+	if d.nb != c {
+		return nil, false
+	}
 	if all || d.synced == nil {
 		d.wakeFor(reason) // owners refused or not yet written are retried now
 	}
 	if d.synced == nil {
-		return // no sync has completed: the cluster loop writes everything
+		return nil, true // no sync has completed: the cluster loop writes everything
 	}
-	send := map[ovsdbnb.Owner]ovsdbnb.State{}
+	written := map[ovsdbnb.Owner]ovsdbnb.State{}
 	if all {
-		maps.Copy(send, d.synced)
+		maps.Copy(written, d.synced) // States are replaced, never modified: sharing them is safe
 	}
 	for o := range ch.Owners {
 		if st, ok := d.synced[o]; ok {
-			send[o] = st
+			written[o] = st
 			continue
 		}
-		// Not written by this leader: an owner refused and being
-		// retried, or one no object wants (deleted if so).
 		if slices.Contains(nbOwnerTypes, o.Type) && !slices.Contains(d.stale, o) {
 			d.stale = append(d.stale, o)
 		}
 		d.wakeFor(reason)
 	}
-	if len(send) == 0 {
-		return
+	return written, true
+}
+
+// repairBatch syncs the owners of batch again with the State they were
+// compared with, under the cluster lock, unless the cluster loop has
+// written them since (its Sync wrote over any drift). It returns what the
+// sync wrote, how many owners the server refused, and done when the rest
+// of the repair is to be left to the cluster loop (the client replaced,
+// or a failed transaction).
+func (d *Dataplane) repairBatch(ctx context.Context, c *ovsdbnb.Client, batch []ovsdbnb.Owner,
+	written map[ovsdbnb.Owner]ovsdbnb.State, reason repairReason) (ovsdbnb.Result, int, bool) {
+	d.cmu.Lock()
+	locked := time.Now()
+	defer func() {
+		held := time.Since(locked)
+		d.cmu.Unlock()
+		d.log.Debug("northbound: repair batch synced under the cluster lock", "owners", len(batch), "held", held)
+	}()
+	if d.nb != c || d.synced == nil {
+		return ovsdbnb.Result{}, 0, true
 	}
-	begin := time.Now()
+	send := make(map[ovsdbnb.Owner]ovsdbnb.State, len(batch))
+	for _, o := range batch {
+		if st, ok := d.synced[o]; ok && st.Equal(written[o]) {
+			send[o] = st
+		}
+	}
+	if len(send) == 0 {
+		return ovsdbnb.Result{}, 0, false
+	}
 	res, err := c.Sync(ctx, send)
 	d.countNB(res)
 	var se *ovsdbnb.SyncError
 	switch {
 	case err != nil && !errors.As(err, &se):
-		d.synced = nil // unknown: the cluster loop resends everything
+		d.syncLost() // unknown: the cluster loop resends everything
 		d.wakeFor(reason)
 		d.log.Warn("northbound: repair failed; the cluster loop syncs every owner again", "reason", reason.text, "err", err)
-		return
+		return res, 0, true
 	case se != nil:
 		for _, oe := range se.Owners {
 			delete(d.synced, oe.Owner) // retried, with an event, by the cluster loop
 		}
 		d.wakeFor(reason)
 	}
-	if res.Ops() == 0 {
-		d.log.Debug("northbound: nothing to repair", "reason", reason.text, "owners", len(send), "refused", refusedOwners(se),
-			"took", time.Since(begin))
-		return
-	}
-	d.logRepair(reason, "", ch.Owners, res, refusedOwners(se), time.Since(begin))
+	return res, refusedOwners(se), false
 }
 
 // wakeFor asks the cluster loop for a reconcile whose writes are logged

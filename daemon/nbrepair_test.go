@@ -2,8 +2,10 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"net/http"
 	"regexp"
@@ -15,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
@@ -317,6 +320,13 @@ func TestDaemonRestartNoChurn(t *testing.T) {
 	log, stop := startMain(t, daemonArgs(dir, ovn.NB))
 	waitNB(t, c, want, 2*time.Minute, log)
 	stop()
+	first := log
+	defer func() {
+		if t.Failed() {
+			l := first.String()
+			t.Logf("first daemon's log (last 15000 bytes):\n%s", l[max(0, len(l)-15000):])
+		}
+	}()
 
 	policies := testbed.WatchNB(t, ovn.NB, nbdb.LogicalRouterPolicyTable, &nbdb.LogicalRouterPolicy{},
 		func(p *nbdb.LogicalRouterPolicy) string { return p.Match })
@@ -398,4 +408,133 @@ func BenchmarkNBWipedRepair(b *testing.B) {
 	b.ReportMetric(ms(wiped[len(wiped)/2]), "wiped-p50-ms")
 	b.ReportMetric(float64(len(want)), "owners")
 	b.Logf("repair after the topology's return: %v", repair)
+}
+
+// leaderDataplane returns a leading Dataplane writing the NB at nb for
+// the manifests of dir, and their Snapshot; it is closed when t ends.
+func leaderDataplane(t *testing.T, nb, dir string, m *Metrics, log *slog.Logger) (*Dataplane, Snapshot) {
+	t.Helper()
+	cfg := demoConfig(t, "--nb-address", nb, "--manifests", dir, "--egressip-reachability-total-timeout", "0")
+	s, clients, err := LoadSnapshot(context.Background(), cfg, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := NewDataplane(cfg, clients, record.NewFakeRecorder(1000), m, log)
+	t.Cleanup(d.Close)
+	d.Leading(true)
+	return d, s
+}
+
+// TestSyncLostStartsFromNB: after a sync whose outcome is unknown (the
+// connection lost, or the context ended, with a transaction out: here
+// the daemon's record of its egress rows left as it was before a sync
+// that committed), the next sync starts its make-before-break steps from
+// the rows in the NB and deletes or inserts no router policy or NAT. The
+// control case, which forgets only the owners written (as the daemon did
+// before), deletes the policies the lost sync committed and inserts them
+// again. A former leader (Leading(false)) writes nothing, nor does a
+// reconcile whose context has ended.
+func TestSyncLostStartsFromNB(t *testing.T) {
+	const n = 20
+	ovn, dir, c, _ := egressNB(t, n)
+	want := renderedNB(t, c, dir)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		lost  func(d *Dataplane)
+		churn bool
+	}{
+		{"syncLost", func(d *Dataplane) { d.syncLost() }, false},
+		{"control: owners forgotten only", func(d *Dataplane) { d.synced = nil }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, s := leaderDataplane(t, ovn.NB, dir, NewMetrics(), quiet)
+			if err := d.Cluster(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+			waitNB(t, c, want, time.Minute, &lockedBuilder{})
+			d.cmu.Lock()
+			d.lastEIP = map[ovsdbnb.Owner]ovsdbnb.State{} // as before a first sync that committed
+			tc.lost(d)
+			d.cmu.Unlock()
+
+			policies := testbed.WatchNB(t, ovn.NB, nbdb.LogicalRouterPolicyTable, &nbdb.LogicalRouterPolicy{},
+				func(p *nbdb.LogicalRouterPolicy) string { return p.Match })
+			nats := testbed.WatchNB(t, ovn.NB, nbdb.NATTable, &nbdb.NAT{}, func(n *nbdb.NAT) string { return n.ExternalIP })
+			if err := d.Cluster(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+			waitNB(t, c, want, 30*time.Second, &lockedBuilder{})
+			time.Sleep(200 * time.Millisecond) // the watches' events
+			pi, pd := policies.Churn()
+			ni, nd := nats.Churn()
+			if churn := pi+pd+ni+nd > 0; churn != tc.churn {
+				t.Errorf("policies %d inserted, %d deleted; NATs %d inserted, %d deleted; want churn %v", pi, pd, ni, nd, tc.churn)
+			}
+		})
+	}
+
+	t.Run("former leader and ended context", func(t *testing.T) {
+		d, s := leaderDataplane(t, ovn.NB, dir, NewMetrics(), quiet)
+		d.Leading(false)
+		if err := d.Cluster(ctx, s); err != nil || d.nb != nil {
+			t.Errorf("a former leader's reconcile: %v, NB client %v; want nothing done", err, d.nb)
+		}
+		d.Leading(true)
+		done, cancel := context.WithCancel(ctx)
+		cancel()
+		if err := d.Cluster(done, s); !errors.Is(err, context.Canceled) || d.nb != nil {
+			t.Errorf("a reconcile after its context ended: %v, NB client %v; want context.Canceled and nothing done", err, d.nb)
+		}
+	})
+}
+
+// TestRepairIgnoresEchoes: the NB monitor reports the leader's own
+// writes as changes of every owner written; the repair finds their rows
+// equal to what was written and syncs nothing (no operation, no repair
+// counted), while a row deleted by hand is repaired.
+func TestRepairIgnoresEchoes(t *testing.T) {
+	ovn, dir, c, _ := egressNB(t, 20)
+	want := renderedNB(t, c, dir)
+	ctx := context.Background()
+	logs := &lockedBuilder{}
+	m := NewMetrics()
+	d, s := leaderDataplane(t, ovn.NB, dir, m, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	if err := d.Cluster(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	ops := func() float64 {
+		n := 0.0
+		for _, op := range []string{"insert", "update", "mutate", "delete"} {
+			n += value(t, m.NBOps.WithLabelValues(op))
+		}
+		return n
+	}
+	written := ops()
+	waitLog := func(msg string) string {
+		t.Helper()
+		for begin := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+			if l := grepLog(logs.String(), msg); l != "" {
+				return l
+			}
+			if time.Since(begin) > 20*time.Second {
+				t.Fatalf("no %q logged:\n%s", msg, grepLog(logs.String(), "northbound"))
+			}
+		}
+	}
+	echo := waitLog("northbound: nothing to repair")
+	if !strings.Contains(echo, "echoes=") || strings.Contains(echo, "drifted=") {
+		t.Errorf("the echo of the leader's writes: %s; want echoes only", echo)
+	}
+	if n := ops(); n != written || value(t, m.NBRepairs.WithLabelValues(reasonChanged.label)) != 0 {
+		t.Errorf("the echo of the leader's writes cost %v NB operations and %v repairs, want none", n-written,
+			value(t, m.NBRepairs.WithLabelValues(reasonChanged.label)))
+	}
+
+	ovn.Nbctl("lr-policy-del", ovsdbnb.ClusterRouter, nbUUID(t, ovn, "Logical_Router_Policy", "priority=100", `match="ip4.src == 10.244.0.3"`))
+	l := waitLog("northbound: repaired rows changed behind ovnedge's back")
+	if !strings.Contains(l, "EgressIP/eip0 (Logical_Router_Policy deleted)") || !strings.Contains(l, "inserted=1") {
+		t.Errorf("repair of a policy deleted by hand: %s", l)
+	}
+	waitNB(t, c, want, 20*time.Second, logs)
 }

@@ -130,10 +130,16 @@
 //     withdraws them and reports so, and only then (or after the lease)
 //     does the leader assign them to another node.
 //     An OVN-hosted egress IP is withdrawn by the node's ovn-controller
-//     if it still reaches the Southbound database; one cut off from it
-//     too keeps its last flows (and its ARP answers) until it is back,
-//     as with OVN-Kubernetes: ovnedge cannot reach into a chassis that
-//     does not listen.
+//     when it gets to it; one that lags (busy recomputing) or is cut off
+//     from the Southbound database keeps its last flows, and its gateway
+//     router would answer ARP for the IP beside the new owner once its
+//     uplink carries them (as with OVN-Kubernetes). The node's ovnedge
+//     prevents that: once the status names another node it fences the
+//     IP on its bridge ([Fence], ovsflow.EgressFence: ARP replies and
+//     neighbour advertisements for it from the patch port are dropped)
+//     for [FenceHold], or until the IP comes back to it (e2e
+//     TestFastFailover/UplinkDownControllerLagging; without the fence
+//     both nodes answer).
 //   - The egress node is cut off from both the leader and the API server:
 //     it can no longer prove it owns its host-interface egress IPs. After
 //     --egressip-host-lease (3 s) without a leader heartbeat or an answer

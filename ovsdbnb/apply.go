@@ -39,7 +39,7 @@ func (s *syncer) apply(ctx context.Context, desired map[Owner]State, batch []Own
 			return nil
 		}
 		conn := s.c.conn()
-		results, err := s.c.nb.Transact(ctx, ops...)
+		results, err := s.c.transact(ctx, ops...)
 		if err != nil {
 			if ctx.Err() != nil || attempt >= maxAttempts {
 				return fmt.Errorf("ovsdbnb: transact %d operations: %w", len(ops), err)
@@ -265,6 +265,18 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 // waitConnected waits until the client has a connection again.
+// transact sends ops in one transaction, unless ctx is done: libovsdb
+// sends a transaction whatever its context, and only stops waiting for
+// the reply, so a controller stopping (SIGTERM, the Lease lost) would
+// still commit what it had planned, e.g. the first step of a
+// make-before-break whose last step never comes.
+func (c *Client) transact(ctx context.Context, ops ...ovsdb.Operation) ([]ovsdb.OperationResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("not sent: %w", err)
+	}
+	return c.nb.Transact(ctx, ops...)
+}
+
 func (c *Client) waitConnected(ctx context.Context) error {
 	for !c.nb.Connected() {
 		if err := sleep(ctx, 50*time.Millisecond); err != nil {
@@ -391,7 +403,7 @@ func (s *syncer) syncGroups(ctx context.Context, desired map[Owner]State, owners
 		return nil
 	}
 	conn := s.c.conn()
-	results, err := s.c.nb.Transact(ctx, ops...)
+	results, err := s.c.transact(ctx, ops...)
 	if err == nil {
 		_, err = ovsdb.CheckOperationResults(results, ops)
 	}

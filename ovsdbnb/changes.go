@@ -180,13 +180,18 @@ func (ch *changes) event(table, op string, old, m model.Model) {
 		}
 	}
 	if op == "updated" {
+		// A group (no owner stamp) taken from, or given to, a router
+		// or switch is a topology change: the owners naming it are
+		// compared with the NB again.
 		switch o := old.(type) {
 		case *nbdb.LogicalRouter:
 			n := m.(*nbdb.LogicalRouter)
 			refs = refDiff(refs, table, nbdb.LoadBalancerTable, o.LoadBalancer, n.LoadBalancer)
+			topology = topology || len(o.LoadBalancerGroup) != len(n.LoadBalancerGroup) || !equalSets(o.LoadBalancerGroup, n.LoadBalancerGroup)
 		case *nbdb.LogicalSwitch:
 			n := m.(*nbdb.LogicalSwitch)
 			refs = refDiff(refs, table, nbdb.LoadBalancerTable, o.LoadBalancer, n.LoadBalancer)
+			topology = topology || len(o.LoadBalancerGroup) != len(n.LoadBalancerGroup) || !equalSets(o.LoadBalancerGroup, n.LoadBalancerGroup)
 			refs = refDiff(refs, table, nbdb.QoSTable, o.QOSRules, n.QOSRules)
 		case *nbdb.LoadBalancerGroup:
 			n := m.(*nbdb.LoadBalancerGroup)

@@ -2,7 +2,9 @@ package ovsdbnb_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	gosync "sync"
@@ -196,4 +198,88 @@ func TestChangesRepair(t *testing.T) {
 			t.Errorf("lr-policy-list lr0 in the new NB:\n%s", got)
 		}
 	})
+}
+
+// TestDriftedEchoes: the monitor reports the client's own Sync as changes
+// of every owner it wrote (it does not say who wrote), but none of them
+// has drifted from the State written, read through the index or by a
+// scan; once another writer edits, deletes or detaches an owner's rows,
+// that owner alone has.
+func TestDriftedEchoes(t *testing.T) {
+	o := testbed.StartOVN(t)
+	o.Nbctl("ls-add", "sw0", "--", "ls-add", "sw1", "--", "lr-add", "lr0")
+	c := dial(t, o.NB)
+	want := driftState()
+	// A group, as the daemon's Service states hold: shared, not read
+	// back, and no drift.
+	st := want[svc]
+	st.Groups = []ovsdbnb.LoadBalancerGroup{{Name: "clusterLBGroup", Switches: []string{"sw0"}}}
+	st.LoadBalancers[0].Groups = []string{"clusterLBGroup"}
+	want[svc] = st
+	sync(t, c, want)
+	ch := takeChanges(t, c)
+	if len(ch.Owners) != len(want) {
+		t.Fatalf("the monitor's echo of the Sync names %d owners, want %d: %+v", len(ch.Owners), len(want), ch)
+	}
+	echoes := map[ovsdbnb.Owner]ovsdbnb.State{}
+	for owner := range ch.Owners {
+		echoes[owner] = want[owner]
+	}
+	drifted := func(written map[ovsdbnb.Owner]ovsdbnb.State) []ovsdbnb.Owner {
+		t.Helper()
+		d, err := c.Drifted(written)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	if d := drifted(echoes); len(d) != 0 {
+		t.Errorf("own writes: drifted %v, want none", d)
+	}
+	// Many owners are read by a scan of the tables: the same answer.
+	many := maps.Clone(want)
+	for i := range 300 {
+		many[ovsdbnb.Owner{Type: "EgressIP", Name: fmt.Sprint("absent", i)}] = ovsdbnb.State{}
+	}
+	if d := drifted(many); len(d) != 0 {
+		t.Errorf("own writes, %d owners: drifted %v, want none", len(many), d)
+	}
+
+	o.Nbctl("lr-nat-del", "lr0", "snat", "10.244.1.3")
+	lb := o.Nbctl("--bare", "--columns=_uuid", "find", "Load_Balancer", "name=Service_default/web_TCP_cluster")
+	o.Nbctl("ls-lb-del", "sw0", lb)
+	ch = takeChanges(t, c)
+	for range 50 {
+		if len(ch.Owners) == 2 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+		next := c.TakeChanges()
+		maps.Copy(ch.Owners, next.Owners)
+	}
+	changed := map[ovsdbnb.Owner]ovsdbnb.State{}
+	for owner := range ch.Owners {
+		changed[owner] = want[owner]
+	}
+	wantDrift := []ovsdbnb.Owner{eip, svc}
+	slices.SortFunc(wantDrift, func(a, b ovsdbnb.Owner) int { return strings.Compare(a.String(), b.String()) })
+	if d := drifted(changed); !slices.Equal(d, wantDrift) {
+		t.Errorf("after another writer's edits: drifted %v, want %v", d, wantDrift)
+	}
+	if d := drifted(many); !slices.Equal(d, wantDrift) {
+		t.Errorf("after another writer's edits, %d owners: drifted %v, want %v", len(many), d, wantDrift)
+	}
+	sync(t, c, changed)
+	if d := drifted(many); len(d) != 0 {
+		t.Errorf("after the repair: drifted %v, want none", d)
+	}
+	// A group has no owner stamp: the owners naming it have drifted
+	// when it is no longer attached (or gone with a wiped database).
+	o.Nbctl("clear", "Logical_Switch", "sw0", "load_balancer_group")
+	if ch := takeChanges(t, c); !ch.Topology {
+		t.Errorf("a group detached: %+v, want a topology change", ch)
+	}
+	if d := drifted(many); !slices.Equal(d, []ovsdbnb.Owner{svc}) {
+		t.Errorf("after the group was detached: drifted %v, want %v", d, svc)
+	}
 }

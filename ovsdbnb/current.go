@@ -3,10 +3,13 @@ package ovsdbnb
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/ovn-kubernetes/libovsdb/model"
 
 	"github.com/ovnedge/ovnedge/ovsdbnb/nbdb"
 )
@@ -30,17 +33,32 @@ func (c *Client) Current(types ...string) (map[Owner]State, error) {
 	for _, t := range types {
 		want[t] = true
 	}
+	out, _, err := c.current(func(o Owner) bool { return len(want) == 0 || want[o.Type] }, nil)
+	return out, err
+}
+
+// current reads back the States of the owners keep wants: of every owned
+// row (a scan of the tables) when owners is nil, else of the rows of
+// owners only, found through the client index on KeyOwnedBy. It also
+// returns the snapshot of the shared tables it read the holders from.
+func (c *Client) current(keep func(Owner) bool, owners []Owner) (map[Owner]State, *snap, error) {
+	// The cache of the moment: a disconnected (or closed) client has
+	// none, and its next one is another object.
+	cache := c.nb.Cache()
+	if cache == nil {
+		return nil, nil, errors.New("ovsdbnb: current: not connected")
+	}
 	s := &syncer{c: c}
 	sn, err := s.snapshot(context.Background())
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := map[Owner]State{}
 	// put adds a row stamped with ids to its owner's State (f is given
 	// the keys the owner wrote, KeyManaged), if the owner is wanted.
 	put := func(ids map[string]string, f func(st *State, managed map[string]map[string]bool)) {
 		o, ok := ownerOf(ids)
-		if !ok || (len(want) > 0 && !want[o.Type]) {
+		if !ok || !keep(o) {
 			return
 		}
 		st := out[o]
@@ -48,13 +66,38 @@ func (c *Client) Current(types ...string) (map[Owner]State, error) {
 		out[o] = st
 	}
 	rows := func(table string) ([]any, error) {
-		tc := c.nb.Cache().Table(table)
+		tc := cache.Table(table)
 		if tc == nil {
 			return nil, fmt.Errorf("ovsdbnb: current: table %s is not monitored", table)
 		}
 		var out []any
-		for _, m := range tc.RowsShallow() { // read only
-			out = append(out, m)
+		if owners == nil || table == nbdb.ChassisTemplateVarTable { // template variables name owners in their keys
+			for _, m := range tc.RowsShallow() { // read only
+				out = append(out, m)
+			}
+			return out, nil
+		}
+		for _, o := range owners {
+			var probe model.Model
+			switch table {
+			case nbdb.LoadBalancerTable:
+				probe = &nbdb.LoadBalancer{ExternalIDs: ownerIDs(o)}
+			case nbdb.LogicalRouterPolicyTable:
+				probe = &nbdb.LogicalRouterPolicy{ExternalIDs: ownerIDs(o)}
+			case nbdb.NATTable:
+				probe = &nbdb.NAT{ExternalIDs: ownerIDs(o)}
+			case nbdb.AddressSetTable:
+				probe = &nbdb.AddressSet{ExternalIDs: ownerIDs(o)}
+			case nbdb.QoSTable:
+				probe = &nbdb.QoS{ExternalIDs: ownerIDs(o)}
+			}
+			ms, err := tc.RowsByModels([]model.Model{probe})
+			if err != nil {
+				return nil, fmt.Errorf("ovsdbnb: current: read %s of %s: %w", table, o, err)
+			}
+			for _, m := range ms {
+				out = append(out, m)
+			}
 		}
 		return out, nil
 	}
@@ -62,7 +105,7 @@ func (c *Client) Current(types ...string) (map[Owner]State, error) {
 		nbdb.AddressSetTable, nbdb.QoSTable, nbdb.ChassisTemplateVarTable} {
 		ms, err := rows(table)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, m := range ms {
 			switch r := m.(type) {
@@ -127,8 +170,74 @@ func (c *Client) Current(types ...string) (map[Owner]State, error) {
 	for o, st := range out {
 		out[o] = st.Sorted()
 	}
+	return out, sn, nil
+}
+
+// Drifted returns the owners of written whose rows in the NB (as the
+// client cache shows them, read back as Current does) are not the State
+// written: rows another writer changed, deleted or detached, or that a
+// replaced database lost. An owner whose rows are what it last wrote is
+// left out, so the monitor's echo of the client's own Sync (TakeChanges
+// names every owner it wrote) costs a read of those owners' rows, never a
+// Sync. Load balancer groups are shared rows, not read back: an owner
+// naming one has drifted when the group is missing or not held by the
+// switches and routers it names. Few owners are read through the client
+// index, many by one scan of the tables. The result is sorted.
+func (c *Client) Drifted(written map[Owner]State) ([]Owner, error) {
+	if len(written) == 0 {
+		return nil, nil
+	}
+	var owners []Owner
+	if len(written) <= driftIndexed {
+		owners = slices.Collect(maps.Keys(written))
+	}
+	cur, sn, err := c.current(func(o Owner) bool { _, ok := written[o]; return ok }, owners)
+	if err != nil {
+		return nil, err
+	}
+	var out []Owner
+	for o, st := range written {
+		want := st.Sorted()
+		want.Groups = nil
+		if !cur[o].Equal(want) || !groupsHeld(sn, st.Groups) {
+			out = append(out, o)
+		}
+	}
+	slices.SortFunc(out, func(a, b Owner) int { return cmp.Compare(a.String(), b.String()) })
 	return out, nil
 }
+
+// groupsHeld reports whether the load balancer groups of gs exist and
+// the switches and routers each names hold it. Groups have no owner
+// stamp: a wiped database loses them with nothing for Current to read
+// back, and the owners that name them must be synced to create them.
+func groupsHeld(sn *snap, gs []LoadBalancerGroup) bool {
+	for _, g := range gs {
+		row, ok := sn.groups[g.Name]
+		if !ok {
+			return false
+		}
+		held := map[ref]bool{}
+		for _, h := range sn.holders(row.UUID) {
+			held[ref{table: h.table, name: h.name}] = true
+		}
+		for _, sw := range g.Switches {
+			if !held[ref{table: nbdb.LogicalSwitchTable, name: sw}] {
+				return false
+			}
+		}
+		for _, r := range g.Routers {
+			if !held[ref{table: nbdb.LogicalRouterTable, name: r}] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// driftIndexed is the most owners Drifted reads through the client index
+// (five lookups each) rather than by scanning the tables.
+const driftIndexed = 256
 
 // managedKeys returns the pairs of m whose keys are in managed (nil when
 // none).

@@ -71,12 +71,16 @@
 //
 // The client's monitor tells what changed in the rows it caches:
 // TakeChanges names the owners whose rows were inserted, updated, deleted
-// or detached from a router or switch (by anyone: syncing them again with
-// the State last written sends nothing for the client's own writes and
-// repairs another writer's), whether routers, switches or load balancer
-// groups were created or deleted, and whether the client reconnected (the
-// cache is then reloaded, and the database may have been replaced). A
-// lost connection and the reconnection that ends it are logged.
+// or detached from a router or switch (by anyone: the monitor does not
+// say who wrote), whether routers, switches or load balancer groups were
+// created, deleted, attached or detached, and whether the client
+// reconnected (the cache is then reloaded, and the database may have been
+// replaced). A lost connection and the reconnection that ends it are
+// logged. Drifted tells which of them differ from the States last
+// written: the client's own writes come back equal to them (echoes) and
+// need no Sync; another writer's edits, deletions and detachments, and a
+// wiped database (groups included), do. Once a Sync's context has ended
+// no further transaction is sent.
 //
 // Current reads back each owner's State from the cache, as Sync would
 // write it: a controller that restarts, or takes over from another

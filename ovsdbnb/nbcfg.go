@@ -23,7 +23,7 @@ func (c *Client) NextCfg(ctx context.Context) (int, error) {
 			Mutations: []ovsdb.Mutation{{Column: "nb_cfg", Mutator: ovsdb.MutateOperationAdd, Value: 1}}},
 		{Op: ovsdb.OperationSelect, Table: nbdb.NBGlobalTable, Where: all, Columns: []string{"nb_cfg"}},
 	}
-	res, err := c.nb.Transact(ctx, ops...)
+	res, err := c.transact(ctx, ops...)
 	if err == nil {
 		if _, err = ovsdb.CheckOperationResults(res, ops); err != nil {
 			err = fmt.Errorf("%w: %+v", err, res)

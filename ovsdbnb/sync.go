@@ -323,12 +323,16 @@ func (sn *snap) qosHoldersOf(u string) []ref { return holdersOf(sn.qosHolders, u
 func (s *syncer) snapshot(_ context.Context) (*snap, error) {
 	sn := &snap{routers: map[string]*nbdb.LogicalRouter{}, switches: map[string]*nbdb.LogicalSwitch{},
 		groups: map[string]*nbdb.LoadBalancerGroup{}}
+	cache := s.c.nb.Cache()
+	if cache == nil { // disconnected, or closed
+		return nil, errors.New("ovsdbnb: read cache: not connected")
+	}
 	m := &s.c.members
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	keep := map[any]map[string]bool{}
 	for _, t := range []string{nbdb.LogicalRouterTable, nbdb.LogicalSwitchTable, nbdb.LoadBalancerGroupTable} {
-		tc := s.c.nb.Cache().Table(t)
+		tc := cache.Table(t)
 		if tc == nil {
 			return nil, fmt.Errorf("ovsdbnb: read cache: table %s is not monitored", t)
 		}

@@ -56,7 +56,7 @@ func (s *syncer) syncChassisRows(ctx context.Context, desired map[Owner]State, o
 		return nil
 	}
 	conn := s.c.conn()
-	results, err := s.c.nb.Transact(ctx, ops...)
+	results, err := s.c.transact(ctx, ops...)
 	if err == nil {
 		_, err = ovsdb.CheckOperationResults(results, ops)
 	}

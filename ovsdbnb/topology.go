@@ -79,7 +79,7 @@ func EnsureTopology(ctx context.Context, c *Client, topo Topology) error {
 		return nil
 	}
 	conn := c.conn()
-	results, err := c.nb.Transact(ctx, t.ops...)
+	results, err := c.transact(ctx, t.ops...)
 	if err == nil {
 		_, err = ovsdb.CheckOperationResults(results, t.ops)
 	}

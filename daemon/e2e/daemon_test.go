@@ -84,6 +84,9 @@ type cluster struct {
 	bin string
 	// kubeconfig is the daemons' (deploy/rbac.yaml's ovnedge-leader).
 	kubeconfig string
+	// extraArgs are added to every daemon's arguments (BenchmarkSoak's
+	// SOAK_LOG_LEVEL).
+	extraArgs []string
 }
 
 // instance is one running `ovnedge daemon`.
@@ -148,11 +151,12 @@ func (c *cluster) start(t testing.TB, node string, ovs *testbed.OVS) *instance {
 	// when the test fails; a restart appends to it.
 	log := filepath.Join(ovs.Dir, "ovnedge.log")
 	i := &instance{node: node, log: log, ovs: ovs}
-	i.Process = testbed.StartProcess(t, "ovnedge "+node, log, nil, c.bin, "daemon",
+	args := append([]string{"daemon",
 		"--kubeconfig", c.kubeconfig, "--node-name", node,
 		"--nb-address", c.ovn.NB, "--ovs-db", ovs.DB, "--ovs-rundir", ovs.RunDir, "--bridge", ovs.Bridge,
 		"--metrics-address", "127.0.0.1:0", "--cluster-subnets", clusterSubnets, "--join-subnet", joinSubnet,
-		"--egressip-reachability-total-timeout", "0")
+		"--egressip-reachability-total-timeout", "0"}, c.extraArgs...)
+	i.Process = testbed.StartProcess(t, "ovnedge "+node, log, nil, append([]string{c.bin}, args...)...)
 	c.poll(t, "ovnedge "+node+" /readyz", func(ctx context.Context) error {
 		data, err := os.ReadFile(log)
 		if err != nil {

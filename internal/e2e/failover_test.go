@@ -22,8 +22,11 @@ type failure struct {
 
 // failures are the ways an egress node is lost that the fast failover
 // must handle: its chassis dies (with its ovnedge), its uplink goes down
-// (the node reports NOT_SERVING), or only its ovnedge dies (the chassis
-// keeps answering ARP for the egress IP until the leader silences it).
+// (the node reports NOT_SERVING), its uplink goes down while its
+// ovn-controller lags (the chassis keeps the egress IP's NAT when its
+// uplink is back: its ovnedge's fence must silence it), or only its
+// ovnedge dies (the chassis keeps answering ARP for the egress IP until
+// the leader silences it).
 var failures = []failure{
 	{"ChassisKilled", func(e *Env, n string) func() {
 		e.KillNode(n)
@@ -32,6 +35,17 @@ var failures = []failure{
 	{"UplinkDown", func(e *Env, n string) func() {
 		e.Node(n).SetUplink(false)
 		return func() { e.Node(n).SetUplink(true) }
+	}},
+	{"UplinkDownControllerLagging", func(e *Env, n string) func() {
+		e.Node(n).PauseController(true)
+		e.Node(n).SetUplink(false)
+		return func() {
+			e.Node(n).SetUplink(true)
+			// The chassis still has the egress IP's NAT: unless its
+			// ovnedge fenced it, its gateway router answers ARP now.
+			time.Sleep(time.Second)
+			e.Node(n).PauseController(false)
+		}
 	}},
 	{"OvnedgeKilled", func(e *Env, n string) func() {
 		if err := e.Instance(n).Kill(); err != nil {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -748,6 +749,23 @@ func (n *ClusterNode) Restart() {
 func (n *ClusterNode) SetUplink(up bool) {
 	n.c.T().Helper()
 	n.setLink(ClusterUplink, up)
+}
+
+// PauseController stops (SIGSTOP) or resumes (SIGCONT) the node's
+// ovn-controller: a paused chassis keeps its last flows, as one busy
+// recomputing or cut off from the Southbound database does. A paused
+// controller is resumed at cleanup.
+func (n *ClusterNode) PauseController(paused bool) {
+	t := n.c.T()
+	t.Helper()
+	sig := syscall.SIGCONT
+	if paused {
+		sig = syscall.SIGSTOP
+		t.Cleanup(func() { _ = n.ctl.cmd.Process.Signal(syscall.SIGCONT) })
+	}
+	if err := n.ctl.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("testbed: node %s: ovn-controller: %v", n.Name, err)
+	}
 }
 
 // setLink takes the node's link name down or up.
