@@ -1,19 +1,27 @@
 package ovsdbnb_test
 
 import (
+	"context"
 	"fmt"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
+	gosync "sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/ovn-kubernetes/libovsdb/client"
+	"github.com/ovn-kubernetes/libovsdb/model"
+	"github.com/ovn-kubernetes/libovsdb/ovsdb"
+
 	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
+	"github.com/ovnedge/ovnedge/ovsdbnb/nbdb"
 )
 
 // benchLBs is the number of load balancers of the benchmarks.
@@ -52,28 +60,33 @@ func timed(f func()) time.Duration {
 
 // BenchmarkCreateLoadBalancers creates 10,000 load balancers with three
 // backends each from an empty NB, side by side against the same
-// ovsdb-server: with one Sync (10,000 owners), with one chained ovn-nbctl
-// call, and with one ovn-nbctl call per load balancer (ovn-nbctl writes
-// the same name, protocol, vips, options and external_ids with `create`). The last would take
-// minutes, so it is sampled: 5 calls at each of the fill levels 1,250,
-// 3,750, 6,250 and 8,750 (a call's cost grows with the database), and
-// the total estimated as 10,000 times their mean (metrics named "est").
+// ovsdb-server: with one Sync (10,000 owners; "lib"), with the same insert
+// operations as bare transactions on a client that monitors nothing
+// ("raw": the server's floor, in Sync's batches of DefaultBatchOps with
+// the same two in flight), with one chained ovn-nbctl call, and with one
+// ovn-nbctl call per load balancer (ovn-nbctl writes the same name,
+// protocol, vips, options and external_ids with `create`). The last would
+// take minutes, so it is sampled: 5 calls at each of the fill levels
+// 1,250, 3,750, 6,250 and 8,750 (a call's cost grows with the database),
+// and the total estimated as 10,000 times their mean (metrics named
+// "est"). Only one client is connected while a side is timed: the
+// library's monitor would otherwise decode the other sides' rows on the
+// same two cores.
 func BenchmarkCreateLoadBalancers(b *testing.B) {
 	o := startNB(b)
-	c := dial(b, o.NB)
 	desired := services(benchLBs)
 	empty := make(map[ovsdbnb.Owner]ovsdbnb.State, benchLBs)
 	for owner := range desired {
 		empty[owner] = ovsdbnb.State{}
 	}
+	inserts := ovsdbnb.LoadBalancerInserts(desired)
 	chainedArgs := []string{"--timeout=600"}
 	for i := range benchLBs {
 		if i > 0 {
 			chainedArgs = append(chainedArgs, "--")
 		}
-		// Other names than the library's (of the same length): the
-		// client's cache may still show these rows, destroyed by
-		// ovn-nbctl, when the library fills the database again.
+		// Other names than the library's (of the same length), as
+		// before the sides were timed one client at a time.
 		name := strings.Replace(serviceLB(i, 0).Name, "Service_", "Chained_", 1)
 		chainedArgs = append(chainedArgs, createLBArgs(i, name)...)
 	}
@@ -89,32 +102,47 @@ func BenchmarkCreateLoadBalancers(b *testing.B) {
 		}
 		defer func() { _ = syscall.Setrlimit(syscall.RLIMIT_STACK, &stack) }()
 	}
-	// Warm up: the first 10,000-row transactions into a fresh
-	// ovsdb-server (and a fresh client heap) pay for growing their
-	// memory, a cost that would otherwise land on whichever side runs
-	// first.
-	sync(b, c, desired)
-	sync(b, c, empty)
-	const samples = 5
-	var lib, chained, perCall time.Duration
-	calls := 0
-	b.ResetTimer()
-	for range b.N {
-		lib += timed(func() {
+	// libSide times one Sync of desired on a client of its own (dialed
+	// and emptied untimed).
+	libSide := func() time.Duration {
+		c := dialUntracked(b, o.NB)
+		defer c.Close()
+		d := timed(func() {
 			if res := sync(b, c, desired); res.Inserts != benchLBs || res.Transactions < 1 {
 				b.Fatalf("Sync: %+v, want %d inserts", res, benchLBs)
 			}
 		})
-		b.StopTimer()
 		sync(b, c, empty)
-		b.StartTimer()
-
+		return d
+	}
+	rawSide := func() time.Duration {
+		raw := rawClient(b, o.NB)
+		defer raw.Close()
+		d := timed(func() { rawTransact(b, raw, inserts, ovsdbnb.DefaultBatchOps) })
+		o.Nbctl("--all", "destroy", "Load_Balancer")
+		return d
+	}
+	// Warm up: the first 10,000-row transactions into a fresh
+	// ovsdb-server (and a fresh client heap) pay for growing their
+	// memory, a cost that would otherwise land on whichever side runs
+	// first.
+	libSide()
+	rawSide()
+	const samples = 5
+	var lib, raw, chained, perCall time.Duration
+	calls := 0
+	b.ResetTimer()
+	for range b.N { // ns/op is a whole round, setup included
+		// Labelled for -cpuprofile (pprof -tagfocus side=lib): the
+		// goroutines of the client, dialled inside, inherit the label.
+		pprof.Do(context.Background(), pprof.Labels("side", "lib"), func(context.Context) { lib += libSide() })
+		pprof.Do(context.Background(), pprof.Labels("side", "raw"), func(context.Context) { raw += rawSide() })
 		chained += timed(func() { o.Nbctl(chainedArgs...) })
-		b.StopTimer()
 		o.Nbctl("--all", "destroy", "Load_Balancer")
 
 		// Per call: fill to each level with the library, then time
 		// single ovn-nbctl calls adding other load balancers.
+		c := dialUntracked(b, o.NB)
 		fill := map[ovsdbnb.Owner]ovsdbnb.State{}
 		for level := benchLBs / 8; level < benchLBs; level += benchLBs / 4 {
 			for i := range level {
@@ -123,25 +151,83 @@ func BenchmarkCreateLoadBalancers(b *testing.B) {
 			sync(b, c, fill)
 			for s := range samples {
 				args := createLBArgs(benchLBs+calls, fmt.Sprintf("sample-%d-%d", level, s))
-				b.StartTimer()
 				perCall += timed(func() { o.Nbctl(args...) })
-				b.StopTimer()
 				calls++
 			}
 		}
 		sync(b, c, empty)
+		c.Close()
 		o.Nbctl("--all", "destroy", "Load_Balancer") // the samples
-		b.StartTimer()
 	}
-	b.StopTimer()
 	n := float64(b.N)
 	perLB := perCall.Seconds() / float64(calls)
 	b.ReportMetric(lib.Seconds()/n, "lib-s")
+	b.ReportMetric(raw.Seconds()/n, "raw-s")
+	b.ReportMetric(lib.Seconds()/raw.Seconds(), "x-of-raw")
 	b.ReportMetric(chained.Seconds()/n, "nbctl-chained-s")
 	b.ReportMetric(perLB*1000, "nbctl-percall-ms/lb(sampled)")
 	b.ReportMetric(perLB*benchLBs, "nbctl-percall-est-s")
 	b.ReportMetric(perLB*benchLBs/(lib.Seconds()/n), "x-faster-than-percall-est")
 	b.ReportMetric(chained.Seconds()/lib.Seconds(), "x-faster-than-chained")
+}
+
+// dialUntracked is dial for a client the caller closes (and may close
+// early).
+func dialUntracked(b *testing.B, endpoint string) *ovsdbnb.Client {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := ovsdbnb.Dial(ctx, ovsdbnb.Options{Endpoints: []string{endpoint}})
+	if err != nil {
+		b.Fatalf("Dial: %v", err)
+	}
+	return c
+}
+
+// rawClient is a bare libovsdb client of endpoint: no monitor, no cache.
+func rawClient(b *testing.B, endpoint string) client.Client {
+	b.Helper()
+	m, err := model.NewClientDBModel("OVN_Northbound", map[string]model.Model{nbdb.LoadBalancerTable: &nbdb.LoadBalancer{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw, err := client.NewOVSDBClient(m, client.WithEndpoint(endpoint))
+	if err == nil {
+		err = raw.Connect(context.Background())
+	}
+	if err != nil {
+		b.Fatalf("raw client: %v", err)
+	}
+	return raw
+}
+
+// rawTransact sends ops in transactions of batch operations, two in
+// flight, and fails b on any error.
+func rawTransact(b *testing.B, raw client.Client, ops []ovsdb.Operation, batch int) {
+	var wg gosync.WaitGroup
+	slots := make(chan struct{}, 2)
+	errs := make(chan error, len(ops)/batch+1)
+	for i := 0; i < len(ops); i += batch {
+		part := ops[i:min(i+batch, len(ops))]
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			res, err := raw.Transact(context.Background(), part...)
+			if err == nil {
+				_, err = ovsdb.CheckOperationResults(res, part)
+			}
+			if err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatalf("raw transact: %v", err)
+	}
 }
 
 // BenchmarkChangeOneBackend changes one backend of one Service among

@@ -10,8 +10,10 @@
 // a key, certificate and CA), only to the leader of a RAFT cluster unless
 // told otherwise, and follows the leader when it changes or dies. It
 // reconnects with exponential backoff, probes an idle connection with
-// echoes, and monitors only the tables in Tables, so its cache holds
-// nothing else (about 4 KB per load balancer).
+// echoes, and monitors only the tables in Tables, and of those only the
+// columns it reads (the routers' and switches' ports, static routes and
+// ACLs, the logical ports themselves, are never sent to it), so its cache
+// holds nothing else (about 4 KB per load balancer).
 //
 // # Reconciler
 //

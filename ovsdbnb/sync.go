@@ -299,6 +299,9 @@ type snap struct {
 	// first use; adopted are the rows an owner of this plan took over.
 	foreign map[string]map[string]string
 	adopted map[string]bool
+	// templates indexes the Chassis_Template_Var rows, built on first
+	// use (see templates).
+	templates *templateIndex
 }
 
 // parent returns the router holding the policy or NAT u.
@@ -408,7 +411,11 @@ func (p *plan) add(rowName string, lag bool, ops ...ovsdb.Operation) {
 // through the client index on KeyOwnedBy; ids returns a row's
 // external_ids.
 func ownedRows[T any](s *syncer, o Owner, table string, probe model.Model, ids func(*T) map[string]string) ([]*T, error) {
-	rows, err := s.c.nb.Cache().Table(table).RowsByModels([]model.Model{probe})
+	tc := s.c.nb.Cache().Table(table)
+	if tc.Len() == 0 {
+		return nil, nil // most owners have rows in one or two tables only
+	}
+	rows, err := tc.RowsByModels([]model.Model{probe})
 	if err != nil {
 		return nil, &OwnerError{Owner: o, Row: table, Err: fmt.Errorf("read cache: %w", err)}
 	}
@@ -460,7 +467,7 @@ func (s *syncer) plan(sn *snap, o Owner, st State) (*plan, error) {
 	if err := s.planQoS(sn, p, st.QoSRules); err != nil {
 		return nil, err
 	}
-	if err := s.planTemplateVars(p, st.TemplateVars); err != nil {
+	if err := s.planTemplateVars(sn, p, st.TemplateVars); err != nil {
 		return nil, err
 	}
 	return p, nil
