@@ -264,3 +264,30 @@ func BenchmarkChangeOneBackend(b *testing.B) {
 	b.ReportMetric(cache/(1<<20), "cache-MiB")
 	b.ReportMetric(cache/benchLBs, "cache-B/lb")
 }
+
+// BenchmarkResyncWithChassis syncs again, unchanged, 10,000 Services'
+// load balancers and the node IP template variables of 2,000 chassis
+// (one owner): the leader's periodic and post-event re-plan at
+// OpenShift's node count. Nothing is sent; the time is the planning of
+// 10,001 owners against the cache.
+func BenchmarkResyncWithChassis(b *testing.B) {
+	const chassis = 2000
+	o := startNB(b)
+	c := dial(b, o.NB)
+	desired := services(benchLBs)
+	nodes := ovsdbnb.Owner{Type: "NodeIPTemplates", Name: "cluster"}
+	var vars []ovsdbnb.TemplateVar
+	for i := range chassis {
+		vars = append(vars, ovsdbnb.TemplateVar{Chassis: fmt.Sprintf("chassis-%d", i), Name: "NODEIP_IPv4_0",
+			Value: fmt.Sprintf("172.18.%d.%d", i/250, i%250+2)})
+	}
+	desired[nodes] = ovsdbnb.State{TemplateVars: vars}
+	sync(b, c, desired)
+	b.ResetTimer()
+	for range b.N {
+		if res := sync(b, c, desired); res.Ops() != 0 || res.Owners != len(desired) {
+			b.Fatalf("resync: %+v, want no operations and %d owners", res, len(desired))
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/resync")
+}
