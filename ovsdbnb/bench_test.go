@@ -3,6 +3,7 @@ package ovsdbnb_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -102,23 +103,32 @@ func BenchmarkCreateLoadBalancers(b *testing.B) {
 		}
 		defer func() { _ = syscall.Setrlimit(syscall.RLIMIT_STACK, &stack) }()
 	}
+	// The CPU time of this process (the client) and of the NB
+	// ovsdb-server during each timed side: unlike the wall time, it
+	// hardly depends on what else the machine runs.
+	var libCPU, rawCPU, libServerCPU, rawServerCPU time.Duration
+	server := serverPID(b, o)
 	// libSide times one Sync of desired on a client of its own (dialed
 	// and emptied untimed).
 	libSide := func() time.Duration {
 		c := dialUntracked(b, o.NB)
 		defer c.Close()
+		cpu0, srv0 := selfCPU(), procCPU(server)
 		d := timed(func() {
 			if res := sync(b, c, desired); res.Inserts != benchLBs || res.Transactions < 1 {
 				b.Fatalf("Sync: %+v, want %d inserts", res, benchLBs)
 			}
 		})
+		libCPU, libServerCPU = libCPU+selfCPU()-cpu0, libServerCPU+procCPU(server)-srv0
 		sync(b, c, empty)
 		return d
 	}
 	rawSide := func() time.Duration {
 		raw := rawClient(b, o.NB)
 		defer raw.Close()
+		cpu0, srv0 := selfCPU(), procCPU(server)
 		d := timed(func() { rawTransact(b, raw, inserts, ovsdbnb.DefaultBatchOps) })
+		rawCPU, rawServerCPU = rawCPU+selfCPU()-cpu0, rawServerCPU+procCPU(server)-srv0
 		o.Nbctl("--all", "destroy", "Load_Balancer")
 		return d
 	}
@@ -128,6 +138,7 @@ func BenchmarkCreateLoadBalancers(b *testing.B) {
 	// first.
 	libSide()
 	rawSide()
+	libCPU, rawCPU, libServerCPU, rawServerCPU = 0, 0, 0, 0
 	const samples = 5
 	var lib, raw, chained, perCall time.Duration
 	calls := 0
@@ -164,11 +175,58 @@ func BenchmarkCreateLoadBalancers(b *testing.B) {
 	b.ReportMetric(lib.Seconds()/n, "lib-s")
 	b.ReportMetric(raw.Seconds()/n, "raw-s")
 	b.ReportMetric(lib.Seconds()/raw.Seconds(), "x-of-raw")
+	b.ReportMetric(libCPU.Seconds()/n, "lib-client-cpu-s")
+	b.ReportMetric(rawCPU.Seconds()/n, "raw-client-cpu-s")
+	b.ReportMetric(libServerCPU.Seconds()/n, "lib-server-cpu-s")
+	b.ReportMetric(rawServerCPU.Seconds()/n, "raw-server-cpu-s")
+	b.ReportMetric((libCPU+libServerCPU).Seconds()/(rawCPU+rawServerCPU).Seconds(), "x-of-raw-cpu")
 	b.ReportMetric(chained.Seconds()/n, "nbctl-chained-s")
 	b.ReportMetric(perLB*1000, "nbctl-percall-ms/lb(sampled)")
 	b.ReportMetric(perLB*benchLBs, "nbctl-percall-est-s")
 	b.ReportMetric(perLB*benchLBs/(lib.Seconds()/n), "x-faster-than-percall-est")
 	b.ReportMetric(chained.Seconds()/lib.Seconds(), "x-faster-than-chained")
+}
+
+// serverPID returns the PID of o's NB ovsdb-server.
+func serverPID(b *testing.B, o *testbed.OVN) int {
+	b.Helper()
+	pid, err := os.ReadFile(filepath.Join(o.Dir, "nb.pid"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(pid)))
+	if err != nil {
+		b.Fatalf("nb.pid: %v", err)
+	}
+	return n
+}
+
+// selfCPU returns the CPU time (user and system) this process used so
+// far.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// procCPU returns the CPU time (user and system) process pid used so far,
+// from /proc (0 when unreadable).
+func procCPU(pid int) time.Duration {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name (which may hold spaces): utime
+	// and stime are the 14th and 15th of the line, in clock ticks.
+	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
 }
 
 // dialUntracked is dial for a client the caller closes (and may close
