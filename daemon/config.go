@@ -33,7 +33,7 @@ type Config struct {
 	ConfigFile string
 	NodeName   string
 	Kubeconfig string
-	// KubeAPIQPS and KubeAPIBurst are the API client's rate limit
+	// KubeAPIQPS and KubeAPIBurst are the API clients' rate limit
 	// (client-go's default, 5 and 10, writes a thousand EgressIP statuses
 	// in over three minutes).
 	KubeAPIQPS   float32
@@ -210,8 +210,8 @@ var options = []option{
 		func(c *Config, v string) error { c.NodeName = v; return nil }},
 	{"kubeconfig", "kubernetes", "kubeconfig", "", "kubeconfig file of the API server; empty: in-cluster config",
 		func(c *Config, v string) error { c.Kubeconfig = v; return nil }},
-	{"kube-api-qps", "kubernetes", "kube-api-qps", "50",
-		"requests per second to the API server (the client's rate limit; 50 as OVN-Kubernetes' clients)",
+	{"kube-api-qps", "kubernetes", "kube-api-qps", "200",
+		"requests per second to the API server (the client's rate limit; client-go's own 5 writes a thousand EgressIP statuses in over three minutes)",
 		func(c *Config, v string) error {
 			q, err := strconv.ParseFloat(strings.TrimSpace(v), 32)
 			if err != nil || q <= 0 || q > 100000 {
@@ -220,7 +220,7 @@ var options = []option{
 			c.KubeAPIQPS = float32(q)
 			return nil
 		}},
-	{"kube-api-burst", "kubernetes", "kube-api-burst", "100", "requests to the API server allowed at once above --kube-api-qps",
+	{"kube-api-burst", "kubernetes", "kube-api-burst", "400", "requests to the API server allowed at once above --kube-api-qps",
 		func(c *Config, v string) (err error) { c.KubeAPIBurst, err = parseUint(v, 1, 100000); return err }},
 	{"manifests", "ovnedge", "manifests", "", "read Kubernetes objects from YAML files in this directory instead of an API server",
 		func(c *Config, v string) error { c.Manifests = v; return nil }},

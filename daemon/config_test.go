@@ -359,7 +359,7 @@ current-context: x
 		qps   float32
 		burst int
 	}{
-		{[]string{"--kubeconfig", kubeconfig}, 50, 100},
+		{[]string{"--kubeconfig", kubeconfig}, 200, 400},
 		{[]string{"--config-file", file}, 200, 400},
 		{[]string{"--config-file", file, "--kube-api-qps=7.5", "--kube-api-burst=3"}, 7.5, 3},
 	} {
