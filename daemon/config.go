@@ -33,7 +33,12 @@ type Config struct {
 	ConfigFile string
 	NodeName   string
 	Kubeconfig string
-	Manifests  string
+	// KubeAPIQPS and KubeAPIBurst are the API clients' rate limit
+	// (client-go's default, 5 and 10, writes a thousand EgressIP statuses
+	// in over three minutes).
+	KubeAPIQPS   float32
+	KubeAPIBurst int
+	Manifests    string
 	// ManifestsPoll is how often the manifests directory is checked.
 	ManifestsPoll time.Duration
 
@@ -205,6 +210,18 @@ var options = []option{
 		func(c *Config, v string) error { c.NodeName = v; return nil }},
 	{"kubeconfig", "kubernetes", "kubeconfig", "", "kubeconfig file of the API server; empty: in-cluster config",
 		func(c *Config, v string) error { c.Kubeconfig = v; return nil }},
+	{"kube-api-qps", "kubernetes", "kube-api-qps", "200",
+		"requests per second to the API server (the client's rate limit; client-go's own 5 writes a thousand EgressIP statuses in over three minutes)",
+		func(c *Config, v string) error {
+			q, err := strconv.ParseFloat(strings.TrimSpace(v), 32)
+			if err != nil || q <= 0 || q > 100000 {
+				return fmt.Errorf("%q: want a number of requests per second above 0", v)
+			}
+			c.KubeAPIQPS = float32(q)
+			return nil
+		}},
+	{"kube-api-burst", "kubernetes", "kube-api-burst", "400", "requests to the API server allowed at once above --kube-api-qps",
+		func(c *Config, v string) (err error) { c.KubeAPIBurst, err = parseUint(v, 1, 100000); return err }},
 	{"manifests", "ovnedge", "manifests", "", "read Kubernetes objects from YAML files in this directory instead of an API server",
 		func(c *Config, v string) error { c.Manifests = v; return nil }},
 	{"manifests-poll", "ovnedge", "manifests-poll", "500ms", "how often the --manifests directory is checked for changes",
@@ -522,6 +539,8 @@ func readConfigFile(path string) (map[string]string, error) {
 type rawSection struct {
 	NodeName                         *string `gcfg:"node-name"`
 	Kubeconfig                       *string `gcfg:"kubeconfig"`
+	KubeAPIQPS                       *string `gcfg:"kube-api-qps"`
+	KubeAPIBurst                     *string `gcfg:"kube-api-burst"`
 	Manifests                        *string `gcfg:"manifests"`
 	ClusterSubnets                   *string `gcfg:"cluster-subnets"`
 	V4JoinSubnet                     *string `gcfg:"v4-join-subnet"`

@@ -338,3 +338,49 @@ func TestEveryOptionInConfigFile(t *testing.T) {
 		}
 	}
 }
+
+// TestKubeAPIRateLimit: --kube-api-qps and --kube-api-burst (and their
+// [kubernetes] keys) become the API client's rate limit; client-go's own
+// 5/10 is not used unless asked for.
+func TestKubeAPIRateLimit(t *testing.T) {
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file := writeFile(t, "[kubernetes]\nkubeconfig = "+kubeconfig+"\nkube-api-qps = 200\nkube-api-burst = 400\n")
+	for _, tc := range []struct {
+		args  []string
+		qps   float32
+		burst int
+	}{
+		{[]string{"--kubeconfig", kubeconfig}, 200, 400},
+		{[]string{"--config-file", file}, 200, 400},
+		{[]string{"--config-file", file, "--kube-api-qps=7.5", "--kube-api-burst=3"}, 7.5, 3},
+	} {
+		c, _, err := ParseConfig("daemon", tc.args)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if c.KubeAPIQPS != tc.qps || c.KubeAPIBurst != tc.burst {
+			t.Errorf("%v: qps %v burst %d, want %v %d", tc.args, c.KubeAPIQPS, c.KubeAPIBurst, tc.qps, tc.burst)
+		}
+		cl, err := Connect(c, slog.Default())
+		if err != nil {
+			t.Fatalf("%v: Connect: %v", tc.args, err)
+		}
+		if got := cl.Typed.CoreV1().RESTClient().GetRateLimiter().QPS(); got != tc.qps {
+			t.Errorf("%v: the client's rate limiter allows %v/s, want %v", tc.args, got, tc.qps)
+		}
+	}
+	for _, bad := range []string{"--kube-api-qps=0", "--kube-api-qps=x", "--kube-api-burst=0", "--kube-api-burst=-1"} {
+		if _, _, err := ParseConfig("daemon", []string{bad}); err == nil || !strings.Contains(err.Error(), "kube-api") {
+			t.Errorf("%s: error %v, want one naming the flag", bad, err)
+		}
+	}
+}

@@ -131,6 +131,7 @@ func Connect(cfg *Config, log *slog.Logger) (*Clients, error) {
 		return nil, fmt.Errorf("kubernetes client config: %w", err)
 	}
 	rc.UserAgent = "ovnedge"
+	rc.QPS, rc.Burst = cfg.KubeAPIQPS, cfg.KubeAPIBurst
 	typed, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)

@@ -315,6 +315,9 @@ func (c *Client) waitCache(ctx context.Context, conn uint64, ops []ovsdb.Operati
 	}
 	deadline := time.Now().Add(cacheWait)
 	for _, w := range wants {
+		if c.nb.Cache().Table(w.table) == nil {
+			continue // not monitored (EnsureTopology's ports and routes)
+		}
 		for c.nb.Cache().Table(w.table).HasRow(w.uuid) != w.present {
 			if c.conn() != conn {
 				c.log.Debug("ovsdbnb: connection lost after a commit; the cache is reloaded on reconnecting", "table", w.table, "uuid", w.uuid)

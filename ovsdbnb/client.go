@@ -72,26 +72,41 @@ type Client struct {
 var Tables = []string{
 	nbdb.LoadBalancerTable, nbdb.LoadBalancerGroupTable, nbdb.LogicalRouterPolicyTable,
 	nbdb.NATTable, nbdb.AddressSetTable, nbdb.LogicalRouterTable, nbdb.LogicalSwitchTable,
-	nbdb.LogicalRouterPortTable, nbdb.LogicalSwitchPortTable, nbdb.LogicalRouterStaticRouteTable,
 	nbdb.QoSTable, nbdb.ChassisTemplateVarTable,
+}
+
+// monitored are the columns of Tables the client monitors: those this
+// package reads (the rows it plans, reads back with Current and watches
+// for drift; the routers, switches and groups only for their names,
+// marks and the references it manages). The others, the routers' and
+// switches' ports, static routes and ACLs above all (tens of thousands
+// of UUIDs on a large cluster), are neither sent nor decoded nor cached;
+// logical ports and static routes are not monitored at all.
+var monitored = map[string][]string{
+	nbdb.LoadBalancerTable:        {"name", "protocol", "vips", "options", "selection_fields", "external_ids"},
+	nbdb.LoadBalancerGroupTable:   {"name", "load_balancer"},
+	nbdb.LogicalRouterPolicyTable: {"priority", "match", "action", "nexthops", "options", "external_ids"},
+	nbdb.NATTable:                 {"type", "external_ip", "logical_ip", "logical_port", "options", "external_ids"},
+	nbdb.AddressSetTable:          {"name", "addresses", "external_ids"},
+	nbdb.LogicalRouterTable:       {"name", "policies", "nat", "load_balancer", "load_balancer_group", "external_ids"},
+	nbdb.LogicalSwitchTable:       {"name", "load_balancer", "load_balancer_group", "qos_rules", "external_ids"},
+	nbdb.QoSTable:                 {"priority", "direction", "match", "action", "bandwidth", "external_ids"},
+	nbdb.ChassisTemplateVarTable:  {"chassis", "variables", "external_ids"},
 }
 
 // dbModel is the partial NB model of Tables, with client indexes on the
 // ownership key so an owner's rows are found without a scan.
 func dbModel() (model.ClientDBModel, error) {
 	m, err := model.NewClientDBModel("OVN_Northbound", map[string]model.Model{
-		nbdb.LoadBalancerTable:             &nbdb.LoadBalancer{},
-		nbdb.LoadBalancerGroupTable:        &nbdb.LoadBalancerGroup{},
-		nbdb.LogicalRouterPolicyTable:      &nbdb.LogicalRouterPolicy{},
-		nbdb.NATTable:                      &nbdb.NAT{},
-		nbdb.AddressSetTable:               &nbdb.AddressSet{},
-		nbdb.LogicalRouterTable:            &nbdb.LogicalRouter{},
-		nbdb.LogicalSwitchTable:            &nbdb.LogicalSwitch{},
-		nbdb.LogicalRouterPortTable:        &nbdb.LogicalRouterPort{},
-		nbdb.LogicalSwitchPortTable:        &nbdb.LogicalSwitchPort{},
-		nbdb.LogicalRouterStaticRouteTable: &nbdb.LogicalRouterStaticRoute{},
-		nbdb.QoSTable:                      &nbdb.QoS{},
-		nbdb.ChassisTemplateVarTable:       &nbdb.ChassisTemplateVar{},
+		nbdb.LoadBalancerTable:        &nbdb.LoadBalancer{},
+		nbdb.LoadBalancerGroupTable:   &nbdb.LoadBalancerGroup{},
+		nbdb.LogicalRouterPolicyTable: &nbdb.LogicalRouterPolicy{},
+		nbdb.NATTable:                 &nbdb.NAT{},
+		nbdb.AddressSetTable:          &nbdb.AddressSet{},
+		nbdb.LogicalRouterTable:       &nbdb.LogicalRouter{},
+		nbdb.LogicalSwitchTable:       &nbdb.LogicalSwitch{},
+		nbdb.QoSTable:                 &nbdb.QoS{},
+		nbdb.ChassisTemplateVarTable:  &nbdb.ChassisTemplateVar{},
 	})
 	if err != nil {
 		return m, err
@@ -106,6 +121,26 @@ func dbModel() (model.ClientDBModel, error) {
 		nbdb.QoSTable:                 byOwner,
 	})
 	return m, nil
+}
+
+// monitor is the client's monitor: the monitored columns of the tables of
+// the model the server's schema has (Chassis_Template_Var is absent
+// before OVN 22.12).
+func monitor(nb client.Client) *client.Monitor {
+	m := nb.NewMonitor()
+	schema := nb.Schema()
+	for _, t := range Tables {
+		if ts := schema.Table(t); ts != nil {
+			var cols []string
+			for _, c := range monitored[t] {
+				if ts.Column(c) != nil {
+					cols = append(cols, c)
+				}
+			}
+			m.Tables = append(m.Tables, client.TableMonitor{Table: t, Fields: cols})
+		}
+	}
+	return m
 }
 
 // Dial connects to the first reachable endpoint (the RAFT leader unless
@@ -184,7 +219,7 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	// The cache exists once connected; the handler sees every row
 	// from the first monitor reply on.
 	nb.Cache().AddEventHandler(c.changes.handler())
-	if _, err := nb.MonitorAll(cctx); err != nil {
+	if _, err := nb.Monitor(cctx, monitor(nb)); err != nil {
 		nb.Close()
 		return nil, fmt.Errorf("ovsdbnb: monitor %s: %w", nb.CurrentEndpoint(), err)
 	}

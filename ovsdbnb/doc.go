@@ -10,8 +10,10 @@
 // a key, certificate and CA), only to the leader of a RAFT cluster unless
 // told otherwise, and follows the leader when it changes or dies. It
 // reconnects with exponential backoff, probes an idle connection with
-// echoes, and monitors only the tables in Tables, so its cache holds
-// nothing else (about 4 KB per load balancer).
+// echoes, and monitors only the tables in Tables, and of those only the
+// columns it reads (the routers' and switches' ports, static routes and
+// ACLs, the logical ports themselves, are never sent to it), so its cache
+// holds nothing else (about 4 KB per load balancer).
 //
 // # Reconciler
 //
@@ -145,6 +147,25 @@
 // Two keys are this package's own: KeyOwnedBy ("ovnedge.io/owner", the
 // owner) and KeyManaged (the map keys it wrote). OVN-Kubernetes ignores
 // them.
+//
+// # Cost
+//
+// Creating 10,000 load balancers (BenchmarkCreateLoadBalancers, side by
+// side with the same insert rows sent as bare transactions by a client
+// that monitors nothing) costs about 3x the raw side's CPU: 0.85-0.95 s
+// of the client's against 0.14-0.19 s, 0.45-0.54 s of the server's
+// against 0.29-0.40 s (wall time 1.3-3x on the shared 2-core machine).
+// The difference is the cache: the server encodes, and the client
+// decodes, the update of every row written (libovsdb's JSON decoding
+// into generic rows, then reflection into the typed model: about 40% of
+// the client's CPU outside the garbage collector), the garbage of both,
+// and the plan (about 30%). Monitoring only the columns the package
+// reads changes nothing there, a load balancer's every column being
+// read; it keeps the ports, routes and ACLs of a large cluster's routers
+// and switches out of the cache. A full Sync (the leader's initial and
+// periodic ones) indexes each table's rows by owner in one scan and the
+// Chassis_Template_Var rows once (BenchmarkResyncWithChassis: 10,000
+// Services and 2,000 chassis synced again unchanged, 11 s -> 0.5-0.8 s).
 //
 // # Models
 //

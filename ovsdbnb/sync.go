@@ -138,7 +138,7 @@ func (c *Client) SyncWith(ctx context.Context, desired map[Owner]State, opts Syn
 	if opts.BatchOps <= 0 {
 		opts.BatchOps = DefaultBatchOps
 	}
-	s := &syncer{c: c, opts: opts, failed: map[Owner]*OwnerError{}}
+	s := &syncer{c: c, opts: opts, failed: map[Owner]*OwnerError{}, owners: len(desired)}
 	defer s.logFailed()
 	owners := make([]Owner, 0, len(desired))
 	for o, st := range desired {
@@ -209,6 +209,12 @@ type syncer struct {
 	res    Result
 	failed map[Owner]*OwnerError
 	named  int // counter for named UUIDs
+	// owners is the number of owners of this Sync (0 for a batch's own
+	// syncer); owned indexes, by table and owner, the cached rows of the
+	// tables ownedRows scanned whole rather than look up owner by owner
+	// (see ownedRows).
+	owners int
+	owned  map[string]map[string][]model.Model
 }
 
 // fail records an owner's error (the first one wins).
@@ -299,6 +305,9 @@ type snap struct {
 	// first use; adopted are the rows an owner of this plan took over.
 	foreign map[string]map[string]string
 	adopted map[string]bool
+	// templates indexes the Chassis_Template_Var rows, built on first
+	// use (see templates).
+	templates *templateIndex
 }
 
 // parent returns the router holding the policy or NAT u.
@@ -408,13 +417,40 @@ func (p *plan) add(rowName string, lag bool, ops ...ovsdb.Operation) {
 	}
 }
 
-// ownedRows returns the cached rows of table stamped with owner o, found
-// through the client index on KeyOwnedBy; ids returns a row's
-// external_ids.
+// ownedRows returns the cached rows of table stamped with owner o
+// (read only), found through the client index on KeyOwnedBy; ids returns
+// a row's external_ids. A Sync of many owners (at least an eighth of the
+// table's rows) scans the table once instead, indexing every owner's rows
+// shallowly: a lookup clones the rows it returns, and the leader's full
+// syncs look up every owner twice (checkVIPs, then the plan).
 func ownedRows[T any](s *syncer, o Owner, table string, probe model.Model, ids func(*T) map[string]string) ([]*T, error) {
-	rows, err := s.c.nb.Cache().Table(table).RowsByModels([]model.Model{probe})
-	if err != nil {
-		return nil, &OwnerError{Owner: o, Row: table, Err: fmt.Errorf("read cache: %w", err)}
+	tc := s.c.nb.Cache().Table(table)
+	if tc.Len() == 0 {
+		return nil, nil // most owners have rows in one or two tables only
+	}
+	var rows []model.Model
+	if idx, ok := s.owned[table]; ok || s.owners*8 >= tc.Len() {
+		if !ok {
+			idx = map[string][]model.Model{}
+			for _, m := range tc.RowsShallow() {
+				if ob := ids(m.(*T))[KeyOwnedBy]; ob != "" {
+					idx[ob] = append(idx[ob], m)
+				}
+			}
+			if s.owned == nil {
+				s.owned = map[string]map[string][]model.Model{}
+			}
+			s.owned[table] = idx
+		}
+		rows = idx[o.String()]
+	} else {
+		found, err := tc.RowsByModels([]model.Model{probe})
+		if err != nil {
+			return nil, &OwnerError{Owner: o, Row: table, Err: fmt.Errorf("read cache: %w", err)}
+		}
+		for _, m := range found {
+			rows = append(rows, m)
+		}
 	}
 	out := make([]*T, 0, len(rows))
 	for _, m := range rows {
@@ -464,7 +500,7 @@ func (s *syncer) plan(sn *snap, o Owner, st State) (*plan, error) {
 	if err := s.planQoS(sn, p, st.QoSRules); err != nil {
 		return nil, err
 	}
-	if err := s.planTemplateVars(p, st.TemplateVars); err != nil {
+	if err := s.planTemplateVars(sn, p, st.TemplateVars); err != nil {
 		return nil, err
 	}
 	return p, nil

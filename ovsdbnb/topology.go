@@ -133,13 +133,13 @@ func (t *topoBuilder) build(topo Topology) error {
 	return nil
 }
 
-// load reads the existing routers, switches and ports from the cache.
+// load reads the existing routers and switches from the cache, and the
+// names of the existing logical ports from the server (the client does
+// not monitor ports).
 func (t *topoBuilder) load() error {
 	var lrs []nbdb.LogicalRouter
 	var lss []nbdb.LogicalSwitch
-	var lrps []nbdb.LogicalRouterPort
-	var lsps []nbdb.LogicalSwitchPort
-	for _, l := range []any{&lrs, &lss, &lrps, &lsps} {
+	for _, l := range []any{&lrs, &lss} {
 		if err := t.c.nb.List(t.ctx, l); err != nil {
 			return fmt.Errorf("read cache: %w", err)
 		}
@@ -159,11 +159,23 @@ func (t *topoBuilder) load() error {
 			t.switches[ls.Name] = ls.UUID
 		}
 	}
-	for _, p := range lrps {
-		t.ports[p.Name] = true
+	ops := []ovsdb.Operation{
+		{Op: ovsdb.OperationSelect, Table: nbdb.LogicalRouterPortTable, Columns: []string{"name"}, Where: []ovsdb.Condition{}},
+		{Op: ovsdb.OperationSelect, Table: nbdb.LogicalSwitchPortTable, Columns: []string{"name"}, Where: []ovsdb.Condition{}},
 	}
-	for _, p := range lsps {
-		t.ports[p.Name] = true
+	results, err := t.c.nb.Transact(t.ctx, ops...)
+	if err == nil {
+		_, err = ovsdb.CheckOperationResults(results, ops)
+	}
+	if err != nil {
+		return fmt.Errorf("read ports: %w", err)
+	}
+	for _, r := range results {
+		for _, row := range r.Rows {
+			if name, ok := row["name"].(string); ok {
+				t.ports[name] = true
+			}
+		}
 	}
 	return nil
 }

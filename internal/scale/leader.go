@@ -28,7 +28,7 @@ func LeaderArgs(kubeconfig, nb, metrics string) []string {
 		"--cluster-subnets=" + ClusterSubnet + "/" + strconv.Itoa(HostPrefix),
 		"--gateway-v4-join-subnet=" + JoinSubnet, "--gateway-v6-join-subnet=fd98::/64",
 		"--gateway-v4-masquerade-subnet=169.254.169.0/29", "--gateway-v6-masquerade-subnet=fd69::/125",
-		"--metrics-address=" + metrics, "--log-level=info", "--enable-egress-ip=true",
+		"--metrics-address=" + metrics, "--log-level=info", "--kube-api-qps=200", "--kube-api-burst=400", "--enable-egress-ip=true",
 		"--egressip-node-healthcheck-port=9107", "--egressip-heartbeat-port=9108",
 		"--egressip-reachability-total-timeout=0", "--enable-pprof=true"}
 }

@@ -19,6 +19,8 @@ LB pools (the node's BGP communities are per pool), TLS. */}}
 - --gateway-v6-masquerade-subnet={{ .Values.masqueradeSubnetV6 }}
 - --metrics-address=:{{ .Values.metricsPort }}
 - --log-level={{ .Values.logLevel }}
+- --kube-api-qps={{ .Values.kubeAPI.qps }}
+- --kube-api-burst={{ .Values.kubeAPI.burst }}
 - --enable-egress-ip={{ .Values.egress.enabled }}
 - --egressip-node-healthcheck-port={{ .Values.egress.healthCheckPort }}
 - --egressip-heartbeat-port={{ .Values.egress.heartbeatPort }}
