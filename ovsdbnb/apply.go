@@ -315,7 +315,7 @@ func (c *Client) waitCache(ctx context.Context, conn uint64, ops []ovsdb.Operati
 	}
 	deadline := time.Now().Add(cacheWait)
 	for _, w := range wants {
-		if c.nb.Cache().Table(w.table) == nil {
+		if _, ok := monitored[w.table]; !ok || c.nb.Cache().Table(w.table) == nil {
 			continue // not monitored (EnsureTopology's ports and routes)
 		}
 		for c.nb.Cache().Table(w.table).HasRow(w.uuid) != w.present {
