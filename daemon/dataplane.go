@@ -103,6 +103,13 @@ type Dataplane struct {
 	pending map[ovsdbnb.Owner]bool
 	// statusChecked are the EgressIPs found holding their status.
 	statusChecked map[string]checkedStatus
+	// written are the EgressIPs whose status this leader wrote while its
+	// informer still shows the object written over (by name). The
+	// assignment takes an EgressIP's current status as the one to keep,
+	// so it reads the written object instead: from the stale one, a node
+	// back in service just after its egress IPs moved away would get
+	// them back (e2e TestFastFailover/UplinkDown).
+	written map[string]writtenStatus
 	// synced is each owner's desired state as last written; between
 	// full resyncs (every fullResync, repairing rows changed behind our
 	// back) only owners whose state differs are synced.
@@ -260,6 +267,12 @@ func (d *Dataplane) Cluster(ctx context.Context, s Snapshot) error {
 	if len(d.cfg.NBAddress) > 0 {
 		nbErr = d.connectNB(ctx)
 	}
+	// The statuses this leader wrote and its informer does not show yet
+	// are read as written (see written).
+	s.EgressIPs = d.overlayWritten(s.EgressIPs)
+	if s.Changed != nil {
+		d.injectWritten(s.Changed)
+	}
 	cs, err := d.computeCluster(s)
 	if err != nil {
 		return err
@@ -413,11 +426,17 @@ func (d *Dataplane) writeEgressStatus(ctx context.Context, s Snapshot, status ma
 		go func() {
 			defer wg.Done()
 			for obj := range next {
-				if _, err := d.clients.Dynamic.Resource(EgressIPResource).Update(ctx, obj, metav1.UpdateOptions{}); err != nil {
-					mu.Lock()
+				res, err := d.clients.Dynamic.Resource(EgressIPResource).Update(ctx, obj, metav1.UpdateOptions{})
+				mu.Lock()
+				if err != nil {
 					errs = append(errs, fmt.Errorf("status of EgressIP %s: %w", obj.GetName(), err))
-					mu.Unlock()
+				} else if res != nil {
+					if d.written == nil {
+						d.written = map[string]writtenStatus{}
+					}
+					d.written[obj.GetName()] = writtenStatus{over: obj.GetResourceVersion(), obj: res}
 				}
+				mu.Unlock()
 			}
 		}()
 	}
@@ -427,6 +446,64 @@ func (d *Dataplane) writeEgressStatus(ctx context.Context, s Snapshot, status ma
 	close(next)
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// writtenStatus is an EgressIP status write the informer does not show
+// yet: the resourceVersion written over and the server's answer;
+// injected once the incremental index has been given the answer.
+type writtenStatus struct {
+	over     string
+	obj      *unstructured.Unstructured
+	injected bool
+}
+
+// overlayWritten returns objs with every object the leader wrote over
+// replaced by what it wrote, and forgets the writes the informer shows.
+func (d *Dataplane) overlayWritten(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	if len(d.written) == 0 {
+		return objs
+	}
+	out := slices.Clone(objs)
+	seen := map[string]bool{}
+	for i, u := range out {
+		w, ok := d.written[u.GetName()]
+		if !ok {
+			continue
+		}
+		seen[u.GetName()] = true
+		if u.GetResourceVersion() == w.over {
+			out[i] = w.obj
+		} else {
+			delete(d.written, u.GetName()) // the write, or a later change, is in
+		}
+	}
+	for name := range d.written {
+		if !seen[name] {
+			delete(d.written, name) // deleted
+		}
+	}
+	return out
+}
+
+// injectWritten puts into ch, for the incremental index, each written
+// object it has not been given, and the written object in place of every
+// changed object it wrote over.
+func (d *Dataplane) injectWritten(ch *Changes) {
+	for name, w := range d.written {
+		k := objectKey("", name)
+		u, changed := ch.EgressIPs[k]
+		switch {
+		case changed && (u == nil || u.GetResourceVersion() != w.over):
+			continue // deleted or changed since: the informer's object rules
+		case changed || !w.injected:
+			if ch.EgressIPs == nil {
+				ch.EgressIPs = map[string]*unstructured.Unstructured{}
+			}
+			ch.EgressIPs[k] = w.obj
+			w.injected = true
+			d.written[name] = w
+		}
+	}
 }
 
 // statusWriters is how many EgressIP status writes are in flight at once.

@@ -575,3 +575,59 @@ func TestClusterRestartRemovesStale(t *testing.T) {
 		t.Errorf("the malformed EgressIP lost its reroute over the restart:\n%s", p)
 	}
 }
+
+// TestClusterReadsWrittenStatus: the leader moves an egress IP away from
+// an unreachable node and writes the status; the node is back before the
+// informer shows the write. Computed from the stale object, whose status
+// still names the node, the IP would move back; the leader reads what it
+// wrote instead, on the full and on the incremental path.
+func TestClusterReadsWrittenStatus(t *testing.T) {
+	b, err := os.ReadFile("../examples/demo/nodes.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	both := strings.Replace(string(b), "  name: ovn-worker\n", "  name: ovn-worker\n  labels:\n    k8s.ovn.org/egress-assignable: \"\"\n", 1)
+	for _, incremental := range []bool{false, true} {
+		t.Run(map[bool]string{false: "full", true: "incremental"}[incremental], func(t *testing.T) {
+			ovn := startNB(t)
+			cfg := demoConfig(t, "--nb-address", ovn.NB)
+			stale, c := loadDemo(t, cfg, map[string]string{"nodes.yaml": both, "egressip.yaml": egressIPOn("ovn-worker2")})
+			d := NewDataplane(cfg, c, record.NewFakeRecorder(100), NewMetrics(), quiet)
+			defer d.Close()
+			down := true
+			d.Reachable = func(node string) bool { return node != "ovn-worker2" || !down }
+			snap := func() Snapshot {
+				s := stale
+				if incremental {
+					s.Changed = &Changes{Reassign: true}
+				}
+				return s
+			}
+			if incremental { // the index starts from a full pass
+				if err := d.Cluster(context.Background(), stale); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := d.Cluster(context.Background(), snap()); err != nil {
+				t.Fatal(err)
+			}
+			if got := eipStatus(t, c, "egress-prod"); got != "ovn-worker=172.18.0.44" {
+				t.Fatalf("status after ovn-worker2 went down: %q", got)
+			}
+			down = false
+			// The informer still shows the object as it was before the write.
+			if err := d.Cluster(context.Background(), snap()); err != nil {
+				t.Fatal(err)
+			}
+			if got := eipStatus(t, c, "egress-prod"); got != "ovn-worker=172.18.0.44" {
+				t.Errorf("status after ovn-worker2 came back, read from a stale informer: %q, want the egress IP kept on ovn-worker", got)
+			}
+			if n := ovn.Nbctl("lr-nat-list", "GR_ovn-worker2"); strings.Contains(n, "172.18.0.44") {
+				t.Errorf("the egress IP's SNAT moved back to GR_ovn-worker2:\n%s", n)
+			}
+			if n := ovn.Nbctl("lr-nat-list", "GR_ovn-worker"); !strings.Contains(n, "172.18.0.44") {
+				t.Errorf("no SNAT of the egress IP on GR_ovn-worker:\n%s", n)
+			}
+		})
+	}
+}

@@ -154,6 +154,18 @@ func checkTakeover(t *testing.T, e *Env, what string, eip netip.Addr, gap time.D
 	if len(named) == 0 || named[len(named)-1] != to {
 		t.Errorf("ARP for %s last answered by %v, want the new owner %s", eip, named, to)
 	}
+	if t.Failed() {
+		// What the leader saw and decided: reachability and statuses.
+		if b, err := os.ReadFile(e.Leader.Log); err == nil {
+			var lines []string
+			for l := range strings.SplitSeq(string(b), "\n") {
+				if strings.Contains(l, "EgressIP status") || strings.Contains(l, "reach") || strings.Contains(l, "heartbeat") {
+					lines = append(lines, l)
+				}
+			}
+			t.Logf("the leader's egress lines:\n%s", strings.Join(lines[max(0, len(lines)-40):], "\n"))
+		}
+	}
 }
 
 // leads reports whether instance i's log says it became the leader.
