@@ -382,6 +382,7 @@ func (d *Dataplane) writeEgressStatus(ctx context.Context, s Snapshot, status ma
 	seen := make(map[string]checkedStatus, len(d.statusChecked))
 	defer func() { d.statusChecked = seen }()
 	var updates []*unstructured.Unstructured
+	bases := map[string]*unstructured.Unstructured{} // the informer's objects the updates write over
 	for _, u := range s.EgressIPs {
 		items, ok := status[u.GetName()]
 		if !ok {
@@ -412,6 +413,11 @@ func (d *Dataplane) writeEgressStatus(ctx context.Context, s Snapshot, status ma
 		}
 		d.log.Info("EgressIP status", "egressip", n.Name, "items", fmt.Sprint(items), "manifests", d.clients.FromManifests)
 		updates = append(updates, obj)
+		over := u
+		if w, ok := d.written[u.GetName()]; ok && w.obj == u {
+			over = w.over // a second write before the informer showed the first
+		}
+		bases[u.GetName()] = over
 	}
 	// The CRD has no status subresource (as in OVN-Kubernetes): the
 	// status is written with the object. The writes go statusWriters at
@@ -434,7 +440,7 @@ func (d *Dataplane) writeEgressStatus(ctx context.Context, s Snapshot, status ma
 					if d.written == nil {
 						d.written = map[string]writtenStatus{}
 					}
-					d.written[obj.GetName()] = writtenStatus{over: obj.GetResourceVersion(), obj: res}
+					d.written[obj.GetName()] = writtenStatus{over: bases[obj.GetName()], obj: res}
 				}
 				mu.Unlock()
 			}
@@ -449,10 +455,12 @@ func (d *Dataplane) writeEgressStatus(ctx context.Context, s Snapshot, status ma
 }
 
 // writtenStatus is an EgressIP status write the informer does not show
-// yet: the resourceVersion written over and the server's answer;
-// injected once the incremental index has been given the answer.
+// yet: the informer's object written over (the store keeps handing out
+// that very object until the echo or another change replaces it) and the
+// server's answer; injected once the incremental index has been given
+// the answer.
 type writtenStatus struct {
-	over     string
+	over     *unstructured.Unstructured
 	obj      *unstructured.Unstructured
 	injected bool
 }
@@ -464,22 +472,16 @@ func (d *Dataplane) overlayWritten(objs []*unstructured.Unstructured) []*unstruc
 		return objs
 	}
 	out := slices.Clone(objs)
-	seen := map[string]bool{}
+	over := map[string]bool{}
 	for i, u := range out {
-		w, ok := d.written[u.GetName()]
-		if !ok {
-			continue
-		}
-		seen[u.GetName()] = true
-		if u.GetResourceVersion() == w.over {
+		if w, ok := d.written[u.GetName()]; ok && u == w.over {
 			out[i] = w.obj
-		} else {
-			delete(d.written, u.GetName()) // the write, or a later change, is in
+			over[u.GetName()] = true
 		}
 	}
 	for name := range d.written {
-		if !seen[name] {
-			delete(d.written, name) // deleted
+		if !over[name] {
+			delete(d.written, name) // the write is in, or a later change, or a deletion
 		}
 	}
 	return out
@@ -487,13 +489,13 @@ func (d *Dataplane) overlayWritten(objs []*unstructured.Unstructured) []*unstruc
 
 // injectWritten puts into ch, for the incremental index, each written
 // object it has not been given, and the written object in place of every
-// changed object it wrote over.
+// changed object it wrote over. It runs after overlayWritten.
 func (d *Dataplane) injectWritten(ch *Changes) {
 	for name, w := range d.written {
 		k := objectKey("", name)
 		u, changed := ch.EgressIPs[k]
 		switch {
-		case changed && (u == nil || u.GetResourceVersion() != w.over):
+		case changed && u != w.over:
 			continue // deleted or changed since: the informer's object rules
 		case changed || !w.injected:
 			if ch.EgressIPs == nil {
@@ -1591,6 +1593,7 @@ func (d *Dataplane) verifyNB(ctx context.Context, s Snapshot) error {
 	if d.nb == nil {
 		return nil
 	}
+	s.EgressIPs = d.overlayWritten(s.EgressIPs) // as the reconcile reads them
 	cs, err := ComputeCluster(s, d.params, d.Reachable, d.lastNodes)
 	if err != nil {
 		return err
