@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -41,27 +40,9 @@ func scaleSnapshot() Snapshot {
 		})
 	}
 	for i := range 2000 {
-		ns, name := fmt.Sprintf("ns%d", i%100), fmt.Sprintf("svc%d", i)
-		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.ServiceSpec{
-			Type: corev1.ServiceTypeClusterIP, ClusterIP: fmt.Sprintf("10.96.%d.%d", i/250, i%250+1),
-			Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}}}
-		svc.Spec.ClusterIPs = []string{svc.Spec.ClusterIP}
-		if i%10 == 0 {
-			svc.Spec.Type = corev1.ServiceTypeLoadBalancer
-			svc.Spec.Ports[0].NodePort = int32(30000 + i)
-			svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: fmt.Sprintf("172.19.%d.%d", i/250, i%250+1)}}
-		}
+		svc, slice := eventService(s.Pods[:5000], 100, i)
 		s.Services = append(s.Services, svc)
-		ready := true
-		port, proto := int32(8080), corev1.ProtocolTCP
-		portName := "http"
-		s.EndpointSlices = append(s.EndpointSlices, &discoveryv1.EndpointSlice{
-			ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: name + "-x", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
-			AddressType: discoveryv1.AddressTypeIPv4,
-			Endpoints: []discoveryv1.Endpoint{{Addresses: []string{s.Pods[i%5000].Status.PodIP},
-				Conditions: discoveryv1.EndpointConditions{Ready: &ready}, NodeName: &s.Pods[i%5000].Spec.NodeName}},
-			Ports: []discoveryv1.EndpointPort{{Name: &portName, Port: &port, Protocol: &proto}},
-		})
+		s.EndpointSlices = append(s.EndpointSlices, slice)
 	}
 	for i := range 200 {
 		s.EgressIPs = append(s.EgressIPs, &unstructured.Unstructured{Object: map[string]any{
