@@ -717,8 +717,7 @@ func ComputeNode(s Snapshot, p Params, node string) (NodeState, error) {
 		} else {
 			ns.Sets[OwnerEgressFlows] = flows
 		}
-		ns.Host = hostAssignments(s, p, node, self)
-		ns.Held = heldEgressIPs(s, node, ns.Host)
+		ns.Host, ns.Held = nodeEgressIPs(s, p, node, self)
 	}
 	if p.GatewayFlows {
 		gatewayFlows(&ns, s, p, s.Nodes[i], self)
@@ -943,10 +942,11 @@ func l3GatewayMAC(n *corev1.Node) (net.HardwareAddr, error) {
 	return mac, nil
 }
 
-// hostAssignments are node's egress IPs on secondary host networks, as
-// the EgressIPs' status (the leader's assignment) says; self is the node's
-// parse (or last good parse).
-func hostAssignments(s Snapshot, p Params, node string, self *egress.Node) []egress.HostAssignment {
+// nodeEgressIPs are node's egress IPs as the EgressIPs' status (the
+// leader's assignment) says: host, those on its secondary host networks,
+// and held, the others (OVN-hosted, served by its gateway router),
+// sorted. self is the node's parse (or last good parse).
+func nodeEgressIPs(s Snapshot, p Params, node string, self *egress.Node) (host []egress.HostAssignment, held []netip.Addr) {
 	parsed, _ := egress.ParseNodes(s.Nodes)
 	nodes := make(map[string]*egress.Node, len(parsed))
 	for i := range parsed {
@@ -955,43 +955,29 @@ func hostAssignments(s Snapshot, p Params, node string, self *egress.Node) []egr
 	if self != nil {
 		nodes[node] = self
 	}
-	var out []egress.HostAssignment
 	for _, u := range s.EgressIPs {
 		e, err := egressv1.FromUnstructured(u)
 		if err != nil || !slices.ContainsFunc(e.Status.Items, func(it egressv1.EgressIPStatusItem) bool { return it.Node == node }) {
 			continue // bad objects are the leader's to report; the others, other nodes' work
 		}
 		pods, _ := egress.SelectPods(e, s.Namespaces, s.Pods)
-		_, host := egress.EgressIPState(p.Egress, egress.Served{Name: e.Name, Status: e.Status.Items, Pods: pods}, nodes)
-		for _, h := range host {
+		_, hs := egress.EgressIPState(p.Egress, egress.Served{Name: e.Name, Status: e.Status.Items, Pods: pods}, nodes)
+		for _, h := range hs {
 			if h.Node == node {
-				out = append(out, h)
+				host = append(host, h)
 			}
-		}
-	}
-	return out
-}
-
-// heldEgressIPs are the egress IPs the EgressIPs' status assigns to node,
-// but those on its host interfaces (host), sorted.
-func heldEgressIPs(s Snapshot, node string, host []egress.HostAssignment) []netip.Addr {
-	var out []netip.Addr
-	for _, u := range s.EgressIPs {
-		e, err := egressv1.FromUnstructured(u)
-		if err != nil {
-			continue // the leader's to report
 		}
 		for _, it := range e.Status.Items {
-			ip, err := netip.ParseAddr(it.EgressIP)
-			ip = ip.Unmap()
-			if err != nil || it.Node != node || slices.ContainsFunc(host, func(h egress.HostAssignment) bool { return h.EgressIP == ip }) {
-				continue
+			if ip, err := netip.ParseAddr(it.EgressIP); err == nil && it.Node == node {
+				held = append(held, ip.Unmap())
 			}
-			out = append(out, ip)
 		}
 	}
-	slices.SortFunc(out, netip.Addr.Compare)
-	return slices.Compact(out)
+	held = slices.DeleteFunc(held, func(ip netip.Addr) bool {
+		return slices.ContainsFunc(host, func(h egress.HostAssignment) bool { return h.EgressIP == ip })
+	})
+	slices.SortFunc(held, netip.Addr.Compare)
+	return host, slices.Compact(held)
 }
 
 // Fence sets the fence flows of the egress IPs the node lost
