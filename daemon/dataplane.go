@@ -190,6 +190,9 @@ func NewDataplane(cfg *Config, clients *Clients, rec record.EventRecorder, m *Me
 // node work is skipped when cfg.NodeName is empty, the NB sync when
 // cfg.NBAddress is.
 func (d *Dataplane) Reconcilers() Reconcilers {
+	if d.cfg.NodeName == "" {
+		return Reconcilers{Cluster: d.Cluster} // no node work (see Node)
+	}
 	return Reconcilers{Cluster: d.Cluster, Node: d.Node}
 }
 
@@ -254,7 +257,7 @@ func (d *Dataplane) stopSpeaker() {
 
 // Cluster is the leader's work: EgressIP assignment and status, LB IPAM
 // and the Northbound rows of the EgressIPs and load balancers.
-func (d *Dataplane) Cluster(ctx context.Context, s Snapshot) error {
+func (d *Dataplane) Cluster(ctx context.Context, s Snapshot) (retErr error) {
 	d.cmu.Lock()
 	defer d.cmu.Unlock()
 	if d.resigned || ctx.Err() != nil {
@@ -292,9 +295,17 @@ func (d *Dataplane) Cluster(ctx context.Context, s Snapshot) error {
 		d.Targets(mgmtTargets(s.Nodes, true, ""))
 	}
 	var errs []error
-	if err := d.writeEgressStatus(ctx, s, cs.Status); err != nil {
-		errs = append(errs, err)
-	}
+	// The EgressIP statuses are written while the NB is synced: a node
+	// going NotReady moves its egress IPs in the NB without first waiting
+	// for a round trip to the apiserver per status (the statuses and the
+	// NB rows are the same assignment, and neither waits for the other).
+	statusErr := make(chan error, 1)
+	go func() { statusErr <- d.writeEgressStatus(ctx, s, cs.Status) }()
+	defer func() {
+		if err := <-statusErr; err != nil {
+			retErr = errors.Join(retErr, err)
+		}
+	}()
 	if err := d.writeIngress(ctx, s, cs.Ingress); err != nil {
 		errs = append(errs, err)
 	}
@@ -533,6 +544,9 @@ func failovers(old, items []egressv1.EgressIPStatusItem) int {
 
 // writeIngress writes the LoadBalancer Services' ingress addresses.
 func (d *Dataplane) writeIngress(ctx context.Context, s Snapshot, ingress map[string][]corev1.LoadBalancerIngress) error {
+	if len(ingress) == 0 {
+		return nil // most passes: no Service's ingress changed
+	}
 	var errs []error
 	for _, svc := range s.Services {
 		ing, ok := ingress[svc.Namespace+"/"+svc.Name]

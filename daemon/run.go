@@ -46,7 +46,8 @@ type Reconcilers struct {
 	// Northbound sync, LB IPAM); it runs on the elected leader only.
 	Cluster func(ctx context.Context, s Snapshot) error
 	// Node does this node's work (bridge flows, host addresses and rules,
-	// ARP/NDP); it runs on every instance.
+	// ARP/NDP); it runs on every instance. nil: none (an instance without
+	// a node).
 	Node func(ctx context.Context, s Snapshot) error
 }
 
@@ -188,6 +189,9 @@ func Run(ctx context.Context, cfg *Config, c *Clients, r Reconcilers, env Env) e
 	go func() {
 		defer func() { done <- struct{}{} }()
 		RunLoop(ctx, nodeQ, "node", m, log, func(ctx context.Context) error {
+			if r.Node == nil {
+				return nil // a leader-only instance: no listing of every object per change
+			}
 			s, err := w.Snapshot()
 			if err != nil {
 				return err

@@ -200,13 +200,31 @@ func lookup[T comparable](store cache.Store, keys map[string]bool) map[string]T 
 	return out
 }
 
-// stripManagedFields drops managedFields from cached objects: ovnedge
-// never reads them and they are a large part of every object's memory.
+// stripManagedFields drops managedFields from cached objects, and trims
+// Pods to what ovnedge reads (trimPod): it never reads the rest, and
+// that is most of every object's memory.
 func stripManagedFields(obj any) (any, error) {
+	if p, ok := obj.(*corev1.Pod); ok {
+		return trimPod(p), nil
+	}
 	if a, err := meta.Accessor(obj); err == nil {
 		a.SetManagedFields(nil)
 	}
 	return obj, nil
+}
+
+// trimPod is the part of a Pod ovnedge reads (its identity, labels and
+// annotations, node, host networking, phase and addresses): the cache of
+// a 150,000-pod cluster holds no containers, volumes or conditions.
+func trimPod(p *corev1.Pod) *corev1.Pod {
+	return &corev1.Pod{
+		TypeMeta: p.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
+			Generation: p.Generation, CreationTimestamp: p.CreationTimestamp, DeletionTimestamp: p.DeletionTimestamp,
+			Labels: p.Labels, Annotations: p.Annotations, OwnerReferences: p.OwnerReferences},
+		Spec:   corev1.PodSpec{NodeName: p.Spec.NodeName, HostNetwork: p.Spec.HostNetwork},
+		Status: corev1.PodStatus{Phase: p.Status.Phase, HostIP: p.Status.HostIP, HostIPs: p.Status.HostIPs, PodIP: p.Status.PodIP, PodIPs: p.Status.PodIPs},
+	}
 }
 
 // WatchOption adds kinds to a Watcher.

@@ -6,12 +6,17 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"reflect"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ovnedge/ovnedge/egress"
+	"github.com/ovnedge/ovnedge/internal/scale"
 )
 
 // TestWatcherRunLoop checks that a manifest change reaches the reconcile
@@ -135,5 +140,33 @@ func TestWatcherTakeChanges(t *testing.T) {
 	w.RequestFull()
 	if ch := w.TakeChanges(); ch != nil {
 		t.Errorf("after RequestFull: %+v, want nil", ch)
+	}
+}
+
+// TestTrimPod: the informers' Pods keep what the egress and load
+// balancer computations read (egress.PodFromK8s, the selectors, the
+// informer's keys and versions) and lose the containers, conditions and
+// managed fields.
+func TestTrimPod(t *testing.T) {
+	now := metav1.Now()
+	p := scale.Pod(3)
+	p.UID, p.ResourceVersion, p.Annotations = "u-3", "42", map[string]string{"k8s.ovn.org/pod-networks": "{}"}
+	p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
+	p.DeletionTimestamp = &now
+	obj, err := stripManagedFields(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := obj.(*corev1.Pod)
+	want := p.DeepCopy()
+	want.ManagedFields, want.Spec, want.Status.Conditions, want.Status.StartTime = nil, corev1.PodSpec{NodeName: p.Spec.NodeName}, nil, nil
+	if !equality.Semantic.DeepEqual(got, want) {
+		t.Errorf("trimmed pod:\n%+v\nwant\n%+v", got, want)
+	}
+	p.DeletionTimestamp, got.DeletionTimestamp = nil, nil
+	full, ok1 := egress.PodFromK8s(p)
+	trimmed, ok2 := egress.PodFromK8s(got)
+	if !ok1 || !ok2 || !reflect.DeepEqual(full, trimmed) {
+		t.Errorf("egress view: trimmed %+v (%v), want %+v (%v)", trimmed, ok2, full, ok1)
 	}
 }

@@ -230,10 +230,26 @@ func ServiceState(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, nodes [
 	return serviceState(svc, eps, sortedNodes(nodes), opts)
 }
 
+// sortedNodes returns nodes sorted by name without duplicates: nodes
+// itself when it already is (the callers only read it), so the helpers
+// of one Service cost no copy and no sort of a 2,000-node list.
 func sortedNodes(nodes []Node) []Node {
+	if slices.IsSortedFunc(nodes, func(a, b Node) int { return strings.Compare(a.Name, b.Name) }) && uniqueNames(nodes) {
+		return nodes
+	}
 	out := slices.Clone(nodes)
 	slices.SortFunc(out, func(a, b Node) int { return strings.Compare(a.Name, b.Name) })
 	return slices.CompactFunc(out, func(a, b Node) bool { return a.Name == b.Name })
+}
+
+// uniqueNames reports whether the sorted nodes have distinct names.
+func uniqueNames(sorted []Node) bool {
+	for i := 1; i < len(sorted); i++ {
+		if sorted[i].Name == sorted[i-1].Name {
+			return false
+		}
+	}
+	return true
 }
 
 // svcIPs are a Service's parsed addresses.

@@ -474,6 +474,9 @@ func sortedKeys[V any](m map[string]V) []string {
 // node_local_router_<node> without SNAT, the ETP=Local masquerade VIP of
 // NodePorts on the switch; then equal load balancers merged.
 func perNodeLBs(svc *corev1.Service, cfgs []lbConfig, nodes []Node, opts Options) []ovnLB {
+	if len(cfgs) == 0 {
+		return nil
+	}
 	cbp := byProto(cfgs)
 	affinity := sessionAffinity(svc)
 	var out []ovnLB

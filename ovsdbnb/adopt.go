@@ -55,7 +55,24 @@ func (s *syncer) foreignRow(sn *snap, table, id string) (string, row, bool) {
 	if !ok {
 		idx = map[string]string{}
 		if tc := s.c.nb.Cache().Table(table); tc != nil {
-			for _, m := range tc.RowsShallow() {
+			// The unstamped rows are those the client index on
+			// KeyOwnedBy files under "" (a missing key reads as ""): a
+			// table of ovnedge's own rows costs nothing to look in.
+			var probe model.Model
+			unowned := map[string]string{KeyOwnedBy: ""}
+			switch table {
+			case nbdb.LogicalRouterPolicyTable:
+				probe = &nbdb.LogicalRouterPolicy{ExternalIDs: unowned}
+			case nbdb.NATTable:
+				probe = &nbdb.NAT{ExternalIDs: unowned}
+			case nbdb.QoSTable:
+				probe = &nbdb.QoS{ExternalIDs: unowned}
+			}
+			found, err := tc.RowsByModels([]model.Model{probe})
+			if err != nil {
+				found = tc.RowsShallow()
+			}
+			for _, m := range found {
 				switch r := m.(type) {
 				case *nbdb.LogicalRouterPolicy:
 					if r.ExternalIDs[KeyOwnedBy] == "" {

@@ -345,6 +345,9 @@ func (s *syncer) syncGroups(ctx context.Context, desired map[Owner]State, owners
 		switches, routers map[string]bool
 	}
 	groups := map[string]*group{}
+	if !slices.ContainsFunc(owners, func(o Owner) bool { return len(desired[o].Groups) > 0 }) {
+		return nil // most Syncs between full ones: no group owner
+	}
 	sn, err := s.snapshot(ctx)
 	if err != nil {
 		return err

@@ -60,7 +60,7 @@ type Client struct {
 	// done is closed by Close; probed once the prober has stopped.
 	done, probed chan struct{}
 	closeOnce    sync.Once
-	members      members // reference sets of the cached shared rows
+	shared       shared // the index of the cached shared rows
 	// bo is the reconnection backoff; libovsdb resets it when the
 	// connection is lost.
 	bo *watchedBackoff

@@ -153,15 +153,26 @@ func (c *Client) current(keep func(Owner) bool, owners []Owner) (map[Owner]State
 					st.QoSRules = append(st.QoSRules, q)
 				})
 			case *nbdb.ChassisTemplateVar:
+				record := func(name, names string) {
+					put(map[string]string{KeyOwnedBy: name}, func(st *State, _ map[string]map[string]bool) {
+						for _, v := range strings.Split(names, ",") {
+							if val, ok := r.Variables[v]; ok && v != "" {
+								st.TemplateVars = append(st.TemplateVars, TemplateVar{Chassis: r.Chassis, Name: v, Value: val})
+							}
+						}
+					})
+				}
+				if owners != nil { // the owners' records only: a row holds every NodePort Service's
+					for _, o := range owners {
+						if names, ok := r.ExternalIDs[KeyTemplateVars+o.String()]; ok {
+							record(o.String(), names)
+						}
+					}
+					continue
+				}
 				for k, names := range r.ExternalIDs {
 					if name, ok := strings.CutPrefix(k, KeyTemplateVars); ok {
-						put(map[string]string{KeyOwnedBy: name}, func(st *State, _ map[string]map[string]bool) {
-							for _, v := range strings.Split(names, ",") {
-								if val, ok := r.Variables[v]; ok && v != "" {
-									st.TemplateVars = append(st.TemplateVars, TemplateVar{Chassis: r.Chassis, Name: v, Value: val})
-								}
-							}
-						})
+						record(name, names)
 					}
 				}
 			}

@@ -1,6 +1,11 @@
 package ovsdbnb
 
 import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
 	"github.com/ovn-kubernetes/libovsdb/ovsdb"
 
 	"github.com/ovnedge/ovnedge/ovsdbnb/nbdb"
@@ -25,4 +30,79 @@ func LoadBalancerInserts(desired map[Owner]State) []ovsdb.Operation {
 		}
 	}
 	return ops
+}
+
+// SharedIndexMismatch compares the client's shared index, kept up to date
+// incrementally, with one built anew from the same cache; "" when they
+// agree. ok is false when the cache changed between the two (try again).
+func SharedIndexMismatch(c *Client) (mismatch string, ok bool) {
+	tc := c.nb.Cache()
+	inc, err := c.shared.index(tc)
+	if err != nil {
+		return err.Error(), true
+	}
+	fresh, err := (&shared{}).index(tc)
+	if err != nil {
+		return err.Error(), true
+	}
+	if again, _ := c.shared.index(tc); again != inc {
+		return "", false
+	}
+	return sharedDiff(inc, fresh), true
+}
+
+// sharedDiff describes how two indexes differ, "" when they hold the
+// same rows and references (the test of the incremental index).
+func sharedDiff(a, b *sharedIndex) string {
+	var out []string
+	names := func(kind string, x, y map[string]string) {
+		if !maps.Equal(x, y) {
+			out = append(out, fmt.Sprintf("%s: %v != %v", kind, x, y))
+		}
+	}
+	uuids := func(m any) map[string]string {
+		r := map[string]string{}
+		switch m := m.(type) {
+		case map[string]*nbdb.LogicalRouter:
+			for n, v := range m {
+				r[n] = v.UUID
+			}
+		case map[string]*nbdb.LogicalSwitch:
+			for n, v := range m {
+				r[n] = v.UUID
+			}
+		case map[string]*nbdb.LoadBalancerGroup:
+			for n, v := range m {
+				r[n] = v.UUID
+			}
+		}
+		return r
+	}
+	names("routers", uuids(a.routers), uuids(b.routers))
+	names("switches", uuids(a.switches), uuids(b.switches))
+	names("groups", uuids(a.groups), uuids(b.groups))
+	flat := func(x *refIndex) map[string]string {
+		r := map[string]string{}
+		for _, m := range x {
+			for u, hs := range m {
+				var s []string
+				for _, h := range hs {
+					s = append(s, h.table+"/"+h.uuid+"/"+h.name)
+				}
+				slices.Sort(s)
+				r[u] = fmt.Sprint(s)
+			}
+		}
+		return r
+	}
+	ak, bk := a.holderKinds(), b.holderKinds()
+	for k, kind := range []string{"children", "lb holders", "qos holders"} {
+		names(kind, flat(ak[k]), flat(bk[k]))
+	}
+	for t := range sharedTables {
+		if len(a.rows[t]) != len(b.rows[t]) {
+			out = append(out, fmt.Sprintf("%s: %d rows != %d", sharedTables[t], len(a.rows[t]), len(b.rows[t])))
+		}
+	}
+	return strings.Join(out, "\n")
 }

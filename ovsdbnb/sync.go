@@ -287,19 +287,10 @@ func (s *syncer) name() string {
 type ref struct{ table, uuid, name string }
 
 // snap is what the planner needs of the shared tables, read from the
-// cache.
+// cache: the shared index of the moment (see shared) and what one plan
+// builds on first use.
 type snap struct {
-	routers  map[string]*nbdb.LogicalRouter
-	switches map[string]*nbdb.LogicalSwitch
-	groups   map[string]*nbdb.LoadBalancerGroup
-	// children are the routers with the policies and NATs they hold.
-	children []holder
-	// lbHolders are the routers, switches and groups with the load
-	// balancers and groups their load_balancer / load_balancer_group
-	// columns hold.
-	lbHolders []holder
-	// qosHolders are the switches with the QoS rows their qos_rules hold.
-	qosHolders []holder
+	*sharedIndex
 	// foreign indexes, by table, the rows without an owner stamp by
 	// their identity within an owner (policyID, natID, qosID), built on
 	// first use; adopted are the rows an owner of this plan took over.
@@ -312,60 +303,33 @@ type snap struct {
 
 // parent returns the router holding the policy or NAT u.
 func (sn *snap) parent(u string) (ref, bool) {
-	if rs := holdersOf(sn.children, u); len(rs) > 0 {
+	if rs := sn.children.get(u); len(rs) > 0 {
 		return rs[0], true
 	}
 	return ref{}, false
 }
 
 // holders returns the rows holding the load balancer or group u.
-func (sn *snap) holders(u string) []ref { return holdersOf(sn.lbHolders, u) }
+func (sn *snap) holders(u string) []ref { return sn.lbHolders.get(u) }
 
 // qosHolders returns the switches holding the QoS row u.
-func (sn *snap) qosHoldersOf(u string) []ref { return holdersOf(sn.qosHolders, u) }
+func (sn *snap) qosHoldersOf(u string) []ref { return sn.qosHolders.get(u) }
 
 // snapshot reads the shared tables from the cache. The rows are the
 // cache's own, read without cloning (routers holding tens of thousands of
 // policies and NATs would otherwise be deep-copied on every Sync) and
-// never written; their reference sets come from the client's members
-// cache.
+// never written; the index of their references is the client's, kept
+// between Syncs (see shared).
 func (s *syncer) snapshot(_ context.Context) (*snap, error) {
-	sn := &snap{routers: map[string]*nbdb.LogicalRouter{}, switches: map[string]*nbdb.LogicalSwitch{},
-		groups: map[string]*nbdb.LoadBalancerGroup{}}
-	cache := s.c.nb.Cache()
-	if cache == nil { // disconnected, or closed
+	tc := s.c.nb.Cache()
+	if tc == nil { // disconnected, or closed
 		return nil, errors.New("ovsdbnb: read cache: not connected")
 	}
-	m := &s.c.members
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	keep := map[any]map[string]bool{}
-	for _, t := range []string{nbdb.LogicalRouterTable, nbdb.LogicalSwitchTable, nbdb.LoadBalancerGroupTable} {
-		tc := cache.Table(t)
-		if tc == nil {
-			return nil, fmt.Errorf("ovsdbnb: read cache: table %s is not monitored", t)
-		}
-		for _, row := range tc.RowsShallow() {
-			switch r := row.(type) {
-			case *nbdb.LogicalRouter:
-				sn.routers[r.Name] = r
-				self := ref{nbdb.LogicalRouterTable, r.UUID, r.Name}
-				sn.children = append(sn.children, holder{self, m.of(&r.Policies, keep, r.Policies, r.Nat)})
-				sn.lbHolders = append(sn.lbHolders, holder{self, m.of(&r.LoadBalancer, keep, r.LoadBalancer, r.LoadBalancerGroup)})
-			case *nbdb.LogicalSwitch:
-				sn.switches[r.Name] = r
-				self := ref{nbdb.LogicalSwitchTable, r.UUID, r.Name}
-				sn.lbHolders = append(sn.lbHolders, holder{self, m.of(r, keep, r.LoadBalancer, r.LoadBalancerGroup)})
-				sn.qosHolders = append(sn.qosHolders, holder{self, m.of(&r.QOSRules, keep, r.QOSRules)})
-			case *nbdb.LoadBalancerGroup:
-				sn.groups[r.Name] = r
-				sn.lbHolders = append(sn.lbHolders, holder{ref{nbdb.LoadBalancerGroupTable, r.UUID, r.Name},
-					m.of(r, keep, r.LoadBalancer)})
-			}
-		}
+	x, err := s.c.shared.index(tc)
+	if err != nil {
+		return nil, err
 	}
-	m.sets = keep
-	return sn, nil
+	return &snap{sharedIndex: x}, nil
 }
 
 // parentName is the name of the router holding the policy or NAT u, ""

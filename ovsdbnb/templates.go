@@ -69,14 +69,31 @@ func (s *syncer) syncChassisRows(ctx context.Context, desired map[Owner]State, o
 }
 
 // templateIndex is a snapshot's Chassis_Template_Var rows (read only):
-// by chassis, and by the external_ids key recording an owner's variables
-// (KeyTemplateVars + owner), so that planning one owner looks at the
-// chassis it wants variables on and those it holds variables on, not at
-// every chassis row (2,000 on a large cluster, for each of 10,000
-// Services).
+// by chassis, and, for a Sync of many owners, by the external_ids key
+// recording an owner's variables (KeyTemplateVars + owner), so that
+// planning one owner looks at the chassis it wants variables on and those
+// it holds variables on, not at every chassis row (2,000 on a large
+// cluster, for each of 10,000 Services). A Sync of a few owners (an
+// event's) looks their records up row by row instead: indexing every
+// record of every row costs one row per chassis times the Services with
+// NodePorts, about 2 million keys at OpenShift's maximums.
 type templateIndex struct {
 	byChassis map[string]*nbdb.ChassisTemplateVar
-	byRecord  map[string][]*nbdb.ChassisTemplateVar
+	byRecord  map[string][]*nbdb.ChassisTemplateVar // nil: not indexed
+}
+
+// held returns the rows holding record rec.
+func (idx *templateIndex) held(rec string) []*nbdb.ChassisTemplateVar {
+	if idx.byRecord != nil {
+		return idx.byRecord[rec]
+	}
+	var out []*nbdb.ChassisTemplateVar
+	for _, r := range idx.byChassis {
+		if _, ok := r.ExternalIDs[rec]; ok {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // templates returns sn's template index, built on first use from the
@@ -89,11 +106,14 @@ func (s *syncer) templates(sn *snap) (*templateIndex, error) {
 	if err != nil {
 		return nil, err
 	}
-	idx := &templateIndex{byChassis: rows, byRecord: map[string][]*nbdb.ChassisTemplateVar{}}
-	for _, r := range rows {
-		for k := range r.ExternalIDs {
-			if strings.HasPrefix(k, KeyTemplateVars) {
-				idx.byRecord[k] = append(idx.byRecord[k], r)
+	idx := &templateIndex{byChassis: rows}
+	if s.owners >= 64 {
+		idx.byRecord = map[string][]*nbdb.ChassisTemplateVar{}
+		for _, r := range rows {
+			for k := range r.ExternalIDs {
+				if strings.HasPrefix(k, KeyTemplateVars) {
+					idx.byRecord[k] = append(idx.byRecord[k], r)
+				}
 			}
 		}
 	}
@@ -112,7 +132,7 @@ func (s *syncer) planTemplateVars(sn *snap, p *plan, want []TemplateVar) error {
 	if err != nil {
 		return &OwnerError{Owner: p.owner, Row: "chassis template vars", Err: err}
 	}
-	held := idx.byRecord[rec]
+	held := idx.held(rec)
 	if len(want) == 0 && len(held) == 0 {
 		return nil
 	}

@@ -1,0 +1,221 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/ovnedge/ovnedge/internal/scale"
+	"github.com/ovnedge/ovnedge/internal/testbed"
+	"github.com/ovnedge/ovnedge/ovsdbnb"
+)
+
+// shapeSnapshot is internal/scale's cluster of shape as the leader's
+// informers would hold it once synced: the ClusterIPs and NodePorts the
+// apiserver would allocate, the EgressIP statuses of the leader's first
+// assignment (withStatus).
+func shapeSnapshot(b *testing.B, shape scale.Shape, p Params) Snapshot {
+	var s Snapshot
+	for n := range shape.Nodes {
+		s.Nodes = append(s.Nodes, scale.Node(n))
+	}
+	for n := range shape.Namespaces {
+		s.Namespaces = append(s.Namespaces, scale.Namespace(n))
+	}
+	for i := range shape.Pods {
+		s.Pods = append(s.Pods, scale.Pod(i))
+	}
+	for j := range shape.Services {
+		s.Services = append(s.Services, clusterIPService(scale.Service(j), j))
+		var eps []int
+		for _, i := range scale.Endpoints(j) {
+			if i < shape.Pods {
+				eps = append(eps, i)
+			}
+		}
+		s.EndpointSlices = append(s.EndpointSlices, scale.EndpointSlice(j, eps))
+	}
+	for k := range shape.EgressIPs {
+		s.EgressIPs = append(s.EgressIPs, scale.EgressIP(k))
+	}
+	return withStatus(b, s, p)
+}
+
+// clusterIPService gives svc the ClusterIP (and NodePort) the apiserver
+// would allocate as Service j's.
+func clusterIPService(svc *corev1.Service, j int) *corev1.Service {
+	ip := fmt.Sprintf("10.96.%d.%d", j/250, j%250+1)
+	svc.Spec.ClusterIP, svc.Spec.ClusterIPs = ip, []string{ip}
+	if svc.Spec.Type != corev1.ServiceTypeClusterIP {
+		svc.Spec.Ports[0].NodePort = int32(30000 + j/10) // j%10 == 0
+	}
+	return svc
+}
+
+// clusterEvents are BenchmarkScale's four events on a Snapshot: set(on)
+// makes the change (on) or undoes it (!on) and returns it.
+func clusterEvents(shape scale.Shape) []benchEvent {
+	served := shape.Served()
+	var clusterIPs []int
+	for j := range shape.Services {
+		if scale.ServiceType(j) == corev1.ServiceTypeClusterIP {
+			clusterIPs = append(clusterIPs, j)
+		}
+	}
+	round := map[string]int{}
+	next := func(name string) int { round[name]++; return round[name] }
+	var egressNode string
+	return []benchEvent{
+		{"pod-relabel", func(s *Snapshot, on bool) *Changes {
+			i := served[(next("pod")*7919)%len(served)]
+			p := s.Pods[i].DeepCopy()
+			p.Labels = map[string]string{scale.LabelApp: p.Labels[scale.LabelApp],
+				scale.LabelEIP: map[string]string{"a": "b", "b": "a"}[p.Labels[scale.LabelEIP]]}
+			s.Pods[i] = p
+			return &Changes{Pods: map[string]*corev1.Pod{p.Namespace + "/" + p.Name: p}}
+		}},
+		{"new-service", func(s *Snapshot, on bool) *Changes {
+			j := shape.Services
+			svc := clusterIPService(scale.Service(j), j)
+			svc.Spec.Type, svc.Spec.Ports[0].NodePort, svc.Status = corev1.ServiceTypeClusterIP, 0, corev1.ServiceStatus{}
+			key := svc.Namespace + "/" + svc.Name
+			if on {
+				s.Services = append(s.Services, svc)
+			} else {
+				s.Services = s.Services[:shape.Services]
+				svc = nil
+			}
+			return &Changes{Services: map[string]*corev1.Service{key: svc}}
+		}},
+		{"endpoint", func(s *Snapshot, on bool) *Changes {
+			j := clusterIPs[(next("endpoint")*7919)%len(clusterIPs)]
+			sl := s.EndpointSlices[j].DeepCopy()
+			first := scale.Endpoints(j)[0]
+			if sl.Endpoints[0].Addresses[0] == scale.PodIP(first).String() {
+				first++
+			}
+			sl.Endpoints[0] = scale.EndpointSlice(j, []int{first}).Endpoints[0]
+			s.EndpointSlices[j] = sl
+			return &Changes{EndpointSlices: map[string]*discoveryv1.EndpointSlice{sl.Namespace + "/" + sl.Name: sl}}
+		}},
+		{"node-notready", func(s *Snapshot, on bool) *Changes {
+			if on { // the node of the round's EgressIP
+				u := s.EgressIPs[(next("node")*7919)%len(s.EgressIPs)]
+				items, _, _ := unstructured.NestedSlice(u.Object, "status", "items")
+				egressNode = ""
+				if len(items) > 0 {
+					egressNode, _ = items[0].(map[string]any)["node"].(string)
+				}
+			}
+			n := slices.IndexFunc(s.Nodes, func(n *corev1.Node) bool { return n.Name == egressNode })
+			if n < 0 {
+				return &Changes{}
+			}
+			node := s.Nodes[n].DeepCopy()
+			num, _ := strconv.Atoi(node.Name[len("node-"):])
+			node.Status = scale.NodeStatus(num, !on)
+			s.Nodes[n] = node
+			return &Changes{Nodes: map[string]*corev1.Node{node.Name: node}}
+		}},
+	}
+}
+
+// BenchmarkClusterEventsNB times the leader's pass (Dataplane.Cluster:
+// the incremental recompute, the status writes, the NB sync through a
+// real NB ovsdb-server) for BenchmarkScale's four events, in process: the
+// leader's own cost per event at internal/scale's shape of
+// CLUSTER_BENCH_PODS pods (default 10,000; 150000 is the full size: 2,000
+// nodes, 10,000 Services, 1,000 EgressIPs), without the apiserver and its
+// watch. Each iteration is one event of each kind, made then undone
+// (both timed). CLUSTER_BENCH_CPUPROFILE names a CPU profile of the
+// events alone.
+func BenchmarkClusterEventsNB(b *testing.B) {
+	pods := 10000
+	if v := os.Getenv("CLUSTER_BENCH_PODS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			b.Fatalf("CLUSTER_BENCH_PODS=%q: want a number of pods", v)
+		}
+		pods = n
+	}
+	shape := scale.ShapeFor(pods)
+	ovn := testbed.StartOVN(b)
+	ctx := context.Background()
+	c, err := ovsdbnb.Dial(ctx, ovsdbnb.Options{Endpoints: []string{ovn.NB}, Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := ovsdbnb.EnsureTopology(ctx, c, shape.Topology()); err != nil {
+		b.Fatal(err)
+	}
+	c.Close()
+	cfg, _, err := ParseConfig("bench", []string{"--nb-address", ovn.NB, "--metrics-address", "", "--lb-templates=true",
+		"--cluster-subnets", scale.ClusterSubnet + "/" + strconv.Itoa(scale.HostPrefix), "--enable-egress-ip=true",
+		"--gateway-v4-join-subnet", scale.JoinSubnet, "--egressip-reachability-total-timeout=0"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := shapeSnapshot(b, shape, ParamsFrom(cfg))
+	// The EgressIP status writes go to an in-memory dynamic client (the
+	// benchmark times the leader, not the apiserver).
+	var objs []runtime.Object
+	for _, u := range s.EgressIPs {
+		objs = append(objs, u.DeepCopy())
+	}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{EgressIPResource: "EgressIPList"}, objs...)
+	d := NewDataplane(cfg, &Clients{Typed: kubefake.NewClientset(), Dynamic: dyn}, record.NewFakeRecorder(100000), NewMetrics(), quiet)
+	b.Cleanup(d.Close)
+	begin := time.Now()
+	if err := d.Cluster(ctx, s); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("%d pods: initial sync %v", pods, time.Since(begin).Round(time.Millisecond))
+	events := clusterEvents(shape)
+	lat := map[string][]time.Duration{}
+	if path := os.Getenv("CLUSTER_BENCH_CPUPROFILE"); path != "" { // the events only
+		f, err := os.Create(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			b.Fatal(err)
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}()
+	}
+	for b.Loop() {
+		for _, ev := range events {
+			for _, on := range []bool{true, false} {
+				s.Changed = ev.set(&s, on)
+				begin := time.Now()
+				if err := d.Cluster(ctx, s); err != nil {
+					b.Fatalf("%s: %v", ev.name, err)
+				}
+				lat[ev.name] = append(lat[ev.name], time.Since(begin))
+			}
+		}
+	}
+	for _, ev := range events {
+		l := lat[ev.name]
+		slices.Sort(l)
+		b.ReportMetric(float64(l[len(l)/2].Microseconds())/1000, ev.name+"-p50-ms")
+		b.ReportMetric(float64(l[len(l)*99/100].Microseconds())/1000, ev.name+"-p99-ms")
+	}
+}
