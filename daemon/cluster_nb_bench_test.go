@@ -142,7 +142,8 @@ func clusterEvents(shape scale.Shape) []benchEvent {
 // nodes, 10,000 Services, 1,000 EgressIPs), without the apiserver and its
 // watch. Each iteration is one event of each kind, made then undone
 // (both timed). CLUSTER_BENCH_CPUPROFILE names a CPU profile of the
-// events alone.
+// events alone; CLUSTER_BENCH_ALLOCS an allocation profile P, and P.before
+// its base (go tool pprof -diff_base P.before P: the events' garbage).
 func BenchmarkClusterEventsNB(b *testing.B) {
 	pods := 10000
 	if v := os.Getenv("CLUSTER_BENCH_PODS"); v != "" {
@@ -187,6 +188,10 @@ func BenchmarkClusterEventsNB(b *testing.B) {
 	b.Logf("%d pods: initial sync %v", pods, time.Since(begin).Round(time.Millisecond))
 	events := clusterEvents(shape)
 	lat := map[string][]time.Duration{}
+	if path := os.Getenv("CLUSTER_BENCH_ALLOCS"); path != "" { // path.before and path: pprof -diff_base
+		writeAllocs(b, path+".before")
+		defer writeAllocs(b, path)
+	}
 	if path := os.Getenv("CLUSTER_BENCH_CPUPROFILE"); path != "" { // the events only
 		f, err := os.Create(path)
 		if err != nil {
@@ -217,5 +222,17 @@ func BenchmarkClusterEventsNB(b *testing.B) {
 		slices.Sort(l)
 		b.ReportMetric(float64(l[len(l)/2].Microseconds())/1000, ev.name+"-p50-ms")
 		b.ReportMetric(float64(l[len(l)*99/100].Microseconds())/1000, ev.name+"-p99-ms")
+	}
+}
+
+// writeAllocs writes the allocation profile to path.
+func writeAllocs(b *testing.B, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		b.Fatal(err)
 	}
 }

@@ -744,6 +744,7 @@ func (d *Dataplane) syncNB(ctx context.Context, s Snapshot, cs *ClusterState) ([
 		}
 		added := natRouters(send, d.synced)
 		res, err := d.nb.Sync(ctx, send)
+		d.m.NBSyncs.Inc()
 		d.countNB(res)
 		total.Add(res)
 		if err == nil && i < len(steps)-1 {
@@ -755,9 +756,14 @@ func (d *Dataplane) syncNB(ctx context.Context, s Snapshot, cs *ClusterState) ([
 			return nil, fmt.Errorf("northbound sync: %w", err)
 		}
 		for o, st := range send {
-			if isEmpty(st) {
-				delete(d.synced, o)
+			_, wantedEIP := cs.Egress[o]
+			_, wantedLB := cs.LB[o]
+			if isEmpty(st) && !wantedEIP && !wantedLB {
+				delete(d.synced, o) // gone
 			} else {
+				// An owner still desired with no rows (the reply
+				// fallback with no ETP=Local Service) is written too:
+				// it is not sent again on every pass.
 				d.synced[o] = st
 			}
 		}

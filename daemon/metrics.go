@@ -23,6 +23,9 @@ type Metrics struct {
 	Reconcile *prometheus.HistogramVec
 	// NBOps counts Northbound operations sent, by operation.
 	NBOps *prometheus.CounterVec
+	// NBSyncs counts the cluster loop's Northbound syncs (one plan of the
+	// owners whose rows may differ; one transaction when they do).
+	NBSyncs prometheus.Counter
 	// FlowOps counts OpenFlow flow mods sent, by operation.
 	FlowOps *prometheus.CounterVec
 	// Failovers counts egress IPs moved from one node to another.
@@ -51,6 +54,10 @@ func NewMetrics() *Metrics {
 			Namespace: "ovnedge", Name: "nb_operations_total",
 			Help: "OVN Northbound operations sent, by operation.",
 		}, []string{"op"}),
+		NBSyncs: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "ovnedge", Name: "nb_syncs_total",
+			Help: "Northbound syncs of the cluster loop: plans of the owners whose rows may have changed.",
+		}),
 		FlowOps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "ovnedge", Name: "flow_operations_total",
 			Help: "OpenFlow flow mods sent to the bridge, by operation.",
@@ -69,7 +76,7 @@ func NewMetrics() *Metrics {
 			Help: "Owners (Services, EgressIPs, ...) whose Northbound rows a repair wrote, by reason.",
 		}, []string{"reason"}),
 	}
-	m.Registry.MustRegister(m.Reconcile, m.NBOps, m.FlowOps, m.Failovers, m.NBRepairs, m.NBRepairedOwners,
+	m.Registry.MustRegister(m.Reconcile, m.NBOps, m.NBSyncs, m.FlowOps, m.Failovers, m.NBRepairs, m.NBRepairedOwners,
 		&m.arp, &m.bgp, &m.flows,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

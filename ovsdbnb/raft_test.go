@@ -132,8 +132,10 @@ func raftLeaderKilled(t *testing.T, async bool) {
 		t.Errorf("client on %s, want the new leader %s", c.Endpoint(), leader.Remote)
 	}
 	// A transaction whose reply was lost may have committed: its rows
-	// are then found, not inserted again.
-	if res.Owners != n || res.Inserts > n || (!async && (res.Inserts != n || res.Transactions != n/50)) {
+	// are then found, not inserted again. Killed "between transactions",
+	// the next one can still be in flight (two are pipelined): its loss
+	// shows as a replan.
+	if res.Owners != n || res.Inserts > n || (!async && res.Replans == 0 && (res.Inserts != n || res.Transactions != n/50)) {
 		t.Errorf("result %+v, want %d owners synced, %d inserts in %d transactions", res, n, n, n/50)
 	}
 
