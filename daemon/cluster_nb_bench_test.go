@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	goruntime "runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -142,8 +144,9 @@ func clusterEvents(shape scale.Shape) []benchEvent {
 // nodes, 10,000 Services, 1,000 EgressIPs), without the apiserver and its
 // watch. Each iteration is one event of each kind, made then undone
 // (both timed). CLUSTER_BENCH_CPUPROFILE names a CPU profile of the
-// events alone; CLUSTER_BENCH_ALLOCS an allocation profile P, and P.before
-// its base (go tool pprof -diff_base P.before P: the events' garbage).
+// events alone, CLUSTER_BENCH_EVENTS a subset of them; CLUSTER_BENCH_ALLOCS an allocation profile P, and P.before
+// its base (go tool pprof -diff_base P.before P: the events' garbage);
+// CLUSTER_BENCH_HEAP a heap profile once synced.
 func BenchmarkClusterEventsNB(b *testing.B) {
 	pods := 10000
 	if v := os.Getenv("CLUSTER_BENCH_PODS"); v != "" {
@@ -186,7 +189,21 @@ func BenchmarkClusterEventsNB(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Logf("%d pods: initial sync %v", pods, time.Since(begin).Round(time.Millisecond))
+	if path := os.Getenv("CLUSTER_BENCH_HEAP"); path != "" { // what the synced leader holds
+		goruntime.GC()
+		f, err := os.Create(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := pprof.WriteHeapProfile(f); err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
+	}
 	events := clusterEvents(shape)
+	if only := os.Getenv("CLUSTER_BENCH_EVENTS"); only != "" { // a comma-separated subset
+		events = slices.DeleteFunc(events, func(ev benchEvent) bool { return !slices.Contains(strings.Split(only, ","), ev.name) })
+	}
 	lat := map[string][]time.Duration{}
 	if path := os.Getenv("CLUSTER_BENCH_ALLOCS"); path != "" { // path.before and path: pprof -diff_base
 		writeAllocs(b, path+".before")

@@ -2,9 +2,11 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -145,6 +147,47 @@ func TestClusterIncrementalNB(t *testing.T) {
 			t.Errorf("%s: the NB does not hold the full recompute's rows: %v", step.name, err)
 		}
 	}
+	// An owner the NB refuses is sent again by the next incremental
+	// pass, once what it wanted is there: a node joins before its
+	// gateway router exists (the node's owners are refused), then the
+	// router is created and a pass with no change writes them.
+	s3, _ := loadDemo(t, demoConfig(t), map[string]string{"node3.yaml": thirdNode})
+	n3 := s3.Nodes[slices.IndexFunc(s3.Nodes, func(n *corev1.Node) bool { return n.Name == "ovn-worker3" })]
+	s.Nodes = append(slices.Clone(s.Nodes), n3)
+	s.Changed = &Changes{Nodes: map[string]*corev1.Node{n3.Name: n3}}
+	var se *ovsdbnb.SyncError
+	if err := d.Cluster(ctx, s); !errors.As(err, &se) {
+		t.Fatalf("a node without its gateway router: %v, want a SyncError", err)
+	}
+	topo := demoTopology
+	topo.Nodes = append(slices.Clone(topo.Nodes), ovsdbnb.Node{Name: "ovn-worker3", Subnet: "10.244.3.0/24",
+		JoinIP: "100.64.0.5/16", ExternalIP: "172.18.0.4/24"})
+	nb, err := ovsdbnb.Dial(ctx, ovsdbnb.Options{Endpoints: []string{ovn.NB}, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = ovsdbnb.EnsureTopology(ctx, nb, topo)
+	nb.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; { // until the leader's cache shows the router
+		s.Changed = &Changes{}
+		err := d.Cluster(ctx, s)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the passes after the router was created: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	full := s
+	full.Changed = nil
+	if err := d.Verify(ctx, full); err != nil {
+		t.Errorf("the refused owners were not written once they could be: %v", err)
+	}
+
 	// A pass that changes nothing plans nothing: no owner (not even one
 	// desired without rows, as the reply fallback on this 23.03 NB) is
 	// synced again on every pass.

@@ -309,7 +309,7 @@ func (d *Dataplane) repairBatch(ctx context.Context, c *ovsdbnb.Client, batch []
 		return res, 0, true
 	case se != nil:
 		for _, oe := range se.Owners {
-			delete(d.synced, oe.Owner) // retried, with an event, by the cluster loop
+			d.refuse(oe.Owner) // retried, with an event, by the cluster loop
 		}
 		d.wakeFor(reason)
 	}
