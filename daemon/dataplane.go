@@ -276,8 +276,17 @@ func (d *Dataplane) Cluster(ctx context.Context, s Snapshot) (retErr error) {
 	}
 	// The statuses this leader wrote and its informer does not show yet
 	// are read as written (see written).
-	s.EgressIPs = d.overlayWritten(s.EgressIPs)
+	var shown map[string]*unstructured.Unstructured
+	s.EgressIPs, shown = d.overlayWritten(s.EgressIPs)
 	if s.Changed != nil {
+		for k, u := range shown {
+			if _, ok := s.Changed.EgressIPs[k]; !ok {
+				if s.Changed.EgressIPs == nil {
+					s.Changed.EgressIPs = map[string]*unstructured.Unstructured{}
+				}
+				s.Changed.EgressIPs[k] = u
+			}
+		}
 		d.injectWritten(s.Changed)
 	}
 	cs, err := d.computeCluster(s)
@@ -482,24 +491,42 @@ type writtenStatus struct {
 
 // overlayWritten returns objs with every object the leader wrote over
 // replaced by what it wrote, and forgets the writes the informer shows.
-func (d *Dataplane) overlayWritten(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+//
+// shown are the informer's objects of the writes it forgot: the
+// incremental path gives them to its index, which may not have been given
+// them (the informer can show a write between the cluster loop's taking
+// of the changes and its listing of the objects: the change is then in
+// the next pass's changes, and without shown this pass would read the
+// EgressIP as it was before the write, with no status).
+func (d *Dataplane) overlayWritten(objs []*unstructured.Unstructured) (out []*unstructured.Unstructured, shown map[string]*unstructured.Unstructured) {
 	if len(d.written) == 0 {
-		return objs
+		return objs, nil
 	}
-	out := slices.Clone(objs)
+	out = slices.Clone(objs)
 	over := map[string]bool{}
+	current := map[string]*unstructured.Unstructured{}
 	for i, u := range out {
-		if w, ok := d.written[u.GetName()]; ok && u == w.over {
+		w, ok := d.written[u.GetName()]
+		switch {
+		case ok && u == w.over:
 			out[i] = w.obj
 			over[u.GetName()] = true
+		case ok:
+			current[u.GetName()] = u
 		}
 	}
 	for name := range d.written {
 		if !over[name] {
 			delete(d.written, name) // the write is in, or a later change, or a deletion
+			if u := current[name]; u != nil {
+				if shown == nil {
+					shown = map[string]*unstructured.Unstructured{}
+				}
+				shown[objectKey("", name)] = u
+			}
 		}
 	}
-	return out
+	return out, shown
 }
 
 // injectWritten puts into ch, for the incremental index, each written
@@ -1643,7 +1670,7 @@ func (d *Dataplane) verifyNB(ctx context.Context, s Snapshot) error {
 	if d.nb == nil {
 		return nil
 	}
-	s.EgressIPs = d.overlayWritten(s.EgressIPs) // as the reconcile reads them
+	s.EgressIPs, _ = d.overlayWritten(s.EgressIPs) // as the reconcile reads them
 	cs, err := ComputeCluster(s, d.params, d.Reachable, d.lastNodes)
 	if err != nil {
 		return err

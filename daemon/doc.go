@@ -101,9 +101,12 @@
 // ConfigMap, BGP peers).
 //
 // The owners whose state may have changed are ClusterState.Dirty; the
-// NB sync compares and sends only those (and any not written yet:
-// refused, or lost and not yet repaired), so an event costs O(its
-// owners), not O(owners). Dirty owners a failed pass did not sync stay
+// NB sync compares and sends only those (and any whose last write the
+// server refused, kept in a set of their own), so an event costs O(its
+// owners), not O(owners). An owner desired with no rows counts as
+// written once its rows are gone. The EgressIP statuses are written while
+// the NB is synced, not before it. An instance without --node-name runs
+// no node loop (which lists every object, the Pods too, per change). Dirty owners a failed pass did not sync stay
 // dirty. The index is rebuilt from a Snapshot (the same code from empty,
 // proved equal to ComputeCluster after every step of long random edit
 // sequences by TestIncrementalMatchesFull) on start, on gaining the
@@ -112,6 +115,9 @@
 // and map lookups only: the Snapshot's listing of the caches but the
 // Pods (listed for a full recompute only), the statuses' comparison
 // (EgressIPs already found holding their status are not parsed again)
-// and the scan for owners not written; the assignment is O(EgressIPs +
-// nodes) when it runs.
+// and ovsdbnb's comparison of the shared rows' pointers (see its Cost);
+// the assignment is O(EgressIPs + nodes) when it runs.
+//
+// The informers' Pods are trimmed to what ovnedge reads (trimPod): the
+// leader of a 150,000-pod cluster holds no containers or conditions.
 package daemon
