@@ -191,12 +191,12 @@ func TestClusterIncrementalNB(t *testing.T) {
 	// A pass that changes nothing plans nothing: no owner (not even one
 	// desired without rows, as the reply fallback on this 23.03 NB) is
 	// synced again on every pass.
-	syncs := counterValue(t, m.NBSyncs)
+	syncs := value(t, m.NBSyncs)
 	s.Changed = &Changes{}
 	if err := d.Cluster(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	if n := counterValue(t, m.NBSyncs) - syncs; n != 0 {
+	if n := value(t, m.NBSyncs) - syncs; n != 0 {
 		t.Errorf("a pass with no change ran %v NB syncs, want none", n)
 	}
 }
@@ -231,14 +231,4 @@ func replaceObj[T interface {
 	if obj != none {
 		*list = append(*list, obj)
 	}
-}
-
-// counterValue is the value of c.
-func counterValue(t *testing.T, c prometheus.Counter) float64 {
-	t.Helper()
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetCounter().GetValue()
 }

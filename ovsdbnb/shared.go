@@ -166,35 +166,14 @@ func (sh *shared) index(tc *cache.TableCache) (*sharedIndex, error) {
 		// The name maps.
 		switch c.t {
 		case 0:
-			if cow(&next.routers) {
-				next.routers = maps.Clone(next.routers)
-			}
-			if r := next.routers[old.self.name]; had && r != nil && r.UUID == c.uuid {
-				delete(next.routers, old.self.name)
-			}
-			if c.m != nil {
-				next.routers[row.self.name] = c.m.(*nbdb.LogicalRouter)
-			}
+			r, _ := c.m.(*nbdb.LogicalRouter)
+			rename(&next.routers, cow, func(r *nbdb.LogicalRouter) string { return r.UUID }, had, old.self.name, c.uuid, row.self.name, r)
 		case 1:
-			if cow(&next.switches) {
-				next.switches = maps.Clone(next.switches)
-			}
-			if r := next.switches[old.self.name]; had && r != nil && r.UUID == c.uuid {
-				delete(next.switches, old.self.name)
-			}
-			if c.m != nil {
-				next.switches[row.self.name] = c.m.(*nbdb.LogicalSwitch)
-			}
+			sw, _ := c.m.(*nbdb.LogicalSwitch)
+			rename(&next.switches, cow, func(s *nbdb.LogicalSwitch) string { return s.UUID }, had, old.self.name, c.uuid, row.self.name, sw)
 		case 2:
-			if cow(&next.groups) {
-				next.groups = maps.Clone(next.groups)
-			}
-			if r := next.groups[old.self.name]; had && r != nil && r.UUID == c.uuid {
-				delete(next.groups, old.self.name)
-			}
-			if c.m != nil {
-				next.groups[row.self.name] = c.m.(*nbdb.LoadBalancerGroup)
-			}
+			g, _ := c.m.(*nbdb.LoadBalancerGroup)
+			rename(&next.groups, cow, func(g *nbdb.LoadBalancerGroup) string { return g.UUID }, had, old.self.name, c.uuid, row.self.name, g)
 		}
 		// The reverse maps: what the row no longer holds, then what it
 		// holds now.
@@ -232,6 +211,23 @@ func (sh *shared) index(tc *cache.TableCache) (*sharedIndex, error) {
 	}
 	sh.cache, sh.last = tc, &next
 	return &next, nil
+}
+
+// rename keeps the name map *x (copied on first write, see cow) in step
+// with row uuid: its old name goes if it still names this row (another
+// row may have taken the name in the same update), its new one comes
+// unless the row is gone (v nil).
+func rename[T comparable](x *map[string]T, cow func(any) bool, uuid func(T) string, had bool, oldName, id, newName string, v T) {
+	if cow(x) {
+		*x = maps.Clone(*x)
+	}
+	var none T
+	if r := (*x)[oldName]; had && r != none && uuid(r) == id {
+		delete(*x, oldName)
+	}
+	if v != none {
+		(*x)[newName] = v
+	}
 }
 
 // sharedRowOf indexes a router, switch or group row.
