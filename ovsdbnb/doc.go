@@ -152,9 +152,10 @@
 //
 // Creating 10,000 load balancers (BenchmarkCreateLoadBalancers, side by
 // side with the same insert rows sent as bare transactions by a client
-// that monitors nothing) costs about 3x the raw side's CPU: 0.85-0.95 s
-// of the client's against 0.14-0.19 s, 0.45-0.54 s of the server's
-// against 0.29-0.40 s (wall time 1.3-3x on the shared 2-core machine).
+// that monitors nothing) costs 2.7-2.9x the raw side's CPU: 0.85-0.86 s
+// of the client's against 0.16-0.19 s, 0.45-0.46 s of the server's
+// against 0.30 s, and 2.3-2.5x its wall time (three runs on the quiet
+// 2-core machine; 3.0-3.2x CPU when other tests share it).
 // The difference is the cache: the server encodes, and the client
 // decodes, the update of every row written (libovsdb's JSON decoding
 // into generic rows, then reflection into the typed model: about 40% of
