@@ -191,14 +191,7 @@ func BenchmarkClusterEventsNB(b *testing.B) {
 	b.Logf("%d pods: initial sync %v", pods, time.Since(begin).Round(time.Millisecond))
 	if path := os.Getenv("CLUSTER_BENCH_HEAP"); path != "" { // what the synced leader holds
 		goruntime.GC()
-		f, err := os.Create(path)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := pprof.WriteHeapProfile(f); err != nil {
-			b.Fatal(err)
-		}
-		f.Close()
+		writeProfile(b, "heap", path)
 	}
 	events := clusterEvents(shape)
 	if only := os.Getenv("CLUSTER_BENCH_EVENTS"); only != "" { // a comma-separated subset
@@ -206,8 +199,8 @@ func BenchmarkClusterEventsNB(b *testing.B) {
 	}
 	lat := map[string][]time.Duration{}
 	if path := os.Getenv("CLUSTER_BENCH_ALLOCS"); path != "" { // path.before and path: pprof -diff_base
-		writeAllocs(b, path+".before")
-		defer writeAllocs(b, path)
+		writeProfile(b, "allocs", path+".before")
+		defer writeProfile(b, "allocs", path)
 	}
 	if path := os.Getenv("CLUSTER_BENCH_CPUPROFILE"); path != "" { // the events only
 		f, err := os.Create(path)
@@ -242,14 +235,15 @@ func BenchmarkClusterEventsNB(b *testing.B) {
 	}
 }
 
-// writeAllocs writes the allocation profile to path.
-func writeAllocs(b *testing.B, path string) {
+// writeProfile writes the named runtime profile ("heap", "allocs") to
+// path.
+func writeProfile(b *testing.B, name, path string) {
 	f, err := os.Create(path)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer f.Close()
-	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
 		b.Fatal(err)
 	}
 }

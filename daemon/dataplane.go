@@ -279,15 +279,7 @@ func (d *Dataplane) Cluster(ctx context.Context, s Snapshot) (retErr error) {
 	var shown map[string]*unstructured.Unstructured
 	s.EgressIPs, shown = d.overlayWritten(s.EgressIPs)
 	if s.Changed != nil {
-		for k, u := range shown {
-			if _, ok := s.Changed.EgressIPs[k]; !ok {
-				if s.Changed.EgressIPs == nil {
-					s.Changed.EgressIPs = map[string]*unstructured.Unstructured{}
-				}
-				s.Changed.EgressIPs[k] = u
-			}
-		}
-		d.injectWritten(s.Changed)
+		d.injectWritten(s.Changed, shown)
 	}
 	cs, err := d.computeCluster(s)
 	if err != nil {
@@ -530,9 +522,21 @@ func (d *Dataplane) overlayWritten(objs []*unstructured.Unstructured) (out []*un
 }
 
 // injectWritten puts into ch, for the incremental index, each written
-// object it has not been given, and the written object in place of every
-// changed object it wrote over. It runs after overlayWritten.
-func (d *Dataplane) injectWritten(ch *Changes) {
+// object it has not been given, the written object in place of every
+// changed object it wrote over, and the objects of shown (overlayWritten's
+// forgotten writes) that ch lacks. It runs after overlayWritten.
+func (d *Dataplane) injectWritten(ch *Changes, shown map[string]*unstructured.Unstructured) {
+	set := func(k string, u *unstructured.Unstructured) {
+		if ch.EgressIPs == nil {
+			ch.EgressIPs = map[string]*unstructured.Unstructured{}
+		}
+		ch.EgressIPs[k] = u
+	}
+	for k, u := range shown {
+		if _, ok := ch.EgressIPs[k]; !ok {
+			set(k, u)
+		}
+	}
 	for name, w := range d.written {
 		k := objectKey("", name)
 		u, changed := ch.EgressIPs[k]
@@ -540,10 +544,7 @@ func (d *Dataplane) injectWritten(ch *Changes) {
 		case changed && u != w.over:
 			continue // deleted or changed since: the informer's object rules
 		case changed || !w.injected:
-			if ch.EgressIPs == nil {
-				ch.EgressIPs = map[string]*unstructured.Unstructured{}
-			}
-			ch.EgressIPs[k] = w.obj
+			set(k, w.obj)
 			w.injected = true
 			d.written[name] = w
 		}

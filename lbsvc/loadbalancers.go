@@ -234,7 +234,7 @@ func ServiceState(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, nodes [
 // itself when it already is (the callers only read it), so the helpers
 // of one Service cost no copy and no sort of a 2,000-node list.
 func sortedNodes(nodes []Node) []Node {
-	if slices.IsSortedFunc(nodes, func(a, b Node) int { return strings.Compare(a.Name, b.Name) }) && uniqueNames(nodes) {
+	if strictlySorted(nodes) {
 		return nodes
 	}
 	out := slices.Clone(nodes)
@@ -242,10 +242,11 @@ func sortedNodes(nodes []Node) []Node {
 	return slices.CompactFunc(out, func(a, b Node) bool { return a.Name == b.Name })
 }
 
-// uniqueNames reports whether the sorted nodes have distinct names.
-func uniqueNames(sorted []Node) bool {
-	for i := 1; i < len(sorted); i++ {
-		if sorted[i].Name == sorted[i-1].Name {
+// strictlySorted reports whether each node's name sorts after the one
+// before it (sorted, no duplicates).
+func strictlySorted(nodes []Node) bool {
+	for i := 1; i < len(nodes); i++ {
+		if nodes[i-1].Name >= nodes[i].Name {
 			return false
 		}
 	}

@@ -58,17 +58,7 @@ func (s *syncer) foreignRow(sn *snap, table, id string) (string, row, bool) {
 			// The unstamped rows are those the client index on
 			// KeyOwnedBy files under "" (a missing key reads as ""): a
 			// table of ovnedge's own rows costs nothing to look in.
-			var probe model.Model
-			unowned := map[string]string{KeyOwnedBy: ""}
-			switch table {
-			case nbdb.LogicalRouterPolicyTable:
-				probe = &nbdb.LogicalRouterPolicy{ExternalIDs: unowned}
-			case nbdb.NATTable:
-				probe = &nbdb.NAT{ExternalIDs: unowned}
-			case nbdb.QoSTable:
-				probe = &nbdb.QoS{ExternalIDs: unowned}
-			}
-			found, err := tc.RowsByModels([]model.Model{probe})
+			found, err := tc.RowsByModels([]model.Model{ownerProbe(table, map[string]string{KeyOwnedBy: ""})})
 			if err != nil {
 				found = tc.RowsShallow()
 			}

@@ -78,20 +78,7 @@ func (c *Client) current(keep func(Owner) bool, owners []Owner) (map[Owner]State
 			return out, nil
 		}
 		for _, o := range owners {
-			var probe model.Model
-			switch table {
-			case nbdb.LoadBalancerTable:
-				probe = &nbdb.LoadBalancer{ExternalIDs: ownerIDs(o)}
-			case nbdb.LogicalRouterPolicyTable:
-				probe = &nbdb.LogicalRouterPolicy{ExternalIDs: ownerIDs(o)}
-			case nbdb.NATTable:
-				probe = &nbdb.NAT{ExternalIDs: ownerIDs(o)}
-			case nbdb.AddressSetTable:
-				probe = &nbdb.AddressSet{ExternalIDs: ownerIDs(o)}
-			case nbdb.QoSTable:
-				probe = &nbdb.QoS{ExternalIDs: ownerIDs(o)}
-			}
-			ms, err := tc.RowsByModels([]model.Model{probe})
+			ms, err := tc.RowsByModels([]model.Model{ownerProbe(table, ownerIDs(o))})
 			if err != nil {
 				return nil, fmt.Errorf("ovsdbnb: current: read %s of %s: %w", table, o, err)
 			}

@@ -446,6 +446,25 @@ func uuidOf(m any) string {
 // ownerIDs is the probe external_ids of owner o.
 func ownerIDs(o Owner) map[string]string { return map[string]string{KeyOwnedBy: o.String()} }
 
+// ownerProbe is the probe of table's client index on KeyOwnedBy: a row
+// whose external_ids are ids (ownerIDs, or an empty owner for the rows
+// without a stamp). nil for a table without that index.
+func ownerProbe(table string, ids map[string]string) model.Model {
+	switch table {
+	case nbdb.LoadBalancerTable:
+		return &nbdb.LoadBalancer{ExternalIDs: ids}
+	case nbdb.LogicalRouterPolicyTable:
+		return &nbdb.LogicalRouterPolicy{ExternalIDs: ids}
+	case nbdb.NATTable:
+		return &nbdb.NAT{ExternalIDs: ids}
+	case nbdb.AddressSetTable:
+		return &nbdb.AddressSet{ExternalIDs: ids}
+	case nbdb.QoSTable:
+		return &nbdb.QoS{ExternalIDs: ids}
+	}
+	return nil
+}
+
 // plan computes the operations of owner o against sn and the cache.
 func (s *syncer) plan(sn *snap, o Owner, st State) (*plan, error) {
 	p := &plan{owner: o}

@@ -16,7 +16,7 @@ import (
 func (s *syncer) templateRows() (map[string]*nbdb.ChassisTemplateVar, error) {
 	tc := s.c.nb.Cache().Table(nbdb.ChassisTemplateVarTable)
 	if tc == nil {
-		return nil, fmt.Errorf("ovsdbnb: read cache: table %s is not monitored", nbdb.ChassisTemplateVarTable)
+		return nil, errNotMonitored(nbdb.ChassisTemplateVarTable)
 	}
 	out := map[string]*nbdb.ChassisTemplateVar{}
 	for _, m := range tc.RowsShallow() {
