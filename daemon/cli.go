@@ -265,7 +265,7 @@ func wireReachability(ctx context.Context, cfg *Config, c *Clients, d *Dataplane
 		hb, err := reach.NewHeartbeat(reach.HeartbeatConfig{Interval: cfg.HeartbeatInterval, Misses: cfg.HeartbeatMisses,
 			Port: cfg.HeartbeatPort, Leader: true, Renew: renew, Key: key, Logger: log}, func(node string, up bool) {
 			if up && chk != nil {
-				chk.Kick() // a node heard again is checked now, not an interval later
+				chk.Heard(node) // checked now, not an interval later; a probe begun before is stale
 			}
 			onHB(node, up)
 		})

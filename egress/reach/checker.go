@@ -80,6 +80,7 @@ type Checker struct {
 	mu      sync.Mutex
 	targets []Target
 	state   map[string]bool
+	heard   map[string]time.Time
 	kick    chan struct{}
 }
 
@@ -99,7 +100,8 @@ func NewChecker(cfg Config, onChange func(node string, up bool)) (*Checker, erro
 	if onChange == nil {
 		onChange = func(string, bool) {}
 	}
-	c := &Checker{cfg: cfg, onChange: onChange, state: map[string]bool{}, kick: make(chan struct{}, 1)}
+	c := &Checker{cfg: cfg, onChange: onChange, state: map[string]bool{}, heard: map[string]time.Time{},
+		kick: make(chan struct{}, 1)}
 	if cfg.Port != 0 && cfg.Timeout > 0 {
 		var err error
 		if c.client, err = NewClient(cfg.Port, cfg.TLS, cfg.Dial); err != nil {
@@ -127,6 +129,11 @@ func (c *Checker) SetTargets(targets []Target) {
 			delete(c.state, n)
 		}
 	}
+	for n := range c.heard {
+		if !keep[n] {
+			delete(c.heard, n)
+		}
+	}
 	c.mu.Unlock()
 	if added {
 		c.Kick()
@@ -140,6 +147,20 @@ func (c *Checker) Kick() {
 	case c.kick <- struct{}{}:
 	default:
 	}
+}
+
+// Heard tells the checker that node was just heard from by other means
+// (the heartbeat heard it again) and asks for a round now. A probe of
+// node that began before and fails afterwards is stale: it is not
+// reported, and the round Heard asks for probes node afresh. Without
+// this, a probe sent while the node was down and timing out after it
+// came back would report it down again (and move its egress IPs away)
+// up to a timeout after the heartbeat heard it.
+func (c *Checker) Heard(node string) {
+	c.mu.Lock()
+	c.heard[node] = time.Now()
+	c.mu.Unlock()
+	c.Kick()
 }
 
 // Reachable reports the last result for node; a node never probed yet,
@@ -176,6 +197,7 @@ func (c *Checker) Round(ctx context.Context) {
 	targets := slices.Clone(c.targets)
 	c.mu.Unlock()
 	results := make([]bool, len(targets))
+	began := time.Now()
 	var wg sync.WaitGroup
 	for i, t := range targets {
 		wg.Go(func() { results[i] = c.probe(ctx, t) })
@@ -193,13 +215,17 @@ func (c *Checker) Round(ctx context.Context) {
 	}
 	for i, t := range targets {
 		c.mu.Lock()
-		current := slices.Contains(c.targets, t)
+		stale := !results[i] && c.heard[t.Node].After(began) // heard from since the probe began
+		current := slices.Contains(c.targets, t) && !stale
 		was, known := c.state[t.Node]
 		changed := current && (!known || was != results[i])
 		if current {
 			c.state[t.Node] = results[i]
 		}
 		c.mu.Unlock()
+		if stale {
+			c.cfg.Logger.Debug("egress node probe failed, but the node was heard from since it began: ignored", "node", t.Node)
+		}
 		if changed {
 			c.onChange(t.Node, results[i])
 		}

@@ -3,9 +3,12 @@ package reach_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -369,6 +372,74 @@ func TestNewConfig(t *testing.T) {
 			}
 			if err != nil || !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("NewConfig = %+v, %v; want %+v", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// A probe that fails after the node was heard from (Heard: the heartbeat
+// heard it again) while the probe was under way is stale and not
+// reported; one that fails after a Heard before it began is. The case
+// of a CI run: a gRPC probe sent while the node was down timed out a
+// second later, 700 ms after the heartbeat had heard the node again, and
+// moved its egress IP back and forth.
+func TestCheckerHeardDuringProbe(t *testing.T) {
+	tests := []struct {
+		name string
+		// heard: before the failing round, during its probe, or never.
+		heard    string
+		wantDown bool
+	}{
+		{"heard during the probe", "during", false},
+		{"heard before the probe", "before", true},
+		{"not heard", "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var mu sync.Mutex
+			down := false
+			dialing, release := make(chan struct{}, 1), make(chan struct{})
+			dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
+				mu.Lock()
+				d := down
+				mu.Unlock()
+				if !d {
+					return nil, fmt.Errorf("dial: %w", syscall.ECONNREFUSED) // a refused DISCARD: up
+				}
+				dialing <- struct{}{}
+				<-release
+				return nil, fmt.Errorf("dial: %w", os.ErrDeadlineExceeded)
+			}
+			var reports []bool
+			c, err := reach.NewChecker(reach.Config{Interval: time.Hour, Timeout: time.Minute, Dial: dial},
+				func(_ string, up bool) { reports = append(reports, up) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.SetTargets([]reach.Target{{Node: "n", Addr: netip.MustParseAddr("192.0.2.9")}})
+			ctx := context.Background()
+			c.Round(ctx)
+			mu.Lock()
+			down = true
+			mu.Unlock()
+			if tt.heard == "before" {
+				c.Heard("n")
+				time.Sleep(time.Millisecond) // the round begins strictly later
+			}
+			done := make(chan struct{})
+			go func() { c.Round(ctx); close(done) }()
+			<-dialing
+			if tt.heard == "during" {
+				c.Heard("n")
+			}
+			close(release)
+			<-done
+			want := []bool{true}
+			if tt.wantDown {
+				want = append(want, false)
+			}
+			if !slices.Equal(reports, want) || c.Reachable("n") == tt.wantDown {
+				t.Errorf("reports %v, Reachable %v; want reports %v", reports, c.Reachable("n"), want)
 			}
 		})
 	}
