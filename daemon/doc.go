@@ -59,7 +59,11 @@
 //
 //   - nodes: each node's annotations are parsed when it changes; the
 //     egress node list, its events and the nodes of the load balancers
-//     follow (O(nodes), no JSON but the changed node's). EgressIPs whose
+//     follow: the changed nodes' entries are replaced in copies of the
+//     lists (a copy and a name map, no other node parsed, sorted or
+//     compared); a node added or deleted, or any node whose annotations
+//     do not parse, rebuilds them (O(nodes), no JSON but the changed
+//     node's). EgressIPs whose
 //     status names a node whose parse changed get their rows again. An
 //     update that changes only the node's resourceVersion (a condition's
 //     heartbeat) changes nothing else.

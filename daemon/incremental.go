@@ -173,6 +173,7 @@ type pass struct {
 	first        bool
 	assign       bool                // the assignment again
 	nodes        bool                // a node changed
+	touched      map[string]bool     // nodes changed beyond a quiet update (added, deleted or not)
 	changedNodes map[string]bool     // egress nodes whose parse changed
 	clusterRows  bool                // ClusterState again
 	reply        bool                // ReplyFallback again
@@ -191,7 +192,7 @@ type pass struct {
 // maps of the state are shared with the index: read only, until the
 // next apply.
 func (x *clusterIndex) apply(ch *Changes) (ClusterState, error) {
-	ps := &pass{first: !x.built, changedNodes: map[string]bool{},
+	ps := &pass{first: !x.built, changedNodes: map[string]bool{}, touched: map[string]bool{},
 		eips: map[string]bool{}, svcs: map[string]bool{}, dirty: map[ovsdbnb.Owner]bool{},
 		podsBefore: map[string]bool{}, ipsBefore: map[netip.Addr]bool{}}
 	ps.assign = ch.Reassign
@@ -263,6 +264,7 @@ func (x *clusterIndex) setNode(ps *pass, k string, n *corev1.Node) {
 		return
 	}
 	ps.nodes = true
+	ps.touched[k] = true
 	if n == nil {
 		delete(x.nodes, k)
 		ps.changedNodes[k] = true
@@ -302,6 +304,9 @@ func quietNodeUpdate(old, cur *nodeParse) bool {
 // nodes of the load balancers, which when they changed make every
 // Service's load balancers change.
 func (x *clusterIndex) nodesChanged(ps *pass) {
+	if x.nodesUpdated(ps) {
+		return
+	}
 	var parsed []egress.Node
 	broken := map[string]error{}
 	for _, name := range slices.Sorted(maps.Keys(x.nodes)) {
@@ -355,6 +360,53 @@ func (x *clusterIndex) nodesChanged(ps *pass) {
 		ps.allLB = true
 	}
 	x.lbNodes = lbNodes
+}
+
+// nodesUpdated is nodesChanged for the common case, in what the touched
+// nodes cost rather than every node's: each touched node was in the
+// lists before and still parses (as every node did), so its entries are
+// replaced where they are. It reports false, having changed nothing,
+// when the case does not apply (the first pass, a node added, deleted or
+// with a broken parse, before or now).
+func (x *clusterIndex) nodesUpdated(ps *pass) bool {
+	if ps.first || len(x.broken) > 0 || len(x.nodeEvts) > 0 {
+		return false
+	}
+	type at struct{ e, lb int }
+	idx := make(map[string]at, len(ps.touched))
+	for k := range ps.touched {
+		np := x.nodes[k]
+		if np == nil || np.err != nil {
+			return false
+		}
+		e, ok := slices.BinarySearchFunc(x.eNodes, k, func(n egress.Node, name string) int { return strings.Compare(n.Name, name) })
+		lb, ok2 := slices.BinarySearchFunc(x.lbNodes, k, func(n lbsvc.Node, name string) int { return strings.Compare(n.Name, name) })
+		if !ok || !ok2 {
+			return false
+		}
+		idx[k] = at{e, lb}
+	}
+	// New slices: the last ClusterState's Nodes are not changed under
+	// whoever still reads them.
+	eNodes, lbNodes := slices.Clone(x.eNodes), slices.Clone(x.lbNodes)
+	for k, i := range idx {
+		np := x.nodes[k]
+		if !sameClusterNodes(eNodes[i.e:i.e+1], []egress.Node{np.parsed}) {
+			ps.clusterRows = true
+		}
+		eNodes[i.e] = np.parsed
+		lb := lbsvc.NodeOf(np.obj, np.parsed)
+		if !reflect.DeepEqual(lb, lbNodes[i.lb]) {
+			ps.allLB = true
+		}
+		lbNodes[i.lb] = lb
+	}
+	x.eNodes, x.lbNodes = eNodes, lbNodes
+	x.byName = make(map[string]*egress.Node, len(x.eNodes))
+	for i := range x.eNodes {
+		x.byName[x.eNodes[i].Name] = &x.eNodes[i]
+	}
+	return true
 }
 
 // sameClusterNodes reports whether two egress node lists give the same

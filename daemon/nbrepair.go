@@ -23,10 +23,13 @@ import (
 // what was written (ovsdbnb.Client.Drifted) and costs no sync. A
 // reconnection (the NB restarted, a RAFT leader changed, the database
 // wiped and created again) and a router, switch or load balancer group
-// created or deleted (the topology restored) repair every owner, and ask
-// the cluster loop for a reconcile at once, so owners refused for want of
-// that topology are written without waiting for their backoff. The same
-// happens every fullResync, on a timer of its own.
+// deleted (or a group taken from a router or switch) repair every owner,
+// and ask the cluster loop for a reconcile at once. One created (the
+// topology restored, a node joined, the leader's own groups written)
+// changes no owner's rows: it only asks for that reconcile, so owners
+// refused for want of that topology are written without waiting for
+// their backoff. Every owner is repaired every fullResync too, on a timer
+// of its own.
 //
 // Rows stamped with an owner ovnedge does not hold (a backup restored
 // with rows of objects deleted since) are left to the cluster loop, which
@@ -193,7 +196,10 @@ func (d *Dataplane) repairNB(ctx context.Context, c *ovsdbnb.Client, periodic bo
 	case ch.Topology:
 		reason = reasonTopology
 	}
-	all := periodic || ch.Reconnected || ch.Topology
+	// A router, switch or group created changes no owner's rows: the
+	// owners refused for want of it are retried (repairCandidates), none
+	// compared. One deleted may have taken rows no owner's change names.
+	all := periodic || ch.Reconnected || ch.TopologyLost
 	begin := time.Now()
 	written, ok := d.repairCandidates(c, ch, reason, all)
 	if !ok || len(written) == 0 {
@@ -248,7 +254,7 @@ func (d *Dataplane) repairCandidates(c *ovsdbnb.Client, ch ovsdbnb.Changes, reas
 	if d.nb != c {
 		return nil, false
 	}
-	if all || d.synced == nil {
+	if all || ch.Topology || d.synced == nil {
 		d.wakeFor(reason) // owners refused or not yet written are retried now
 	}
 	if d.synced == nil {

@@ -1,6 +1,7 @@
 package ovsdbnb
 
 import (
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -20,19 +21,28 @@ import (
 //
 // A controller repairs drift with it: syncing the changed owners again
 // with the State it last wrote sends nothing for its own writes and puts
-// back what another writer changed or deleted. After a reconnection, or
-// once topology an owner needs is back, every owner is synced: the
-// database may have been replaced (wiped and created again, restored from
-// a backup) with rows no monitor event describes.
+// back what another writer changed or deleted. After a reconnection
+// every owner is synced: the database may have been replaced (wiped and
+// created again, restored from a backup) with rows no monitor event
+// describes; so after topology is lost (TopologyLost). Once topology an
+// owner needs is back (Topology), the owners refused for want of it are
+// written again.
 type Changes struct {
 	// Owners maps each owner whose rows changed to what changed, e.g.
 	// "Logical_Router_Policy deleted", "Load_Balancer updated" or
 	// "Load_Balancer detached from Logical_Switch" (sorted).
 	Owners map[Owner][]string
 	// Topology is true when a logical router, logical switch or load
-	// balancer group was created or deleted: owners the server refused
-	// for want of one may now be written.
+	// balancer group was created or deleted, or a group given to or taken
+	// from a router or switch: owners the server refused for want of one
+	// may now be written.
 	Topology bool
+	// TopologyLost is true when one was deleted, or a group taken from a
+	// router or switch: the owners naming it may have lost rows (a
+	// group's load balancers) that no owner's change describes, so every
+	// owner is to be compared with the NB. A creation alone leaves every
+	// owner's rows as they were.
+	TopologyLost bool
 	// Reconnected is true when the connection was lost and made again:
 	// the cache was reloaded from the server, whose database may not be
 	// the one it was.
@@ -52,8 +62,8 @@ func (c *Client) TakeChanges() Changes {
 	ch := &c.changes
 	ch.mu.Lock()
 	owners, refs := ch.owners, ch.refs
-	out := Changes{Topology: ch.topology, Reconnected: ch.reconnected}
-	ch.owners, ch.refs, ch.topology, ch.reconnected = nil, nil, false, false
+	out := Changes{Topology: ch.topology, TopologyLost: ch.lost, Reconnected: ch.reconnected}
+	ch.owners, ch.refs, ch.topology, ch.lost, ch.reconnected = nil, nil, false, false, false
 	ch.mu.Unlock()
 	// A reference taken from, or given to, a router or switch is an
 	// owner's change when the row it names is one of ours: looked up
@@ -99,6 +109,7 @@ type changes struct {
 	owners      map[Owner]map[string]bool
 	refs        []refChange
 	topology    bool
+	lost        bool // topology deleted, or a group taken from a router or switch
 	reconnected bool
 	signal      chan struct{} // one pending receive
 }
@@ -155,7 +166,7 @@ func (ch *changes) handler() cache.EventHandler {
 func (ch *changes) event(table, op string, old, m model.Model) {
 	var owners []Owner
 	var refs []refChange
-	topology := false
+	topology, lost := false, false
 	for _, r := range []model.Model{old, m} {
 		switch r := r.(type) {
 		case nil:
@@ -177,6 +188,7 @@ func (ch *changes) event(table, op string, old, m model.Model) {
 			}
 		case *nbdb.LogicalRouter, *nbdb.LogicalSwitch, *nbdb.LoadBalancerGroup:
 			topology = topology || op != "updated"
+			lost = lost || op == "deleted"
 		}
 	}
 	if op == "updated" {
@@ -188,10 +200,12 @@ func (ch *changes) event(table, op string, old, m model.Model) {
 			n := m.(*nbdb.LogicalRouter)
 			refs = refDiff(refs, table, nbdb.LoadBalancerTable, o.LoadBalancer, n.LoadBalancer)
 			topology = topology || len(o.LoadBalancerGroup) != len(n.LoadBalancerGroup) || !equalSets(o.LoadBalancerGroup, n.LoadBalancerGroup)
+			lost = lost || dropped(o.LoadBalancerGroup, n.LoadBalancerGroup)
 		case *nbdb.LogicalSwitch:
 			n := m.(*nbdb.LogicalSwitch)
 			refs = refDiff(refs, table, nbdb.LoadBalancerTable, o.LoadBalancer, n.LoadBalancer)
 			topology = topology || len(o.LoadBalancerGroup) != len(n.LoadBalancerGroup) || !equalSets(o.LoadBalancerGroup, n.LoadBalancerGroup)
+			lost = lost || dropped(o.LoadBalancerGroup, n.LoadBalancerGroup)
 			refs = refDiff(refs, table, nbdb.QoSTable, o.QOSRules, n.QOSRules)
 		case *nbdb.LoadBalancerGroup:
 			n := m.(*nbdb.LoadBalancerGroup)
@@ -207,6 +221,7 @@ func (ch *changes) event(table, op string, old, m model.Model) {
 	}
 	ch.refs = append(ch.refs, refs...)
 	ch.topology = ch.topology || topology
+	ch.lost = ch.lost || lost
 	ch.mu.Unlock()
 	ch.notify()
 }
@@ -216,6 +231,12 @@ func appendOwner(owners []Owner, ids map[string]string) []Owner {
 		return append(owners, o)
 	}
 	return owners
+}
+
+// dropped reports whether before holds a uuid after does not (a few
+// groups: no map).
+func dropped(before, after []string) bool {
+	return slices.ContainsFunc(before, func(u string) bool { return !slices.Contains(after, u) })
 }
 
 // refDiff appends the uuids (rows of child) that before and after do not

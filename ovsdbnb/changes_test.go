@@ -174,8 +174,12 @@ func TestChangesRepair(t *testing.T) {
 	})
 	t.Run("topology", func(t *testing.T) {
 		o.Nbctl("ls-add", "sw9")
-		if ch := takeChanges(t, c); !ch.Topology || len(ch.Owners) != 0 {
-			t.Errorf("a switch created: %+v, want a topology change only", ch)
+		if ch := takeChanges(t, c); !ch.Topology || ch.TopologyLost || len(ch.Owners) != 0 {
+			t.Errorf("a switch created: %+v, want a topology change only, none lost", ch)
+		}
+		o.Nbctl("ls-del", "sw9")
+		if ch := takeChanges(t, c); !ch.Topology || !ch.TopologyLost || len(ch.Owners) != 0 {
+			t.Errorf("a switch deleted: %+v, want topology lost", ch)
 		}
 	})
 	t.Run("database replaced", func(t *testing.T) {
@@ -276,8 +280,8 @@ func TestDriftedEchoes(t *testing.T) {
 	// A group has no owner stamp: the owners naming it have drifted
 	// when it is no longer attached (or gone with a wiped database).
 	o.Nbctl("clear", "Logical_Switch", "sw0", "load_balancer_group")
-	if ch := takeChanges(t, c); !ch.Topology {
-		t.Errorf("a group detached: %+v, want a topology change", ch)
+	if ch := takeChanges(t, c); !ch.Topology || !ch.TopologyLost {
+		t.Errorf("a group detached: %+v, want topology lost", ch)
 	}
 	if d := drifted(many); !slices.Equal(d, []ovsdbnb.Owner{svc}) {
 		t.Errorf("after the group was detached: drifted %v, want %v", d, svc)

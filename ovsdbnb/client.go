@@ -66,6 +66,8 @@ type Client struct {
 	bo *watchedBackoff
 	// changes are the monitor's news of owned rows, for TakeChanges.
 	changes changes
+	// records are the template records the NB may hold (templates.go).
+	records templateRecords
 }
 
 // Tables are the NB tables the client monitors and caches.

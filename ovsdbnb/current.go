@@ -49,6 +49,7 @@ func (c *Client) current(keep func(Owner) bool, owners []Owner) (map[Owner]State
 		return nil, nil, errors.New("ovsdbnb: current: not connected")
 	}
 	s := &syncer{c: c}
+	conn := c.conn()
 	sn, err := s.snapshot(context.Background())
 	if err != nil {
 		return nil, nil, err
@@ -71,6 +72,11 @@ func (c *Client) current(keep func(Owner) bool, owners []Owner) (map[Owner]State
 			return nil, fmt.Errorf("ovsdbnb: current: table %s is not monitored", table)
 		}
 		var out []any
+		if table == nbdb.ChassisTemplateVarTable && owners != nil && !slices.ContainsFunc(owners, func(o Owner) bool {
+			return !c.records.absent(conn, KeyTemplateVars+o.String())
+		}) {
+			return nil, nil // none of the owners holds a variable (templateRecords)
+		}
 		if owners == nil || table == nbdb.ChassisTemplateVarTable { // template variables name owners in their keys
 			for _, m := range tc.RowsShallow() { // read only
 				out = append(out, m)

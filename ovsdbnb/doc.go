@@ -180,7 +180,13 @@
 // cost 10-25 ms there. A small Sync looks up an owner's
 // Chassis_Template_Var records row by row instead of indexing every
 // NodePort Service's record, and finds the rows to adopt through the
-// owner index (the unstamped rows are filed under an empty owner).
+// owner index (the unstamped rows are filed under an empty owner). Once a
+// full Sync has read every record on the connection, an owner that wants
+// no variable and whose record the client has neither read nor written
+// since (an EgressIP, a ClusterIP Service) is not looked up at all, by
+// Sync or Drifted. That assumes what the rest of the package assumes of
+// an owner's rows: that one writer (the leader) writes its records; a
+// reconnection makes the records unknown until the next full Sync.
 //
 // # Models
 //

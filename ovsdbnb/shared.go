@@ -246,14 +246,25 @@ func sharedRowOf(m model.Model) sharedRow {
 	return sharedRow{m: m}
 }
 
-// union is the distinct UUIDs of the columns, sorted.
+// union is the distinct UUIDs of the columns, sorted. The server sends
+// a set's UUIDs in order, and libovsdb keeps that order unless it applies
+// a change to the set in place: sorted columns are merged (a group of
+// 10,000 load balancers costs a pass, not a sort), a single one is used
+// as it is (the cached row is never modified).
 func union(cols ...[]string) []string {
 	n := 0
+	sorted := true
 	for _, c := range cols {
 		n += len(c)
+		sorted = sorted && strictlySorted(c)
 	}
-	if n == 0 {
+	switch {
+	case n == 0:
 		return nil
+	case sorted && len(cols) == 1:
+		return cols[0]
+	case sorted && len(cols) == 2:
+		return mergeSorted(cols[0], cols[1])
 	}
 	out := make([]string, 0, n)
 	for _, c := range cols {
@@ -261,6 +272,37 @@ func union(cols ...[]string) []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// strictlySorted reports whether s is sorted without repeats.
+func strictlySorted(s []string) bool {
+	for i := 1; i < len(s); i++ {
+		if s[i-1] >= s[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// mergeSorted is the union of the strictly sorted a and b, sorted.
+func mergeSorted(a, b []string) []string {
+	out := make([]string, 0, len(a)+len(b))
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		switch {
+		case a[i] == b[j]:
+			out = append(out, a[i])
+			i++
+			j++
+		case a[i] < b[j]:
+			out = append(out, a[i])
+			i++
+		default:
+			out = append(out, b[j])
+			j++
+		}
+	}
+	return append(append(out, a[i:]...), b[j:]...)
 }
 
 // diffSets returns the elements of the sorted sets a and b only one of

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/ovn-kubernetes/libovsdb/ovsdb"
 
@@ -96,12 +97,58 @@ func (idx *templateIndex) held(rec string) []*nbdb.ChassisTemplateVar {
 	return out
 }
 
+// templateRecords are the records (KeyTemplateVars + owner) the NB's
+// Chassis_Template_Var rows may hold, as the client knows them: every
+// record of the rows a Sync of many owners indexed, and each record a
+// Sync wanted since. A Sync of a few owners plans nothing for an owner
+// that wants no variable and whose record is not known, rather than
+// reading every chassis row (2,000 on a large cluster) for each such
+// owner (an EgressIP's, a ClusterIP Service's). What it knows holds for
+// one connection (after a reconnection the database may be another one:
+// the rows are read again) and while no other client writes this
+// client's owners' records, which the owners' writer (one leader) holds
+// as the rest of its rows.
+type templateRecords struct {
+	mu    sync.Mutex
+	known bool   // recs is every record of the rows on connection conn, and more
+	conn  uint64 // the connection recs was read on
+	recs  map[string]bool
+}
+
+// reset makes the records those of byRecord, read on connection conn.
+func (t *templateRecords) reset(conn uint64, byRecord map[string][]*nbdb.ChassisTemplateVar) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.known, t.conn, t.recs = true, conn, make(map[string]bool, len(byRecord))
+	for k := range byRecord {
+		t.recs[k] = true
+	}
+}
+
+// add notes that record rec is, or will be, held.
+func (t *templateRecords) add(rec string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.recs != nil {
+		t.recs[rec] = true
+	}
+}
+
+// absent reports whether no row holds record rec, as far as the client
+// knows on connection conn; false when it does not know.
+func (t *templateRecords) absent(conn uint64, rec string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.known && t.conn == conn && !t.recs[rec]
+}
+
 // templates returns sn's template index, built on first use from the
 // cache.
 func (s *syncer) templates(sn *snap) (*templateIndex, error) {
 	if sn.templates != nil {
 		return sn.templates, nil
 	}
+	conn := s.c.conn() // before the rows: a reconnection since leaves the records unknown
 	rows, err := s.templateRows()
 	if err != nil {
 		return nil, err
@@ -116,6 +163,7 @@ func (s *syncer) templates(sn *snap) (*templateIndex, error) {
 				}
 			}
 		}
+		s.c.records.reset(conn, idx.byRecord)
 	}
 	sn.templates = idx
 	return idx, nil
@@ -128,6 +176,12 @@ func (s *syncer) templates(sn *snap) (*templateIndex, error) {
 // is taken over by recording it, without rewriting it.
 func (s *syncer) planTemplateVars(sn *snap, p *plan, want []TemplateVar) error {
 	rec := KeyTemplateVars + p.owner.String()
+	if len(want) == 0 && s.c.records.absent(s.c.conn(), rec) {
+		return nil // holds no variable: no chassis row to read
+	}
+	if len(want) > 0 {
+		s.c.records.add(rec)
+	}
 	idx, err := s.templates(sn)
 	if err != nil {
 		return &OwnerError{Owner: p.owner, Row: "chassis template vars", Err: err}

@@ -1,7 +1,9 @@
 package ovsdbnb_test
 
 import (
+	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -109,5 +111,55 @@ func TestSupportsTemplatesRealNB(t *testing.T) {
 	}
 	if !ovsdbnb.SupportsTemplates(c.Schema()) {
 		t.Error("the client's schema was changed")
+	}
+}
+
+// TestTemplateRecordsRealNB: once a Sync of many owners has read every
+// chassis row's records, a Sync of a few owners skips the rows for an
+// owner that wants no variable and holds none, and still removes the
+// variables of one that held some (its record was read, or written
+// since).
+func TestTemplateRecordsRealNB(t *testing.T) {
+	o := testbed.StartOVN(t)
+	held := ovsdbnb.Owner{Type: "Service", Name: "default/held"}
+	vars := func(name string) ovsdbnb.State {
+		return ovsdbnb.State{TemplateVars: []ovsdbnb.TemplateVar{{Chassis: "ch1", Name: name, Value: "10.244.1.3:8080"}}}
+	}
+	// held's variable, written by an earlier client (a previous leader).
+	sync(t, dial(t, o.NB), map[ovsdbnb.Owner]ovsdbnb.State{held: vars("Service__default_held__TCP")})
+	c := dial(t, o.NB)
+	// Many owners, held not among them: the records are read (held's).
+	many := map[ovsdbnb.Owner]ovsdbnb.State{}
+	for i := range 70 {
+		many[ovsdbnb.Owner{Type: "EgressIP", Name: fmt.Sprintf("eip-%d", i)}] = ovsdbnb.State{}
+	}
+	if res := sync(t, c, many); res.Ops() != 0 {
+		t.Errorf("many owners, nothing new: %+v", res)
+	}
+	late := ovsdbnb.Owner{Type: "Service", Name: "default/late"}
+	for _, step := range []struct {
+		name    string
+		desired map[ovsdbnb.Owner]ovsdbnb.State
+		want    []string // variables on ch1
+	}{
+		{"an owner without variables", map[ovsdbnb.Owner]ovsdbnb.State{{Type: "EgressIP", Name: "eip-1"}: {}},
+			[]string{"Service__default_held__TCP"}},
+		{"a new owner's variable", map[ovsdbnb.Owner]ovsdbnb.State{late: vars("Service__default_late__TCP")},
+			[]string{"Service__default_held__TCP", "Service__default_late__TCP"}},
+		{"the known owner's variable goes", map[ovsdbnb.Owner]ovsdbnb.State{held: {}},
+			[]string{"Service__default_late__TCP"}},
+		{"the new owner's variable goes", map[ovsdbnb.Owner]ovsdbnb.State{late: {}}, nil},
+	} {
+		sync(t, c, step.desired)
+		got := o.Nbctl("--columns=variables", "find", "Chassis_Template_Var", "chassis=ch1")
+		for _, v := range []string{"Service__default_held__TCP", "Service__default_late__TCP"} {
+			if strings.Contains(got, v) != slices.Contains(step.want, v) {
+				t.Errorf("%s: ch1's variables %s, want %v", step.name, strings.TrimSpace(got), step.want)
+			}
+		}
+		drifted, err := c.Drifted(step.desired)
+		if err != nil || len(drifted) != 0 {
+			t.Errorf("%s: Drifted = %v, %v; want none", step.name, drifted, err)
+		}
 	}
 }

@@ -334,8 +334,11 @@ func (s *syncer) checkVIPs(desired map[Owner]State, owners []Owner) {
 		return
 	}
 	need := map[string]bool{}
+	needVIP := map[string]bool{} // the VIPs alone: the scan below builds no key for a VIP not needed
 	for _, k := range check {
 		need[k] = true
+		_, vip, _ := strings.Cut(k, " ")
+		needVIP[vip] = true
 	}
 	holder := map[string]string{} // vip -> owner string holding it in the NB
 	for _, m := range s.c.nb.Cache().Table(nbdb.LoadBalancerTable).RowsShallow() {
@@ -343,13 +346,14 @@ func (s *syncer) checkVIPs(desired map[Owner]State, owners []Owner) {
 		if !ok {
 			continue
 		}
-		ob := lb.ExternalIDs[KeyOwnedBy]
-		if ob == "" {
-			continue
-		}
 		for vip := range lb.Vips {
-			if k := ptrString(lb.Protocol) + " " + vip; need[k] {
-				holder[k] = ob
+			if !needVIP[vip] {
+				continue
+			}
+			if ob := lb.ExternalIDs[KeyOwnedBy]; ob != "" {
+				if k := ptrString(lb.Protocol) + " " + vip; need[k] {
+					holder[k] = ob
+				}
 			}
 		}
 	}
