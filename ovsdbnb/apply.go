@@ -1,9 +1,11 @@
 package ovsdbnb
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -339,18 +341,16 @@ func (c *Client) waitCache(ctx context.Context, conn uint64, ops []ovsdb.Operati
 // attaches them to their switches and routers, in one transaction before
 // the owners' rows. Load_Balancer_Group has no external_ids, so a group
 // cannot be proven ours: groups are created and attached, never deleted
-// or detached.
-func (s *syncer) syncGroups(ctx context.Context, desired map[Owner]State, owners []Owner) error {
-	type group struct {
-		switches, routers map[string]bool
-	}
-	groups := map[string]*group{}
+// or detached. When it sends nothing (the groups exist and are attached:
+// every Sync of a Service but the first) it returns the snapshot it
+// read, for the owners' plans.
+func (s *syncer) syncGroups(ctx context.Context, desired map[Owner]State, owners []Owner) (*snap, error) {
 	if !slices.ContainsFunc(owners, func(o Owner) bool { return len(desired[o].Groups) > 0 }) {
-		return nil // most Syncs between full ones: no group owner
+		return nil, nil // most Syncs between full ones: no group owner
 	}
 	sn, err := s.snapshot(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, o := range owners {
 		for _, g := range desired[o].Groups {
@@ -360,53 +360,61 @@ func (s *syncer) syncGroups(ctx context.Context, desired map[Owner]State, owners
 			}
 		}
 	}
+	// Each group's holders missing: a group of every node's switch and
+	// router (4,000 rows) named by each of 10,000 Services is looked up,
+	// not collected and sorted, when it is attached already.
+	type group struct {
+		uuid    string          // "" for a group to create
+		has     map[string]bool // its holders' UUIDs
+		missing map[ref]bool
+	}
+	groups := map[string]*group{}
 	for _, o := range s.alive(owners) {
 		for _, g := range desired[o].Groups {
 			gr := groups[g.Name]
 			if gr == nil {
-				gr = &group{map[string]bool{}, map[string]bool{}}
+				gr = &group{missing: map[ref]bool{}}
+				if row := sn.groups[g.Name]; row != nil {
+					holders := sn.holders(row.UUID)
+					gr.uuid, gr.has = row.UUID, make(map[string]bool, len(holders))
+					for _, h := range holders {
+						gr.has[h.uuid] = true
+					}
+				}
 				groups[g.Name] = gr
 			}
 			for _, n := range g.Switches {
-				gr.switches[n] = true
+				if u := sn.switches[n].UUID; !gr.has[u] {
+					gr.missing[ref{nbdb.LogicalSwitchTable, u, n}] = true
+				}
 			}
 			for _, n := range g.Routers {
-				gr.routers[n] = true
+				if u := sn.routers[n].UUID; !gr.has[u] {
+					gr.missing[ref{nbdb.LogicalRouterTable, u, n}] = true
+				}
 			}
 		}
 	}
 	p := &plan{}
 	for _, name := range sortedKeys(groups) {
 		gr := groups[name]
-		uuid := ""
-		var holders []ref
-		if g := sn.groups[name]; g != nil {
-			uuid, holders = g.UUID, sn.holders(g.UUID)
-		} else {
+		uuid := gr.uuid
+		if uuid == "" {
 			uuid = s.name()
 			p.add("load balancer group "+name, false, ovsdb.Operation{Op: ovsdb.OperationInsert,
 				Table: nbdb.LoadBalancerGroupTable, Row: ovsdb.Row{"name": name}, UUIDName: uuid})
 		}
-		has := map[string]bool{}
-		for _, h := range holders {
-			has[h.uuid] = true
-		}
-		var targets []ref
-		for _, n := range sortedKeys(gr.switches) {
-			targets = append(targets, ref{nbdb.LogicalSwitchTable, sn.switches[n].UUID, n})
-		}
-		for _, n := range sortedKeys(gr.routers) {
-			targets = append(targets, ref{nbdb.LogicalRouterTable, sn.routers[n].UUID, n})
-		}
+		// Switches, then routers, each by name.
+		targets := slices.SortedFunc(maps.Keys(gr.missing), func(a, b ref) int {
+			return cmp.Or(-cmp.Compare(a.table, b.table), cmp.Compare(a.name, b.name))
+		})
 		for _, t := range targets {
-			if !has[t.uuid] {
-				p.addRef("load balancer group "+name, t, "load_balancer_group", ovsdb.MutateOperationInsert, uuid)
-			}
+			p.addRef("load balancer group "+name, t, "load_balancer_group", ovsdb.MutateOperationInsert, uuid)
 		}
 	}
 	ops := p.ops
 	if len(ops) == 0 {
-		return nil
+		return sn, nil
 	}
 	conn := s.c.conn()
 	results, err := s.c.transact(ctx, ops...)
@@ -414,11 +422,11 @@ func (s *syncer) syncGroups(ctx context.Context, desired map[Owner]State, owners
 		_, err = ovsdb.CheckOperationResults(results, ops)
 	}
 	if err != nil {
-		return fmt.Errorf("ovsdbnb: load balancer groups %v: %w", sortedKeys(groups), err)
+		return nil, fmt.Errorf("ovsdbnb: load balancer groups %v: %w", sortedKeys(groups), err)
 	}
 	s.res.Transactions++
 	s.res.Add(p.res)
-	return s.c.waitCache(ctx, conn, ops, results)
+	return nil, s.c.waitCache(ctx, conn, ops, results)
 }
 
 // groupExists checks that the switches and routers of g exist.

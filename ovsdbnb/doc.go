@@ -173,7 +173,7 @@
 // groups (which router holds a policy or NAT, which rows hold a load
 // balancer, group or QoS row) is kept between Syncs: libovsdb replaces a
 // cached row when it changes, so comparing row pointers finds the rows to
-// index again, and an index is copied on write (its reverse maps in 16
+// index again, and an index is copied on write (its reverse maps in 256
 // shards) so that concurrent Syncs and Drifted read theirs without a lock.
 // The cost left per Sync is that pointer comparison, one pass over the
 // 6,000 shared rows of 2,000 nodes; rebuilding the index every Sync had

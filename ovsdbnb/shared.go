@@ -50,17 +50,22 @@ type sharedIndex struct {
 	children, lbHolders, qosHolders refIndex
 }
 
-// refIndex maps a row's UUID to the rows holding it, in 16 shards by the
-// UUID's first hex digit: a change copies the shards it touches, a
-// sixteenth of the tens of thousands of policies and NATs each.
-type refIndex [16]map[string][]ref
+// refIndex maps a row's UUID to the rows holding it, in 256 shards by
+// the UUID's first two hex digits: a change copies the shards it touches,
+// each a 256th of the policies and NATs of every router (with 16, the
+// five NATs of an egress IP's move copied up to five sixteenths of them).
+type refIndex [256]map[string][]ref
 
 // shard is the shard of UUID u.
 func shard(u string) int {
-	if u == "" {
+	if len(u) < 2 {
 		return 0
 	}
-	c := u[0]
+	return hexDigit(u[0])<<4 | hexDigit(u[1])
+}
+
+// hexDigit is c's value as a hex digit (any byte gives 0-15).
+func hexDigit(c byte) int {
 	switch {
 	case c >= '0' && c <= '9':
 		return int(c - '0')

@@ -157,17 +157,20 @@ func (c *Client) SyncWith(ctx context.Context, desired map[Owner]State, opts Syn
 	s.checkLBNames(desired, s.alive(owners))
 	owners = s.alive(owners)
 
-	if err := s.syncGroups(ctx, desired, owners); err != nil {
+	// The groups' snapshot, when they needed no transaction: the rows
+	// that follow change no router, switch or group.
+	snap, err := s.syncGroups(ctx, desired, owners)
+	if err != nil {
 		return s.res, err
 	}
 	owners = s.alive(owners)
 	if err := s.syncChassisRows(ctx, desired, owners); err != nil {
 		return s.res, err
 	}
-
-	snap, err := s.snapshot(ctx)
-	if err != nil {
-		return s.res, err
+	if snap == nil {
+		if snap, err = s.snapshot(ctx); err != nil {
+			return s.res, err
+		}
 	}
 	pl := newPipeline(s, desired)
 	var batch []Owner
