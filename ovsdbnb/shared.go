@@ -292,42 +292,42 @@ func strictlySorted(s []string) bool {
 // mergeSorted is the union of the strictly sorted a and b, sorted.
 func mergeSorted(a, b []string) []string {
 	out := make([]string, 0, len(a)+len(b))
-	i, j := 0, 0
-	for i < len(a) && j < len(b) {
-		switch {
-		case a[i] == b[j]:
-			out = append(out, a[i])
-			i++
-			j++
-		case a[i] < b[j]:
-			out = append(out, a[i])
-			i++
-		default:
-			out = append(out, b[j])
-			j++
-		}
-	}
-	return append(append(out, a[i:]...), b[j:]...)
+	add := func(u string) { out = append(out, u) }
+	walkSorted(a, b, add, add, add)
+	return out
 }
 
 // diffSets returns the elements of the sorted sets a and b only one of
 // them holds.
 func diffSets(a, b []string) (onlyA, onlyB []string) {
+	walkSorted(a, b, func(string) {}, func(u string) { onlyA = append(onlyA, u) }, func(u string) { onlyB = append(onlyB, u) })
+	return onlyA, onlyB
+}
+
+// walkSorted walks the sorted sets a and b in step, in order: both is
+// given the elements they share, onlyA and onlyB the others.
+func walkSorted(a, b []string, both, onlyA, onlyB func(string)) {
 	i, j := 0, 0
 	for i < len(a) && j < len(b) {
 		switch {
 		case a[i] == b[j]:
+			both(a[i])
 			i++
 			j++
 		case a[i] < b[j]:
-			onlyA = append(onlyA, a[i])
+			onlyA(a[i])
 			i++
 		default:
-			onlyB = append(onlyB, b[j])
+			onlyB(b[j])
 			j++
 		}
 	}
-	return append(onlyA, a[i:]...), append(onlyB, b[j:]...)
+	for _, u := range a[i:] {
+		onlyA(u)
+	}
+	for _, u := range b[j:] {
+		onlyB(u)
+	}
 }
 
 // errNotMonitored is the error of a shared table the client does not
