@@ -100,26 +100,33 @@ func (idx *templateIndex) held(rec string) []*nbdb.ChassisTemplateVar {
 // templateRecords are the records (KeyTemplateVars + owner) the NB's
 // Chassis_Template_Var rows may hold, as the client knows them: every
 // record of the rows a Sync of many owners indexed, and each record a
-// Sync wanted since. A Sync of a few owners plans nothing for an owner
-// that wants no variable and whose record is not known, rather than
-// reading every chassis row (2,000 on a large cluster) for each such
-// owner (an EgressIP's, a ClusterIP Service's). What it knows holds for
-// one connection (after a reconnection the database may be another one:
-// the rows are read again) and while no other client writes this
-// client's owners' records, which the owners' writer (one leader) holds
-// as the rest of its rows.
+// Sync wanted. A Sync of a few owners plans nothing for an owner that
+// wants no variable and whose record is not known, rather than reading
+// every chassis row (2,000 on a large cluster) for each such owner (an
+// EgressIP's, a ClusterIP Service's). Records are only ever added (one
+// no longer held costs a lookup), so concurrent Syncs lose none of each
+// other's. They are trusted on the connection the last full index was
+// read on: after a reconnection the database may be another one, with
+// records of its own, until a Sync of many owners reads them. They also
+// assume that no other client writes this client's owners' records,
+// which the owners' one writer (the leader) holds as the rest of its
+// rows.
 type templateRecords struct {
 	mu    sync.Mutex
-	known bool   // recs is every record of the rows on connection conn, and more
-	conn  uint64 // the connection recs was read on
+	known bool   // recs holds every record of the rows on connection conn
+	conn  uint64 // the connection the last index was read on
 	recs  map[string]bool
 }
 
-// reset makes the records those of byRecord, read on connection conn.
+// reset adds the records of byRecord, every record of the rows read on
+// connection conn.
 func (t *templateRecords) reset(conn uint64, byRecord map[string][]*nbdb.ChassisTemplateVar) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.known, t.conn, t.recs = true, conn, make(map[string]bool, len(byRecord))
+	t.known, t.conn = true, conn
+	if t.recs == nil {
+		t.recs = make(map[string]bool, len(byRecord))
+	}
 	for k := range byRecord {
 		t.recs[k] = true
 	}
@@ -129,9 +136,10 @@ func (t *templateRecords) reset(conn uint64, byRecord map[string][]*nbdb.Chassis
 func (t *templateRecords) add(rec string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.recs != nil {
-		t.recs[rec] = true
+	if t.recs == nil {
+		t.recs = map[string]bool{}
 	}
+	t.recs[rec] = true
 }
 
 // absent reports whether no row holds record rec, as far as the client
