@@ -26,7 +26,10 @@
 //   - [Heartbeat] is ovnedge's opt-in fast detector: a UDP heartbeat to
 //     every target each interval (100 ms), a target down after a number
 //     of missed answers (3), so a dead node is known in 300-400 ms; it
-//     runs beside the Checker, never instead of it. With a shared key
+//     runs beside the Checker, never instead of it: a node the heartbeat
+//     hears again is checked at once ([Checker.Heard]), and a check that
+//     began before and fails after is stale, not a loss (it was sent
+//     while the node was down). With a shared key
 //     ([HeartbeatConfig].Key, [ServerConfig].HeartbeatKey,
 //     [ReadHeartbeatKey]) every datagram carries an HMAC-SHA256 covering
 //     the responder's address, requests are refused when replayed (per
