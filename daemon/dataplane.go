@@ -116,8 +116,9 @@ type Dataplane struct {
 	synced   map[ovsdbnb.Owner]ovsdbnb.State
 	fullSync time.Time
 	// refusedOwners are the owners whose last write the server refused
-	// (taken out of synced): the passes between full resyncs send them
-	// again, without a look at every owner for the unwritten ones.
+	// (taken out of synced, and never in it while here): the passes
+	// between full resyncs send them again, without a look at every owner
+	// for the unwritten ones.
 	refusedOwners map[ovsdbnb.Owner]bool
 	// stale holds the owners found in the NB when the client connected
 	// (rows of a previous run); those no longer wanted are deleted by the
@@ -699,13 +700,11 @@ func (d *Dataplane) syncNB(ctx context.Context, s Snapshot, cs *ClusterState) ([
 				lb[o] = ovsdbnb.State{}
 			}
 		}
-		// An owner not written (refused, or its rows lost and not yet
-		// repaired) is sent again.
+		// An owner whose write was refused (never in synced) is sent
+		// again.
 		for o := range d.refusedOwners {
 			if st, ok := cs.LB[o]; ok && !isEmpty(st) {
-				if _, written := d.synced[o]; !written {
-					lb[o] = st
-				}
+				lb[o] = st
 			}
 		}
 	}

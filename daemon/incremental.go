@@ -369,7 +369,7 @@ func (x *clusterIndex) nodesChanged(ps *pass) {
 // when the case does not apply (the first pass, a node added, deleted or
 // with a broken parse, before or now).
 func (x *clusterIndex) nodesUpdated(ps *pass) bool {
-	if ps.first || len(x.broken) > 0 || len(x.nodeEvts) > 0 {
+	if ps.first || len(x.broken) > 0 { // no broken node: no node's events either
 		return false
 	}
 	type at struct{ e, lb int }
