@@ -21,6 +21,7 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/ovnedge/ovnedge/egress/reach"
 	"github.com/ovnedge/ovnedge/internal/scale"
 	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
@@ -146,7 +147,8 @@ func clusterEvents(shape scale.Shape) []benchEvent {
 // (both timed). CLUSTER_BENCH_CPUPROFILE names a CPU profile of the
 // events alone, CLUSTER_BENCH_EVENTS a subset of them; CLUSTER_BENCH_ALLOCS an allocation profile P, and P.before
 // its base (go tool pprof -diff_base P.before P: the events' garbage);
-// CLUSTER_BENCH_HEAP a heap profile once synced.
+// CLUSTER_BENCH_HEAP a heap profile once synced; CLUSTER_BENCH_NB_ONLY
+// runs no ovn-northd.
 func BenchmarkClusterEventsNB(b *testing.B) {
 	pods := 10000
 	if v := os.Getenv("CLUSTER_BENCH_PODS"); v != "" {
@@ -157,9 +159,16 @@ func BenchmarkClusterEventsNB(b *testing.B) {
 		pods = n
 	}
 	shape := scale.ShapeFor(pods)
-	ovn := testbed.StartOVN(b)
+	// CLUSTER_BENCH_NB_ONLY runs the NB alone, as BenchmarkScale does:
+	// no ovn-northd recomputing beside the leader after each write.
+	var nbRemote string
+	if os.Getenv("CLUSTER_BENCH_NB_ONLY") != "" {
+		nbRemote = testbed.StartNB(b).Remote
+	} else {
+		nbRemote = testbed.StartOVN(b).NB
+	}
 	ctx := context.Background()
-	c, err := ovsdbnb.Dial(ctx, ovsdbnb.Options{Endpoints: []string{ovn.NB}, Logger: quiet})
+	c, err := ovsdbnb.Dial(ctx, ovsdbnb.Options{Endpoints: []string{nbRemote}, Logger: quiet})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -167,7 +176,7 @@ func BenchmarkClusterEventsNB(b *testing.B) {
 		b.Fatal(err)
 	}
 	c.Close()
-	cfg, _, err := ParseConfig("bench", []string{"--nb-address", ovn.NB, "--metrics-address", "", "--lb-templates=true",
+	cfg, _, err := ParseConfig("bench", []string{"--nb-address", nbRemote, "--metrics-address", "", "--lb-templates=true",
 		"--cluster-subnets", scale.ClusterSubnet + "/" + strconv.Itoa(scale.HostPrefix), "--enable-egress-ip=true",
 		"--gateway-v4-join-subnet", scale.JoinSubnet, "--egressip-reachability-total-timeout=0"})
 	if err != nil {
@@ -184,6 +193,9 @@ func BenchmarkClusterEventsNB(b *testing.B) {
 		map[schema.GroupVersionResource]string{EgressIPResource: "EgressIPList"}, objs...)
 	d := NewDataplane(cfg, &Clients{Typed: kubefake.NewClientset(), Dynamic: dyn}, record.NewFakeRecorder(100000), NewMetrics(), quiet)
 	b.Cleanup(d.Close)
+	// As the daemon's (its heartbeat and health checks): the leader
+	// sets their targets when the nodes change.
+	d.Targets = func([]reach.Target) {}
 	begin := time.Now()
 	if err := d.Cluster(ctx, s); err != nil {
 		b.Fatal(err)

@@ -19,7 +19,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -101,6 +100,9 @@ type Dataplane struct {
 	// sync has not taken yet.
 	index   *clusterIndex
 	pending map[ovsdbnb.Owner]bool
+	// targetNodes are the nodes the reachability targets were last set
+	// from (ClusterState.Nodes).
+	targetNodes []egress.Node
 	// statusChecked are the EgressIPs found holding their status.
 	statusChecked map[string]checkedStatus
 	// written are the EgressIPs whose status this leader wrote while its
@@ -297,16 +299,39 @@ func (d *Dataplane) Cluster(ctx context.Context, s Snapshot) (retErr error) {
 			d.Requeue(cs.HoldWake)
 		}
 	}
-	if d.Targets != nil {
-		d.Targets(mgmtTargets(s.Nodes, true, ""))
+	// The reachability checks' targets change only with the nodes: a
+	// pass whose nodes are those of the last one (the same slice: the
+	// incremental path replaces it when a node changes) leaves them.
+	if d.Targets != nil && !sameSlice(cs.Nodes, d.targetNodes) {
+		d.Targets(targetsOf(cs.Nodes, true, ""))
+		d.targetNodes = cs.Nodes
 	}
 	var errs []error
-	// The EgressIP statuses are written while the NB is synced: a node
-	// going NotReady moves its egress IPs in the NB without first waiting
-	// for a round trip to the apiserver per status (the statuses and the
-	// NB rows are the same assignment, and neither waits for the other).
+	// The EgressIP statuses never delay the NB: a node going NotReady
+	// moves its egress IPs in the NB without first waiting for a round
+	// trip to the apiserver per status (the statuses and the NB rows are
+	// the same assignment, and neither needs the other). A pass that
+	// syncs only the owners that changed writes them once the NB is
+	// synced: a few tens of milliseconds later, and the apiserver's work
+	// for them (and the client's) no longer competes for the CPU with
+	// the NB transactions on a small control-plane machine, which made
+	// a NotReady's first step 3 times slower; an NB sync still going
+	// after statusDelay (the NB down, its transaction being retried)
+	// no longer holds them back. A full pass (start, the periodic
+	// resync) writes them while the NB is synced, which takes seconds
+	// there.
 	statusErr := make(chan error, 1)
-	go func() { statusErr <- d.writeEgressStatus(ctx, s, cs.Status) }()
+	var statusOnce sync.Once
+	startStatus := func() {
+		statusOnce.Do(func() { go func() { statusErr <- d.writeEgressStatus(ctx, s, cs.Status) }() })
+	}
+	statusLater := nbErr == nil && len(d.cfg.NBAddress) > 0 && !d.nbSyncFull(cs)
+	if statusLater {
+		t := time.AfterFunc(statusDelay, startStatus)
+		defer t.Stop()
+	} else {
+		startStatus()
+	}
 	defer func() {
 		if err := <-statusErr; err != nil {
 			retErr = errors.Join(retErr, err)
@@ -330,6 +355,9 @@ func (d *Dataplane) Cluster(ctx context.Context, s Snapshot) (retErr error) {
 		if err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if statusLater {
+		startStatus()
 	}
 	d.record(d.emitted, events)
 	return errors.Join(errs...)
@@ -401,23 +429,24 @@ func (d *Dataplane) writeEgressStatus(ctx context.Context, s Snapshot, status ma
 	var updates []*unstructured.Unstructured
 	bases := map[string]*unstructured.Unstructured{} // the informer's objects the updates write over
 	for _, u := range s.EgressIPs {
-		items, ok := status[u.GetName()]
+		name := u.GetName() // a lookup in the object's maps: once
+		items, ok := status[name]
 		if !ok {
 			continue
 		}
 		// An object already found holding these items is not read
 		// again (a reconcile costs no EgressIP's parse but those that
 		// changed).
-		if c, ok := d.statusChecked[u.GetName()]; ok && c.obj == u && equality.Semantic.DeepEqual(c.items, items) {
-			seen[u.GetName()] = c
+		if c, ok := d.statusChecked[name]; ok && c.obj == u && slices.Equal(c.items, items) {
+			seen[name] = c
 			continue
 		}
 		old, err := egressv1.FromUnstructured(u)
 		if err != nil {
 			continue // recorded as an event by ComputeCluster
 		}
-		if equality.Semantic.DeepEqual(old.Status.Items, items) || (len(old.Status.Items) == 0 && len(items) == 0) {
-			seen[u.GetName()] = checkedStatus{obj: u, items: items}
+		if slices.Equal(old.Status.Items, items) {
+			seen[name] = checkedStatus{obj: u, items: items}
 			continue
 		}
 		d.m.Failovers.Add(float64(failovers(old.Status.Items, items)))
@@ -431,10 +460,10 @@ func (d *Dataplane) writeEgressStatus(ctx context.Context, s Snapshot, status ma
 		d.log.Info("EgressIP status", "egressip", n.Name, "items", fmt.Sprint(items), "manifests", d.clients.FromManifests)
 		updates = append(updates, obj)
 		over := u
-		if w, ok := d.written[u.GetName()]; ok && w.obj == u {
+		if w, ok := d.written[name]; ok && w.obj == u {
 			over = w.over // a second write before the informer showed the first
 		}
-		bases[u.GetName()] = over
+		bases[name] = over
 	}
 	// The CRD has no status subresource (as in OVN-Kubernetes): the
 	// status is written with the object. The writes go statusWriters at
@@ -654,6 +683,28 @@ func (d *Dataplane) syncLBSvc(ctx context.Context, plan *kubeovn.Plan, existing 
 	return events, errors.Join(errs...)
 }
 
+// sameSlice reports whether a and b are the same slice (the same
+// elements in the same memory), not merely equal.
+func sameSlice[T any](a, b []T) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// statusDelay is the longest a pass that syncs only the owners that
+// changed holds its EgressIP statuses back for the NB sync.
+const statusDelay = 100 * time.Millisecond
+
+// fullDue reports whether the next NB sync compares every owner: none
+// has completed (or one was lost), or the periodic full resync is due.
+func (d *Dataplane) fullDue() bool {
+	return d.synced == nil || time.Since(d.fullSync) > fullResync
+}
+
+// nbSyncFull reports whether the NB sync of cs compares every owner: a
+// full sync is due (fullDue) or cs was computed anew, not incrementally.
+func (d *Dataplane) nbSyncFull(cs ClusterState) bool {
+	return cs.Dirty == nil || d.fullDue()
+}
+
 // syncNB writes the NB rows: the EgressIP rows make-before-break from the
 // last synced ones, the load balancers with them. Owners gone since the
 // last sync get an empty State, which deletes their rows. An owner the
@@ -675,7 +726,7 @@ func (d *Dataplane) syncNB(ctx context.Context, s Snapshot, cs *ClusterState) ([
 		d.sb = w
 	}
 	d.fitSchema(cs)
-	full := d.synced == nil || time.Since(d.fullSync) > fullResync
+	full := d.fullDue()
 	// dirty, when not nil, are the only owners whose state may have
 	// changed (the incremental path's): the others are not looked at,
 	// unless not written yet.

@@ -522,6 +522,7 @@ func TestIncrementalMatchesFull(t *testing.T) {
 			x := newClusterIndex(p, nil, nil)
 			var prev []egress.Node
 			var last ClusterState
+			var lastNodes struct{ at, copy []egress.Node }
 			counts := map[string]int{}
 			for step := range tc.steps {
 				what := "initial"
@@ -543,6 +544,13 @@ func TestIncrementalMatchesFull(t *testing.T) {
 				if d := compareStates(full, inc); d != "" {
 					t.Fatalf("seed %d step %d (%s): incremental differs from full:\n%s", tc.seed, step, what, d)
 				}
+				// The leader sets the reachability targets again only
+				// when the nodes are another slice (sameSlice): nodes
+				// that changed must come as one.
+				if step > 0 && sameSlice(inc.Nodes, lastNodes.at) && !reflect.DeepEqual(inc.Nodes, lastNodes.copy) {
+					t.Fatalf("seed %d step %d (%s): the nodes changed in place", tc.seed, step, what)
+				}
+				lastNodes.at, lastNodes.copy = inc.Nodes, slices.Clone(inc.Nodes)
 				if step > 0 {
 					for _, pair := range []struct {
 						old, cur map[ovsdbnb.Owner]ovsdbnb.State

@@ -24,6 +24,13 @@ import (
 // through the cluster network whatever the node's external network does.
 func mgmtTargets(nodes []*corev1.Node, assignable bool, skip string) []reach.Target {
 	parsed, _ := egress.ParseNodes(nodes)
+	return targetsOf(parsed, assignable, skip)
+}
+
+// targetsOf is mgmtTargets of nodes already parsed (the leader's
+// ClusterState.Nodes: parsing 2,000 nodes' annotations again took 7-10
+// ms of every pass).
+func targetsOf(parsed []egress.Node, assignable bool, skip string) []reach.Target {
 	var out []reach.Target
 	for _, n := range parsed {
 		if (assignable && !n.Assignable) || n.Name == skip {

@@ -33,6 +33,10 @@ type Metrics struct {
 	// NBRepairs counts the NB drift repairs that wrote rows, by reason
 	// (see nbRepair*); NBRepairedOwners counts the owners they wrote.
 	NBRepairs, NBRepairedOwners *prometheus.CounterVec
+	// NBComparing is 1 while the leader compares owners' NB rows with
+	// what it wrote (the NB repair: after its own writes' echo, a
+	// reconnection, the periodic resync), else 0.
+	NBComparing prometheus.Gauge
 
 	ready atomic.Bool
 	arp   arpCollector
@@ -75,8 +79,12 @@ func NewMetrics() *Metrics {
 			Namespace: "ovnedge", Name: "nb_repaired_owners_total",
 			Help: "Owners (Services, EgressIPs, ...) whose Northbound rows a repair wrote, by reason.",
 		}, []string{"reason"}),
+		NBComparing: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "ovnedge", Name: "nb_repair_comparing",
+			Help: "1 while the leader compares owners' Northbound rows with what it last wrote (the drift repair), else 0.",
+		}),
 	}
-	m.Registry.MustRegister(m.Reconcile, m.NBOps, m.NBSyncs, m.FlowOps, m.Failovers, m.NBRepairs, m.NBRepairedOwners,
+	m.Registry.MustRegister(m.Reconcile, m.NBOps, m.NBSyncs, m.FlowOps, m.Failovers, m.NBRepairs, m.NBRepairedOwners, m.NBComparing,
 		&m.arp, &m.bgp, &m.flows,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

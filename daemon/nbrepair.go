@@ -205,6 +205,8 @@ func (d *Dataplane) repairNB(ctx context.Context, c *ovsdbnb.Client, periodic bo
 	if !ok || len(written) == 0 {
 		return
 	}
+	d.m.NBComparing.Set(1)
+	defer d.m.NBComparing.Set(0)
 	drifted, err := c.Drifted(written)
 	if err != nil {
 		// Disconnected (the reconnection repairs every owner) or

@@ -122,7 +122,7 @@ func (s *syncer) apply(ctx context.Context, desired map[Owner]State, batch []Own
 // cache and returns the plans that have operations; owners already as
 // desired are counted, owners that cannot be planned recorded as failed.
 func (s *syncer) planBatch(ctx context.Context, desired map[Owner]State, batch []Owner) ([]*plan, error) {
-	sn, err := s.snapshot(ctx)
+	sn, err := s.snapshotFor(desired, batch)
 	if err != nil {
 		return nil, err
 	}

@@ -34,26 +34,33 @@ func LoadBalancerInserts(desired map[Owner]State) []ovsdb.Operation {
 
 // SharedIndexMismatch compares the client's shared index, kept up to date
 // incrementally, with one built anew from the same cache; "" when they
-// agree. ok is false when the cache changed between the two (try again).
-func SharedIndexMismatch(c *Client) (mismatch string, ok bool) {
+// agree. With routersOnly, the client's index reads the routers only
+// (as an EgressIP's Sync does) and only their part is compared. ok is
+// false when the cache changed between the two (try again).
+func SharedIndexMismatch(c *Client, routersOnly bool) (mismatch string, ok bool) {
+	tables := len(sharedTables)
+	if routersOnly {
+		tables = 1
+	}
 	tc := c.nb.Cache()
-	inc, err := c.shared.index(tc)
+	inc, err := c.shared.index(tc, tables)
 	if err != nil {
 		return err.Error(), true
 	}
-	fresh, err := (&shared{}).index(tc)
+	fresh, err := (&shared{}).index(tc, tables)
 	if err != nil {
 		return err.Error(), true
 	}
-	if again, _ := c.shared.index(tc); again != inc {
+	if again, _ := c.shared.index(tc, tables); again != inc {
 		return "", false
 	}
-	return sharedDiff(inc, fresh), true
+	return sharedDiff(inc, fresh, tables), true
 }
 
-// sharedDiff describes how two indexes differ, "" when they hold the
-// same rows and references (the test of the incremental index).
-func sharedDiff(a, b *sharedIndex) string {
+// sharedDiff describes how two indexes differ in their first tables of
+// sharedTables, "" when they hold the same rows and references there (the
+// test of the incremental index).
+func sharedDiff(a, b *sharedIndex, tables int) string {
 	var out []string
 	names := func(kind string, x, y map[string]string) {
 		if !maps.Equal(x, y) {
@@ -79,8 +86,10 @@ func sharedDiff(a, b *sharedIndex) string {
 		return r
 	}
 	names("routers", uuids(a.routers), uuids(b.routers))
-	names("switches", uuids(a.switches), uuids(b.switches))
-	names("groups", uuids(a.groups), uuids(b.groups))
+	if tables > 1 {
+		names("switches", uuids(a.switches), uuids(b.switches))
+		names("groups", uuids(a.groups), uuids(b.groups))
+	}
 	flat := func(x *refIndex) map[string]string {
 		r := map[string]string{}
 		for _, m := range x {
@@ -97,9 +106,11 @@ func sharedDiff(a, b *sharedIndex) string {
 	}
 	ak, bk := a.holderKinds(), b.holderKinds()
 	for k, kind := range []string{"children", "lb holders", "qos holders"} {
-		names(kind, flat(ak[k]), flat(bk[k]))
+		if tables > 1 || k == 0 { // the children are the routers' only
+			names(kind, flat(ak[k]), flat(bk[k]))
+		}
 	}
-	for t := range sharedTables {
+	for t := range sharedTables[:tables] {
 		if len(a.rows[t]) != len(b.rows[t]) {
 			out = append(out, fmt.Sprintf("%s: %d rows != %d", sharedTables[t], len(a.rows[t]), len(b.rows[t])))
 		}

@@ -297,7 +297,13 @@ func diffOps(table, uuid string, cur, want row) []ovsdb.Operation {
 	if len(upd) > 0 {
 		ops = append(ops, ovsdb.Operation{Op: ovsdb.OperationUpdate, Table: table, Row: upd, Where: whereUUID(uuid)})
 	}
-	managed := decodeManaged(cur.maps["external_ids"][KeyManaged])
+	// The keys written before (KeyManaged) matter only when they are not
+	// the keys wanted now: the record is usually unchanged, and is then
+	// not parsed.
+	var managed map[string]map[string]bool
+	if rec := cur.maps["external_ids"][KeyManaged]; rec != want.maps["external_ids"][KeyManaged] {
+		managed = decodeManaged(rec)
+	}
 	var muts []ovsdb.Mutation
 	for _, c := range sortedKeys(want.maps) {
 		muts = append(muts, mapMutations(c, cur.maps[c], want.maps[c], managed[c])...)
@@ -316,7 +322,7 @@ func diffOps(table, uuid string, cur, want row) []ovsdb.Operation {
 // new pairs are inserted (an OVSDB insert never overwrites a key).
 func mapMutations(col string, cur, want map[string]string, managed map[string]bool) []ovsdb.Mutation {
 	var del []string
-	ins := map[string]string{}
+	var ins map[string]string
 	for k, v := range want {
 		old, ok := cur[k]
 		if ok && old == v {
@@ -324,6 +330,9 @@ func mapMutations(col string, cur, want map[string]string, managed map[string]bo
 		}
 		if ok {
 			del = append(del, k)
+		}
+		if ins == nil {
+			ins = map[string]string{}
 		}
 		ins[k] = v
 	}
@@ -347,6 +356,9 @@ func mapMutations(col string, cur, want map[string]string, managed map[string]bo
 
 // setMutations turns the set cur into want.
 func setMutations(col string, cur, want []string) []ovsdb.Mutation {
+	if slices.Equal(cur, want) { // the same elements, in the same order
+		return nil
+	}
 	has := map[string]bool{}
 	for _, e := range cur {
 		has[e] = true

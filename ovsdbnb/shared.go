@@ -93,8 +93,13 @@ func (x *sharedIndex) holderKinds() [3]*refIndex {
 }
 
 // index returns the shared rows of tc, re-indexing what changed since the
-// last call.
-func (sh *shared) index(tc *cache.TableCache) (*sharedIndex, error) {
+// last call, in the first tables of sharedTables only: 1, the routers,
+// is what the policies and NATs of a Sync of EgressIPs need (2,000 rows
+// of 6,000 at 2,000 nodes to compare); the other tables' rows and the
+// references they hold stay those of the last call that read them, so
+// each table's part of the index is consistent with some moment of the
+// cache, and a later call reads what changed in it since.
+func (sh *shared) index(tc *cache.TableCache, tables int) (*sharedIndex, error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	prev := sh.last
@@ -116,7 +121,7 @@ func (sh *shared) index(tc *cache.TableCache) (*sharedIndex, error) {
 		m    model.Model // nil: deleted
 	}
 	var changes []change
-	for t, table := range sharedTables {
+	for t, table := range sharedTables[:tables] {
 		rc := tc.Table(table)
 		if rc == nil {
 			return nil, errNotMonitored(table)

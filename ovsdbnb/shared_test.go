@@ -18,7 +18,8 @@ import (
 // one transaction) and checks after each step that the client's shared
 // index, updated from the rows that changed, equals one built anew from
 // the same cache. Some steps are not looked at, so one update of the
-// index takes several transactions' changes.
+// index takes several transactions' changes; some read the routers only,
+// as a Sync of EgressIPs does, and are compared there only.
 func TestSharedIndexIncremental(t *testing.T) {
 	o := testbed.StartOVN(t)
 	c := dial(t, o.NB)
@@ -109,9 +110,13 @@ func TestSharedIndexIncremental(t *testing.T) {
 			if rng.IntN(3) == 0 {
 				continue // several transactions for one update of the index
 			}
+			// A third of the updates read the routers only (an
+			// EgressIP's Sync): the switches' and groups' changes wait
+			// for a later update that reads every table.
+			routersOnly := rng.IntN(3) == 0
 			deadline := time.Now().Add(5 * time.Second)
 			for {
-				msg, ok := ovsdbnb.SharedIndexMismatch(c)
+				msg, ok := ovsdbnb.SharedIndexMismatch(c, routersOnly)
 				if ok {
 					if msg != "" {
 						t.Fatalf("seed %d step %d: the incremental index differs from a fresh one:\n%s", seed, step, msg)
@@ -123,5 +128,57 @@ func TestSharedIndexIncremental(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestRoutersOnlySnapshot: a Sync of EgressIPs reads the routers only; a
+// plan that meets load balancers or QoS rows reads the switches that hold
+// them now, including one that took them after the last full read (here
+// by another writer, between two EgressIP Syncs). A load balancer synced
+// again is taken from that switch (ovnedge makes exactly the switches it
+// names hold it); a QoS row deleted is detached from it first (a strong
+// reference: the server refuses the delete otherwise).
+func TestRoutersOnlySnapshot(t *testing.T) {
+	lbs := func(o *testbed.OVN) string {
+		return o.Nbctl("--bare", "--columns=load_balancer", "find", "Logical_Switch", "name=sw1")
+	}
+	qos := ovsdbnb.Owner{Type: "EgressIP", Name: "qos"}
+	for _, tc := range []struct {
+		name         string
+		owner        ovsdbnb.Owner
+		state, final ovsdbnb.State
+		table, col   string
+		held         func(o *testbed.OVN) string // the rows sw1 holds
+		rowsLeft     bool
+	}{
+		{"load balancer synced again", svc, webState("10.244.1.5:8080"), webState("10.244.1.5:8080"), "Load_Balancer", "load_balancer", lbs, true},
+		{"load balancer deleted", svc, webState("10.244.1.5:8080"), ovsdbnb.State{}, "Load_Balancer", "load_balancer", lbs, false},
+		{"qos deleted", qos, ovsdbnb.State{QoSRules: []ovsdbnb.QoS{dscpQoS("sw0")}}, ovsdbnb.State{}, "QoS", "qos_rules",
+			func(o *testbed.OVN) string { return qosUUIDs(o, "sw1") }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := testbed.StartOVN(t)
+			o.Nbctl("ls-add", "sw0", "--", "ls-add", "sw1", "--", "lr-add", "lr0", "--", "lr-add", "lr1")
+			c := dial(t, o.NB)
+			sync(t, c, map[ovsdbnb.Owner]ovsdbnb.State{tc.owner: tc.state, eip: eipState("100.64.0.3")})
+			sync(t, c, map[ovsdbnb.Owner]ovsdbnb.State{tc.owner: tc.state}) // a full read after the insert
+			// Another writer hangs the owner's row on sw1 too.
+			row := strings.TrimSpace(o.Nbctl("--bare", "--columns=_uuid", "list", tc.table))
+			o.Nbctl("add", "Logical_Switch", "sw1", tc.col, row)
+			// The client's cache shows it within milliseconds; reading
+			// it back (Current) would read every table, the very thing
+			// under test, so the test only waits.
+			time.Sleep(300 * time.Millisecond)
+			// EgressIP Syncs read the routers only.
+			sync(t, c, map[ovsdbnb.Owner]ovsdbnb.State{eip: eipState("100.64.0.4")})
+			sync(t, c, map[ovsdbnb.Owner]ovsdbnb.State{eip: eipState("100.64.0.3")})
+			sync(t, c, map[ovsdbnb.Owner]ovsdbnb.State{tc.owner: tc.final})
+			if got := strings.TrimSpace(o.Nbctl("--bare", "--columns=_uuid", "list", tc.table)); (got != "") != tc.rowsLeft {
+				t.Errorf("%s rows: %q", tc.table, got)
+			}
+			if got := strings.TrimSpace(tc.held(o)); got != "" {
+				t.Errorf("sw1 still holds %s", got)
+			}
+		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ovn-kubernetes/libovsdb/cache"
 	"github.com/ovn-kubernetes/libovsdb/model"
 	"github.com/ovn-kubernetes/libovsdb/ovsdb"
 
@@ -168,7 +169,7 @@ func (c *Client) SyncWith(ctx context.Context, desired map[Owner]State, opts Syn
 		return s.res, err
 	}
 	if snap == nil {
-		if snap, err = s.snapshot(ctx); err != nil {
+		if snap, err = s.snapshotFor(desired, owners); err != nil {
 			return s.res, err
 		}
 	}
@@ -302,6 +303,12 @@ type snap struct {
 	// templates indexes the Chassis_Template_Var rows, built on first
 	// use (see templates).
 	templates *templateIndex
+	// all is false for an index of the routers only (the switches' and
+	// groups' part is of an earlier moment): readAll reads them from tc
+	// through sh.
+	all bool
+	tc  *cache.TableCache
+	sh  *shared
 }
 
 // parent returns the router holding the policy or NAT u.
@@ -324,15 +331,49 @@ func (sn *snap) qosHoldersOf(u string) []ref { return sn.qosHolders.get(u) }
 // never written; the index of their references is the client's, kept
 // between Syncs (see shared).
 func (s *syncer) snapshot(_ context.Context) (*snap, error) {
+	return s.snapshotOf(len(sharedTables))
+}
+
+// snapshotFor is the snapshot to plan owners with: of the routers only
+// when none of them wants a load balancer, a group or a QoS row (a Sync
+// of EgressIPs: policies, NATs, address sets), which is enough for them;
+// a plan that meets a load balancer or a QoS row of the owner's in the
+// cache reads the rest first (snap.readAll).
+func (s *syncer) snapshotFor(desired map[Owner]State, owners []Owner) (*snap, error) {
+	for _, o := range owners {
+		if st := desired[o]; len(st.LoadBalancers) > 0 || len(st.Groups) > 0 || len(st.QoSRules) > 0 {
+			return s.snapshotOf(len(sharedTables))
+		}
+	}
+	return s.snapshotOf(1)
+}
+
+func (s *syncer) snapshotOf(tables int) (*snap, error) {
 	tc := s.c.nb.Cache()
 	if tc == nil { // disconnected, or closed
 		return nil, errors.New("ovsdbnb: read cache: not connected")
 	}
-	x, err := s.c.shared.index(tc)
+	x, err := s.c.shared.index(tc, tables)
 	if err != nil {
 		return nil, err
 	}
-	return &snap{sharedIndex: x}, nil
+	return &snap{sharedIndex: x, all: tables == len(sharedTables), tc: tc, sh: &s.c.shared}, nil
+}
+
+// readAll makes sn an index of every shared table, read now, if it is one
+// of the routers only. The plans already made against it stay valid: the
+// routers it read then are part of some moment of the cache, as they
+// would be for a plan made a moment earlier.
+func (sn *snap) readAll() error {
+	if sn.all {
+		return nil
+	}
+	x, err := sn.sh.index(sn.tc, len(sharedTables))
+	if err != nil {
+		return err
+	}
+	sn.sharedIndex, sn.all = x, true
+	return nil
 }
 
 // parentName is the name of the router holding the policy or NAT u, ""
@@ -553,6 +594,11 @@ func (s *syncer) planLBs(sn *snap, p *plan, want []LoadBalancer) error {
 		func(r *nbdb.LoadBalancer) map[string]string { return r.ExternalIDs })
 	if err != nil {
 		return err
+	}
+	if len(want) > 0 || len(cur) > 0 {
+		if err := sn.readAll(); err != nil { // the switches and groups holding them
+			return &OwnerError{Owner: o, Row: "load balancers", Err: err}
+		}
 	}
 	byName := map[string]*nbdb.LoadBalancer{}
 	for _, lb := range cur {
@@ -816,6 +862,11 @@ func (s *syncer) planQoS(sn *snap, p *plan, want []QoS) error {
 		func(r *nbdb.QoS) map[string]string { return r.ExternalIDs })
 	if err != nil {
 		return err
+	}
+	if len(want) > 0 || len(rows) > 0 {
+		if err := sn.readAll(); err != nil { // the switches holding them
+			return &OwnerError{Owner: o, Row: "QoS", Err: err}
+		}
 	}
 	byID := map[string]*nbdb.QoS{}
 	for _, r := range rows {

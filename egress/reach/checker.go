@@ -115,9 +115,13 @@ func NewChecker(cfg Config, onChange func(node string, up bool)) (*Checker, erro
 // are probed at once, the others at the next interval.
 func (c *Checker) SetTargets(targets []Target) {
 	c.mu.Lock()
+	had := make(map[Target]bool, len(c.targets))
+	for _, t := range c.targets {
+		had[t] = true
+	}
 	added := false
 	for _, t := range targets {
-		added = added || !slices.Contains(c.targets, t)
+		added = added || !had[t]
 	}
 	c.targets = slices.Clone(targets)
 	keep := map[string]bool{}

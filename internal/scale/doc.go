@@ -21,8 +21,14 @@
 // from one EgressIP to another, a new Service, an endpoint change and an
 // egress node going NotReady. NB changes are seen by separate libovsdb
 // monitors (Table), as ovn-northd would see them, and each event is timed
-// from just before its API write to the arrival of the row change that
-// completes it.
+// to the arrival of the row change that completes it twice: from the
+// event, the arrival of the write's watch event (a watch of the object by
+// name, matched by the resourceVersion the write returned, as the
+// daemon's informer receives it), and from just before the API write
+// (the apiserver's own time included: 40 ms of a new Service at full
+// size is its create). The events start once the daemon is idle: no
+// reconcile, no NB change and no NB repair comparing for 3 s (the
+// initial sync's echo is compared after the sync).
 //
 // Settings (environment; make bench-scale's variables in brackets):
 // SCALE_MAX_PODS [SCALE_MAX, default 150000 for make, 1000 for a bare
@@ -31,7 +37,9 @@
 // bench-report/scale-<date>/] the report directory: README.md (tables,
 // the aims), results.csv, samples.csv, latency-p50.png,
 // latency-p99.png, memory.png, sync.png (gonum.org/v1/plot) and the CPU
-// profiles; SCALE_SYNC_TIMEOUT, SCALE_EVENT_TIMEOUT, SCALE_WORKERS.
+// profiles; SCALE_SYNC_TIMEOUT, SCALE_EVENT_TIMEOUT, SCALE_WORKERS;
+// SCALE_LOG_LEVEL the daemon's --log-level (debug logs each pass's
+// timings).
 // -benchtime Nx [SCALE_ROUNDS] is the number of rounds of the four events
 // per size.
 package scale

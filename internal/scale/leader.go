@@ -50,7 +50,11 @@ func StartLeader(t testbed.T, bin, dir, name, kubeconfig, nb string) *Leader {
 	addr := "127.0.0.1:" + strconv.Itoa(testbed.FreePorts(t, 1)[0])
 	log := filepath.Join(dir, name+".log")
 	begin := time.Now()
-	p := testbed.StartProcess(t, "ovnedge "+name, log, nil, append([]string{bin}, LeaderArgs(kubeconfig, nb, addr)...)...)
+	args := LeaderArgs(kubeconfig, nb, addr)
+	if level := os.Getenv("SCALE_LOG_LEVEL"); level != "" { // e.g. debug: each pass's timings in the log
+		args = append(args, "--log-level="+level)
+	}
+	p := testbed.StartProcess(t, "ovnedge "+name, log, nil, append([]string{bin}, args...)...)
 	return &Leader{Process: p, URL: "http://" + addr, LogFile: log, Started: begin}
 }
 
@@ -98,6 +102,10 @@ type Metrics struct {
 	// NBRepairs are the leader's NB repairs that wrote rows (all
 	// reasons: changed, reconnected, topology, periodic).
 	NBRepairs int
+	// Comparing is true while the leader compares NB rows with what it
+	// wrote (ovnedge_nb_repair_comparing): after the initial sync, the
+	// echo of all it wrote.
+	Comparing bool
 }
 
 // Metrics scrapes /metrics.
@@ -133,6 +141,8 @@ func parseMetrics(text string) Metrics {
 			m.NBOps += int(v)
 		case strings.HasPrefix(name, "ovnedge_nb_repairs_total{"):
 			m.NBRepairs += int(v)
+		case name == "ovnedge_nb_repair_comparing":
+			m.Comparing = v != 0
 		}
 	}
 	return m

@@ -60,6 +60,10 @@ type Result struct {
 	// -> NB converged (the last row change of the initial sync, seen by
 	// another client).
 	Informers, FirstRow, Sync time.Duration
+	// Compared is daemon start -> the last time the leader was seen
+	// comparing NB rows with what it wrote (the initial sync's echo);
+	// the events start after it.
+	Compared time.Duration
 	// Reconciles, ReconcileSeconds and NBOps are the daemon's cluster
 	// reconciles, their total time and the NB operations it sent during
 	// the initial sync.
@@ -72,10 +76,12 @@ type Result struct {
 	// Synced is the daemon's memory once synced, After after the events
 	// (After.Peak is the peak of the whole run).
 	Synced, After Memory
-	// Latency are the event -> NB times by kind; Failed counts events
-	// whose change did not show within the timeout.
-	Latency map[string][]time.Duration
-	Failed  map[string]int
+	// Latency are the write -> NB times by kind (from just before the
+	// API write), FromEvent the event -> NB times (from the write's watch
+	// event, as a watcher of the apiserver receives it); Failed counts
+	// events whose change did not show within the timeout.
+	Latency, FromEvent map[string][]time.Duration
+	Failed             map[string]int
 	// API are the API writes' own durations (part of Latency) by kind.
 	API map[string][]time.Duration
 	// Skipped are the rounds left out once the size's time budget was
@@ -109,11 +115,18 @@ func WriteReport(dir string, rs []Result, notes []string) error {
 	if err := writeCSV(filepath.Join(dir, "results.csv"), resultRows(rs)); err != nil {
 		return err
 	}
-	samples := [][]string{{"pods", "event", "n", "ms"}}
+	samples := [][]string{{"pods", "event", "n", "ms", "from_event_ms", "api_ms"}}
+	at := func(d []time.Duration, i int) string {
+		if i < len(d) {
+			return strconv.FormatFloat(ms(d[i]), 'f', 3, 64)
+		}
+		return ""
+	}
 	for _, r := range rs {
 		for _, k := range Events {
-			for i, d := range r.Latency[k] {
-				samples = append(samples, []string{strconv.Itoa(r.Shape.Pods), k, strconv.Itoa(i), strconv.FormatFloat(ms(d), 'f', 3, 64)})
+			for i := range r.Latency[k] {
+				samples = append(samples, []string{strconv.Itoa(r.Shape.Pods), k, strconv.Itoa(i), at(r.Latency[k], i),
+					at(r.FromEvent[k], i), at(r.API[k], i)})
 			}
 		}
 	}
@@ -148,7 +161,8 @@ func resultRows(rs []Result) [][]string {
 		"topology_s", "informers_s", "first_row_s", "sync_s", "sync_reconciles", "sync_reconcile_s", "sync_nb_ops", "sync_nb_repairs", "event_nb_repairs",
 		"rss_synced_mib", "rss_after_mib", "rss_peak_mib"}
 	for _, k := range Events {
-		head = append(head, k+"_n", k+"_p50_ms", k+"_p99_ms", k+"_max_ms", k+"_failed")
+		head = append(head, k+"_n", k+"_p50_ms", k+"_p99_ms", k+"_max_ms", k+"_failed",
+			k+"_event_p50_ms", k+"_event_p99_ms", k+"_event_max_ms")
 	}
 	rows := [][]string{head}
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
@@ -160,8 +174,10 @@ func resultRows(rs []Result) [][]string {
 			f(r.ReconcileSeconds), strconv.Itoa(r.NBOps), strconv.Itoa(r.SyncRepairs), strconv.Itoa(r.EventRepairs), f(mib(r.Synced.RSS)), f(mib(r.After.RSS)), f(mib(r.After.Peak))}
 		for _, k := range Events {
 			l := r.Latency[k]
+			e := r.FromEvent[k]
 			row = append(row, strconv.Itoa(len(l)), f(ms(Percentile(l, 0.5))), f(ms(Percentile(l, 0.99))),
-				f(ms(Percentile(l, 1))), strconv.Itoa(r.Failed[k]))
+				f(ms(Percentile(l, 1))), strconv.Itoa(r.Failed[k]),
+				f(ms(Percentile(e, 0.5))), f(ms(Percentile(e, 0.99))), f(ms(Percentile(e, 1))))
 		}
 		rows = append(rows, row)
 	}
@@ -193,32 +209,37 @@ func markdown(rs []Result, notes []string) string {
 		fmt.Fprintf(&b, "| %d | %d | %d | %d | %.1f | %.1f | %.1f | %.1f | %d | %.0f | %.0f |\n", s.Pods, s.Nodes, s.Services, s.EgressIPs,
 			r.Load.Seconds(), r.Informers.Seconds(), r.FirstRow.Seconds(), r.Sync.Seconds(), r.Reconciles, mib(r.Synced.RSS), mib(r.After.Peak))
 	}
-	b.WriteString("\nEvent -> NB, p50 / p99 / max in ms (n samples; failed = not seen within the timeout):\n\n| pods |")
-	for _, k := range Events {
-		fmt.Fprintf(&b, " %s |", k)
-	}
-	b.WriteString("\n|---:|" + strings.Repeat("---:|", len(Events)) + "\n")
-	for _, r := range rs {
-		fmt.Fprintf(&b, "| %d |", r.Shape.Pods)
+	table := func(title string, lat func(Result) map[string][]time.Duration) {
+		b.WriteString("\n" + title + ", p50 / p99 / max in ms (n samples; failed = not seen within the timeout):\n\n| pods |")
 		for _, k := range Events {
-			l := r.Latency[k]
-			fmt.Fprintf(&b, " %s / %s / %s (n=%d", fmtMS(Percentile(l, 0.5)), fmtMS(Percentile(l, 0.99)), fmtMS(Percentile(l, 1)), len(l))
-			if n := r.Failed[k]; n > 0 {
-				fmt.Fprintf(&b, ", %d failed", n)
-			}
-			if r.Skipped > 0 && k == Events[len(Events)-1] {
-				fmt.Fprintf(&b, "; %d rounds over the time budget skipped", r.Skipped)
-			}
-			b.WriteString(") |")
+			fmt.Fprintf(&b, " %s |", k)
 		}
-		b.WriteString("\n")
+		b.WriteString("\n|---:|" + strings.Repeat("---:|", len(Events)) + "\n")
+		for _, r := range rs {
+			fmt.Fprintf(&b, "| %d |", r.Shape.Pods)
+			for _, k := range Events {
+				l := lat(r)[k]
+				fmt.Fprintf(&b, " %s / %s / %s (n=%d", fmtMS(Percentile(l, 0.5)), fmtMS(Percentile(l, 0.99)), fmtMS(Percentile(l, 1)), len(l))
+				if n := r.Failed[k]; n > 0 {
+					fmt.Fprintf(&b, ", %d failed", n)
+				}
+				if r.Skipped > 0 && k == Events[len(Events)-1] {
+					fmt.Fprintf(&b, "; %d rounds over the time budget skipped", r.Skipped)
+				}
+				b.WriteString(") |")
+			}
+			b.WriteString("\n")
+		}
 	}
+	table("Event -> NB, from the watch event of the write", func(r Result) map[string][]time.Duration { return r.FromEvent })
+	table("Write -> NB, from just before the API write (the apiserver's own time included)", func(r Result) map[string][]time.Duration { return r.Latency })
 	if len(rs) > 0 {
 		r := rs[len(rs)-1]
 		b.WriteString(fmt.Sprintf("\nAims (issue 19, at full size %d pods; largest size here %d):\n\n", MaxPods, r.Shape.Pods))
 		for _, k := range Events {
-			p := Percentile(r.Latency[k], 0.99)
-			fmt.Fprintf(&b, "- %s p99 %s ms: %s (aim < %s ms)\n", k, fmtMS(p), verdict(p > 0 && p < AimP99), fmtMS(AimP99))
+			p, w := Percentile(r.FromEvent[k], 0.99), Percentile(r.Latency[k], 0.99)
+			fmt.Fprintf(&b, "- %s p99 from the event %s ms: %s; from before the write %s ms: %s (aim < %s ms)\n", k,
+				fmtMS(p), verdict(p > 0 && p < AimP99), fmtMS(w), verdict(w > 0 && w < AimP99), fmtMS(AimP99))
 		}
 		fmt.Fprintf(&b, "- initial sync %.1f s: %s (aim < %.0f s)\n", r.Sync.Seconds(), verdict(r.Sync < AimSync), AimSync.Seconds())
 		fmt.Fprintf(&b, "- RSS peak %.0f MiB: %s (aim < %.0f MiB)\n", mib(r.After.Peak), verdict(r.After.Peak < AimRSS), mib(AimRSS))

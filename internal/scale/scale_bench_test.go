@@ -18,8 +18,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ovnedge/ovnedge/internal/e2e"
@@ -129,7 +132,7 @@ func BenchmarkScale(b *testing.B) {
 	}
 	notes := []string{
 		fmt.Sprintf("machine: %d CPUs, load average at start %s (shared with other sessions: timings are of a loaded machine)", runtime.NumCPU(), loadavg()),
-		"event -> NB: from just before the API write (patch or create) to the NB row change arriving at a separate NB client (a libovsdb monitor, as ovn-northd is); p99 is the nearest rank of n samples, so with n < 100 it is the maximum",
+		"write -> NB: from just before the API write (patch or create) to the NB row change arriving at a separate NB client (a libovsdb monitor, as ovn-northd is); event -> NB: from the watch event of the write (the resourceVersion it wrote, arriving at a watch of the object by name in the benchmark, as at the daemon's informer) to the same NB change; p99 is the nearest rank of n samples, so with n < 100 it is the maximum",
 		"initial sync: from starting the ovnedge process (leader election, informers' lists, NB connect included) to the last row change of the load balancers, NATs and router policies, once every Service has its load balancer and every served pod its SNAT and nothing changed for 3 s",
 		"the daemon runs deploy/deployment.yaml's arguments minus --sb-address (no chassis here) and with --egressip-reachability-total-timeout=0 (no node answers the health check) and --enable-pprof",
 	}
@@ -139,7 +142,8 @@ func BenchmarkScale(b *testing.B) {
 	labels, swapped := map[int]string{}, map[int]bool{}
 	for _, pods := range st.sizes {
 		shape := ShapeFor(pods)
-		r := Result{Shape: shape, Latency: map[string][]time.Duration{}, API: map[string][]time.Duration{}, Failed: map[string]int{}}
+		r := Result{Shape: shape, Latency: map[string][]time.Duration{}, FromEvent: map[string][]time.Duration{},
+			API: map[string][]time.Duration{}, Failed: map[string]int{}}
 		begin := time.Now()
 		steps, err := loader.Grow(ctx, have, shape)
 		if err != nil {
@@ -174,8 +178,8 @@ func BenchmarkScale(b *testing.B) {
 		for _, k := range Events {
 			api = append(api, fmt.Sprintf("%s %s ms", k, fmtMS(Percentile(r.API[k], 0.5))))
 		}
-		notes = append(notes, fmt.Sprintf("at %d pods the API write itself took (p50) %s; initial sync: %d cluster reconciles taking %.1f s in all, %d NB operations, %d NB repairs (%d more during the events); informers synced after %.1f s; NB topology (not the daemon's) created in %.1f s",
-			r.Shape.Pods, strings.Join(api, ", "), r.Reconciles, r.ReconcileSeconds, r.NBOps, r.SyncRepairs, r.EventRepairs, r.Informers.Seconds(), r.Topology.Seconds()))
+		notes = append(notes, fmt.Sprintf("at %d pods the API write itself took (p50) %s; initial sync: %d cluster reconciles taking %.1f s in all, %d NB operations, %d NB repairs (%d more during the events); informers synced after %.1f s; the leader last seen comparing its writes' echo %.1f s after its start (the events wait for it); NB topology (not the daemon's) created in %.1f s",
+			r.Shape.Pods, strings.Join(api, ", "), r.Reconciles, r.ReconcileSeconds, r.NBOps, r.SyncRepairs, r.EventRepairs, r.Informers.Seconds(), r.Compared.Seconds(), r.Topology.Seconds()))
 	}
 	if st.report != "" && len(results) > 0 {
 		notes = append(notes, "CPU profiles of the daemon: cpu-sync-<pods>.pb.gz (initial sync) and cpu-events-<pods>.pb.gz (the events), summaries in the .txt files beside them (`go tool pprof -top`); the daemon's log: leader-<pods>.log")
@@ -239,13 +243,13 @@ func (m *measure) run(ctx context.Context) {
 	c.Close()
 	m.r.Topology = time.Since(begin)
 
-	m.lbs = watch(b, ctx, nb.Remote, nbdb.LoadBalancerTable, &nbdb.LoadBalancer{}, func(lb *nbdb.LoadBalancer) []string {
+	m.lbs = watchNB(b, ctx, nb.Remote, nbdb.LoadBalancerTable, &nbdb.LoadBalancer{}, func(lb *nbdb.LoadBalancer) []string {
 		return []string{lb.ExternalIDs[ovsdbnb.KeyOwner]}
 	})
-	m.nats = watch(b, ctx, nb.Remote, nbdb.NATTable, &nbdb.NAT{}, func(n *nbdb.NAT) []string {
+	m.nats = watchNB(b, ctx, nb.Remote, nbdb.NATTable, &nbdb.NAT{}, func(n *nbdb.NAT) []string {
 		return []string{"ip:" + n.ExternalIP, "pod:" + n.LogicalIP}
 	})
-	m.policies = watch(b, ctx, nb.Remote, nbdb.LogicalRouterPolicyTable, &nbdb.LogicalRouterPolicy{},
+	m.policies = watchNB(b, ctx, nb.Remote, nbdb.LogicalRouterPolicyTable, &nbdb.LogicalRouterPolicy{},
 		func(*nbdb.LogicalRouterPolicy) []string { return nil })
 
 	m.label = strconv.Itoa(pods)
@@ -277,7 +281,7 @@ func (m *measure) run(ctx context.Context) {
 
 	events := []struct {
 		kind string
-		f    func(ctx context.Context, round int) (time.Duration, time.Duration, error)
+		f    func(ctx context.Context, round int) (sample, error)
 	}{{EventPodLabel, m.podLabel}, {EventNewService, m.newService}, {EventEndpoint, m.endpoint}, {EventNodeNotReady, m.nodeNotReady}}
 	stopProf = m.profile(ctx, "cpu-events-"+m.label)
 	b.ResetTimer()
@@ -289,15 +293,16 @@ func (m *measure) run(ctx context.Context) {
 		}
 		var line []string
 		for _, e := range events {
-			lat, api, err := e.f(ctx, round)
+			sm, err := e.f(ctx, round)
 			if err != nil {
 				m.r.Failed[e.kind]++
 				progressf("%d pods: %s, round %d: %v", pods, e.kind, round, err)
 			} else {
-				m.r.Latency[e.kind] = append(m.r.Latency[e.kind], lat)
-				m.r.API[e.kind] = append(m.r.API[e.kind], api)
-				m.lastLat = lat
-				line = append(line, fmt.Sprintf("%s %v", e.kind, lat.Round(100*time.Microsecond)))
+				m.r.Latency[e.kind] = append(m.r.Latency[e.kind], sm.Latency)
+				m.r.FromEvent[e.kind] = append(m.r.FromEvent[e.kind], sm.FromEvent)
+				m.r.API[e.kind] = append(m.r.API[e.kind], sm.API)
+				m.lastLat = sm.Latency
+				line = append(line, fmt.Sprintf("%s %v (event %v)", e.kind, sm.Latency.Round(100*time.Microsecond), sm.FromEvent.Round(100*time.Microsecond)))
 			}
 			m.settle(ctx)
 		}
@@ -317,6 +322,7 @@ func (m *measure) run(ctx context.Context) {
 	for _, k := range Events {
 		b.ReportMetric(ms(Percentile(m.r.Latency[k], 0.5)), k+"-p50-ms")
 		b.ReportMetric(ms(Percentile(m.r.Latency[k], 0.99)), k+"-p99-ms")
+		b.ReportMetric(ms(Percentile(m.r.FromEvent[k], 0.99)), k+"-event-p99-ms")
 	}
 	b.ReportMetric(m.r.Sync.Seconds(), "sync-s")
 	b.ReportMetric(m.r.Load.Seconds(), "load-s")
@@ -324,7 +330,7 @@ func (m *measure) run(ctx context.Context) {
 	b.ReportMetric(mib(m.r.Synced.RSS), "synced-RSS-MiB")
 }
 
-func watch[M Row](b *testing.B, ctx context.Context, endpoint, table string, row M, key func(M) []string) *Table[M] {
+func watchNB[M Row](b *testing.B, ctx context.Context, endpoint, table string, row M, key func(M) []string) *Table[M] {
 	t, err := WatchTable(ctx, endpoint, table, row, key)
 	if err != nil {
 		b.Fatal(err)
@@ -371,7 +377,8 @@ func (m *measure) profile(ctx context.Context, name string) func() {
 
 // sync waits for the daemon's informers, then for the NB to hold every
 // Service's load balancer and every served pod's SNAT with nothing
-// changing for 3 s.
+// changing for 3 s, and for the leader to have compared the echo of what
+// it wrote (the monitor shows its own writes as changes).
 func (m *measure) sync(ctx context.Context) {
 	b, l := m.b, m.leader
 	deadline := l.Started.Add(m.st.syncTimeout)
@@ -433,6 +440,11 @@ func (m *measure) sync(ctx context.Context) {
 		if err != nil {
 			continue
 		}
+		if met.Comparing { // the echo of the initial sync, being compared
+			m.r.Compared = time.Since(l.Started)
+			stableSince = time.Now()
+			continue
+		}
 		if met.Reconciles != lastReconciles {
 			lastReconciles, stableSince = met.Reconciles, time.Now()
 			continue
@@ -466,9 +478,10 @@ func (m *measure) lastNBChange() time.Time {
 	return last
 }
 
-// settle waits until the daemon is idle: no reconcile finished and no NB
-// change for 1.2 times the last event's latency (at least 300 ms), so a
-// reconcile that follows (the status writes' own echo) is over too.
+// settle waits until the daemon is idle: no reconcile finished, no NB
+// repair comparing and no NB change for 1.2 times the last event's
+// latency (at least 300 ms), so a reconcile that follows (the status
+// writes' own echo) is over too.
 func (m *measure) settle(ctx context.Context) {
 	quiet := max(300*time.Millisecond, m.lastLat*6/5)
 	deadline := time.Now().Add(m.st.eventTimeout)
@@ -480,7 +493,7 @@ func (m *measure) settle(ctx context.Context) {
 		if err != nil {
 			continue
 		}
-		if met.Reconciles != n {
+		if met.Reconciles != n || met.Comparing {
 			n, since = met.Reconciles, time.Now()
 			continue
 		}
@@ -490,23 +503,81 @@ func (m *measure) settle(ctx context.Context) {
 	}
 }
 
-// timed runs write after registering want on t and returns the time from
-// before the write to the change that fulfils want, and the write's own
-// duration.
-func timed[M Row](ctx context.Context, timeout time.Duration, t *Table[M], want func(View[M]) bool, write func() error) (time.Duration, time.Duration, error) {
-	e := t.Expect(want)
-	begin := time.Now()
-	if err := write(); err != nil {
-		return 0, 0, err
-	}
-	api := time.Since(begin)
+// sample is one event's times: Latency from just before the API write,
+// FromEvent from the watch event (the object's change as a watcher of
+// the apiserver, the daemon's informer among them, receives it) to the NB
+// change that fulfils the event, and API the write's own duration.
+type sample struct{ Latency, FromEvent, API time.Duration }
+
+// timed starts watch (the object of the event, selected by name) and
+// registers want on t, then runs write, which returns the
+// resourceVersion it wrote, and times the change that fulfils want from
+// just before the write and from the watch event of that
+// resourceVersion.
+func timed[M Row](ctx context.Context, timeout time.Duration, t *Table[M], want func(View[M]) bool,
+	watch func(context.Context) (watch.Interface, error), write func() (string, error)) (sample, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	w, err := watch(ctx)
+	if err != nil {
+		return sample{}, fmt.Errorf("watch: %w", err)
+	}
+	defer w.Stop()
+	seen := make(chan stamped, 16)
+	go stamp(w, seen)
+	e := t.Expect(want)
+	begin := time.Now()
+	rv, err := write()
+	if err != nil {
+		return sample{}, err
+	}
+	api := time.Since(begin)
 	at, err := e.Wait(ctx)
 	if err != nil {
-		return 0, 0, fmt.Errorf("NB change not seen: %w", err)
+		return sample{}, fmt.Errorf("NB change not seen: %w", err)
 	}
-	return at.Sub(begin), api, nil
+	for {
+		select {
+		case ev, ok := <-seen:
+			if !ok {
+				return sample{}, fmt.Errorf("watch ended before resourceVersion %s", rv)
+			}
+			if ev.rv == rv {
+				return sample{Latency: at.Sub(begin), FromEvent: at.Sub(ev.at), API: api}, nil
+			}
+		case <-ctx.Done():
+			return sample{}, fmt.Errorf("no watch event of resourceVersion %s: %w", rv, ctx.Err())
+		}
+	}
+}
+
+// stamped is a watch event's resourceVersion and when it arrived.
+type stamped struct {
+	rv string
+	at time.Time
+}
+
+// stamp sends the resourceVersion of each of w's events with the time it
+// arrived (taken here, as it is received, not when it is read).
+func stamp(w watch.Interface, out chan<- stamped) {
+	defer close(out)
+	for ev := range w.ResultChan() {
+		at := time.Now()
+		obj, err := meta.Accessor(ev.Object)
+		if err != nil {
+			continue // a watch error (Status): the wait times out
+		}
+		out <- stamped{obj.GetResourceVersion(), at}
+	}
+}
+
+// byName is the list options of a watch of the object named name, from
+// the apiserver's watch cache as it is (resourceVersion "0"): every
+// later change, the write's among them, comes as an event. (Without a
+// resourceVersion the watch waits for the cache to reach etcd's latest
+// revision, and times out when no event of the kind moves it there.)
+func byName(name string) metav1.ListOptions {
+	return metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(), ResourceVersion: "0"}
 }
 
 // pick returns the round-th of n candidates, stepping by a prime so
@@ -523,7 +594,7 @@ func (m *measure) podEIP(i int) string {
 
 // podLabel moves a served pod from its group's one EgressIP to the other
 // (label eip=a <-> b): its SNAT's external IP changes.
-func (m *measure) podLabel(ctx context.Context, round int) (time.Duration, time.Duration, error) {
+func (m *measure) podLabel(ctx context.Context, round int) (sample, error) {
 	served := m.shape.Served()
 	i := served[pick(round, len(served))]
 	cur := m.podEIP(i)
@@ -531,47 +602,61 @@ func (m *measure) podLabel(ctx context.Context, round int) (time.Duration, time.
 	podIP := PodIP(i).String()
 	oldIP, newIP := EgressIPAddr(EgressIPOf(i, cur)).String(), EgressIPAddr(EgressIPOf(i, next)).String()
 	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, LabelEIP, next)
-	lat, api, err := timed(ctx, m.st.eventTimeout, m.nats, func(v View[*nbdb.NAT]) bool {
+	pods := m.cs.CoreV1().Pods(PodNamespace(i))
+	sm, err := timed(ctx, m.st.eventTimeout, m.nats, func(v View[*nbdb.NAT]) bool {
 		rows := v.Rows("pod:" + podIP)
 		return slices.ContainsFunc(rows, func(n *nbdb.NAT) bool { return n.ExternalIP == newIP }) &&
 			!slices.ContainsFunc(rows, func(n *nbdb.NAT) bool { return n.ExternalIP == oldIP })
-	}, func() error {
-		_, err := m.cs.CoreV1().Pods(PodNamespace(i)).Patch(ctx, PodName(i), types.MergePatchType, []byte(patch), metav1.PatchOptions{})
-		return err
-	})
+	}, func(ctx context.Context) (watch.Interface, error) { return pods.Watch(ctx, byName(PodName(i))) },
+		func() (string, error) {
+			p, err := pods.Patch(ctx, PodName(i), types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+			return resourceVersion(p, err)
+		})
 	if err == nil {
 		m.labels[i] = next
 	}
-	return lat, api, err
+	return sm, err
+}
+
+// resourceVersion is the resourceVersion of the object a write returned.
+func resourceVersion(obj metav1.Object, err error) (string, error) {
+	if err != nil {
+		return "", err
+	}
+	return obj.GetResourceVersion(), nil
 }
 
 // newService creates a ClusterIP Service (no endpoints) and times its
 // load balancer; it is deleted again (not timed) so the size stays.
-func (m *measure) newService(ctx context.Context, round int) (time.Duration, time.Duration, error) {
+func (m *measure) newService(ctx context.Context, round int) (sample, error) {
 	ns, name := NamespaceName(0), fmt.Sprintf("new-%d", round)
 	owner := ns + "/" + name
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.ServiceSpec{
 		Type: corev1.ServiceTypeClusterIP, Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}}}
-	lat, api, err := timed(ctx, m.st.eventTimeout, m.lbs, func(v View[*nbdb.LoadBalancer]) bool { return len(v.Rows(owner)) > 0 },
-		func() error {
-			_, err := m.cs.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
-			return err
-		})
+	services := m.cs.CoreV1().Services(ns)
+	sm, err := timed(ctx, m.st.eventTimeout, m.lbs, func(v View[*nbdb.LoadBalancer]) bool { return len(v.Rows(owner)) > 0 },
+		func(ctx context.Context) (watch.Interface, error) { return services.Watch(ctx, byName(name)) },
+		func() (string, error) { return resourceVersion(services.Create(ctx, svc, metav1.CreateOptions{})) })
 	if err != nil {
-		return lat, api, err
+		return sm, err
 	}
 	m.settle(ctx)
-	_, _, derr := timed(ctx, m.st.eventTimeout, m.lbs, func(v View[*nbdb.LoadBalancer]) bool { return len(v.Rows(owner)) == 0 },
-		func() error { return m.cs.CoreV1().Services(ns).Delete(ctx, name, metav1.DeleteOptions{}) })
+	gone := m.lbs.Expect(func(v View[*nbdb.LoadBalancer]) bool { return len(v.Rows(owner)) == 0 })
+	derr := services.Delete(ctx, name, metav1.DeleteOptions{})
+	if derr == nil {
+		wctx, cancel := context.WithTimeout(ctx, m.st.eventTimeout)
+		_, derr = gone.Wait(wctx)
+		cancel()
+	}
 	if derr != nil {
 		m.b.Logf("scale: delete Service %s: %v", owner, derr)
 	}
-	return lat, api, nil
+	return sm, nil
 }
 
 // endpoint replaces the first endpoint of a ClusterIP Service's
 // EndpointSlice (pod PodsPerService*j <-> PodsPerService*j+1).
-func (m *measure) endpoint(ctx context.Context, round int) (time.Duration, time.Duration, error) {
+func (m *measure) endpoint(ctx context.Context, round int) (sample, error) {
 	var candidates []int
 	for j := range m.shape.Services {
 		if ServiceType(j) == corev1.ServiceTypeClusterIP {
@@ -579,7 +664,7 @@ func (m *measure) endpoint(ctx context.Context, round int) (time.Duration, time.
 		}
 	}
 	if len(candidates) == 0 {
-		return 0, 0, fmt.Errorf("no ClusterIP Service")
+		return sample{}, fmt.Errorf("no ClusterIP Service")
 	}
 	j := candidates[pick(round, len(candidates))]
 	eps := Endpoints(j)
@@ -590,11 +675,13 @@ func (m *measure) endpoint(ctx context.Context, round int) (time.Duration, time.
 	eps[0] = newPod
 	body, err := json.Marshal(map[string]any{"endpoints": EndpointSlice(j, eps).Endpoints})
 	if err != nil {
-		return 0, 0, err
+		return sample{}, err
 	}
 	owner := ServiceNamespace(j) + "/" + ServiceName(j)
 	oldBE, newBE := PodIP(oldPod).String()+":"+strconv.Itoa(BackendPort), PodIP(newPod).String()+":"+strconv.Itoa(BackendPort)
-	lat, api, err := timed(ctx, m.st.eventTimeout, m.lbs, func(v View[*nbdb.LoadBalancer]) bool {
+	sliceAPI := m.cs.DiscoveryV1().EndpointSlices(ServiceNamespace(j))
+	sliceName := ServiceName(j) + "-scale"
+	sm, err := timed(ctx, m.st.eventTimeout, m.lbs, func(v View[*nbdb.LoadBalancer]) bool {
 		rows := v.Rows(owner)
 		for _, lb := range rows {
 			for _, backends := range lb.Vips {
@@ -605,20 +692,20 @@ func (m *measure) endpoint(ctx context.Context, round int) (time.Duration, time.
 			}
 		}
 		return len(rows) > 0
-	}, func() error {
-		_, err := m.cs.DiscoveryV1().EndpointSlices(ServiceNamespace(j)).Patch(ctx, ServiceName(j)+"-scale", types.MergePatchType, body, metav1.PatchOptions{})
-		return err
-	})
+	}, func(ctx context.Context) (watch.Interface, error) { return sliceAPI.Watch(ctx, byName(sliceName)) },
+		func() (string, error) {
+			return resourceVersion(sliceAPI.Patch(ctx, sliceName, types.MergePatchType, body, metav1.PatchOptions{}))
+		})
 	if err == nil {
 		m.swapped[j] = !m.swapped[j]
 	}
-	return lat, api, err
+	return sm, err
 }
 
 // nodeNotReady sets the node hosting an egress IP NotReady and times the
 // move of that egress IP's SNATs to another node; the node is made Ready
 // again (not timed).
-func (m *measure) nodeNotReady(ctx context.Context, round int) (time.Duration, time.Duration, error) {
+func (m *measure) nodeNotReady(ctx context.Context, round int) (sample, error) {
 	var ip, port string
 	var count int
 	for try := range m.shape.EgressIPs {
@@ -636,9 +723,10 @@ func (m *measure) nodeNotReady(ctx context.Context, round int) (time.Duration, t
 	}
 	node, ok := strings.CutPrefix(port, "k8s-")
 	if !ok {
-		return 0, 0, fmt.Errorf("no egress IP with SNATs on a node")
+		return sample{}, fmt.Errorf("no egress IP with SNATs on a node")
 	}
-	setReady := func(ready bool) error {
+	nodes := m.cs.CoreV1().Nodes()
+	setReady := func(ready bool) (string, error) {
 		st := corev1.ConditionTrue
 		if !ready {
 			st = corev1.ConditionFalse
@@ -646,18 +734,18 @@ func (m *measure) nodeNotReady(ctx context.Context, round int) (time.Duration, t
 		patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{
 			{Type: corev1.NodeReady, Status: st, LastHeartbeatTime: metav1.Now()}}}})
 		if err != nil {
-			return err
+			return "", err
 		}
-		_, err = m.cs.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
-		return err
+		return resourceVersion(nodes.Patch(ctx, node, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"))
 	}
-	lat, api, err := timed(ctx, m.st.eventTimeout, m.nats, func(v View[*nbdb.NAT]) bool {
+	sm, err := timed(ctx, m.st.eventTimeout, m.nats, func(v View[*nbdb.NAT]) bool {
 		rows := v.Rows("ip:" + ip)
 		return len(rows) == count && !slices.ContainsFunc(rows, func(n *nbdb.NAT) bool { return n.LogicalPort == nil || *n.LogicalPort == port })
-	}, func() error { return setReady(false) })
+	}, func(ctx context.Context) (watch.Interface, error) { return nodes.Watch(ctx, byName(node)) },
+		func() (string, error) { return setReady(false) })
 	m.settle(ctx)
-	if rerr := setReady(true); rerr != nil {
+	if _, rerr := setReady(true); rerr != nil {
 		m.b.Logf("scale: node %s Ready again: %v", node, rerr)
 	}
-	return lat, api, err
+	return sm, err
 }
