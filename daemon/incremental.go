@@ -798,7 +798,7 @@ func (x *clusterIndex) assign(ps *pass, cs *ClusterState) {
 		}
 		old, had := x.status[name]
 		st := status[name]
-		if !had || !equality.Semantic.DeepEqual(old, st) {
+		if !had || !slices.Equal(old, st) {
 			ps.eips[name] = true
 			if e.served && (len(old) > 0) != (len(st) > 0) {
 				d := 1
