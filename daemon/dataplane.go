@@ -325,7 +325,8 @@ func (d *Dataplane) Cluster(ctx context.Context, s Snapshot) (retErr error) {
 	startStatus := func() {
 		statusOnce.Do(func() { go func() { statusErr <- d.writeEgressStatus(ctx, s, cs.Status) }() })
 	}
-	statusLater := nbErr == nil && len(d.cfg.NBAddress) > 0 && !d.nbSyncFull(cs)
+	syncsNB := nbErr == nil && len(d.cfg.NBAddress) > 0
+	statusLater := syncsNB && !d.nbSyncFull(cs)
 	if statusLater {
 		t := time.AfterFunc(statusDelay, startStatus)
 		defer t.Stop()
@@ -349,7 +350,8 @@ func (d *Dataplane) Cluster(ctx context.Context, s Snapshot) (retErr error) {
 	}
 	if nbErr != nil {
 		errs = append(errs, nbErr)
-	} else if len(d.cfg.NBAddress) > 0 {
+	}
+	if syncsNB {
 		nbEvents, err := d.syncNB(ctx, s, &cs)
 		events = append(events, nbEvents...)
 		if err != nil {

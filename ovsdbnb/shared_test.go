@@ -163,12 +163,21 @@ func TestRoutersOnlySnapshot(t *testing.T) {
 			sync(t, c, map[ovsdbnb.Owner]ovsdbnb.State{tc.owner: tc.state, eip: eipState("100.64.0.3")})
 			sync(t, c, map[ovsdbnb.Owner]ovsdbnb.State{tc.owner: tc.state}) // a full read after the insert
 			// Another writer hangs the owner's row on sw1 too.
+			c.TakeChanges() // the echoes of the Syncs above
 			row := strings.TrimSpace(o.Nbctl("--bare", "--columns=_uuid", "list", tc.table))
 			o.Nbctl("add", "Logical_Switch", "sw1", tc.col, row)
-			// The client's cache shows it within milliseconds; reading
-			// it back (Current) would read every table, the very thing
-			// under test, so the test only waits.
-			time.Sleep(300 * time.Millisecond)
+			// Wait until the client's cache shows it: the monitor names
+			// the owner whose row sw1 took. (Reading it back with
+			// Current would read every table, the very thing under
+			// test.)
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				if _, ok := c.TakeChanges().Owners[tc.owner]; ok {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the client's cache never showed sw1 holding the row")
+				}
+			}
 			// EgressIP Syncs read the routers only.
 			sync(t, c, map[ovsdbnb.Owner]ovsdbnb.State{eip: eipState("100.64.0.4")})
 			sync(t, c, map[ovsdbnb.Owner]ovsdbnb.State{eip: eipState("100.64.0.3")})

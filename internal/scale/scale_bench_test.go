@@ -524,7 +524,7 @@ func timed[M Row](ctx context.Context, timeout time.Duration, t *Table[M], want 
 	}
 	defer w.Stop()
 	seen := make(chan stamped, 16)
-	go stamp(w, seen)
+	go stamp(ctx, w, seen)
 	e := t.Expect(want)
 	begin := time.Now()
 	rv, err := write()
@@ -558,8 +558,9 @@ type stamped struct {
 }
 
 // stamp sends the resourceVersion of each of w's events with the time it
-// arrived (taken here, as it is received, not when it is read).
-func stamp(w watch.Interface, out chan<- stamped) {
+// arrived (taken here, as it is received, not when it is read), until
+// ctx ends (timed returned: nobody reads out any more).
+func stamp(ctx context.Context, w watch.Interface, out chan<- stamped) {
 	defer close(out)
 	for ev := range w.ResultChan() {
 		at := time.Now()
@@ -567,7 +568,11 @@ func stamp(w watch.Interface, out chan<- stamped) {
 		if err != nil {
 			continue // a watch error (Status): the wait times out
 		}
-		out <- stamped{obj.GetResourceVersion(), at}
+		select {
+		case out <- stamped{obj.GetResourceVersion(), at}:
+		case <-ctx.Done():
+			return
+		}
 	}
 }
 
