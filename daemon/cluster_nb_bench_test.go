@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	goruntime "runtime"
 	"runtime/pprof"
@@ -148,7 +149,7 @@ func clusterEvents(shape scale.Shape) []benchEvent {
 // events alone, CLUSTER_BENCH_EVENTS a subset of them; CLUSTER_BENCH_ALLOCS an allocation profile P, and P.before
 // its base (go tool pprof -diff_base P.before P: the events' garbage);
 // CLUSTER_BENCH_HEAP a heap profile once synced; CLUSTER_BENCH_NB_ONLY
-// runs no ovn-northd.
+// runs no ovn-northd; CLUSTER_BENCH_DEBUG logs at debug level on stderr.
 func BenchmarkClusterEventsNB(b *testing.B) {
 	pods := 10000
 	if v := os.Getenv("CLUSTER_BENCH_PODS"); v != "" {
@@ -191,7 +192,11 @@ func BenchmarkClusterEventsNB(b *testing.B) {
 	}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{EgressIPResource: "EgressIPList"}, objs...)
-	d := NewDataplane(cfg, &Clients{Typed: kubefake.NewClientset(), Dynamic: dyn}, record.NewFakeRecorder(100000), NewMetrics(), quiet)
+	log := quiet
+	if os.Getenv("CLUSTER_BENCH_DEBUG") != "" { // each pass's and transaction's timings, on stderr
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	d := NewDataplane(cfg, &Clients{Typed: kubefake.NewClientset(), Dynamic: dyn}, record.NewFakeRecorder(100000), NewMetrics(), log)
 	b.Cleanup(d.Close)
 	// As the daemon's (its heartbeat and health checks): the leader
 	// sets their targets when the nodes change.
@@ -250,6 +255,9 @@ func BenchmarkClusterEventsNB(b *testing.B) {
 // writeProfile writes the named runtime profile ("heap", "allocs") to
 // path.
 func writeProfile(b *testing.B, name, path string) {
+	if name == "allocs" {
+		goruntime.GC() // the profile is as of the last completed cycle
+	}
 	f, err := os.Create(path)
 	if err != nil {
 		b.Fatal(err)

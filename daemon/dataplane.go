@@ -812,54 +812,87 @@ func (d *Dataplane) syncNB(ctx context.Context, s Snapshot, cs *ClusterState) ([
 		steps = []map[ovsdbnb.Owner]ovsdbnb.State{{}}
 	}
 	maps.Copy(steps[0], lb)
-	var events []event.Event
-	var syncErr error
-	var total ovsdbnb.Result
+	// Between full resyncs only the owners whose desired rows changed
+	// are sent: one Service or pod change costs one owner's sync, not
+	// every owner's. Each step's owners are found against what the steps
+	// before it write (ahead). The steps go to the NB in runs that end
+	// where the chassis of a new SNAT are waited for: within a run,
+	// SyncSteps sends a step behind the one before when it can, its
+	// commit still after that one's.
+	type stepSend struct {
+		send  map[ovsdbnb.Owner]ovsdbnb.State
+		added []string // the routers given new SNATs
+		wait  bool     // their chassis are waited for after the step
+	}
+	ahead := map[ovsdbnb.Owner]ovsdbnb.State{}
+	var sends []stepSend
 	for i, step := range steps {
-		// Between full resyncs only the owners whose desired rows
-		// changed are sent: one Service or pod change costs one
-		// owner's sync, not every owner's.
-		send := map[ovsdbnb.Owner]ovsdbnb.State{}
+		send, before := map[ovsdbnb.Owner]ovsdbnb.State{}, map[ovsdbnb.Owner]ovsdbnb.State{}
 		for o, st := range step {
-			if prev, ok := d.synced[o]; !ok || !prev.Equal(st) {
-				send[o] = st
+			prev, ok := ahead[o]
+			if !ok {
+				prev, ok = d.synced[o]
+			}
+			if !ok || !prev.Equal(st) {
+				send[o], before[o] = st, prev
 			}
 		}
 		if len(send) == 0 {
 			continue
 		}
-		added := natRouters(send, d.synced)
-		res, err := d.nb.Sync(ctx, send)
-		d.m.NBSyncs.Inc()
-		d.countNB(res)
-		total.Add(res)
-		if err == nil && i < len(steps)-1 {
-			d.waitChassis(ctx, s, added)
+		maps.Copy(ahead, send)
+		added := natRouters(send, before)
+		sends = append(sends, stepSend{send: send, added: added, wait: d.sb != nil && len(added) > 0 && i < len(steps)-1})
+	}
+	var events []event.Event
+	var syncErr error
+	var total ovsdbnb.Result
+	for len(sends) > 0 {
+		n := 1 + slices.IndexFunc(sends, func(ss stepSend) bool { return ss.wait })
+		if n == 0 {
+			n = len(sends)
 		}
-		var se *ovsdbnb.SyncError
-		if err != nil && !errors.As(err, &se) {
-			d.syncLost() // unknown: resend everything, from the NB's rows
-			return nil, fmt.Errorf("northbound sync: %w", err)
+		run := sends[:n]
+		sends = sends[n:]
+		sets := make([]map[ovsdbnb.Owner]ovsdbnb.State, len(run))
+		for j, ss := range run {
+			sets[j] = ss.send
 		}
-		for o, st := range send {
-			_, wantedEIP := cs.Egress[o]
-			_, wantedLB := cs.LB[o]
-			if isEmpty(st) && !wantedEIP && !wantedLB {
-				delete(d.synced, o) // gone
-			} else {
-				// An owner still desired with no rows (the reply
-				// fallback with no ETP=Local Service) is written too:
-				// it is not sent again on every pass.
-				d.synced[o] = st
+		for j, r := range d.nb.SyncSteps(ctx, sets) {
+			err := r.Err
+			if !errors.Is(err, ovsdbnb.ErrNotStarted) {
+				d.m.NBSyncs.Inc()
+				d.countNB(r.Result)
+				total.Add(r.Result)
 			}
-			delete(d.refusedOwners, o)
-		}
-		if se != nil {
-			for _, oe := range se.Owners {
-				d.refuse(oe.Owner) // retried
-				events = append(events, ownerEvent(s, oe))
+			var se *ovsdbnb.SyncError
+			if err != nil && !errors.As(err, &se) {
+				d.syncLost() // unknown: resend everything, from the NB's rows
+				return nil, fmt.Errorf("northbound sync: %w", err)
 			}
-			syncErr = err
+			for o, st := range run[j].send {
+				_, wantedEIP := cs.Egress[o]
+				_, wantedLB := cs.LB[o]
+				if isEmpty(st) && !wantedEIP && !wantedLB {
+					delete(d.synced, o) // gone
+				} else {
+					// An owner still desired with no rows (the reply
+					// fallback with no ETP=Local Service) is written too:
+					// it is not sent again on every pass.
+					d.synced[o] = st
+				}
+				delete(d.refusedOwners, o)
+			}
+			if se != nil {
+				for _, oe := range se.Owners {
+					d.refuse(oe.Owner) // retried
+					events = append(events, ownerEvent(s, oe))
+				}
+				syncErr = err
+			}
+			if err == nil && run[j].wait {
+				d.waitChassis(ctx, s, run[j].added)
+			}
 		}
 	}
 	if full {

@@ -47,6 +47,15 @@
 // rows, not from the record of before; a stopping or former leader sends
 // no transaction at all.
 //
+// The make-before-break steps go to the NB through
+// ovsdbnb.Client.SyncSteps, in runs that end where the new egress nodes'
+// chassis are waited for (--sb-address): within a run a step is sent
+// behind the one before, its commit still after it: the old SNATs'
+// deletion behind the reroute and, without --sb-address, the reroute
+// behind the new SNATs too. Each step's owners are found
+// against what the steps before it write, as if they are written; an
+// owner the server refuses is retried by the next pass.
+//
 // # The leader's incremental path
 //
 // ComputeCluster recomputes the whole cluster; the leader runs it only

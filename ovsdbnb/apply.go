@@ -100,9 +100,15 @@ func (s *syncer) apply(ctx context.Context, desired map[Owner]State, batch []Own
 			s.fail(&OwnerError{Owner: p.owner, Row: p.rows[i], Err: errors.New("the row it is added to was deleted and the cache never showed it")})
 			batch = owners(plans)
 		case lagged(p, i, results[k]) && attempt < maxAttempts:
-			// The row exists on the server but not yet in the cache.
+			// The row exists on the server but not yet in the cache,
+			// or (followRow) the step this one follows did not commit
+			// its row: planned again once that step is done.
 			s.res.Replans++
-			s.c.log.Debug("ovsdbnb: the cache lags the server, planning again", "owner", p.owner.String(), "row", p.rows[i])
+			msg := "ovsdbnb: the cache lags the server, planning again"
+			if p.rows[i] == followRow {
+				msg = "ovsdbnb: the step before did not commit; planning again once it is done"
+			}
+			s.c.log.Debug(msg, "owner", p.owner.String(), "row", p.rows[i])
 			if err := sleep(ctx, retryPause); err != nil {
 				return err
 			}
@@ -122,13 +128,20 @@ func (s *syncer) apply(ctx context.Context, desired map[Owner]State, batch []Own
 // cache and returns the plans that have operations; owners already as
 // desired are counted, owners that cannot be planned recorded as failed.
 func (s *syncer) planBatch(ctx context.Context, desired map[Owner]State, batch []Owner) ([]*plan, error) {
+	if s.after != nil {
+		select {
+		case <-s.after:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	sn, err := s.snapshotFor(desired, batch)
 	if err != nil {
 		return nil, err
 	}
 	var plans []*plan
 	for _, o := range batch {
-		p, err := s.plan(sn, o, desired[o])
+		p, err := s.plan(sn, o, desired[o], allParts)
 		if err != nil {
 			s.fail(err)
 			continue

@@ -69,6 +69,19 @@
 // "duplicate uuid" and the batch is planned again once the cache has
 // caught up. Nothing is ever inserted twice.
 //
+// SyncSteps writes steps that must commit in order (the make-before-break
+// steps of an egress IP's move: SNATs on the new node, the reroute, the
+// old SNATs deleted) and saves their round trips where it can: a step
+// that changes, for every owner it shares with the step before, other
+// parts of the State (policies after NATs, NATs after policies) is
+// planned at once and sent behind the step before, with wait operations
+// (timeout 1 s) on rows that step writes. The server holds it until that
+// step has committed, whichever reaches the server first, and if that
+// step did not commit (an owner refused) the wait fails and the step is
+// planned and sent again once the step before is done, as Sync after Sync
+// would. TestSyncSteps checks the commit order in the database's log;
+// TestSyncStepsRefused the refused step.
+//
 // # Drift and restarts
 //
 // The client's monitor tells what changed in the rows it caches:

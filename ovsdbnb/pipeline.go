@@ -41,7 +41,7 @@ func (pl *pipeline) stopped() bool {
 // start of the Sync, once fewer than pipelineDepth batches are in flight.
 func (pl *pipeline) send(ctx context.Context, batch []Owner, plans []*plan) {
 	pl.slots <- struct{}{}
-	s := &syncer{c: pl.parent.c, opts: pl.parent.opts, failed: map[Owner]*OwnerError{}}
+	s := &syncer{c: pl.parent.c, opts: pl.parent.opts, failed: map[Owner]*OwnerError{}, after: pl.parent.after}
 	pl.wg.Add(1)
 	go func() {
 		defer pl.wg.Done()

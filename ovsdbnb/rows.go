@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/ovn-kubernetes/libovsdb/ovsdb"
 
@@ -177,8 +178,36 @@ func encodeManaged(maps map[string]map[string]string) string {
 	return strings.Join(cols, ";")
 }
 
-// decodeManaged parses encodeManaged's output into column -> keys.
+// managedRecords remembers decodeManaged's results: the records of an
+// owner's rows are mostly the same few strings (every NAT of an EgressIP
+// has one), read again on each echo of a write (Drifted). Bounded: it is
+// emptied when it holds maxManagedRecords (load balancers' records name
+// their VIPs).
+var managedRecords = struct {
+	sync.Mutex
+	m map[string]map[string]map[string]bool
+}{m: map[string]map[string]map[string]bool{}}
+
+const maxManagedRecords = 4096
+
+// decodeManaged parses encodeManaged's output into column -> keys. The
+// result is shared: read only.
 func decodeManaged(s string) map[string]map[string]bool {
+	managedRecords.Lock()
+	defer managedRecords.Unlock()
+	if out, ok := managedRecords.m[s]; ok {
+		return out
+	}
+	out := parseManaged(s)
+	if len(managedRecords.m) >= maxManagedRecords {
+		clear(managedRecords.m)
+	}
+	managedRecords.m[s] = out
+	return out
+}
+
+// parseManaged parses encodeManaged's output into column -> keys.
+func parseManaged(s string) map[string]map[string]bool {
 	out := map[string]map[string]bool{}
 	for _, col := range strings.Split(s, ";") {
 		name, keys, ok := strings.Cut(col, "=")

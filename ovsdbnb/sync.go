@@ -47,6 +47,9 @@ type Result struct {
 	Replans int
 	// Transactions is the number of transactions committed.
 	Transactions int
+	// Followed counts the transactions sent behind the step before,
+	// without waiting for its reply (see SyncSteps).
+	Followed int
 	// Owners is the number of owners whose rows are now as desired.
 	Owners int
 	// Adopted counts the rows written by someone else (OVN-Kubernetes)
@@ -70,6 +73,7 @@ func (r *Result) Add(o Result) {
 	r.Guards += o.Guards
 	r.Replans += o.Replans
 	r.Transactions += o.Transactions
+	r.Followed += o.Followed
 	r.Owners += o.Owners
 	r.Adopted += o.Adopted
 	r.Changed = append(r.Changed, o.Changed...)
@@ -136,24 +140,18 @@ func (c *Client) Sync(ctx context.Context, desired map[Owner]State) (Result, err
 
 // SyncWith is Sync with options.
 func (c *Client) SyncWith(ctx context.Context, desired map[Owner]State, opts SyncOptions) (Result, error) {
+	return c.start(ctx, desired, opts).wait()
+}
+
+// start plans desired and sends its batches (see Sync); the returned
+// step's wait waits for them and returns what Sync returns.
+func (c *Client) start(ctx context.Context, desired map[Owner]State, opts SyncOptions) *step {
 	if opts.BatchOps <= 0 {
 		opts.BatchOps = DefaultBatchOps
 	}
 	s := &syncer{c: c, opts: opts, failed: map[Owner]*OwnerError{}, owners: len(desired)}
-	defer s.logFailed()
-	owners := make([]Owner, 0, len(desired))
-	for o, st := range desired {
-		err := validate(o, st)
-		if err == nil {
-			err = c.checkSchema(o, st)
-		}
-		if err != nil {
-			s.fail(err)
-			continue
-		}
-		owners = append(owners, o)
-	}
-	sortOwners(owners)
+	st := &step{s: s, desired: desired}
+	owners := s.valid(desired)
 	s.checkVIPs(desired, owners)
 	s.checkLBNames(desired, s.alive(owners))
 	owners = s.alive(owners)
@@ -162,26 +160,26 @@ func (c *Client) SyncWith(ctx context.Context, desired map[Owner]State, opts Syn
 	// that follow change no router, switch or group.
 	snap, err := s.syncGroups(ctx, desired, owners)
 	if err != nil {
-		return s.res, err
+		return st.failed(err)
 	}
 	owners = s.alive(owners)
 	if err := s.syncChassisRows(ctx, desired, owners); err != nil {
-		return s.res, err
+		return st.failed(err)
 	}
 	if snap == nil {
 		if snap, err = s.snapshotFor(desired, owners); err != nil {
-			return s.res, err
+			return st.failed(err)
 		}
 	}
-	pl := newPipeline(s, desired)
+	st.pl = newPipeline(s, desired)
 	var batch []Owner
 	var plans []*plan
 	ops := 0
 	for _, o := range owners {
-		if pl.stopped() {
+		if st.pl.stopped() {
 			break
 		}
-		p, err := s.plan(snap, o, desired[o])
+		p, err := s.plan(snap, o, desired[o], allParts)
 		switch {
 		case err != nil:
 			s.fail(err)
@@ -191,19 +189,35 @@ func (c *Client) SyncWith(ctx context.Context, desired map[Owner]State, opts Syn
 			continue
 		}
 		if len(batch) > 0 && ops+len(p.ops) > opts.BatchOps {
-			pl.send(ctx, batch, plans)
+			st.send(ctx, batch, plans)
 			batch, plans, ops = nil, nil, 0
 		}
 		batch, plans = append(batch, o), append(plans, p)
 		ops += len(p.ops)
 	}
-	if len(batch) > 0 && !pl.stopped() {
-		pl.send(ctx, batch, plans)
+	if len(batch) > 0 && !st.pl.stopped() {
+		st.send(ctx, batch, plans)
 	}
-	if err := pl.wait(); err != nil {
-		return s.res, err
+	return st
+}
+
+// valid returns the owners of desired whose State is valid for the
+// server's schema, sorted; the others are recorded as failed.
+func (s *syncer) valid(desired map[Owner]State) []Owner {
+	owners := make([]Owner, 0, len(desired))
+	for o, st := range desired {
+		err := validate(o, st)
+		if err == nil {
+			err = s.c.checkSchema(o, st)
+		}
+		if err != nil {
+			s.fail(err)
+			continue
+		}
+		owners = append(owners, o)
 	}
-	return s.res, s.err()
+	sortOwners(owners)
+	return owners
 }
 
 // syncer is the state of one Sync call.
@@ -219,6 +233,10 @@ type syncer struct {
 	// (see ownedRows).
 	owners int
 	owned  map[string]map[string][]model.Model
+	// after, when not nil, is closed once the step this Sync follows is
+	// done (see SyncSteps): a batch planned again waits for it, so that
+	// its plan is made against a cache showing that step.
+	after <-chan struct{}
 }
 
 // fail records an owner's error (the first one wins).
@@ -395,6 +413,9 @@ type plan struct {
 	// ref[i] is true when ops[i] (from mutateRefs) adds a row to, or
 	// takes it from, a reference column: see assemble.
 	ref []bool
+	// parts are the parts of the State (partLBs, ...) the plan has
+	// operations for.
+	parts int
 }
 
 // addRef adds the mutation inserting uuid into, or deleting it from, h's
@@ -509,26 +530,44 @@ func ownerProbe(table string, ids map[string]string) model.Model {
 	return nil
 }
 
-// plan computes the operations of owner o against sn and the cache.
-func (s *syncer) plan(sn *snap, o Owner, st State) (*plan, error) {
+// The parts of a State, planned one after the other (see plan).
+const (
+	partLBs = 1 << iota
+	partPolicies
+	partNATs
+	partAddressSets
+	partQoS
+	partTemplateVars
+
+	allParts = 1<<iota - 1
+)
+
+// plan computes the operations of owner o against sn and the cache, for
+// the parts of st in parts only: the rows of the others are left as they
+// are. The plan records the parts it has operations for.
+func (s *syncer) plan(sn *snap, o Owner, st State, parts int) (*plan, error) {
 	p := &plan{owner: o}
-	if err := s.planLBs(sn, p, st.LoadBalancers); err != nil {
-		return nil, err
-	}
-	if err := s.planPolicies(sn, p, st.Policies); err != nil {
-		return nil, err
-	}
-	if err := s.planNATs(sn, p, st.NATs); err != nil {
-		return nil, err
-	}
-	if err := s.planAddressSets(sn, p, st.AddressSets); err != nil {
-		return nil, err
-	}
-	if err := s.planQoS(sn, p, st.QoSRules); err != nil {
-		return nil, err
-	}
-	if err := s.planTemplateVars(sn, p, st.TemplateVars); err != nil {
-		return nil, err
+	for _, part := range []struct {
+		bit  int
+		plan func() error
+	}{
+		{partLBs, func() error { return s.planLBs(sn, p, st.LoadBalancers) }},
+		{partPolicies, func() error { return s.planPolicies(sn, p, st.Policies) }},
+		{partNATs, func() error { return s.planNATs(sn, p, st.NATs) }},
+		{partAddressSets, func() error { return s.planAddressSets(sn, p, st.AddressSets) }},
+		{partQoS, func() error { return s.planQoS(sn, p, st.QoSRules) }},
+		{partTemplateVars, func() error { return s.planTemplateVars(sn, p, st.TemplateVars) }},
+	} {
+		if parts&part.bit == 0 {
+			continue
+		}
+		n := len(p.ops)
+		if err := part.plan(); err != nil {
+			return nil, err
+		}
+		if len(p.ops) > n {
+			p.parts |= part.bit
+		}
 	}
 	return p, nil
 }

@@ -1,0 +1,186 @@
+package ovsdbnb_test
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ovnedge/ovnedge/internal/testbed"
+	"github.com/ovnedge/ovnedge/ovsdbnb"
+)
+
+var eipB = ovsdbnb.Owner{Type: "EgressIP", Name: "eip2"}
+
+// moveState is an EgressIP owner's rows: its pod rerouted to nexthop on
+// lr0, and SNATed to its egress IP on the gateway routers gws.
+func moveState(pod, egressIP, nexthop string, gws ...string) ovsdbnb.State {
+	ids := map[string]string{ovsdbnb.KeyOwnerController: ovsdbnb.DefaultController, ovsdbnb.KeyOwnerType: "EgressIP"}
+	st := ovsdbnb.State{Policies: []ovsdbnb.RouterPolicy{{Router: "lr0", Priority: 100, Match: "ip4.src == " + pod,
+		Action: "reroute", Nexthops: []string{nexthop}, ExternalIDs: ids}}}
+	for _, gw := range gws {
+		st.NATs = append(st.NATs, ovsdbnb.NAT{Router: gw, Type: "snat", ExternalIP: egressIP, LogicalIP: pod,
+			Options: map[string]string{"stateless": "false"}, ExternalIDs: ids})
+	}
+	return st
+}
+
+// moveSteps are the make-before-break steps of two EgressIP owners
+// moving from gr1 (nexthop 100.64.0.1) to gr2 (100.64.0.2): the SNATs on
+// gr2, the reroute, the SNATs on gr1 deleted.
+func moveSteps() (old map[ovsdbnb.Owner]ovsdbnb.State, steps []map[ovsdbnb.Owner]ovsdbnb.State) {
+	both := func(nexthop string, gws ...string) map[ovsdbnb.Owner]ovsdbnb.State {
+		return map[ovsdbnb.Owner]ovsdbnb.State{eip: moveState("10.244.1.3", "172.18.0.33", nexthop, gws...),
+			eipB: moveState("10.244.1.4", "172.18.0.44", nexthop, gws...)}
+	}
+	return both("100.64.0.1", "gr1"), []map[ovsdbnb.Owner]ovsdbnb.State{
+		both("100.64.0.1", "gr1", "gr2"), both("100.64.0.2", "gr1", "gr2"), both("100.64.0.2", "gr2")}
+}
+
+// records returns the records of the NB's database log, its
+// transactions in the order they committed (ovsdb-tool show-log -m).
+func records(t *testing.T, o *testbed.OVN) []string {
+	t.Helper()
+	out, err := exec.Command("ovsdb-tool", "show-log", "-m", filepath.Join(o.Dir, "nb.db")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ovsdb-tool show-log: %v: %s", err, out)
+	}
+	return regexp.MustCompile(`(?m)^record `).Split(string(out), -1)
+}
+
+// commits returns, for each pattern, the number of the first record
+// from the from'th on whose changes match it, -1 for none.
+func commits(t *testing.T, o *testbed.OVN, from int, patterns ...string) []int {
+	t.Helper()
+	recs := records(t, o)
+	at := make([]int, len(patterns))
+	for i, p := range patterns {
+		re := regexp.MustCompile(p)
+		at[i] = -1
+		for n := from; n < len(recs); n++ {
+			if re.MatchString(recs[n]) {
+				at[i] = n
+				break
+			}
+		}
+	}
+	return at
+}
+
+// TestSyncSteps: a step that changes other parts of its owners' States
+// than the step before is sent behind it, not waiting for its reply, and
+// still commits after it; one that changes the same part waits. Either
+// way the NB ends as the last step.
+func TestSyncSteps(t *testing.T) {
+	o := testbed.StartOVN(t)
+	o.Nbctl("lr-add", "lr0", "--", "lr-add", "gr1", "--", "lr-add", "gr2", "--", "lr-add", "gr3")
+	c := dial(t, o.NB)
+	old, move := moveSteps()
+	again := map[ovsdbnb.Owner]ovsdbnb.State{} // the reroute, with the NATs changed again
+	for ow, st := range move[1] {
+		st.NATs = append(st.NATs[:len(st.NATs):len(st.NATs)], moveState("10.244.1.9", "172.18.0.99", "", "gr3").NATs...)
+		again[ow] = st
+	}
+	tests := []struct {
+		name     string
+		steps    []map[ovsdbnb.Owner]ovsdbnb.State
+		followed []int
+		// order are patterns of the steps' changes in the database
+		// log, to be committed in that order.
+		order []string
+	}{
+		{"make, reroute, break", move, []int{0, 1, 1},
+			[]string{`table NAT insert`, `table Logical_Router_Policy row \S+ \(\S+\) diff`, `table NAT row \S+ \(\S+\) diff:\s+delete row`}},
+		{"no owner in common", []map[ovsdbnb.Owner]ovsdbnb.State{{eip: move[0][eip]},
+			{eipB: moveState("10.244.1.4", "172.18.0.44", "100.64.0.2", "gr1")}}, []int{0, 1},
+			[]string{`table NAT insert`, `table Logical_Router_Policy row \S+ \(\S+\) diff`}},
+		{"a step changing the part the step before changes", []map[ovsdbnb.Owner]ovsdbnb.State{move[0], again}, []int{0, 0}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sync(t, c, map[ovsdbnb.Owner]ovsdbnb.State{eip: {}, eipB: {}})
+			sync(t, c, old)
+			from := len(records(t, o))
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			res := c.SyncSteps(ctx, tc.steps)
+			for i, r := range res {
+				if r.Err != nil {
+					t.Fatalf("step %d: %v", i, r.Err)
+				}
+				if r.Followed != tc.followed[i] {
+					t.Errorf("step %d: %+v, want %d followed", i, r.Result, tc.followed[i])
+				}
+			}
+			got, err := c.Current("EgressIP")
+			if err != nil {
+				t.Fatal(err)
+			}
+			last := tc.steps[len(tc.steps)-1]
+			for ow, st := range last {
+				if !got[ow].Equal(st.Sorted()) {
+					t.Errorf("%s in the NB: %+v\nwant %+v", ow, got[ow], st.Sorted())
+				}
+			}
+			if tc.order != nil {
+				at := commits(t, o, from, tc.order...)
+				for i := 1; i < len(at); i++ {
+					if at[i-1] < 0 || at[i] <= at[i-1] {
+						t.Errorf("the steps' commits are records %v of the database log, want increasing", at)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestSyncStepsRefused: the step before a followed step is refused by
+// the server (its gateway router gr2 deleted while the cache, lagging,
+// still shows it). The followed step's wait on its owners' rows fails
+// and it is planned again once the step before is done: it is refused
+// too, as Sync after Sync would refuse it, and the reroute never moves
+// to a node without its SNAT.
+func TestSyncStepsRefused(t *testing.T) {
+	o := testbed.StartOVN(t)
+	o.Nbctl("lr-add", "lr0", "--", "lr-add", "gr1", "--", "lr-add", "gr2")
+	proxy, endpoint := newLagProxy(t, o.NB)
+	c := dial(t, endpoint)
+	old, move := moveSteps()
+	sync(t, c, old)
+
+	proxy.hold()
+	o.Nbctl("lr-del", "gr2")
+	release := time.AfterFunc(1500*time.Millisecond, proxy.release)
+	defer release.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res := c.SyncSteps(ctx, move)
+	if res[1].Followed != 1 || res[1].Replans == 0 {
+		t.Errorf("the reroute: %+v, want it sent behind the SNATs, then planned again", res[1].Result)
+	}
+	for i, r := range res {
+		var se *ovsdbnb.SyncError
+		if !errors.As(r.Err, &se) || len(se.Owners) != 2 {
+			t.Errorf("step %d: %v, want both owners refused", i, r.Err)
+		}
+		if r.Ops() != 0 {
+			t.Errorf("step %d wrote %+v, want nothing", i, r.Result)
+		}
+	}
+	got, err := c.Current("EgressIP")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ow, st := range old {
+		if !got[ow].Equal(st.Sorted()) {
+			t.Errorf("%s in the NB: %+v\nwant it unchanged: %+v", ow, got[ow], st.Sorted())
+		}
+	}
+	if pol := o.Nbctl("lr-policy-list", "lr0"); strings.Contains(pol, "100.64.0.2") {
+		t.Errorf("the reroute moved to gr2, whose SNAT was refused:\n%s", pol)
+	}
+}
