@@ -141,16 +141,9 @@ func (s *syncer) planBatch(ctx context.Context, desired map[Owner]State, batch [
 	}
 	var plans []*plan
 	for _, o := range batch {
-		p, err := s.plan(sn, o, desired[o], allParts)
-		if err != nil {
-			s.fail(err)
-			continue
+		if p := s.planned(sn, o, desired[o], allParts); p != nil {
+			plans = append(plans, p)
 		}
-		if len(p.ops) == 0 {
-			s.res.Owners++
-			continue
-		}
-		plans = append(plans, p)
 	}
 	return plans, nil
 }

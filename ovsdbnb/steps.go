@@ -130,13 +130,8 @@ func (c *Client) follow(ctx context.Context, prev *step, desired map[Owner]State
 		if q != nil && q.parts&parts != 0 {
 			return nil
 		}
-		p, err := s.plan(sn, o, desired[o], parts)
-		switch {
-		case err != nil:
-			s.fail(err)
-			continue
-		case len(p.ops) == 0:
-			s.res.Owners++
+		p := s.planned(sn, o, desired[o], parts)
+		if p == nil {
 			continue
 		}
 		if q != nil {

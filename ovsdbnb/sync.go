@@ -179,13 +179,8 @@ func (c *Client) start(ctx context.Context, desired map[Owner]State, opts SyncOp
 		if st.pl.stopped() {
 			break
 		}
-		p, err := s.plan(snap, o, desired[o], allParts)
-		switch {
-		case err != nil:
-			s.fail(err)
-			continue
-		case len(p.ops) == 0:
-			s.res.Owners++
+		p := s.planned(snap, o, desired[o], allParts)
+		if p == nil {
 			continue
 		}
 		if len(batch) > 0 && ops+len(p.ops) > opts.BatchOps {
@@ -570,6 +565,22 @@ func (s *syncer) plan(sn *snap, o Owner, st State, parts int) (*plan, error) {
 		}
 	}
 	return p, nil
+}
+
+// planned plans owner o (see plan) and returns the plan when it has
+// operations: an owner that cannot be planned is recorded as failed, one
+// already as desired counted.
+func (s *syncer) planned(sn *snap, o Owner, st State, parts int) *plan {
+	p, err := s.plan(sn, o, st, parts)
+	switch {
+	case err != nil:
+		s.fail(err)
+		return nil
+	case len(p.ops) == 0:
+		s.res.Owners++
+		return nil
+	}
+	return p
 }
 
 // attach adds the operations that make exactly the rows in want (of
