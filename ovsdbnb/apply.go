@@ -316,8 +316,8 @@ func (c *Client) waitCache(ctx context.Context, conn uint64, ops []ovsdb.Operati
 		case ovsdb.OperationInsert:
 			wants = append(wants, want{op.Table, results[i].UUID.GoUUID, true})
 		case ovsdb.OperationDelete:
-			if u, ok := op.Where[0].Value.(ovsdb.UUID); ok && results[i].Count > 0 {
-				wants = append(wants, want{op.Table, u.GoUUID, false})
+			if u := uuidWhere(&op); u != "" && results[i].Count > 0 {
+				wants = append(wants, want{op.Table, u, false})
 			}
 		}
 	}

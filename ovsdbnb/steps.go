@@ -232,7 +232,7 @@ func committed(p *plan) (ovsdb.Operation, bool) {
 		row := maps.Clone(ins.Row)
 		row["_uuid"] = ovsdb.UUID{GoUUID: ins.UUID}
 		return ovsdb.Operation{Op: ovsdb.OperationWait, Table: ins.Table, Timeout: &timeout,
-			Where: []ovsdb.Condition{{Column: "_uuid", Function: ovsdb.ConditionEqual, Value: ovsdb.UUID{GoUUID: ins.UUID}}},
+			Where: whereUUID(ins.UUID),
 			Until: string(ovsdb.WaitConditionEqual), Columns: slices.Sorted(maps.Keys(row)), Rows: []ovsdb.Row{row}}, true
 	}
 	return ovsdb.Operation{}, false
