@@ -771,9 +771,12 @@ func (d *Dataplane) syncNB(ctx context.Context, s Snapshot, cs *ClusterState) ([
 			lb[o] = ovsdbnb.State{}
 		}
 	}
-	for _, o := range cs.Keep {
-		if st, ok := d.lastEIP[o]; ok {
-			cs.Egress[o] = st
+	if len(cs.Keep) > 0 {
+		cs.Egress = maps.Clone(cs.Egress) // maybe the index's: read only
+		for _, o := range cs.Keep {
+			if st, ok := d.lastEIP[o]; ok {
+				cs.Egress[o] = st
+			}
 		}
 	}
 	if full {
@@ -784,23 +787,44 @@ func (d *Dataplane) syncNB(ctx context.Context, s Snapshot, cs *ClusterState) ([
 	oldEIP, newEIP := d.lastEIP, cs.Egress
 	if !full {
 		oldEIP, newEIP = map[ovsdbnb.Owner]ovsdbnb.State{}, map[ovsdbnb.Owner]ovsdbnb.State{}
-		for o, st := range cs.Egress {
-			// An owner not written (refused, or its rows lost and
-			// not yet repaired) is sent even if unchanged.
+		consider := func(o ovsdbnb.Owner) {
+			prev, had := d.lastEIP[o]
+			st, wanted := cs.Egress[o]
+			// An owner not written (refused) is sent even if unchanged.
 			_, written := d.synced[o]
-			if dirty != nil && written && !dirty[o] && !slices.Contains(cs.Keep, o) {
-				continue
-			}
-			if prev, ok := d.lastEIP[o]; !ok || !prev.Equal(st) || !written {
+			switch {
+			case !wanted && had:
+				oldEIP[o] = prev
+			case wanted && (!had || !prev.Equal(st) || !written):
 				newEIP[o] = st
-				if ok {
+				if had {
 					oldEIP[o] = prev
 				}
 			}
 		}
-		for o, prev := range d.lastEIP {
-			if _, ok := cs.Egress[o]; !ok {
-				oldEIP[o] = prev
+		if dirty == nil {
+			for o := range cs.Egress {
+				consider(o)
+			}
+			for o := range d.lastEIP {
+				if _, ok := cs.Egress[o]; !ok {
+					consider(o)
+				}
+			}
+		} else {
+			// Only the owners that may have changed: the dirty ones
+			// (an owner gone from cs.Egress is one), those kept, and
+			// those refused (the only owners of cs.Egress not in synced
+			// between full syncs). Looking every EgressIP's owner up in
+			// synced cost a pass half a millisecond at 1,000 EgressIPs.
+			for o := range dirty {
+				consider(o)
+			}
+			for _, o := range cs.Keep {
+				consider(o)
+			}
+			for o := range d.refusedOwners {
+				consider(o)
 			}
 		}
 	}
@@ -1080,6 +1104,10 @@ func (d *Dataplane) fitSchema(cs *ClusterState) {
 		d.noReplyQoS = true
 	}
 	if _, ok := cs.Egress[egress.ReplyQoSOwner]; ok {
+		// cs.Egress may be the incremental index's map, which keeps
+		// the fallback then: the owner's rows as they are written, until
+		// the index computes them again and this replaces them again.
+		// Copying the map for it cost every pass half a millisecond.
 		cs.Egress[egress.ReplyQoSOwner] = cs.ReplyFallback
 		if cs.Dirty != nil {
 			cs.Dirty[egress.ReplyQoSOwner] = true // the fallback is not tracked apart

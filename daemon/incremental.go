@@ -770,7 +770,7 @@ func (x *clusterIndex) computeEgress(ps *pass, cs *ClusterState) error {
 		x.reply = egress.ReplyPortPolicies(x.p.Egress, x.localPorts())
 	}
 	cs.ReplyFallback = x.reply
-	cs.Egress = maps.Clone(x.egressNB)
+	cs.Egress = x.egressNB
 	return nil
 }
 

@@ -75,7 +75,7 @@ func (c *Client) SyncSteps(ctx context.Context, steps []map[Owner]State) []StepR
 		if i > 0 {
 			finish(i - 1)
 			if !failed {
-				st = c.follow(ctx, started[i-1], desired)
+				st = c.follow(ctx, started[i-1], desired, i == 1)
 			}
 		}
 		if st == nil {
@@ -95,8 +95,12 @@ func (c *Client) SyncSteps(ctx context.Context, steps []map[Owner]State) []StepR
 }
 
 // follow starts desired behind prev, not waiting for prev's reply (see
-// SyncSteps), and returns nil when it cannot.
-func (c *Client) follow(ctx context.Context, prev *step, desired map[Owner]State) *step {
+// SyncSteps), and returns nil when it cannot. With first, prev is the
+// first step: no step before it can have committed since its snapshot
+// of the shared rows, which desired is then planned against too (the
+// parts it plans are not those prev writes), without indexing them
+// again.
+func (c *Client) follow(ctx context.Context, prev *step, desired map[Owner]State, first bool) *step {
 	if prev.err != nil || prev.batches != 1 {
 		return nil
 	}
@@ -112,9 +116,14 @@ func (c *Client) follow(ctx context.Context, prev *step, desired map[Owner]State
 	s := &syncer{c: c, opts: SyncOptions{BatchOps: DefaultBatchOps}, failed: map[Owner]*OwnerError{},
 		owners: len(desired), after: prev.idle()}
 	valid := s.valid(desired)
-	sn, err := s.snapshotFor(desired, valid)
-	if err != nil {
-		return nil
+	var sn *snap
+	if p := prev.sn; first && p != nil && p.tc == c.nb.Cache() && (p.all || tablesFor(desired, valid) == 1) {
+		sn = &snap{sharedIndex: p.sharedIndex, all: p.all, tc: p.tc, sh: p.sh}
+	} else {
+		var err error
+		if sn, err = s.snapshotFor(desired, valid); err != nil {
+			return nil
+		}
 	}
 	var plans []*plan
 	ops, guarded := 0, false
@@ -163,6 +172,7 @@ func (c *Client) follow(ctx context.Context, prev *step, desired map[Owner]State
 		s.res.Followed++
 		st.send(ctx, owners(plans), plans)
 	}
+	st.sn = sn
 	return st
 }
 
@@ -284,6 +294,7 @@ type step struct {
 	err     error     // the error that stopped it before anything was sent
 	batches int       // the batches sent
 	sent    []*plan   // the plans of the first batch sent
+	sn      *snap     // the snapshot the plans were made against
 
 	done chan struct{} // closed once its batches are done (idle)
 	once sync.Once

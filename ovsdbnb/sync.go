@@ -193,6 +193,7 @@ func (c *Client) start(ctx context.Context, desired map[Owner]State, opts SyncOp
 	if len(batch) > 0 && !st.pl.stopped() {
 		st.send(ctx, batch, plans)
 	}
+	st.sn = snap
 	return st
 }
 
@@ -353,12 +354,18 @@ func (s *syncer) snapshot(_ context.Context) (*snap, error) {
 // a plan that meets a load balancer or a QoS row of the owner's in the
 // cache reads the rest first (snap.readAll).
 func (s *syncer) snapshotFor(desired map[Owner]State, owners []Owner) (*snap, error) {
+	return s.snapshotOf(tablesFor(desired, owners))
+}
+
+// tablesFor is how many of sharedTables a plan of owners needs indexed
+// (see snapshotFor).
+func tablesFor(desired map[Owner]State, owners []Owner) int {
 	for _, o := range owners {
 		if st := desired[o]; len(st.LoadBalancers) > 0 || len(st.Groups) > 0 || len(st.QoSRules) > 0 {
-			return s.snapshotOf(len(sharedTables))
+			return len(sharedTables)
 		}
 	}
-	return s.snapshotOf(1)
+	return 1
 }
 
 func (s *syncer) snapshotOf(tables int) (*snap, error) {
