@@ -52,9 +52,10 @@
 // chassis are waited for (--sb-address): within a run a step is sent
 // behind the one before, its commit still after it: the old SNATs'
 // deletion behind the reroute and, without --sb-address, the reroute
-// behind the new SNATs too. Each step's owners are found
-// against what the steps before it write, as if they are written; an
-// owner the server refuses is retried by the next pass.
+// behind the new SNATs too, all three before the first is answered.
+// Each step's owners are found against what the steps before it write,
+// as if they are written; an owner the server refuses is retried by the
+// next pass.
 //
 // # The leader's incremental path
 //

@@ -79,8 +79,16 @@
 // step has committed, whichever reaches the server first, and if that
 // step did not commit (an owner refused) the wait fails and the step is
 // planned and sent again once the step before is done, as Sync after Sync
-// would. TestSyncSteps checks the commit order in the database's log;
-// TestSyncStepsRefused the refused step.
+// would. A step that changes a part a step still unanswered writes (the
+// old SNATs' deletion after the new SNATs) is sent at once too when its
+// plan against the cache as it is makes every operation of that step's
+// plan for the owner: those are left out (the step's rows will be as that
+// step writes them) and what is left is what Sync would plan once that
+// step has committed; the step waits for that step's rows too. All three
+// steps of a move then reach the server before the first is answered.
+// TestSyncSteps checks the commit order in the database's log;
+// TestSyncStepsRefused the refused step; TestSyncStepsAllSent that the
+// three steps are sent before any reply.
 //
 // # Drift and restarts
 //

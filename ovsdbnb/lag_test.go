@@ -28,6 +28,13 @@ type lagProxy struct {
 	held  atomic.Bool
 	mu    chan struct{} // a one-slot lock serialising writes to the client
 	cl    net.Conn
+	// all holds every message of the server, replies too (see
+	// holdUntil); transacts counts the transactions relayed to the
+	// server, until the client has sent that many.
+	all       atomic.Bool
+	transacts atomic.Int32
+	until     atomic.Int32
+	released  chan int32 // the transactions relayed when all was released
 }
 
 // newLagProxy listens on a socket in a temp dir and relays its first
@@ -58,7 +65,7 @@ func (p *lagProxy) serve(t *testing.T, server string) {
 	}
 	defer srv.Close()
 	p.cl = cl
-	go func() { _, _ = io.Copy(srv, cl) }()
+	go p.relay(srv, cl)
 	dec := json.NewDecoder(srv)
 	for {
 		var msg json.RawMessage
@@ -71,7 +78,7 @@ func (p *lagProxy) serve(t *testing.T, server string) {
 		var head struct{ Method string }
 		_ = json.Unmarshal(msg, &head)
 		p.mu <- struct{}{}
-		if p.held.Load() && strings.HasPrefix(head.Method, "update") {
+		if p.all.Load() || p.held.Load() && strings.HasPrefix(head.Method, "update") {
 			p.queue <- msg
 		} else if _, err := cl.Write(msg); err != nil {
 			<-p.mu
@@ -81,14 +88,55 @@ func (p *lagProxy) serve(t *testing.T, server string) {
 	}
 }
 
+// relay copies the client's messages to the server, counting the
+// transactions.
+func (p *lagProxy) relay(srv, cl net.Conn) {
+	dec := json.NewDecoder(cl)
+	for {
+		var msg json.RawMessage
+		if err := dec.Decode(&msg); err != nil {
+			return
+		}
+		if _, err := srv.Write(msg); err != nil {
+			return
+		}
+		var head struct{ Method string }
+		_ = json.Unmarshal(msg, &head)
+		if head.Method == "transact" && p.transacts.Add(1) == p.until.Load() && p.all.Load() {
+			p.release()
+		}
+	}
+}
+
 // hold starts keeping back update notifications.
 func (p *lagProxy) hold() { p.held.Store(true) }
 
-// release sends the held notifications and stops holding.
+// holdUntil keeps back every message of the server, replies included,
+// until the client has sent n more transactions, or for at most max;
+// the channel returned then gets the number of transactions the client
+// had sent since.
+func (p *lagProxy) holdUntil(n int32, max time.Duration) <-chan int32 {
+	p.released = make(chan int32, 1)
+	base := p.transacts.Load()
+	p.until.Store(base + n)
+	p.all.Store(true)
+	time.AfterFunc(max, p.release)
+	ch := p.released
+	return func() <-chan int32 {
+		out := make(chan int32, 1)
+		go func() { out <- <-ch - base }()
+		return out
+	}()
+}
+
+// release sends the held messages and stops holding.
 func (p *lagProxy) release() {
 	p.mu <- struct{}{}
 	defer func() { <-p.mu }()
 	p.held.Store(false)
+	if p.all.Swap(false) {
+		p.released <- p.transacts.Load()
+	}
 	for {
 		select {
 		case msg := <-p.queue:

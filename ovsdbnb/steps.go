@@ -3,8 +3,10 @@ package ovsdbnb
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/ovn-kubernetes/libovsdb/ovsdb"
@@ -50,11 +52,22 @@ const followWait = 1000
 // is kept, whichever transaction reaches the server first. If the step before did
 // not commit (the server refused the owner), the wait fails and the step
 // is planned and sent again, whole, once the step before is done: what
-// Sync after Sync would have written. A step that changes a part the
-// step before changes, that writes load balancers, groups or template
-// variables, or that follows a step of several transactions, waits for
-// the step before, as Sync after Sync does. The step after next is
-// planned once the step before it has been answered.
+// Sync after Sync would have written.
+//
+// Nor does a step always wait for the steps before the step before: it
+// is planned against the cache as it is (which they have not reached)
+// and sent behind them all. For an owner whose parts it changes are
+// parts one of them writes too, its plan must make every operation that
+// step's plan makes for the owner (a plan against a cache that has not
+// reached that step): those are left out, what is left being what Sync
+// would plan once that step has committed, which it must not write over;
+// it waits for that step's rows too. Failing that, it waits for the
+// steps before the step before, and is planned then as above.
+//
+// A step that changes a part the step before changes and cannot leave
+// out that step's operations, that writes load balancers, groups or
+// template variables, or that follows a step of several transactions,
+// waits for the step before, as Sync after Sync does.
 func (c *Client) SyncSteps(ctx context.Context, steps []map[Owner]State) []StepResult {
 	out := make([]StepResult, len(steps))
 	started := make([]*step, 0, len(steps))
@@ -72,10 +85,15 @@ func (c *Client) SyncSteps(ctx context.Context, steps []map[Owner]State) []StepR
 	}
 	for i, desired := range steps {
 		var st *step
-		if i > 0 {
-			finish(i - 1)
-			if !failed {
-				st = c.follow(ctx, started[i-1], desired, i == 1)
+		if i > 0 && !failed {
+			// Behind the steps not answered yet; failing that, behind
+			// the step before alone, once the others are answered.
+			st = c.follow(ctx, started[finished:i], desired, i == 1)
+			if st == nil && finished < i-1 {
+				finish(i - 1)
+				if !failed {
+					st = c.follow(ctx, started[i-1:i], desired, false)
+				}
 			}
 		}
 		if st == nil {
@@ -94,13 +112,15 @@ func (c *Client) SyncSteps(ctx context.Context, steps []map[Owner]State) []StepR
 	return out
 }
 
-// follow starts desired behind prev, not waiting for prev's reply (see
-// SyncSteps), and returns nil when it cannot. With first, prev is the
-// first step: no step before it can have committed since its snapshot
-// of the shared rows, which desired is then planned against too (the
-// parts it plans are not those prev writes), without indexing them
-// again.
-func (c *Client) follow(ctx context.Context, prev *step, desired map[Owner]State, first bool) *step {
+// follow starts desired behind the steps pending (sent, not answered
+// yet; the last is the step before), not waiting for their replies (see
+// SyncSteps), and returns nil when it cannot. With first, the step
+// before is the first step: no step before it can have committed since
+// its snapshot of the shared rows, which desired is then planned against
+// too (the parts it plans are not those that step writes), without
+// indexing them again.
+func (c *Client) follow(ctx context.Context, pending []*step, desired map[Owner]State, first bool) *step {
+	prev := pending[len(pending)-1]
 	if prev.err != nil || prev.batches != 1 {
 		return nil
 	}
@@ -108,10 +128,6 @@ func (c *Client) follow(ctx context.Context, prev *step, desired map[Owner]State
 		if len(st.LoadBalancers) > 0 || len(st.Groups) > 0 || len(st.TemplateVars) > 0 {
 			return nil // shared rows (groups, chassis rows), written in transactions of their own
 		}
-	}
-	sent := make(map[Owner]*plan, len(prev.sent))
-	for _, p := range prev.sent {
-		sent[p.owner] = p
 	}
 	s := &syncer{c: c, opts: SyncOptions{BatchOps: DefaultBatchOps}, failed: map[Owner]*OwnerError{},
 		owners: len(desired), after: prev.idle()}
@@ -126,24 +142,56 @@ func (c *Client) follow(ctx context.Context, prev *step, desired map[Owner]State
 		}
 	}
 	var plans []*plan
-	ops, guarded := 0, false
+	ops, guarded, covered := 0, false, 0
 	for _, o := range valid {
-		if prev.s.failed[o] != nil {
-			return nil // not written by prev: its parts unchanged here are not in the NB
-		}
+		// The parts of o's State this step changes: against the last
+		// pending step that has o.
 		parts := allParts
-		if was, ok := prev.desired[o]; ok {
-			parts = changedParts(was, desired[o])
+		for k := len(pending) - 1; k >= 0; k-- {
+			if was, ok := pending[k].desired[o]; ok {
+				parts = changedParts(was, desired[o])
+				break
+			}
 		}
-		q := sent[o]
-		if q != nil && q.parts&parts != 0 {
-			return nil
+		// after are the pending plans of o to commit after (the step
+		// before's, and those covered); cover those that write parts
+		// this step changes too.
+		var after, cover []*plan
+		for k, q := range pending {
+			if q.s.failed[o] != nil {
+				return nil // not written by q: its parts unchanged here are not in the NB
+			}
+			qp := q.planOf(o)
+			switch {
+			case qp == nil:
+			case qp.parts&parts != 0:
+				if q.err != nil || q.batches != 1 {
+					return nil
+				}
+				after, cover = append(after, qp), append(cover, qp)
+			case k == len(pending)-1:
+				after = append(after, qp)
+			}
 		}
-		p := s.planned(sn, o, desired[o], parts)
+		planParts := parts
+		for _, q := range cover {
+			planParts |= q.parts
+		}
+		p := s.planned(sn, o, desired[o], planParts)
+		if len(cover) > 0 {
+			if p = uncovered(p, cover); p == nil || conflicts(p, pending) {
+				return nil
+			}
+			covered++
+			if len(p.ops) == 0 {
+				s.res.Owners++ // as the pending steps leave it
+				continue
+			}
+		}
 		if p == nil {
 			continue
 		}
-		if q != nil {
+		for _, q := range after {
 			g, ok := committed(q)
 			if !ok {
 				return nil
@@ -172,8 +220,218 @@ func (c *Client) follow(ctx context.Context, prev *step, desired map[Owner]State
 		s.res.Followed++
 		st.send(ctx, owners(plans), plans)
 	}
+	if len(pending) > 1 || covered > 0 {
+		c.log.Debug("ovsdbnb: step sent behind the steps unanswered", "steps", len(pending), "owners", len(plans),
+			"covered", covered)
+	}
 	st.sn = sn
 	return st
+}
+
+// planOf returns the plan st sent for owner o, nil for none.
+func (st *step) planOf(o Owner) *plan {
+	for _, p := range st.sent {
+		if p.owner == o {
+			return p
+		}
+	}
+	return nil
+}
+
+// uncovered returns p without the operations that the plans of cover
+// make too, p being planned against a cache that none of them has
+// reached yet: nil unless p makes every operation of theirs (as their
+// rows will be once they have committed, so that what is left of p is
+// what Sync would plan then), and unless the rows p inserts and what is
+// left names are told apart by their derived UUIDs. A nil p gives nil.
+func uncovered(p *plan, cover []*plan) *plan {
+	if p == nil || p.res.Adopted > 0 {
+		return nil
+	}
+	pk, _, ok := opKeys(p)
+	if !ok {
+		return nil
+	}
+	left := map[string]int{}
+	for _, q := range cover {
+		qk, _, ok := opKeys(q)
+		if !ok {
+			return nil
+		}
+		for i, k := range qk {
+			if q.ops[i].Op != ovsdb.OperationWait {
+				left[k]++
+			}
+		}
+	}
+	out := &plan{owner: p.owner, parts: p.parts}
+	gone := map[string]bool{} // the named UUIDs of the inserts left out
+	for i, op := range p.ops {
+		if op.Op != ovsdb.OperationWait && left[pk[i]] > 0 {
+			left[pk[i]]--
+			if op.Op == ovsdb.OperationInsert {
+				gone[op.UUIDName] = true
+			}
+			continue
+		}
+		out.add(p.rows[i], p.lag[i], op)
+		out.ref[len(out.ref)-1] = p.ref[i]
+	}
+	for _, n := range left {
+		if n > 0 {
+			return nil
+		}
+	}
+	for _, op := range out.ops {
+		if names(op, gone) {
+			return nil
+		}
+	}
+	return out
+}
+
+// opKeys returns a key for each operation of p that is the same for the
+// same operation in another plan: the named UUIDs of p's inserts (which
+// differ from plan to plan) replaced by the derived UUIDs they insert
+// (see insert), with the map from the one to the other; false when an
+// insert has no derived UUID.
+func opKeys(p *plan) ([]string, map[string]string, bool) {
+	named := map[string]string{}
+	ok := true
+	for _, op := range p.ops {
+		if op.Op == ovsdb.OperationInsert {
+			if op.UUID == "" {
+				ok = false
+			}
+			named[op.UUIDName] = op.UUID
+		}
+	}
+	keys := make([]string, len(p.ops))
+	for i, op := range p.ops {
+		if op.Op == ovsdb.OperationWait {
+			continue
+		}
+		rename := func(v any) any {
+			return mapUUIDs(v, func(u string) string {
+				if d, ok := named[u]; ok && d != "" {
+					return d
+				}
+				return u
+			})
+		}
+		row := ovsdb.Row{}
+		for c, v := range op.Row {
+			row[c] = rename(v)
+		}
+		var muts []string
+		for _, m := range op.Mutations {
+			muts = append(muts, fmt.Sprintf("%s %s %v", m.Column, m.Mutator, rename(m.Value)))
+		}
+		var where []string
+		for _, w := range op.Where {
+			where = append(where, fmt.Sprintf("%s %s %v", w.Column, w.Function, rename(w.Value)))
+		}
+		keys[i] = fmt.Sprintf("%s|%s|%s|%v|%v|%v", op.Op, op.Table, op.UUID, where, row, muts)
+	}
+	return keys, named, ok
+}
+
+// conflicts reports whether an operation of p writes what a plan of the
+// steps pending writes: a row both change, or the same reference of a
+// holder (each adding its own rows to, or taking them from, a router's
+// column is no conflict).
+func conflicts(p *plan, pending []*step) bool {
+	rows, holders, refs := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	for _, st := range pending {
+		for _, q := range st.sent {
+			_, named, _ := opKeys(q)
+			for i := range q.ops {
+				row, ref := targets(q, i, named)
+				switch {
+				case ref != "":
+					holders[row], refs[ref] = true, true
+				case row != "":
+					rows[row] = true
+				}
+			}
+		}
+	}
+	_, named, _ := opKeys(p)
+	for i := range p.ops {
+		row, ref := targets(p, i, named)
+		switch {
+		case ref != "" && (rows[row] || refs[ref]):
+			return true
+		case ref == "" && row != "" && (rows[row] || holders[row]):
+			return true
+		}
+	}
+	return false
+}
+
+// targets returns the row operation i of p writes (inserts, updates,
+// mutates or deletes), and for a reference it adds or takes (p.ref), the
+// reference too: "" for a wait, or an insert of a row without a derived
+// UUID (a new row of its own).
+func targets(p *plan, i int, named map[string]string) (row, ref string) {
+	op := p.ops[i]
+	u := uuidWhere(&op)
+	switch {
+	case op.Op == ovsdb.OperationWait, op.Op == ovsdb.OperationInsert && op.UUID == "":
+		return "", ""
+	case op.Op == ovsdb.OperationInsert:
+		u = op.UUID
+	case p.ref[i]:
+		var elem []string
+		for _, m := range op.Mutations {
+			mapUUIDs(m.Value, func(e string) string {
+				if d := named[e]; d != "" {
+					e = d
+				}
+				elem = append(elem, m.Column+" "+e)
+				return e
+			})
+		}
+		return op.Table + " " + u, op.Table + " " + u + " " + strings.Join(elem, ",")
+	}
+	return op.Table + " " + u, ""
+}
+
+// mapUUIDs returns v (an OVSDB value) with each UUID in it mapped by f.
+func mapUUIDs(v any, f func(string) string) any {
+	switch v := v.(type) {
+	case ovsdb.UUID:
+		return ovsdb.UUID{GoUUID: f(v.GoUUID)}
+	case ovsdb.OvsSet:
+		set := make([]any, len(v.GoSet))
+		for i, e := range v.GoSet {
+			set[i] = mapUUIDs(e, f)
+		}
+		return ovsdb.OvsSet{GoSet: set}
+	case ovsdb.OvsMap:
+		m := make(map[any]any, len(v.GoMap))
+		for k, e := range v.GoMap {
+			m[mapUUIDs(k, f)] = mapUUIDs(e, f)
+		}
+		return ovsdb.OvsMap{GoMap: m}
+	}
+	return v
+}
+
+// names reports whether op holds one of the UUIDs of set.
+func names(op ovsdb.Operation, set map[string]bool) bool {
+	found := false
+	see := func(u string) string {
+		found = found || set[u]
+		return u
+	}
+	for _, v := range op.Row {
+		mapUUIDs(v, see)
+	}
+	for _, m := range op.Mutations {
+		mapUUIDs(m.Value, see)
+	}
+	return found
 }
 
 // changedParts returns the parts (partLBs, ...) in which a and b differ.
@@ -251,26 +509,11 @@ func committed(p *plan) (ovsdb.Operation, bool) {
 // refers reports whether row holds a reference (a UUID, maybe one named
 // in its own transaction, which another transaction cannot name).
 func refers(row ovsdb.Row) bool {
+	found := false
 	for _, v := range row {
-		switch v := v.(type) {
-		case ovsdb.UUID:
-			return true
-		case ovsdb.OvsSet:
-			if slices.ContainsFunc(v.GoSet, func(e any) bool { _, ok := e.(ovsdb.UUID); return ok }) {
-				return true
-			}
-		case ovsdb.OvsMap:
-			for k, e := range v.GoMap {
-				if _, ok := k.(ovsdb.UUID); ok {
-					return true
-				}
-				if _, ok := e.(ovsdb.UUID); ok {
-					return true
-				}
-			}
-		}
+		mapUUIDs(v, func(u string) string { found = true; return u })
 	}
-	return false
+	return found
 }
 
 // uuidWhere returns the UUID op selects its row by, "" when it does not
