@@ -52,9 +52,10 @@ func records(t *testing.T, o *testbed.OVN) []string {
 	return regexp.MustCompile(`(?m)^record `).Split(string(out), -1)
 }
 
-// commits returns, for each pattern, the number of the first record
-// from the from'th on whose changes match it, -1 for none.
-func commits(t *testing.T, o *testbed.OVN, from int, patterns ...string) []int {
+// inOrder fails t unless, for each pattern, the first record of the
+// database log from the from'th on whose changes match it comes after
+// that of the pattern before.
+func inOrder(t *testing.T, o *testbed.OVN, from int, patterns ...string) {
 	t.Helper()
 	recs := records(t, o)
 	at := make([]int, len(patterns))
@@ -67,8 +68,41 @@ func commits(t *testing.T, o *testbed.OVN, from int, patterns ...string) []int {
 				break
 			}
 		}
+		if i > 0 && (at[i-1] < 0 || at[i] <= at[i-1]) {
+			t.Errorf("the steps' commits are records %v of the database log, want increasing", at)
+			return
+		}
 	}
-	return at
+}
+
+// moveOrder are the changes of moveSteps' steps in the database log.
+var moveOrder = []string{`table NAT insert`, `table Logical_Router_Policy row \S+ \(\S+\) diff`, `table NAT row \S+ \(\S+\) diff:\s+delete row`}
+
+// holds fails t unless the NB's EgressIP owners of want are as want.
+func holds(t *testing.T, c *ovsdbnb.Client, want map[ovsdbnb.Owner]ovsdbnb.State, what string) {
+	t.Helper()
+	got, err := c.Current("EgressIP")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ow, st := range want {
+		if !got[ow].Equal(st.Sorted()) {
+			t.Errorf("%s in the NB: %+v\nwant %s: %+v", ow, got[ow], what, st.Sorted())
+		}
+	}
+}
+
+// moveBed is an NB with the routers of moveSteps, a client to it through
+// a lag proxy, and moveSteps' owners synced to where they move from.
+func moveBed(t *testing.T) (*testbed.OVN, *lagProxy, *ovsdbnb.Client) {
+	t.Helper()
+	o := testbed.StartOVN(t)
+	o.Nbctl("lr-add", "lr0", "--", "lr-add", "gr1", "--", "lr-add", "gr2")
+	proxy, endpoint := newLagProxy(t, o.NB)
+	c := dial(t, endpoint)
+	old, _ := moveSteps()
+	sync(t, c, old)
+	return o, proxy, c
 }
 
 // TestSyncSteps: a step that changes other parts of its owners' States
@@ -88,8 +122,7 @@ func TestSyncSteps(t *testing.T) {
 		// log, to be committed in that order.
 		order []string
 	}{
-		{"make, reroute, break", move, []int{0, 1, 1},
-			[]string{`table NAT insert`, `table Logical_Router_Policy row \S+ \(\S+\) diff`, `table NAT row \S+ \(\S+\) diff:\s+delete row`}},
+		{"make, reroute, break", move, []int{0, 1, 1}, moveOrder},
 		{"no owner in common", []map[ovsdbnb.Owner]ovsdbnb.State{{eip: move[0][eip]},
 			{eipB: moveState("10.244.1.4", "172.18.0.44", "100.64.0.2", "gr1")}}, []int{0, 1},
 			[]string{`table NAT insert`, `table Logical_Router_Policy row \S+ \(\S+\) diff`}},
@@ -113,24 +146,8 @@ func TestSyncSteps(t *testing.T) {
 					t.Errorf("step %d: %+v, want %d followed", i, r.Result, tc.followed[i])
 				}
 			}
-			got, err := c.Current("EgressIP")
-			if err != nil {
-				t.Fatal(err)
-			}
-			last := tc.steps[len(tc.steps)-1]
-			for ow, st := range last {
-				if !got[ow].Equal(st.Sorted()) {
-					t.Errorf("%s in the NB: %+v\nwant %+v", ow, got[ow], st.Sorted())
-				}
-			}
-			if tc.order != nil {
-				at := commits(t, o, from, tc.order...)
-				for i := 1; i < len(at); i++ {
-					if at[i-1] < 0 || at[i] <= at[i-1] {
-						t.Errorf("the steps' commits are records %v of the database log, want increasing", at)
-					}
-				}
-			}
+			holds(t, c, tc.steps[len(tc.steps)-1], "the last step")
+			inOrder(t, o, from, tc.order...)
 		})
 	}
 }
@@ -142,13 +159,8 @@ func TestSyncSteps(t *testing.T) {
 // too, as Sync after Sync would refuse it, and the reroute never moves
 // to a node without its SNAT.
 func TestSyncStepsRefused(t *testing.T) {
-	o := testbed.StartOVN(t)
-	o.Nbctl("lr-add", "lr0", "--", "lr-add", "gr1", "--", "lr-add", "gr2")
-	proxy, endpoint := newLagProxy(t, o.NB)
-	c := dial(t, endpoint)
+	o, proxy, c := moveBed(t)
 	old, move := moveSteps()
-	sync(t, c, old)
-
 	proxy.hold()
 	o.Nbctl("lr-del", "gr2")
 	release := time.AfterFunc(1500*time.Millisecond, proxy.release)
@@ -168,15 +180,7 @@ func TestSyncStepsRefused(t *testing.T) {
 			t.Errorf("step %d wrote %+v, want nothing", i, r.Result)
 		}
 	}
-	got, err := c.Current("EgressIP")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for ow, st := range old {
-		if !got[ow].Equal(st.Sorted()) {
-			t.Errorf("%s in the NB: %+v\nwant it unchanged: %+v", ow, got[ow], st.Sorted())
-		}
-	}
+	holds(t, c, old, "it unchanged")
 	if pol := o.Nbctl("lr-policy-list", "lr0"); strings.Contains(pol, "100.64.0.2") {
 		t.Errorf("the reroute moved to gr2, whose SNAT was refused:\n%s", pol)
 	}
@@ -191,12 +195,8 @@ func TestSyncStepsRefused(t *testing.T) {
 // after that second. The commits keep their order and the NB ends as the
 // last step.
 func TestSyncStepsAllSent(t *testing.T) {
-	o := testbed.StartOVN(t)
-	o.Nbctl("lr-add", "lr0", "--", "lr-add", "gr1", "--", "lr-add", "gr2")
-	proxy, endpoint := newLagProxy(t, o.NB)
-	c := dial(t, endpoint)
-	old, move := moveSteps()
-	sync(t, c, old)
+	o, proxy, c := moveBed(t)
+	_, move := moveSteps()
 	from := len(records(t, o))
 
 	sent := proxy.holdUntil(3, time.Second)
@@ -214,19 +214,6 @@ func TestSyncStepsAllSent(t *testing.T) {
 			t.Errorf("step %d: %+v, want %d followed, no replan", i, r.Result, want)
 		}
 	}
-	got, err := c.Current("EgressIP")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for ow, st := range move[2] {
-		if !got[ow].Equal(st.Sorted()) {
-			t.Errorf("%s in the NB: %+v\nwant %+v", ow, got[ow], st.Sorted())
-		}
-	}
-	at := commits(t, o, from, `table NAT insert`, `table Logical_Router_Policy row \S+ \(\S+\) diff`, `table NAT row \S+ \(\S+\) diff:\s+delete row`)
-	for i := 1; i < len(at); i++ {
-		if at[i-1] < 0 || at[i] <= at[i-1] {
-			t.Errorf("the steps' commits are records %v of the database log, want increasing", at)
-		}
-	}
+	holds(t, c, move[2], "the last step")
+	inOrder(t, o, from, moveOrder...)
 }
