@@ -121,8 +121,10 @@ func (c *Client) SyncSteps(ctx context.Context, steps []map[Owner]State) []StepR
 // indexing them again.
 func (c *Client) follow(ctx context.Context, pending []*step, desired map[Owner]State, first bool) *step {
 	prev := pending[len(pending)-1]
-	if prev.err != nil || prev.batches != 1 {
-		return nil
+	for _, q := range pending {
+		if q.err != nil || q.batches != 1 {
+			return nil // its plans are not all in sent
+		}
 	}
 	for _, st := range desired {
 		if len(st.LoadBalancers) > 0 || len(st.Groups) > 0 || len(st.TemplateVars) > 0 {
@@ -153,24 +155,20 @@ func (c *Client) follow(ctx context.Context, pending []*step, desired map[Owner]
 				break
 			}
 		}
-		// after are the pending plans of o to commit after (the step
-		// before's, and those covered); cover those that write parts
-		// this step changes too.
+		// after are the pending plans of o, to commit after (if one
+		// does not commit, neither does this step's plan of o, which
+		// leaves the parts they write to them); cover those that write
+		// parts this step changes too.
 		var after, cover []*plan
-		for k, q := range pending {
+		for _, q := range pending {
 			if q.s.failed[o] != nil {
 				return nil // not written by q: its parts unchanged here are not in the NB
 			}
-			qp := q.planOf(o)
-			switch {
-			case qp == nil:
-			case qp.parts&parts != 0:
-				if q.err != nil || q.batches != 1 {
-					return nil
-				}
-				after, cover = append(after, qp), append(cover, qp)
-			case k == len(pending)-1:
+			if qp := q.planOf(o); qp != nil {
 				after = append(after, qp)
+				if qp.parts&parts != 0 {
+					cover = append(cover, qp)
+				}
 			}
 		}
 		planParts := parts
