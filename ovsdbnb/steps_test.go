@@ -217,3 +217,40 @@ func TestSyncStepsAllSent(t *testing.T) {
 	holds(t, c, move[2], "the last step")
 	inOrder(t, o, from, moveOrder...)
 }
+
+// TestSyncStepsOlderRefused: a step sent behind two unanswered steps
+// changes the reroute of an owner (eip1) whose SNATs only the first of
+// them writes, and the server refuses eip1 in that step (gr2 deleted
+// while the cache, lagging, still shows it) but commits its other
+// owner, which the step before follows. The step waits for the first
+// step's rows of eip1 too, not only for the step before: it is planned
+// again and refused, and the reroute never moves to a node without its
+// SNAT.
+func TestSyncStepsOlderRefused(t *testing.T) {
+	o, proxy, c := moveBed(t)
+	nat := func(ip string) ovsdbnb.State { // eip2 rerouted to 100.64.0.3, SNATed to ip on gr1
+		return moveState("10.244.1.4", ip, "100.64.0.3", "gr1")
+	}
+	steps := []map[ovsdbnb.Owner]ovsdbnb.State{
+		{eip: moveState("10.244.1.3", "172.18.0.33", "100.64.0.1", "gr1", "gr2"), eipB: nat("172.18.0.44")},
+		{eipB: nat("172.18.0.45")},
+		{eip: moveState("10.244.1.3", "172.18.0.33", "100.64.0.2", "gr1", "gr2")},
+	}
+	proxy.hold()
+	o.Nbctl("lr-del", "gr2")
+	release := time.AfterFunc(200*time.Millisecond, proxy.release)
+	defer release.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res := c.SyncSteps(ctx, steps)
+	for i, r := range res {
+		var se *ovsdbnb.SyncError
+		if refused := errors.As(r.Err, &se); refused != (i != 1) || i == 1 && r.Followed != 1 || i == 2 && r.Followed != 1 {
+			t.Errorf("step %d: %+v, %v, want eip1 refused in steps 0 and 2 only, steps 1 and 2 followed", i, r.Result, r.Err)
+		}
+	}
+	holds(t, c, steps[1], "the second step")
+	if pol := o.Nbctl("lr-policy-list", "lr0"); strings.Contains(pol, "100.64.0.2") {
+		t.Errorf("the reroute moved to gr2, whose SNAT was refused:\n%s", pol)
+	}
+}
