@@ -86,8 +86,13 @@ func (c *Client) SyncSteps(ctx context.Context, steps []map[Owner]State) []StepR
 	for i, desired := range steps {
 		var st *step
 		if i > 0 && !failed {
-			// Behind the steps not answered yet; failing that, behind
-			// the step before alone, once the others are answered.
+			// Behind the steps not answered yet (those answered by now
+			// taken as such: their rows are in the cache); failing
+			// that, behind the step before alone, once the others are
+			// answered.
+			for finished < i-1 && started[finished].answered() {
+				finish(finished + 1)
+			}
 			st = c.follow(ctx, started[finished:i], desired, i == 1)
 			if st == nil && finished < i-1 {
 				finish(i - 1)
@@ -571,6 +576,16 @@ func (st *step) idle() <-chan struct{} {
 		}()
 	}
 	return st.done
+}
+
+// answered reports whether st's batches are done, not waiting.
+func (st *step) answered() bool {
+	select {
+	case <-st.idle():
+		return true
+	default:
+		return false
+	}
 }
 
 // wait waits for st's batches and returns what Sync returns.

@@ -47,15 +47,16 @@ type settings struct {
 	// workers are the loader's concurrent requests (SCALE_WORKERS, 48).
 	workers int
 	// eventBudget bounds one size's event rounds (SCALE_EVENT_BUDGET,
-	// 3m): the b.Loop iterations past it do nothing, so a large size
-	// reports fewer samples rather than taking hours.
+	// 6m: the 100 rounds of make bench-scale take about 4 at 150k pods):
+	// the b.Loop iterations past it do nothing, so a large size reports
+	// fewer samples rather than taking hours.
 	eventBudget time.Duration
 }
 
 func settingsFromEnv(b *testing.B) settings {
 	b.Helper()
 	s := settings{report: os.Getenv("SCALE_REPORT"), syncTimeout: 30 * time.Minute, eventTimeout: 2 * time.Minute, workers: 48,
-		eventBudget: 3 * time.Minute}
+		eventBudget: 6 * time.Minute}
 	maxPods, list := 1000, "1000,10000,50000,150000"
 	if v := os.Getenv("SCALE_MAX_PODS"); v != "" {
 		n, err := strconv.Atoi(v)
