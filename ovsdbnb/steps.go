@@ -148,7 +148,15 @@ func (c *Client) follow(ctx context.Context, pending []*step, desired map[Owner]
 			return nil
 		}
 	}
+	sent := make([]map[Owner]*plan, len(pending)) // each pending step's plans, by owner
+	for k, q := range pending {
+		sent[k] = make(map[Owner]*plan, len(q.sent))
+		for _, p := range q.sent {
+			sent[k][p.owner] = p
+		}
+	}
 	var plans []*plan
+	var w *writes // what the pending steps write, read on first use
 	ops, guarded, covered := 0, false, 0
 	for _, o := range valid {
 		// The parts of o's State this step changes: against the last
@@ -165,11 +173,11 @@ func (c *Client) follow(ctx context.Context, pending []*step, desired map[Owner]
 		// leaves the parts they write to them); cover those that write
 		// parts this step changes too.
 		var after, cover []*plan
-		for _, q := range pending {
+		for k, q := range pending {
 			if q.s.failed[o] != nil {
 				return nil // not written by q: its parts unchanged here are not in the NB
 			}
-			if qp := q.planOf(o); qp != nil {
+			if qp := sent[k][o]; qp != nil {
 				after = append(after, qp)
 				if qp.parts&parts != 0 {
 					cover = append(cover, qp)
@@ -182,7 +190,10 @@ func (c *Client) follow(ctx context.Context, pending []*step, desired map[Owner]
 		}
 		p := s.planned(sn, o, desired[o], planParts)
 		if len(cover) > 0 {
-			if p = uncovered(p, cover); p == nil || conflicts(p, pending) {
+			if w == nil {
+				w = writesOf(pending)
+			}
+			if p = uncovered(p, cover); p == nil || w.conflicts(p) {
 				return nil
 			}
 			covered++
@@ -229,16 +240,6 @@ func (c *Client) follow(ctx context.Context, pending []*step, desired map[Owner]
 	}
 	st.sn = sn
 	return st
-}
-
-// planOf returns the plan st sent for owner o, nil for none.
-func (st *step) planOf(o Owner) *plan {
-	for _, p := range st.sent {
-		if p.owner == o {
-			return p
-		}
-	}
-	return nil
 }
 
 // uncovered returns p without the operations that the plans of cover
@@ -339,12 +340,13 @@ func opKeys(p *plan) ([]string, map[string]string, bool) {
 	return keys, named, ok
 }
 
-// conflicts reports whether an operation of p writes what a plan of the
-// steps pending writes: a row both change, or the same reference of a
-// holder (each adding its own rows to, or taking them from, a router's
-// column is no conflict).
-func conflicts(p *plan, pending []*step) bool {
-	rows, holders, refs := map[string]bool{}, map[string]bool{}, map[string]bool{}
+// writes are what the plans of the steps pending write (see targets):
+// rows, the holders whose references they change, and those references.
+type writes struct{ rows, holders, refs map[string]bool }
+
+// writesOf returns what the plans of pending write.
+func writesOf(pending []*step) *writes {
+	w := &writes{rows: map[string]bool{}, holders: map[string]bool{}, refs: map[string]bool{}}
 	for _, st := range pending {
 		for _, q := range st.sent {
 			_, named, _ := opKeys(q)
@@ -352,20 +354,27 @@ func conflicts(p *plan, pending []*step) bool {
 				row, ref := targets(q, i, named)
 				switch {
 				case ref != "":
-					holders[row], refs[ref] = true, true
+					w.holders[row], w.refs[ref] = true, true
 				case row != "":
-					rows[row] = true
+					w.rows[row] = true
 				}
 			}
 		}
 	}
+	return w
+}
+
+// conflicts reports whether an operation of p writes what w holds: a
+// row both change, or the same reference of a holder (each adding its
+// own rows to, or taking them from, a router's column is no conflict).
+func (w *writes) conflicts(p *plan) bool {
 	_, named, _ := opKeys(p)
 	for i := range p.ops {
 		row, ref := targets(p, i, named)
 		switch {
-		case ref != "" && (rows[row] || refs[ref]):
+		case ref != "" && (w.rows[row] || w.refs[ref]):
 			return true
-		case ref == "" && row != "" && (rows[row] || holders[row]):
+		case ref == "" && row != "" && (w.rows[row] || w.holders[row]):
 			return true
 		}
 	}
