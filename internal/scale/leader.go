@@ -182,6 +182,16 @@ func ProcMemory(pid int) (Memory, error) {
 	return m, sc.Err()
 }
 
+// WriteAllocs writes the daemon's allocation profile (its
+// /debug/pprof/allocs, as of its last GC: no GC is forced) to path.
+func (l *Leader) WriteAllocs(ctx context.Context, path string) error {
+	body, err := l.get(ctx, "/debug/pprof/allocs")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, body, 0o644)
+}
+
 // Profile collects CPU profiles of the daemon (its /debug/pprof, slices
 // of at most 5 s) until ctx ends and writes them as files
 // <prefix>-<n>.pb.gz; it returns their paths. A slice cut short by ctx is

@@ -183,7 +183,7 @@ func BenchmarkScale(b *testing.B) {
 			r.Shape.Pods, strings.Join(api, ", "), r.Reconciles, r.ReconcileSeconds, r.NBOps, r.SyncRepairs, r.EventRepairs, r.Informers.Seconds(), r.Compared.Seconds(), r.Topology.Seconds()))
 	}
 	if st.report != "" && len(results) > 0 {
-		notes = append(notes, "CPU profiles of the daemon: cpu-sync-<pods>.pb.gz (initial sync) and cpu-events-<pods>.pb.gz (the events), summaries in the .txt files beside them (`go tool pprof -top`); the daemon's log: leader-<pods>.log")
+		notes = append(notes, "CPU profiles of the daemon: cpu-sync-<pods>.pb.gz (initial sync) and cpu-events-<pods>.pb.gz (the events), summaries in the .txt files beside them (`go tool pprof -top`); what the daemon allocated during the events: allocs-events-<pods>.txt (`go tool pprof -sample_index=alloc_space -diff_base allocs-events-<pods>-before.pb.gz allocs-events-<pods>.pb.gz`, between the daemon's last GCs before and after the events); the daemon's log: leader-<pods>.log")
 		if err := WriteReport(st.report, results, notes); err != nil {
 			b.Fatal(err)
 		}
@@ -285,6 +285,7 @@ func (m *measure) run(ctx context.Context) {
 		f    func(ctx context.Context, round int) (sample, error)
 	}{{EventPodLabel, m.podLabel}, {EventNewService, m.newService}, {EventEndpoint, m.endpoint}, {EventNodeNotReady, m.nodeNotReady}}
 	stopProf = m.profile(ctx, "cpu-events-"+m.label)
+	stopAllocs := m.allocs(ctx, "allocs-events-"+m.label)
 	b.ResetTimer()
 	eventsBegin := time.Now()
 	for round := 0; b.Loop(); round++ {
@@ -317,6 +318,7 @@ func (m *measure) run(ctx context.Context) {
 		progressf("%d pods: %d rounds skipped (SCALE_EVENT_BUDGET %v spent)", pods, m.r.Skipped, m.st.eventBudget)
 	}
 	stopProf()
+	stopAllocs()
 	if m.r.After, err = ProcMemory(m.leader.Pid()); err != nil {
 		b.Fatal(err)
 	}
@@ -338,6 +340,36 @@ func watchNB[M Row](b *testing.B, ctx context.Context, endpoint, table string, r
 	}
 	b.Cleanup(t.Close)
 	return t
+}
+
+// allocs reads the daemon's allocation profile now and again when the
+// returned function is called, which writes the second to
+// <name>.pb.gz with what was allocated between the two (`go tool pprof
+// -sample_index=alloc_space -diff_base`) in <name>.txt: the garbage the
+// events make, which sets how often the daemon's GC runs.
+func (m *measure) allocs(ctx context.Context, name string) func() {
+	if m.profDir == "" {
+		return func() {}
+	}
+	base := filepath.Join(m.profDir, name+"-before.pb.gz")
+	if err := m.leader.WriteAllocs(ctx, base); err != nil {
+		m.b.Logf("scale: allocation profile %s: %v", name, err)
+		return func() {}
+	}
+	return func() {
+		out := filepath.Join(m.profDir, name+".pb.gz")
+		if err := m.leader.WriteAllocs(ctx, out); err != nil {
+			m.b.Logf("scale: allocation profile %s: %v", name, err)
+			return
+		}
+		top, err := exec.Command("go", "tool", "pprof", "-sample_index=alloc_space", "-diff_base", base, "-top", "-nodecount=40", out).CombinedOutput()
+		if err != nil {
+			m.b.Logf("scale: pprof -top %s: %v\n%s", name, err, top)
+			return
+		}
+		cum, _ := exec.Command("go", "tool", "pprof", "-sample_index=alloc_space", "-diff_base", base, "-top", "-cum", "-nodecount=40", out).CombinedOutput()
+		_ = os.WriteFile(filepath.Join(m.profDir, name+".txt"), append(append(top, "\n--- sorted by cumulative allocation ---\n"...), cum...), 0o644)
+	}
 }
 
 // profile collects the daemon's CPU profile into the report directory
