@@ -34,7 +34,8 @@ type lagProxy struct {
 	all       atomic.Bool
 	transacts atomic.Int32
 	until     atomic.Int32
-	released  chan int32 // the transactions relayed when all was released
+	base      int32      // transacts when holdUntil was called
+	released  chan int32 // the transactions relayed since, when all was released
 }
 
 // newLagProxy listens on a socket in a temp dir and relays its first
@@ -117,16 +118,11 @@ func (p *lagProxy) hold() { p.held.Store(true) }
 // had sent since.
 func (p *lagProxy) holdUntil(n int32, max time.Duration) <-chan int32 {
 	p.released = make(chan int32, 1)
-	base := p.transacts.Load()
-	p.until.Store(base + n)
+	p.base = p.transacts.Load()
+	p.until.Store(p.base + n)
 	p.all.Store(true)
 	time.AfterFunc(max, p.release)
-	ch := p.released
-	return func() <-chan int32 {
-		out := make(chan int32, 1)
-		go func() { out <- <-ch - base }()
-		return out
-	}()
+	return p.released
 }
 
 // release sends the held messages and stops holding.
@@ -135,7 +131,7 @@ func (p *lagProxy) release() {
 	defer func() { <-p.mu }()
 	p.held.Store(false)
 	if p.all.Swap(false) {
-		p.released <- p.transacts.Load()
+		p.released <- p.transacts.Load() - p.base
 	}
 	for {
 		select {
