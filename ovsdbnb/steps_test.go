@@ -92,6 +92,20 @@ func holds(t *testing.T, c *ovsdbnb.Client, want map[ovsdbnb.Owner]ovsdbnb.State
 	}
 }
 
+// syncWithoutGR2 deletes gr2 while c's cache lags for lag (its
+// updates held by proxy), and syncs steps.
+func syncWithoutGR2(t *testing.T, o *testbed.OVN, proxy *lagProxy, c *ovsdbnb.Client, steps []map[ovsdbnb.Owner]ovsdbnb.State,
+	lag time.Duration) []ovsdbnb.StepResult {
+	t.Helper()
+	proxy.hold()
+	o.Nbctl("lr-del", "gr2")
+	release := time.AfterFunc(lag, proxy.release)
+	defer release.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	return c.SyncSteps(ctx, steps)
+}
+
 // moveBed is an NB with the routers of moveSteps, a client to it through
 // a lag proxy, and moveSteps' owners synced to where they move from.
 func moveBed(t *testing.T) (*testbed.OVN, *lagProxy, *ovsdbnb.Client) {
@@ -161,13 +175,7 @@ func TestSyncSteps(t *testing.T) {
 func TestSyncStepsRefused(t *testing.T) {
 	o, proxy, c := moveBed(t)
 	old, move := moveSteps()
-	proxy.hold()
-	o.Nbctl("lr-del", "gr2")
-	release := time.AfterFunc(1500*time.Millisecond, proxy.release)
-	defer release.Stop()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	res := c.SyncSteps(ctx, move)
+	res := syncWithoutGR2(t, o, proxy, c, move, 1500*time.Millisecond)
 	if res[1].Followed != 1 || res[1].Replans == 0 {
 		t.Errorf("the reroute: %+v, want it sent behind the SNATs, then planned again", res[1].Result)
 	}
@@ -236,13 +244,7 @@ func TestSyncStepsOlderRefused(t *testing.T) {
 		{eipB: nat("172.18.0.45")},
 		{eip: moveState("10.244.1.3", "172.18.0.33", "100.64.0.2", "gr1", "gr2")},
 	}
-	proxy.hold()
-	o.Nbctl("lr-del", "gr2")
-	release := time.AfterFunc(200*time.Millisecond, proxy.release)
-	defer release.Stop()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	res := c.SyncSteps(ctx, steps)
+	res := syncWithoutGR2(t, o, proxy, c, steps, 200*time.Millisecond)
 	for i, r := range res {
 		var se *ovsdbnb.SyncError
 		if refused := errors.As(r.Err, &se); refused != (i != 1) || i == 1 && r.Followed != 1 || i == 2 && r.Followed != 1 {
