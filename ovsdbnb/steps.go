@@ -193,14 +193,12 @@ func (c *Client) follow(ctx context.Context, pending []*step, desired map[Owner]
 			if w == nil {
 				w = writesOf(pending)
 			}
-			if p = uncovered(p, cover); p == nil || w.conflicts(p) {
+			// Nothing left has nothing to wait with for the steps it
+			// leaves o to: it waits for their replies instead.
+			if p = uncovered(p, cover); p == nil || len(p.ops) == 0 || w.conflicts(p) {
 				return nil
 			}
 			covered++
-			if len(p.ops) == 0 {
-				s.res.Owners++ // as the pending steps leave it
-				continue
-			}
 		}
 		if p == nil {
 			continue
