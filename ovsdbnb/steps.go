@@ -250,13 +250,13 @@ func uncovered(p *plan, cover []*plan) *plan {
 	if p == nil || p.res.Adopted > 0 {
 		return nil
 	}
-	pk, _, ok := opKeys(p)
+	pk, ok := opKeys(p)
 	if !ok {
 		return nil
 	}
 	left := map[string]int{}
 	for _, q := range cover {
-		qk, _, ok := opKeys(q)
+		qk, ok := opKeys(q)
 		if !ok {
 			return nil
 		}
@@ -292,12 +292,9 @@ func uncovered(p *plan, cover []*plan) *plan {
 	return out
 }
 
-// opKeys returns a key for each operation of p that is the same for the
-// same operation in another plan: the named UUIDs of p's inserts (which
-// differ from plan to plan) replaced by the derived UUIDs they insert
-// (see insert), with the map from the one to the other; false when an
-// insert has no derived UUID.
-func opKeys(p *plan) ([]string, map[string]string, bool) {
+// insertNames maps the named UUIDs of p's inserts to the derived UUIDs
+// they insert (see insert); false when an insert has none.
+func insertNames(p *plan) (map[string]string, bool) {
 	named := map[string]string{}
 	ok := true
 	for _, op := range p.ops {
@@ -308,6 +305,15 @@ func opKeys(p *plan) ([]string, map[string]string, bool) {
 			named[op.UUIDName] = op.UUID
 		}
 	}
+	return named, ok
+}
+
+// opKeys returns a key for each operation of p that is the same for the
+// same operation in another plan: the named UUIDs of p's inserts (which
+// differ from plan to plan) replaced by the derived UUIDs they insert;
+// false when an insert has no derived UUID.
+func opKeys(p *plan) ([]string, bool) {
+	named, ok := insertNames(p)
 	keys := make([]string, len(p.ops))
 	for i, op := range p.ops {
 		if op.Op == ovsdb.OperationWait {
@@ -335,7 +341,7 @@ func opKeys(p *plan) ([]string, map[string]string, bool) {
 		}
 		keys[i] = fmt.Sprintf("%s|%s|%s|%v|%v|%v", op.Op, op.Table, op.UUID, where, row, muts)
 	}
-	return keys, named, ok
+	return keys, ok
 }
 
 // writes are what the plans of the steps pending write (see targets):
@@ -347,7 +353,7 @@ func writesOf(pending []*step) *writes {
 	w := &writes{rows: map[string]bool{}, holders: map[string]bool{}, refs: map[string]bool{}}
 	for _, st := range pending {
 		for _, q := range st.sent {
-			_, named, _ := opKeys(q)
+			named, _ := insertNames(q)
 			for i := range q.ops {
 				row, ref := targets(q, i, named)
 				switch {
@@ -366,7 +372,7 @@ func writesOf(pending []*step) *writes {
 // row both change, or the same reference of a holder (each adding its
 // own rows to, or taking them from, a router's column is no conflict).
 func (w *writes) conflicts(p *plan) bool {
-	_, named, _ := opKeys(p)
+	named, _ := insertNames(p)
 	for i := range p.ops {
 		row, ref := targets(p, i, named)
 		switch {
