@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
@@ -18,7 +19,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -32,8 +32,9 @@ import (
 )
 
 // Snapshot is every object the desired state is computed from, as the
-// informers' caches hold them. The objects are shared with the caches:
-// read them, never modify them.
+// informers' caches hold them. The objects are shared with the caches,
+// and a Watcher's lists of them with its other Snapshots: read them,
+// never modify them.
 type Snapshot struct {
 	Nodes          []*corev1.Node
 	Namespaces     []*corev1.Namespace
@@ -105,6 +106,47 @@ type Watcher struct {
 	// changes are the objects changed since the cluster loop last took
 	// them (TakeChanges).
 	changes changeLog
+	// lists are the followed kinds' lists of the last Snapshot.
+	lists [kindOther]listCache
+}
+
+// listCache keeps a kind's list of every cached object between
+// Snapshots and lists the store again only once an object of the kind
+// has changed: a pass of a node going NotReady, at 150,000 pods, listed
+// 23,000 Nodes, Services, EndpointSlices and EgressIPs that had not
+// changed (0.9 MB of garbage per pass, a sixth of what the daemon
+// allocated during the scale benchmark's events). The slice is shared by
+// every Snapshot holding it: read only, and clipped, so an append
+// copies.
+type listCache struct {
+	mu sync.Mutex
+	// fresh is false from the start and from every change of the kind
+	// on: the informer's handlers clear it after the store holds the
+	// change and before the change is recorded (changeLog), so a
+	// Snapshot taken after TakeChanges returned a change lists it.
+	fresh atomic.Bool
+	list  any // []T
+}
+
+// cachedList returns the objects of store, as c last listed them when no
+// object has changed since.
+func cachedList[T any](c *listCache, store cache.Store) []T {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if l, ok := c.list.([]T); ok && c.fresh.Swap(true) {
+		return l
+	}
+	c.fresh.Store(true) // a change from here on clears it again
+	objs := store.List()
+	out := make([]T, 0, len(objs))
+	for _, o := range objs {
+		if t, ok := o.(T); ok {
+			out = append(out, t)
+		}
+	}
+	out = slices.Clip(out)
+	c.list = out
+	return out
 }
 
 // The kinds the cluster loop follows object by object (Changes).
@@ -338,9 +380,9 @@ func NewWatcher(cs kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger
 		w.synced = append(w.synced, inf.HasSynced)
 		kind := min(i, kindOther)
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(o any) { w.changes.record(kind, o); w.notify() },
-			UpdateFunc: func(_, o any) { w.changes.record(kind, o); w.notify() },
-			DeleteFunc: func(o any) { w.changes.record(kind, o); w.notify() },
+			AddFunc:    func(o any) { w.changed(kind, o) },
+			UpdateFunc: func(_, o any) { w.changed(kind, o) },
+			DeleteFunc: func(o any) { w.changed(kind, o) },
 		}); err != nil {
 			log.Error("informer handler", "err", err)
 		}
@@ -361,6 +403,17 @@ func (w *Watcher) Queue(key string) workqueue.TypedRateLimitingInterface[string]
 type keyedQueue struct {
 	workqueue.TypedRateLimitingInterface[string]
 	key string
+}
+
+// changed notes a change of obj, of kind k, once its informer's store
+// holds it: its kind's list is stale, the change is recorded for the
+// cluster loop and every queue gets its key.
+func (w *Watcher) changed(k int, obj any) {
+	if k < kindOther {
+		w.lists[k].fresh.Store(false)
+	}
+	w.changes.record(k, obj)
+	w.notify()
 }
 
 func (w *Watcher) notify() {
@@ -407,30 +460,18 @@ func (w *Watcher) clusterSnapshot(changed *Changes) (Snapshot, error) {
 }
 
 // snapshot lists every cached object but the Pods (listPods lists
-// them).
+// them), through the lists kept since the last change of their kind.
 func (w *Watcher) snapshot() (Snapshot, error) {
 	var s Snapshot
-	var err error
-	all := labels.Everything()
-	lister := w.factory.Core().V1()
-	if s.Nodes, err = lister.Nodes().Lister().List(all); err != nil {
-		return s, fmt.Errorf("list nodes: %w", err)
+	stores := &w.changes.stores
+	s.Nodes = cachedList[*corev1.Node](&w.lists[kindNode], stores[kindNode])
+	s.Namespaces = cachedList[*corev1.Namespace](&w.lists[kindNamespace], stores[kindNamespace])
+	s.listPods = func() ([]*corev1.Pod, error) {
+		return cachedList[*corev1.Pod](&w.lists[kindPod], stores[kindPod]), nil
 	}
-	if s.Namespaces, err = lister.Namespaces().Lister().List(all); err != nil {
-		return s, fmt.Errorf("list namespaces: %w", err)
-	}
-	s.listPods = func() ([]*corev1.Pod, error) { return lister.Pods().Lister().List(all) }
-	if s.Services, err = lister.Services().Lister().List(all); err != nil {
-		return s, fmt.Errorf("list services: %w", err)
-	}
-	if s.EndpointSlices, err = w.factory.Discovery().V1().EndpointSlices().Lister().List(all); err != nil {
-		return s, fmt.Errorf("list endpointslices: %w", err)
-	}
-	for _, o := range w.eips.GetStore().List() {
-		if u, ok := o.(*unstructured.Unstructured); ok {
-			s.EgressIPs = append(s.EgressIPs, u)
-		}
-	}
+	s.Services = cachedList[*corev1.Service](&w.lists[kindService], stores[kindService])
+	s.EndpointSlices = cachedList[*discoveryv1.EndpointSlice](&w.lists[kindEndpointSlice], stores[kindEndpointSlice])
+	s.EgressIPs = cachedList[*unstructured.Unstructured](&w.lists[kindEgressIP], stores[kindEgressIP])
 	if w.subnets != nil {
 		for _, o := range w.subnets.GetStore().List() {
 			if u, ok := o.(*unstructured.Unstructured); ok {

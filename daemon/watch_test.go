@@ -3,10 +3,12 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
 	"reflect"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -140,6 +142,69 @@ func TestWatcherTakeChanges(t *testing.T) {
 	w.RequestFull()
 	if ch := w.TakeChanges(); ch != nil {
 		t.Errorf("after RequestFull: %+v, want nil", ch)
+	}
+}
+
+// TestWatcherSnapshotLists: a Snapshot taken after TakeChanges returned
+// a change lists the changed object, and a kind none of whose objects
+// changed keeps the list of the Snapshot before (the same slice).
+func TestWatcherSnapshotLists(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	src := NewManifestSource(t.TempDir(), log)
+	w := NewWatcher(src.Clientset, src.Dynamic, log)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	core := src.Clientset.CoreV1()
+	if _, err := core.Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// taken waits until TakeChanges has returned a change of want and
+	// returns the Snapshot taken right after.
+	taken := func(want func(*Changes) bool) Snapshot {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if ch := w.TakeChanges(); ch != nil && want(ch) {
+				s, err := w.Snapshot()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return s
+			}
+		}
+		t.Fatal("timed out waiting for the change")
+		return Snapshot{}
+	}
+	w.TakeChanges() // the first take: full
+	s1 := taken(func(ch *Changes) bool { return ch.Nodes["n1"] != nil })
+	if len(s1.Nodes) != 1 || len(s1.Services) != 0 {
+		t.Fatalf("first snapshot: %d nodes, %d services, want 1 and 0", len(s1.Nodes), len(s1.Services))
+	}
+	for i := range 3 {
+		name := fmt.Sprintf("svc-%d", i)
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}}
+		if _, err := core.Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		s2 := taken(func(ch *Changes) bool { return ch.Services["default/"+name] != nil })
+		if !slices.ContainsFunc(s2.Services, func(s *corev1.Service) bool { return s.Name == name }) || len(s2.Services) != i+1 {
+			t.Fatalf("snapshot after %s was created: %d services, without it", name, len(s2.Services))
+		}
+		if !sameSlice(s1.Nodes, s2.Nodes) {
+			t.Errorf("snapshot after %s was created: the nodes were listed again", name)
+		}
+		if cap(s2.Services) != len(s2.Services) {
+			t.Errorf("services: cap %d, len %d: an append would write into the shared list", cap(s2.Services), len(s2.Services))
+		}
+	}
+	s3, err := w.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s4, _ := w.Snapshot(); !sameSlice(s3.Services, s4.Services) || !sameSlice(s3.Pods, s4.Pods) {
+		t.Error("two snapshots with no change between them listed the services or pods twice")
 	}
 }
 
