@@ -61,20 +61,29 @@ func Assign(eips []*egressv1.EgressIP, nodes []Node, reachable func(node string)
 	eips = slices.Clone(eips)
 	slices.SortFunc(eips, func(a, b *egressv1.EgressIP) int { return cmp.Compare(a.Name, b.Name) })
 
-	byName := make(map[string]*Node, len(nodes))
+	// Run on every change at 2,000 nodes and 1,000 EgressIPs: the maps
+	// are sized once and an EgressIP's few IPs are slices, not maps.
 	index := make(map[string]int, len(nodes))
-	hostIPs := map[netip.Addr]string{}
+	hostIPs := make(map[netip.Addr]string, 2*len(nodes))
 	for i := range nodes {
 		n := &nodes[i]
-		byName[n.Name], index[n.Name] = n, i
-		for _, a := range n.hostIPs() {
-			hostIPs[a] = n.Name
+		index[n.Name] = i
+		for _, ps := range [...][]netip.Prefix{n.Primary, n.HostCIDRs} {
+			for _, p := range ps {
+				hostIPs[p.Addr()] = n.Name
+			}
 		}
 	}
+	byName := func(name string) *Node {
+		if i, ok := index[name]; ok {
+			return &nodes[i]
+		}
+		return nil
+	}
 	candidate := func(name string) bool {
-		n, ok := byName[name]
+		n := byName(name)
 		_, isBroken := broken[name]
-		return ok && !isBroken && n.Assignable && n.Ready && (reachable == nil || reachable(name))
+		return n != nil && !isBroken && n.Assignable && n.Ready && (reachable == nil || reachable(name))
 	}
 
 	type request struct {
@@ -85,8 +94,14 @@ func Assign(eips []*egressv1.EgressIP, nodes []Node, reachable func(node string)
 	warn := func(eip *egressv1.EgressIP, reason, format string, args ...any) {
 		res.Events = append(res.Events, warning(eip, reason, format, args...))
 	}
+	specIPs := 0
+	for _, eip := range eips {
+		specIPs += len(eip.Spec.EgressIPs)
+	}
+	ips := make([]netip.Addr, 0, specIPs) // every request's, in one array
 	for i, eip := range eips {
 		reqs[i].eip = eip
+		start := len(ips)
 		for _, s := range eip.Spec.EgressIPs {
 			a, err := parseEgressIP(s)
 			switch {
@@ -94,15 +109,20 @@ func Assign(eips []*egressv1.EgressIP, nodes []Node, reachable func(node string)
 				warn(eip, ReasonInvalidEgressIP, "egress IP %q: %v", s, err)
 			case hostIPs[a] != "":
 				warn(eip, ReasonEgressIPConflict, "egress IP %s is an address of node %s", a, hostIPs[a])
-			case !slices.Contains(reqs[i].ips, a):
-				reqs[i].ips = append(reqs[i].ips, a)
+			case !slices.Contains(ips[start:], a):
+				ips = append(ips, a)
 			}
 		}
+		reqs[i].ips = ips[start:len(ips):len(ips)]
 	}
 
 	// Who owns an IP requested by several EgressIPs: the one whose status
 	// has it, else the oldest, else the first by name.
-	owner := map[netip.Addr]*egressv1.EgressIP{}
+	requested := 0
+	for _, r := range reqs {
+		requested += len(r.ips)
+	}
+	owner := make(map[netip.Addr]*egressv1.EgressIP, requested)
 	holds := func(eip *egressv1.EgressIP, a netip.Addr) bool {
 		return slices.ContainsFunc(eip.Status.Items, func(it egressv1.EgressIPStatusItem) bool {
 			b, err := netip.ParseAddr(it.EgressIP)
@@ -152,26 +172,32 @@ func Assign(eips []*egressv1.EgressIP, nodes []Node, reachable func(node string)
 		return famCap.Allows(fam) && c.Total.Allows(l.v4+l.v6)
 	}
 
-	assigned := make([]map[netip.Addr]string, len(reqs))
+	// assigned[i][k] is the node of reqs[i].ips[k] ("": none yet), all
+	// in one array.
+	assigned := make([][]string, len(reqs))
+	nodeOf := make([]string, requested)
 	for i, r := range reqs {
-		assigned[i] = map[netip.Addr]string{}
-		used := map[string]bool{}
+		assigned[i], nodeOf = nodeOf[:len(r.ips):len(r.ips)], nodeOf[len(r.ips):]
 		for _, it := range r.eip.Status.Items {
 			a, err := netip.ParseAddr(it.EgressIP)
-			if err != nil || !slices.Contains(r.ips, a.Unmap()) || assigned[i][a.Unmap()] != "" || used[it.Node] {
+			if err != nil {
 				continue
 			}
 			a = a.Unmap()
+			k := slices.Index(r.ips, a)
+			if k < 0 || assigned[i][k] != "" || slices.Contains(assigned[i], it.Node) {
+				continue
+			}
 			if _, isBroken := broken[it.Node]; !isBroken {
 				if !candidate(it.Node) {
 					continue
 				}
-				if _, _, ok := byName[it.Node].Network(a); !ok || !hasRoom(index[it.Node], a) || byName[it.Node].Refuses(a) {
+				n := byName(it.Node)
+				if _, _, ok := n.Network(a); !ok || !hasRoom(index[it.Node], a) || n.Refuses(a) {
 					continue
 				}
 			}
-			assigned[i][a] = it.Node
-			used[it.Node] = true
+			assigned[i][k] = it.Node
 			use(it.Node, a)
 		}
 	}
@@ -190,8 +216,8 @@ func Assign(eips []*egressv1.EgressIP, nodes []Node, reachable func(node string)
 				used = append(used, j)
 			}
 		}
-		for _, a := range r.ips {
-			if assigned[i][a] != "" {
+		for k, a := range r.ips {
+			if assigned[i][k] != "" {
 				continue
 			}
 			// The least loaded eligible candidate, ties by name: one scan,
@@ -214,13 +240,13 @@ func Assign(eips []*egressv1.EgressIP, nodes []Node, reachable func(node string)
 				warn(r.eip, ReasonNoMatchingNodeFound, "no egress-assignable, ready and reachable node without another IP of this EgressIP has a network containing %s and room for it", a)
 				continue
 			}
-			assigned[i][a] = nodes[chosen].Name
+			assigned[i][k] = nodes[chosen].Name
 			used = append(used, chosen)
 			use(nodes[chosen].Name, a)
 		}
 		items := []egressv1.EgressIPStatusItem{}
-		for _, a := range r.ips {
-			if node := assigned[i][a]; node != "" {
+		for k, a := range r.ips {
+			if node := assigned[i][k]; node != "" {
 				items = append(items, egressv1.EgressIPStatusItem{Node: node, EgressIP: a.String()})
 			}
 		}
