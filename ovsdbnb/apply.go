@@ -380,9 +380,9 @@ func (s *syncer) syncGroups(ctx context.Context, desired map[Owner]State, owners
 			gr := groups[g.Name]
 			if gr == nil {
 				gr = &group{missing: map[ref]bool{}}
-				if row := sn.groups[g.Name]; row != nil {
-					holders := sn.holders(row.UUID)
-					gr.uuid, gr.has = row.UUID, make(map[string]bool, len(holders))
+				if u := sn.groups[g.Name]; u != "" {
+					holders := sn.holders(u)
+					gr.uuid, gr.has = u, make(map[string]bool, len(holders))
 					for _, h := range holders {
 						gr.has[h.uuid] = true
 					}
@@ -390,12 +390,12 @@ func (s *syncer) syncGroups(ctx context.Context, desired map[Owner]State, owners
 				groups[g.Name] = gr
 			}
 			for _, n := range g.Switches {
-				if u := sn.switches[n].UUID; !gr.has[u] {
+				if u := sn.switches[n]; !gr.has[u] {
 					gr.missing[ref{nbdb.LogicalSwitchTable, u, n}] = true
 				}
 			}
 			for _, n := range g.Routers {
-				if u := sn.routers[n].UUID; !gr.has[u] {
+				if u := sn.routers[n]; !gr.has[u] {
 					gr.missing[ref{nbdb.LogicalRouterTable, u, n}] = true
 				}
 			}
@@ -439,12 +439,12 @@ func (s *syncer) syncGroups(ctx context.Context, desired map[Owner]State, owners
 func groupExists(sn *snap, g LoadBalancerGroup) error {
 	var missing []string
 	for _, n := range g.Switches {
-		if sn.switches[n] == nil {
+		if sn.switches[n] == "" {
 			missing = append(missing, fmt.Sprintf("logical switch %q", n))
 		}
 	}
 	for _, n := range g.Routers {
-		if sn.routers[n] == nil {
+		if sn.routers[n] == "" {
 			missing = append(missing, fmt.Sprintf("logical router %q", n))
 		}
 	}

@@ -2,7 +2,6 @@ package ovsdbnb
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -33,15 +32,16 @@ func (c *Client) Current(types ...string) (map[Owner]State, error) {
 	for _, t := range types {
 		want[t] = true
 	}
-	out, _, err := c.current(func(o Owner) bool { return len(want) == 0 || want[o.Type] }, nil)
+	out, _, err := c.current(func(o Owner) bool { return len(want) == 0 || want[o.Type] }, nil, len(sharedTables))
 	return out, err
 }
 
 // current reads back the States of the owners keep wants: of every owned
 // row (a scan of the tables) when owners is nil, else of the rows of
 // owners only, found through the client index on KeyOwnedBy. It also
-// returns the snapshot of the shared tables it read the holders from.
-func (c *Client) current(keep func(Owner) bool, owners []Owner) (map[Owner]State, *snap, error) {
+// returns the snapshot of the shared tables it read the holders from, of
+// the first tables of sharedTables (see snapshotOf).
+func (c *Client) current(keep func(Owner) bool, owners []Owner, tables int) (map[Owner]State, *snap, error) {
 	// The cache of the moment: a disconnected (or closed) client has
 	// none, and its next one is another object.
 	cache := c.nb.Cache()
@@ -50,7 +50,7 @@ func (c *Client) current(keep func(Owner) bool, owners []Owner) (map[Owner]State
 	}
 	s := &syncer{c: c}
 	conn := c.conn()
-	sn, err := s.snapshot(context.Background())
+	sn, err := s.snapshotOf(tables)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -195,7 +195,17 @@ func (c *Client) Drifted(written map[Owner]State) ([]Owner, error) {
 	if len(written) <= driftIndexed {
 		owners = slices.Collect(maps.Keys(written))
 	}
-	cur, sn, err := c.current(func(o Owner) bool { _, ok := written[o]; return ok }, owners)
+	// The routers alone are enough to read back policies and NATs: an
+	// owner that wrote no load balancer, group or QoS row and has one
+	// in the NB has drifted whoever holds it.
+	tables := 1
+	for _, st := range written {
+		if holdsShared(st) {
+			tables = len(sharedTables)
+			break
+		}
+	}
+	cur, sn, err := c.current(func(o Owner) bool { _, ok := written[o]; return ok }, owners, tables)
 	if err != nil {
 		return nil, err
 	}
@@ -217,12 +227,12 @@ func (c *Client) Drifted(written map[Owner]State) ([]Owner, error) {
 // back, and the owners that name them must be synced to create them.
 func groupsHeld(sn *snap, gs []LoadBalancerGroup) bool {
 	for _, g := range gs {
-		row, ok := sn.groups[g.Name]
+		u, ok := sn.groups[g.Name]
 		if !ok {
 			return false
 		}
 		held := map[ref]bool{}
-		for _, h := range sn.holders(row.UUID) {
+		for _, h := range sn.holders(u) {
 			held[ref{table: h.table, name: h.name}] = true
 		}
 		for _, sw := range g.Switches {

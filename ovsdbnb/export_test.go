@@ -67,41 +67,21 @@ func sharedDiff(a, b *sharedIndex, tables int) string {
 			out = append(out, fmt.Sprintf("%s: %v != %v", kind, x, y))
 		}
 	}
-	uuids := func(m any) map[string]string {
-		r := map[string]string{}
-		switch m := m.(type) {
-		case map[string]*nbdb.LogicalRouter:
-			for n, v := range m {
-				r[n] = v.UUID
-			}
-		case map[string]*nbdb.LogicalSwitch:
-			for n, v := range m {
-				r[n] = v.UUID
-			}
-		case map[string]*nbdb.LoadBalancerGroup:
-			for n, v := range m {
-				r[n] = v.UUID
-			}
-		}
-		return r
-	}
-	names("routers", uuids(a.routers), uuids(b.routers))
+	names("routers", a.routers, b.routers)
 	if tables > 1 {
-		names("switches", uuids(a.switches), uuids(b.switches))
-		names("groups", uuids(a.groups), uuids(b.groups))
+		names("switches", a.switches, b.switches)
+		names("groups", a.groups, b.groups)
 	}
 	flat := func(x *refIndex) map[string]string {
 		r := map[string]string{}
-		for _, m := range x {
-			for u, hs := range m {
-				var s []string
-				for _, h := range hs {
-					s = append(s, h.table+"/"+h.uuid+"/"+h.name)
-				}
-				slices.Sort(s)
-				r[u] = fmt.Sprint(s)
+		x.all(func(u string, hs []ref) {
+			var s []string
+			for _, h := range hs {
+				s = append(s, h.table+"/"+h.uuid+"/"+h.name)
 			}
-		}
+			slices.Sort(s)
+			r[u] = fmt.Sprint(s)
+		})
 		return r
 	}
 	ak, bk := a.holderKinds(), b.holderKinds()
@@ -110,10 +90,16 @@ func sharedDiff(a, b *sharedIndex, tables int) string {
 			names(kind, flat(ak[k]), flat(bk[k]))
 		}
 	}
+	rows := func(x *sharded[sharedRow]) map[string]string {
+		r := map[string]string{}
+		x.all(func(u string, row sharedRow) { r[u] = fmt.Sprint(row.self, row.kinds) })
+		return r
+	}
 	for t := range sharedTables[:tables] {
-		if len(a.rows[t]) != len(b.rows[t]) {
-			out = append(out, fmt.Sprintf("%s: %d rows != %d", sharedTables[t], len(a.rows[t]), len(b.rows[t])))
+		if a.counts[t] != b.counts[t] {
+			out = append(out, fmt.Sprintf("%s: %d rows != %d", sharedTables[t], a.counts[t], b.counts[t]))
 		}
+		names(sharedTables[t]+" rows", rows(&a.rows[t]), rows(&b.rows[t]))
 	}
 	return strings.Join(out, "\n")
 }

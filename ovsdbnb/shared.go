@@ -38,11 +38,13 @@ type shared struct {
 
 // sharedIndex is the shared rows of one moment of the cache.
 type sharedIndex struct {
-	// rows are the indexed rows by table (sharedTables' order) and UUID.
-	rows     [len(sharedTables)]map[string]sharedRow
-	routers  map[string]*nbdb.LogicalRouter
-	switches map[string]*nbdb.LogicalSwitch
-	groups   map[string]*nbdb.LoadBalancerGroup
+	// rows are the indexed rows by table (sharedTables' order) and UUID,
+	// counts how many each table holds.
+	rows   [len(sharedTables)]sharded[sharedRow]
+	counts [len(sharedTables)]int
+	// routers, switches and groups map names to UUIDs: a row's update
+	// changes them only when it renames the row.
+	routers, switches, groups map[string]string
 	// children maps a policy or NAT to the routers holding it;
 	// lbHolders a load balancer or group to the routers, switches and
 	// groups whose load_balancer / load_balancer_group column holds it;
@@ -50,18 +52,27 @@ type sharedIndex struct {
 	children, lbHolders, qosHolders refIndex
 }
 
-// refIndex maps a row's UUID to the rows holding it, in 256 shards by
-// the UUID's first two hex digits: a change copies the shards it touches,
-// each a 256th of the policies and NATs of every router (with 16, the
-// five NATs of an egress IP's move copied up to five sixteenths of them).
-type refIndex [256]map[string][]ref
+// sharded maps a row's UUID to a V in 4,096 shards by the UUID's first
+// three hex digits, in 64 groups of 64: a change copies the groups and
+// the shards it touches. At 150,000 pods a refIndex of the children
+// holds as many NATs: with 256 shards, the few NATs and policies of an
+// egress IP's move copied 600 entries each (a third of a NotReady's
+// garbage); with 4,096, 40. Groups and shards are made on first write.
+type sharded[V any] [64]*shardGroup[V]
 
-// shard is the shard of UUID u.
-func shard(u string) int {
-	if len(u) < 2 {
-		return 0
+// shardGroup is 64 shards of a sharded.
+type shardGroup[V any] [64]map[string]V
+
+// refIndex maps a row's UUID to the rows holding it.
+type refIndex = sharded[[]ref]
+
+// shard is the group and the shard in it of UUID u.
+func shard(u string) (group, i int) {
+	if len(u) < 3 {
+		return 0, 0
 	}
-	return hexDigit(u[0])<<4 | hexDigit(u[1])
+	n := hexDigit(u[0])<<8 | hexDigit(u[1])<<4 | hexDigit(u[2])
+	return n >> 6, n & 63
 }
 
 // hexDigit is c's value as a hex digit (any byte gives 0-15).
@@ -75,8 +86,57 @@ func hexDigit(c byte) int {
 	return int(c) % 16
 }
 
-// get returns the rows holding u.
-func (x *refIndex) get(u string) []ref { return x[shard(u)][u] }
+// get returns the value of u.
+func (x *sharded[V]) get(u string) V {
+	v, _ := x.lookup(u)
+	return v
+}
+
+// lookup returns the value of u and whether x holds one.
+func (x *sharded[V]) lookup(u string) (V, bool) {
+	g, i := shard(u)
+	if x[g] == nil {
+		var none V
+		return none, false
+	}
+	v, ok := x[g][i][u]
+	return v, ok
+}
+
+// all calls f with every UUID and value of x.
+func (x *sharded[V]) all(f func(u string, v V)) {
+	for _, g := range x {
+		if g == nil {
+			continue
+		}
+		for _, m := range g {
+			for u, v := range m {
+				f(u, v)
+			}
+		}
+	}
+}
+
+// writable returns the shard of u in x, its group and itself copied the
+// first time (see cow).
+func writable[V any](cow func(any) bool, x *sharded[V], u string) map[string]V {
+	g, i := shard(u)
+	if cow(&x[g]) {
+		grp := new(shardGroup[V])
+		if x[g] != nil {
+			*grp = *x[g]
+		}
+		x[g] = grp
+	}
+	if cow(&x[g][i]) {
+		if m := x[g][i]; m != nil {
+			x[g][i] = maps.Clone(m)
+		} else {
+			x[g][i] = map[string]V{}
+		}
+	}
+	return x[g][i]
+}
 
 // sharedRow is one indexed row and the references it held then.
 type sharedRow struct {
@@ -104,16 +164,7 @@ func (sh *shared) index(tc *cache.TableCache, tables int) (*sharedIndex, error) 
 	defer sh.mu.Unlock()
 	prev := sh.last
 	if prev == nil || sh.cache != tc {
-		prev = &sharedIndex{routers: map[string]*nbdb.LogicalRouter{}, switches: map[string]*nbdb.LogicalSwitch{},
-			groups: map[string]*nbdb.LoadBalancerGroup{}}
-		for t := range sharedTables {
-			prev.rows[t] = map[string]sharedRow{}
-		}
-		for _, hm := range prev.holderKinds() {
-			for i := range hm {
-				hm[i] = map[string][]ref{}
-			}
-		}
+		prev = &sharedIndex{routers: map[string]string{}, switches: map[string]string{}, groups: map[string]string{}}
 	}
 	type change struct {
 		t    int
@@ -129,7 +180,7 @@ func (sh *shared) index(tc *cache.TableCache, tables int) (*sharedIndex, error) 
 		rows := rc.RowsShallow()
 		seen := 0
 		for u, m := range rows {
-			old, ok := prev.rows[t][u]
+			old, ok := prev.rows[t].lookup(u)
 			if ok {
 				seen++
 			}
@@ -137,12 +188,12 @@ func (sh *shared) index(tc *cache.TableCache, tables int) (*sharedIndex, error) 
 				changes = append(changes, change{t, u, m})
 			}
 		}
-		if seen < len(prev.rows[t]) {
-			for u := range prev.rows[t] {
+		if seen < prev.counts[t] {
+			prev.rows[t].all(func(u string, _ sharedRow) {
 				if _, ok := rows[u]; !ok {
 					changes = append(changes, change{t: t, uuid: u})
 				}
-			}
+			})
 		}
 	}
 	if len(changes) == 0 && sh.last != nil && sh.cache == tc {
@@ -157,34 +208,16 @@ func (sh *shared) index(tc *cache.TableCache, tables int) (*sharedIndex, error) 
 		cloned[p] = true
 		return true
 	}
-	// writable returns shard i of x, copied the first time.
-	writable := func(x *refIndex, i int) map[string][]ref {
-		if cow(&x[i]) {
-			x[i] = maps.Clone(x[i])
-		}
-		return x[i]
-	}
 	for _, c := range changes {
-		if cow(&next.rows[c.t]) {
-			next.rows[c.t] = maps.Clone(next.rows[c.t])
-		}
-		old, had := next.rows[c.t][c.uuid]
+		rows := writable(cow, &next.rows[c.t], c.uuid)
+		old, had := rows[c.uuid]
 		var row sharedRow
 		if c.m != nil {
 			row = sharedRowOf(c.m)
 		}
 		// The name maps.
-		switch c.t {
-		case 0:
-			r, _ := c.m.(*nbdb.LogicalRouter)
-			rename(&next.routers, cow, func(r *nbdb.LogicalRouter) string { return r.UUID }, had, old.self.name, c.uuid, row.self.name, r)
-		case 1:
-			sw, _ := c.m.(*nbdb.LogicalSwitch)
-			rename(&next.switches, cow, func(s *nbdb.LogicalSwitch) string { return s.UUID }, had, old.self.name, c.uuid, row.self.name, sw)
-		case 2:
-			g, _ := c.m.(*nbdb.LoadBalancerGroup)
-			rename(&next.groups, cow, func(g *nbdb.LoadBalancerGroup) string { return g.UUID }, had, old.self.name, c.uuid, row.self.name, g)
-		}
+		names := [...]*map[string]string{&next.routers, &next.switches, &next.groups}[c.t]
+		rename(names, cow, had, old.self.name, c.uuid, row.self.name, c.m != nil)
 		// The reverse maps: what the row no longer holds, then what it
 		// holds now.
 		for k, hm := range next.holderKinds() {
@@ -200,7 +233,7 @@ func (sh *shared) index(tc *cache.TableCache, tables int) (*sharedIndex, error) 
 				added = row.kinds[k]
 			}
 			for _, u := range gone {
-				m := writable(hm, shard(u))
+				m := writable(cow, hm, u)
 				hs := slices.DeleteFunc(slices.Clone(m[u]), func(h ref) bool { return h.uuid == c.uuid })
 				if len(hs) == 0 {
 					delete(m, u)
@@ -209,14 +242,19 @@ func (sh *shared) index(tc *cache.TableCache, tables int) (*sharedIndex, error) 
 				}
 			}
 			for _, u := range added {
-				m := writable(hm, shard(u))
+				m := writable(cow, hm, u)
 				m[u] = append(slices.Clip(m[u]), row.self)
 			}
 		}
-		if c.m == nil {
-			delete(next.rows[c.t], c.uuid)
-		} else {
-			next.rows[c.t][c.uuid] = row
+		switch {
+		case c.m == nil:
+			delete(rows, c.uuid)
+			next.counts[c.t]--
+		default:
+			rows[c.uuid] = row
+			if !had {
+				next.counts[c.t]++
+			}
 		}
 	}
 	sh.cache, sh.last = tc, &next
@@ -224,19 +262,23 @@ func (sh *shared) index(tc *cache.TableCache, tables int) (*sharedIndex, error) 
 }
 
 // rename keeps the name map *x (copied on first write, see cow) in step
-// with row uuid: its old name goes if it still names this row (another
+// with row id: its old name goes if it still names this row (another
 // row may have taken the name in the same update), its new one comes
-// unless the row is gone (v nil).
-func rename[T comparable](x *map[string]T, cow func(any) bool, uuid func(T) string, had bool, oldName, id, newName string, v T) {
+// unless the row is gone. An update that keeps the name writes nothing.
+func rename(x *map[string]string, cow func(any) bool, had bool, oldName, id, newName string, alive bool) {
+	drop := had && (!alive || oldName != newName) && (*x)[oldName] == id
+	add := alive && (*x)[newName] != id
+	if !drop && !add {
+		return
+	}
 	if cow(x) {
 		*x = maps.Clone(*x)
 	}
-	var none T
-	if r := (*x)[oldName]; had && r != none && uuid(r) == id {
+	if drop {
 		delete(*x, oldName)
 	}
-	if v != none {
-		(*x)[newName] = v
+	if add {
+		(*x)[newName] = id
 	}
 }
 

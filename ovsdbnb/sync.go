@@ -361,11 +361,18 @@ func (s *syncer) snapshotFor(desired map[Owner]State, owners []Owner) (*snap, er
 // (see snapshotFor).
 func tablesFor(desired map[Owner]State, owners []Owner) int {
 	for _, o := range owners {
-		if st := desired[o]; len(st.LoadBalancers) > 0 || len(st.Groups) > 0 || len(st.QoSRules) > 0 {
+		if holdsShared(desired[o]) {
 			return len(sharedTables)
 		}
 	}
 	return 1
+}
+
+// holdsShared reports whether st has rows that switches or groups hold
+// (load balancers, QoS rows) or groups: its plan, or its read back,
+// needs every shared table indexed.
+func holdsShared(st State) bool {
+	return len(st.LoadBalancers) > 0 || len(st.Groups) > 0 || len(st.QoSRules) > 0
 }
 
 func (s *syncer) snapshotOf(tables int) (*snap, error) {
@@ -623,24 +630,24 @@ func lbTargets(sn *snap, lb LoadBalancer) ([]ref, error) {
 	var out []ref
 	for _, n := range lb.Switches {
 		ls := sn.switches[n]
-		if ls == nil {
+		if ls == "" {
 			return nil, fmt.Errorf("logical switch %q does not exist", n)
 		}
-		out = append(out, ref{nbdb.LogicalSwitchTable, ls.UUID, n})
+		out = append(out, ref{nbdb.LogicalSwitchTable, ls, n})
 	}
 	for _, n := range lb.Routers {
 		lr := sn.routers[n]
-		if lr == nil {
+		if lr == "" {
 			return nil, fmt.Errorf("logical router %q does not exist", n)
 		}
-		out = append(out, ref{nbdb.LogicalRouterTable, lr.UUID, n})
+		out = append(out, ref{nbdb.LogicalRouterTable, lr, n})
 	}
 	for _, n := range lb.Groups {
 		g := sn.groups[n]
-		if g == nil {
+		if g == "" {
 			return nil, fmt.Errorf("load balancer group %q does not exist", n)
 		}
-		out = append(out, ref{nbdb.LoadBalancerGroupTable, g.UUID, n})
+		out = append(out, ref{nbdb.LoadBalancerGroupTable, g, n})
 	}
 	return out, nil
 }
@@ -781,15 +788,15 @@ func (s *syncer) planChildren(sn *snap, p *plan, table, col string, cur map[stri
 	var inserts []func()
 	for _, w := range want {
 		lr := sn.routers[w.router]
-		if lr == nil {
+		if lr == "" {
 			return &OwnerError{Owner: p.owner, Row: w.id, Err: fmt.Errorf("logical router %q does not exist", w.router)}
 		}
-		lrRef := ref{nbdb.LogicalRouterTable, lr.UUID, lr.Name}
+		lrRef := ref{nbdb.LogicalRouterTable, lr, w.router}
 		if uuids := cur[w.id]; len(uuids) > 0 {
 			u := uuids[0]
 			keep[u] = true
 			p.add(w.id, false, diffOps(table, u, curRows[u], w.r)...)
-			if parent, ok := sn.parent(u); !ok || parent.uuid != lr.UUID {
+			if parent, ok := sn.parent(u); !ok || parent.uuid != lr {
 				p.addRef(w.id, lrRef, col, ovsdb.MutateOperationInsert, u)
 			}
 			continue
@@ -797,7 +804,7 @@ func (s *syncer) planChildren(sn *snap, p *plan, table, col string, cur map[stri
 		if u, cr, ok := s.foreignRow(sn, table, w.id); ok {
 			p.res.Adopted++
 			p.add(w.id, false, diffOps(table, u, adopted(cr), w.r)...)
-			if parent, ok := sn.parent(u); !ok || parent.uuid != lr.UUID {
+			if parent, ok := sn.parent(u); !ok || parent.uuid != lr {
 				if ok {
 					p.addRef(w.id, parent, col, ovsdb.MutateOperationDelete, u)
 				}
@@ -937,10 +944,10 @@ func (s *syncer) planQoS(sn *snap, p *plan, want []QoS) error {
 		var targets []ref
 		for _, n := range q.Switches {
 			ls := sn.switches[n]
-			if ls == nil {
+			if ls == "" {
 				return &OwnerError{Owner: o, Row: id, Err: fmt.Errorf("logical switch %q does not exist", n)}
 			}
-			targets = append(targets, ref{nbdb.LogicalSwitchTable, ls.UUID, n})
+			targets = append(targets, ref{nbdb.LogicalSwitchTable, ls, n})
 		}
 		r := qosRow(q).stamp(o)
 		if c := byID[id]; c != nil {
