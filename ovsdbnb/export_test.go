@@ -90,7 +90,7 @@ func sharedDiff(a, b *sharedIndex, tables int) string {
 			names(kind, flat(ak[k]), flat(bk[k]))
 		}
 	}
-	rows := func(x *sharded[sharedRow]) map[string]string {
+	rows := func(x *rowShards) map[string]string {
 		r := map[string]string{}
 		x.all(func(u string, row sharedRow) { r[u] = fmt.Sprint(row.self, row.kinds) })
 		return r

@@ -40,7 +40,7 @@ type shared struct {
 type sharedIndex struct {
 	// rows are the indexed rows by table (sharedTables' order) and UUID,
 	// counts how many each table holds.
-	rows   [len(sharedTables)]sharded[sharedRow]
+	rows   [len(sharedTables)]rowShards
 	counts [len(sharedTables)]int
 	// routers, switches and groups map names to UUIDs: a row's update
 	// changes them only when it renames the row.
@@ -56,12 +56,42 @@ type sharedIndex struct {
 // three hex digits, in 64 groups of 64: a change copies the groups and
 // the shards it touches. At 150,000 pods a refIndex of the children
 // holds as many NATs: with 256 shards, the few NATs and policies of an
-// egress IP's move copied 600 entries each (a third of a NotReady's
-// garbage); with 4,096, 40. Groups and shards are made on first write.
+// egress IP's move copied 600 entries each (a tenth of what a NotReady
+// pass allocated in BenchmarkClusterEventsNB); with 4,096, 40. Groups and
+// shards are made on first write.
 type sharded[V any] [64]*shardGroup[V]
 
 // shardGroup is 64 shards of a sharded.
 type shardGroup[V any] [64]map[string]V
+
+// rowShards are a table's indexed rows in 64 shards by the UUID's first
+// six bits: a change copies a 64th of the table (30 rows at 2,000
+// routers). Each index looks every row of the table up: in 4,096
+// shards, the lookups' cache misses were 11% of the daemon's CPU during
+// the scale benchmark's events.
+type rowShards [64]map[string]sharedRow
+
+// lookup returns the row u and whether x holds it.
+func (x *rowShards) lookup(u string) (sharedRow, bool) {
+	g, _ := shard(u)
+	r, ok := x[g][u]
+	return r, ok
+}
+
+// all calls f with every UUID and row of x.
+func (x *rowShards) all(f func(u string, r sharedRow)) {
+	for _, m := range x {
+		for u, r := range m {
+			f(u, r)
+		}
+	}
+}
+
+// writable returns the shard of u, copied the first time (see cow).
+func (x *rowShards) writable(cow func(any) bool, u string) map[string]sharedRow {
+	g, _ := shard(u)
+	return cloned(cow, &x[g])
+}
 
 // refIndex maps a row's UUID to the rows holding it.
 type refIndex = sharded[[]ref]
@@ -128,14 +158,19 @@ func writable[V any](cow func(any) bool, x *sharded[V], u string) map[string]V {
 		}
 		x[g] = grp
 	}
-	if cow(&x[g][i]) {
-		if m := x[g][i]; m != nil {
-			x[g][i] = maps.Clone(m)
+	return cloned(cow, &x[g][i])
+}
+
+// cloned returns *m, copied (made, if nil) the first time (see cow).
+func cloned[V any](cow func(any) bool, m *map[string]V) map[string]V {
+	if cow(m) {
+		if *m != nil {
+			*m = maps.Clone(*m)
 		} else {
-			x[g][i] = map[string]V{}
+			*m = map[string]V{}
 		}
 	}
-	return x[g][i]
+	return *m
 }
 
 // sharedRow is one indexed row and the references it held then.
@@ -209,7 +244,7 @@ func (sh *shared) index(tc *cache.TableCache, tables int) (*sharedIndex, error) 
 		return true
 	}
 	for _, c := range changes {
-		rows := writable(cow, &next.rows[c.t], c.uuid)
+		rows := next.rows[c.t].writable(cow, c.uuid)
 		old, had := rows[c.uuid]
 		var row sharedRow
 		if c.m != nil {
