@@ -126,14 +126,22 @@ func (c *Client) SyncSteps(ctx context.Context, steps []map[Owner]State) []StepR
 // indexing them again.
 func (c *Client) follow(ctx context.Context, pending []*step, desired map[Owner]State, first bool) *step {
 	prev := pending[len(pending)-1]
+	// refuse logs why the step waits (how often a step follows is the
+	// scale benchmark's log to read) and returns nil.
+	refuse := func(why string, o Owner) *step {
+		c.log.Debug("ovsdbnb: step waits for the steps before", "steps", len(pending), "reason", why, "owner", o.String())
+		return nil
+	}
 	for _, q := range pending {
 		if q.err != nil || q.batches != 1 {
-			return nil // its plans are not all in sent
+			return refuse("a step before failed or was sent in several transactions", Owner{}) // its plans are not all in sent
 		}
 	}
-	for _, st := range desired {
+	for o, st := range desired {
 		if len(st.LoadBalancers) > 0 || len(st.Groups) > 0 || len(st.TemplateVars) > 0 {
-			return nil // shared rows (groups, chassis rows), written in transactions of their own
+			// Shared rows (groups, chassis rows), written in
+			// transactions of their own.
+			return refuse("load balancers, groups or template variables", o)
 		}
 	}
 	s := &syncer{c: c, opts: SyncOptions{BatchOps: DefaultBatchOps}, failed: map[Owner]*OwnerError{},
@@ -145,7 +153,7 @@ func (c *Client) follow(ctx context.Context, pending []*step, desired map[Owner]
 	} else {
 		var err error
 		if sn, err = s.snapshotFor(desired, valid); err != nil {
-			return nil
+			return refuse("no snapshot: "+err.Error(), Owner{})
 		}
 	}
 	sent := make([]map[Owner]*plan, len(pending)) // each pending step's plans, by owner
@@ -175,7 +183,7 @@ func (c *Client) follow(ctx context.Context, pending []*step, desired map[Owner]
 		var after, cover []*plan
 		for k, q := range pending {
 			if q.s.failed[o] != nil {
-				return nil // not written by q: its parts unchanged here are not in the NB
+				return refuse("refused by a step before", o) // not written by q: its parts unchanged here are not in the NB
 			}
 			if qp := sent[k][o]; qp != nil {
 				after = append(after, qp)
@@ -195,8 +203,13 @@ func (c *Client) follow(ctx context.Context, pending []*step, desired map[Owner]
 			}
 			// Nothing left has nothing to wait with for the steps it
 			// leaves o to: it waits for their replies instead.
-			if p = uncovered(p, cover); p == nil || len(p.ops) == 0 || w.conflicts(p) {
-				return nil
+			switch p = uncovered(p, cover); {
+			case p == nil:
+				return refuse("the plan does not make the operations of the steps before", o)
+			case len(p.ops) == 0:
+				return refuse("nothing left to send", o)
+			case w.conflicts(p):
+				return refuse("writes a row the steps before write", o)
 			}
 			covered++
 		}
@@ -206,7 +219,7 @@ func (c *Client) follow(ctx context.Context, pending []*step, desired map[Owner]
 		for _, q := range after {
 			g, ok := committed(q)
 			if !ok {
-				return nil
+				return refuse("a plan before has no row to wait on", o)
 			}
 			p.add(followRow, true, g)
 			guarded = true
@@ -215,14 +228,14 @@ func (c *Client) follow(ctx context.Context, pending []*step, desired map[Owner]
 		ops += len(p.ops)
 	}
 	if ops > DefaultBatchOps {
-		return nil
+		return refuse("more than one transaction", Owner{})
 	}
 	if len(plans) > 0 && !guarded {
 		// No owner in common: the transaction still commits after
 		// prev's, which is one transaction (all or nothing).
 		i := slices.IndexFunc(prev.sent, func(q *plan) bool { _, ok := committed(q); return ok })
 		if i < 0 {
-			return nil
+			return refuse("the step before has no row to wait on", Owner{})
 		}
 		g, _ := committed(prev.sent[i])
 		plans[0].add(followRow, true, g)
