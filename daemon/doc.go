@@ -131,8 +131,10 @@
 // sequences by TestIncrementalMatchesFull) on start, on gaining the
 // leadership, when a compute fails, and every 10 minutes as a safety net
 // against a missed change. What stays O(cluster) per event, in pointers
-// and map lookups only: the Snapshot's listing of the caches but the
-// Pods (listed for a full recompute only), the statuses' comparison
+// and map lookups only: the Snapshot's listing of the caches of the
+// kinds that changed since the last Snapshot (the Watcher keeps each
+// kind's list until one of its objects changes; the Pods are listed for
+// a full recompute only), the statuses' comparison
 // (EgressIPs already found holding their status are not parsed again)
 // and ovsdbnb's comparison of the shared rows' pointers (see its Cost);
 // the assignment is O(EgressIPs + nodes) when it runs.

@@ -194,8 +194,11 @@
 // groups (which router holds a policy or NAT, which rows hold a load
 // balancer, group or QoS row) is kept between Syncs: libovsdb replaces a
 // cached row when it changes, so comparing row pointers finds the rows to
-// index again, and an index is copied on write (its reverse maps in 256
-// shards) so that concurrent Syncs and Drifted read theirs without a lock.
+// index again, and an index is copied on write (its rows in 64 shards
+// per table, its reverse maps in 4,096, its name maps only when a row is
+// renamed, created or deleted) so that concurrent Syncs and Drifted read
+// theirs without a lock. Drifted reads an owner back against the routers
+// alone unless the owner wrote load balancers, groups or QoS rows.
 // The cost left per Sync is that pointer comparison, one pass over the
 // 6,000 shared rows of 2,000 nodes (rebuilding the index every Sync had
 // cost 10-25 ms there), and over the 2,000 routers only when no owner of
