@@ -83,14 +83,7 @@ func TestWatcherRunLoop(t *testing.T) {
 // each changed object comes once, as the store holds it (a deleted one as
 // nil), and RequestFull and RequestReassign show in the next take.
 func TestWatcherTakeChanges(t *testing.T) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	src := NewManifestSource(t.TempDir(), log)
-	w := NewWatcher(src.Clientset, src.Dynamic, log)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	if err := w.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ctx, src, w := startedWatcher(t)
 	if ch := w.TakeChanges(); ch != nil {
 		t.Fatalf("first take %+v, want nil (full)", ch)
 	}
@@ -145,10 +138,10 @@ func TestWatcherTakeChanges(t *testing.T) {
 	}
 }
 
-// TestWatcherSnapshotLists: a Snapshot taken after TakeChanges returned
-// a change lists the changed object, and a kind none of whose objects
-// changed keeps the list of the Snapshot before (the same slice).
-func TestWatcherSnapshotLists(t *testing.T) {
+// startedWatcher starts a Watcher on an empty in-memory API (stopped at
+// the test's end).
+func startedWatcher(t *testing.T) (context.Context, *ManifestSource, *Watcher) {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	src := NewManifestSource(t.TempDir(), log)
 	w := NewWatcher(src.Clientset, src.Dynamic, log)
@@ -157,6 +150,14 @@ func TestWatcherSnapshotLists(t *testing.T) {
 	if err := w.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	return ctx, src, w
+}
+
+// TestWatcherSnapshotLists: a Snapshot taken after TakeChanges returned
+// a change lists the changed object, and a kind none of whose objects
+// changed keeps the list of the Snapshot before (the same slice).
+func TestWatcherSnapshotLists(t *testing.T) {
+	ctx, src, w := startedWatcher(t)
 	core := src.Clientset.CoreV1()
 	if _, err := core.Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
