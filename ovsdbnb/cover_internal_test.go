@@ -1,6 +1,7 @@
 package ovsdbnb
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/ovn-kubernetes/libovsdb/ovsdb"
@@ -100,6 +101,57 @@ func TestWritesConflicts(t *testing.T) {
 			tc.p(p)
 			if got := w.conflicts(p); got != tc.want {
 				t.Errorf("conflicts %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestOpKeys: an operation's key is the same for the same operation in
+// another plan (maps in any order, the insert's named UUID replaced by
+// its derived UUID) and differs when any value, column or type does.
+func TestOpKeys(t *testing.T) {
+	const derived = "33333333-0000-0000-0000-000000000001"
+	op := func(name string, row ovsdb.Row, muts ...ovsdb.Mutation) *plan {
+		p := &plan{}
+		ins := ovsdb.Operation{Op: ovsdb.OperationInsert, Table: nbdb.NATTable, UUID: derived, UUIDName: name, Row: row}
+		p.add("r", true, ins)
+		p.add("r", false, ovsdb.Operation{Op: ovsdb.OperationMutate, Table: nbdb.LogicalRouterTable,
+			Where: whereUUID("44444444-0000-0000-0000-000000000001"), Mutations: muts})
+		return p
+	}
+	ids := func(kv ...string) ovsdb.OvsMap {
+		m := ovsdb.OvsMap{GoMap: map[any]any{}}
+		for i := 0; i < len(kv); i += 2 {
+			m.GoMap[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	ref := func(name string) ovsdb.Mutation {
+		return ovsdb.Mutation{Column: "nat", Mutator: ovsdb.MutateOperationInsert,
+			Value: ovsdb.OvsSet{GoSet: []any{ovsdb.UUID{GoUUID: name}}}}
+	}
+	base := op("row1", ovsdb.Row{"type": "snat", "external_ids": ids("a", "1", "b", "2"), "priority": 5}, ref("row1"))
+	tests := []struct {
+		name string
+		p    *plan
+		same bool
+	}{
+		{"named otherwise, map built in another order", op("row9", ovsdb.Row{"priority": 5, "external_ids": ids("b", "2", "a", "1"), "type": "snat"}, ref("row9")), true},
+		{"a map value differs", op("row1", ovsdb.Row{"type": "snat", "external_ids": ids("a", "1", "b", "3"), "priority": 5}, ref("row1")), false},
+		{"a value's type differs", op("row1", ovsdb.Row{"type": "snat", "external_ids": ids("a", "1", "b", "2"), "priority": "5"}, ref("row1")), false},
+		{"a column differs", op("row1", ovsdb.Row{"type": "snat", "external_ids": ids("a", "1", "b", "2"), "priorit": 5}, ref("row1")), false},
+		{"strings that run together differently", op("row1", ovsdb.Row{"types": "nat", "external_ids": ids("a", "1", "b", "2"), "priority": 5}, ref("row1")), false},
+		{"the reference names another row", op("row1", ovsdb.Row{"type": "snat", "external_ids": ids("a", "1", "b", "2"), "priority": 5}, ref("row2")), false},
+	}
+	bk, ok := opKeys(base)
+	if !ok {
+		t.Fatal("base: an insert without a derived UUID")
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			k, _ := opKeys(tc.p)
+			if same := slices.Equal(k, bk); same != tc.same {
+				t.Errorf("same keys %v, want %v:\n%q\n%q", same, tc.same, k, bk)
 			}
 		})
 	}
