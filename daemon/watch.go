@@ -133,10 +133,12 @@ type listCache struct {
 func cachedList[T any](c *listCache, store cache.Store) []T {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if l, ok := c.list.([]T); ok && c.fresh.Swap(true) {
+	// Set before the store is listed: a change from here on clears it
+	// again.
+	fresh := c.fresh.Swap(true)
+	if l, ok := c.list.([]T); ok && fresh {
 		return l
 	}
-	c.fresh.Store(true) // a change from here on clears it again
 	objs := store.List()
 	out := make([]T, 0, len(objs))
 	for _, o := range objs {
@@ -440,11 +442,7 @@ func (w *Watcher) Start(ctx context.Context) error {
 
 // Snapshot lists every cached object.
 func (w *Watcher) Snapshot() (Snapshot, error) {
-	s, err := w.snapshot()
-	if err != nil {
-		return s, err
-	}
-	return s.WithPods()
+	return w.snapshot().WithPods()
 }
 
 // clusterSnapshot is the cluster loop's Snapshot: with changed, its Pods
@@ -454,14 +452,14 @@ func (w *Watcher) clusterSnapshot(changed *Changes) (Snapshot, error) {
 	if changed == nil {
 		return w.Snapshot()
 	}
-	s, err := w.snapshot()
+	s := w.snapshot()
 	s.Changed = changed
-	return s, err
+	return s, nil
 }
 
 // snapshot lists every cached object but the Pods (listPods lists
 // them), through the lists kept since the last change of their kind.
-func (w *Watcher) snapshot() (Snapshot, error) {
+func (w *Watcher) snapshot() Snapshot {
 	var s Snapshot
 	stores := &w.changes.stores
 	s.Nodes = cachedList[*corev1.Node](&w.lists[kindNode], stores[kindNode])
@@ -518,7 +516,7 @@ func (w *Watcher) snapshot() (Snapshot, error) {
 			}
 		}
 	}
-	return s, nil
+	return s
 }
 
 // RunLoop calls reconcile for every key the queue delivers until ctx ends,

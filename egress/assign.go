@@ -118,10 +118,7 @@ func Assign(eips []*egressv1.EgressIP, nodes []Node, reachable func(node string)
 
 	// Who owns an IP requested by several EgressIPs: the one whose status
 	// has it, else the oldest, else the first by name.
-	requested := 0
-	for _, r := range reqs {
-		requested += len(r.ips)
-	}
+	requested := len(ips) // before the conflicts below take some out
 	owner := make(map[netip.Addr]*egressv1.EgressIP, requested)
 	holds := func(eip *egressv1.EgressIP, a netip.Addr) bool {
 		return slices.ContainsFunc(eip.Status.Items, func(it egressv1.EgressIPStatusItem) bool {

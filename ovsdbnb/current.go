@@ -191,21 +191,15 @@ func (c *Client) Drifted(written map[Owner]State) ([]Owner, error) {
 	if len(written) == 0 {
 		return nil, nil
 	}
+	all := slices.Collect(maps.Keys(written))
 	var owners []Owner
 	if len(written) <= driftIndexed {
-		owners = slices.Collect(maps.Keys(written))
+		owners = all
 	}
 	// The routers alone are enough to read back policies and NATs: an
 	// owner that wrote no load balancer, group or QoS row and has one
 	// in the NB has drifted whoever holds it.
-	tables := 1
-	for _, st := range written {
-		if holdsShared(st) {
-			tables = len(sharedTables)
-			break
-		}
-	}
-	cur, sn, err := c.current(func(o Owner) bool { _, ok := written[o]; return ok }, owners, tables)
+	cur, sn, err := c.current(func(o Owner) bool { _, ok := written[o]; return ok }, owners, tablesFor(written, all))
 	if err != nil {
 		return nil, err
 	}

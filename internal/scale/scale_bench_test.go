@@ -362,14 +362,23 @@ func (m *measure) allocs(ctx context.Context, name string) func() {
 			m.b.Logf("scale: allocation profile %s: %v", name, err)
 			return
 		}
-		top, err := exec.Command("go", "tool", "pprof", "-sample_index=alloc_space", "-diff_base", base, "-top", "-nodecount=40", out).CombinedOutput()
-		if err != nil {
-			m.b.Logf("scale: pprof -top %s: %v\n%s", name, err, top)
-			return
-		}
-		cum, _ := exec.Command("go", "tool", "pprof", "-sample_index=alloc_space", "-diff_base", base, "-top", "-cum", "-nodecount=40", out).CombinedOutput()
-		_ = os.WriteFile(filepath.Join(m.profDir, name+".txt"), append(append(top, "\n--- sorted by cumulative allocation ---\n"...), cum...), 0o644)
+		m.summary(name, "allocation", "-sample_index=alloc_space", "-diff_base", base, out)
 	}
+}
+
+// summary writes `go tool pprof -top` of a profile (args: the options
+// and the file), then sorted by cumulative what, to <name>.txt.
+func (m *measure) summary(name, what string, args ...string) {
+	pprof := func(more ...string) ([]byte, error) {
+		return exec.Command("go", append(append([]string{"tool", "pprof", "-top", "-nodecount=40"}, more...), args...)...).CombinedOutput()
+	}
+	top, err := pprof()
+	if err != nil {
+		m.b.Logf("scale: pprof -top %s: %v\n%s", name, err, top)
+		return
+	}
+	cum, _ := pprof("-cum")
+	_ = os.WriteFile(filepath.Join(m.profDir, name+".txt"), append(append(top, "\n--- sorted by cumulative "+what+" ---\n"...), cum...), 0o644)
 }
 
 // profile collects the daemon's CPU profile into the report directory
@@ -398,13 +407,7 @@ func (m *measure) profile(ctx context.Context, name string) func() {
 		for _, p := range parts {
 			_ = os.Remove(p)
 		}
-		top, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=40", out).CombinedOutput()
-		if err != nil {
-			m.b.Logf("scale: pprof -top %s: %v\n%s", name, err, top)
-			return
-		}
-		cum, _ := exec.Command("go", "tool", "pprof", "-top", "-cum", "-nodecount=40", out).CombinedOutput()
-		_ = os.WriteFile(filepath.Join(m.profDir, name+".txt"), append(append(top, "\n--- sorted by cumulative time ---\n"...), cum...), 0o644)
+		m.summary(name, "time", out)
 	}
 }
 
