@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -149,7 +150,8 @@ func clusterEvents(shape scale.Shape) []benchEvent {
 // events alone, CLUSTER_BENCH_EVENTS a subset of them; CLUSTER_BENCH_ALLOCS an allocation profile P, and P.before
 // its base (go tool pprof -diff_base P.before P: the events' garbage);
 // CLUSTER_BENCH_HEAP a heap profile once synced; CLUSTER_BENCH_NB_ONLY
-// runs no ovn-northd; CLUSTER_BENCH_DEBUG logs at debug level on stderr.
+// runs no ovn-northd; CLUSTER_BENCH_DEBUG logs at debug level on stderr;
+// CLUSTER_BENCH_GC_AHEAD=false runs the leader with --gc-ahead=false.
 func BenchmarkClusterEventsNB(b *testing.B) {
 	pods := 10000
 	if v := os.Getenv("CLUSTER_BENCH_PODS"); v != "" {
@@ -179,7 +181,8 @@ func BenchmarkClusterEventsNB(b *testing.B) {
 	c.Close()
 	cfg, _, err := ParseConfig("bench", []string{"--nb-address", nbRemote, "--metrics-address", "", "--lb-templates=true",
 		"--cluster-subnets", scale.ClusterSubnet + "/" + strconv.Itoa(scale.HostPrefix), "--enable-egress-ip=true",
-		"--gateway-v4-join-subnet", scale.JoinSubnet, "--egressip-reachability-total-timeout=0"})
+		"--gateway-v4-join-subnet", scale.JoinSubnet, "--egressip-reachability-total-timeout=0",
+		"--gc-ahead=" + cmp.Or(os.Getenv("CLUSTER_BENCH_GC_AHEAD"), "true")})
 	if err != nil {
 		b.Fatal(err)
 	}

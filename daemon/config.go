@@ -192,6 +192,10 @@ type Config struct {
 
 	MetricsAddr string
 	Pprof       bool
+	// GCAhead starts a garbage collection after a cluster pass when the
+	// runtime would start its next one late, on the next pass (see
+	// gcAhead).
+	GCAhead bool
 	// LogLevel is the lowest level logged.
 	LogLevel slog.Level
 }
@@ -419,6 +423,8 @@ var options = []option{
 		func(c *Config, v string) error { c.MetricsAddr = v; return nil }},
 	{"enable-pprof", "ovnedge", "enable-pprof", "false", "serve /debug/pprof on the metrics address",
 		func(c *Config, v string) (err error) { c.Pprof, err = strconv.ParseBool(v); return err }},
+	{"gc-ahead", "ovnedge", "gc-ahead", "true", "after a cluster pass, start a garbage collection while idle when the Go runtime would start its next one late, with the next pass",
+		func(c *Config, v string) (err error) { c.GCAhead, err = strconv.ParseBool(v); return err }},
 	{"log-level", "ovnedge", "log-level", "info", "lowest level logged: debug, info, warn or error",
 		func(c *Config, v string) error { return c.LogLevel.UnmarshalText([]byte(v)) }},
 }
@@ -580,6 +586,7 @@ type rawSection struct {
 	LeaderElect                      *string `gcfg:"leader-elect"`
 	MetricsAddress                   *string `gcfg:"metrics-address"`
 	EnablePprof                      *string `gcfg:"enable-pprof"`
+	GCAhead                          *string `gcfg:"gc-ahead"`
 	ManifestsPoll                    *string `gcfg:"manifests-poll"`
 	LogLevel                         *string `gcfg:"log-level"`
 	// [bgp]

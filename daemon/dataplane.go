@@ -56,6 +56,8 @@ type Dataplane struct {
 	log     *slog.Logger
 	m       *Metrics
 
+	gc *gcAhead // nil: --gc-ahead=false
+
 	// Reachable says whether an egress node answers its reachability
 	// checks; nil means every node does.
 	Reachable func(node string) bool
@@ -188,7 +190,11 @@ func NewDataplane(cfg *Config, clients *Clients, rec record.EventRecorder, m *Me
 	p := ParamsFrom(cfg)
 	p.LBCache = &lbsvc.Cache{} // used under cmu only
 	p.Hold = &egress.HostHold{Lease: cfg.HostLease}
-	return &Dataplane{cfg: cfg, params: p, clients: clients, rec: rec, log: log, m: m,
+	var gc *gcAhead
+	if cfg.GCAhead {
+		gc = newGCAhead(log)
+	}
+	return &Dataplane{cfg: cfg, params: p, clients: clients, rec: rec, log: log, m: m, gc: gc,
 		lastEIP: map[ovsdbnb.Owner]ovsdbnb.State{}, lbOwners: map[ovsdbnb.Owner]bool{},
 		emitted: map[string]bool{}, nemitted: map[string]bool{}}
 }
@@ -267,6 +273,7 @@ func (d *Dataplane) stopSpeaker() {
 func (d *Dataplane) Cluster(ctx context.Context, s Snapshot) (retErr error) {
 	d.cmu.Lock()
 	defer d.cmu.Unlock()
+	defer d.gc.after()
 	if d.resigned || ctx.Err() != nil {
 		return ctx.Err() // no longer leading, or stopping: nothing is written
 	}

@@ -41,6 +41,7 @@ func (s *syncer) apply(ctx context.Context, desired map[Owner]State, batch []Own
 			return nil
 		}
 		conn := s.c.conn()
+		sent := time.Now()
 		results, err := s.c.transact(ctx, ops...)
 		if err != nil {
 			if ctx.Err() != nil || attempt >= maxAttempts {
@@ -66,7 +67,7 @@ func (s *syncer) apply(ctx context.Context, desired map[Owner]State, batch []Own
 					s.res.Guards++
 				}
 			}
-			s.c.log.Debug("ovsdbnb: transaction committed", "endpoint", s.c.Endpoint(), "owners", len(plans), "operations", len(ops))
+			s.c.log.Debug("ovsdbnb: transaction committed", "endpoint", s.c.Endpoint(), "owners", len(plans), "operations", len(ops), "took", time.Since(sent))
 			return s.c.waitCache(ctx, conn, ops, results)
 		}
 		k := failedOp(results)

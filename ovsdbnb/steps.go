@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/ovn-kubernetes/libovsdb/ovsdb"
 )
@@ -70,6 +71,7 @@ const followWait = 1000
 // template variables, or that follows a step of several transactions,
 // waits for the step before, as Sync after Sync does.
 func (c *Client) SyncSteps(ctx context.Context, steps []map[Owner]State) []StepResult {
+	begin := time.Now()
 	out := make([]StepResult, len(steps))
 	started := make([]*step, 0, len(steps))
 	finished := 0 // the steps before it have been waited for
@@ -110,8 +112,10 @@ func (c *Client) SyncSteps(ctx context.Context, steps []map[Owner]State) []StepR
 			st = c.start(ctx, desired, SyncOptions{})
 		}
 		started = append(started, st)
+		c.log.Debug("ovsdbnb: step started", "step", i, "behind", i-finished, "since", time.Since(begin))
 	}
 	finish(len(started))
+	c.log.Debug("ovsdbnb: steps done", "steps", len(started), "took", time.Since(begin))
 	for i := len(started); i < len(steps); i++ {
 		out[i].Err = ErrNotStarted
 	}

@@ -1,0 +1,77 @@
+package daemon
+
+import (
+	"log/slog"
+	"runtime"
+	"testing"
+)
+
+const mb = 1 << 20
+
+func TestLateTrigger(t *testing.T) {
+	for _, tc := range []struct {
+		name                  string
+		live, allocated, goal uint64
+		want                  bool
+	}{
+		// Run I's GC 35 was triggered at 1,071 MB of a 1,092 MB goal,
+		// 550 MB live: collected after the pass before, it would have
+		// marked while the leader was idle.
+		{"late trigger ahead", 550 * mb, 500 * mb, 1092 * mb, true},
+		{"at the mark", 550 * mb, 461 * mb, 1092 * mb, true},
+		// Run G's cycles were triggered at 935-940 MB: the runtime's
+		// own trigger comes first.
+		{"runtime's trigger first", 550 * mb, 390 * mb, 1092 * mb, false},
+		{"fresh cycle", 550 * mb, 0, 1092 * mb, false},
+		{"goal under the live heap (a memory limit)", 550 * mb, 10 * mb, 500 * mb, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := lateTrigger(tc.live, tc.allocated, tc.goal, gcAheadAt); got != tc.want {
+				t.Errorf("lateTrigger(%d, %d, %d MB) = %v, want %v", tc.live/mb, tc.allocated/mb, tc.goal/mb, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestGCAheadAfter: after starts a collection once the bytes allocated
+// since the last cycle it saw end pass gcAheadAt of the way to the goal,
+// one at a time; a cycle ending moves the base; a nil gcAhead
+// (--gc-ahead=false) does nothing.
+func TestGCAheadAfter(t *testing.T) {
+	var off *gcAhead
+	off.after()
+
+	h := heapStats{cycles: 7, allocated: 5000 * mb, live: 550 * mb, goal: 1092 * mb}
+	calls, release := make(chan struct{}, 4), make(chan struct{})
+	g := newGCAhead(slog.New(slog.DiscardHandler))
+	g.read = func() heapStats { return h }
+	g.collect = func() { calls <- struct{}{}; <-release }
+	step := func(allocated uint64, want bool) {
+		t.Helper()
+		h.allocated += allocated
+		was := g.running.Load()
+		g.after()
+		if got := !was && g.running.Load(); got != want {
+			t.Fatalf("after %d MB more: collection started %v, want %v", allocated/mb, got, want)
+		}
+		if want {
+			<-calls
+		}
+	}
+	step(0, false) // the base
+	step(400*mb, false)
+	step(100*mb, true) // 500 MB since the base
+	step(10*mb, false) // one at a time
+	release <- struct{}{}
+	for g.running.Load() {
+		runtime.Gosched()
+	}
+	if len(calls) != 0 {
+		t.Fatal("a second collection started while the first ran")
+	}
+	h.cycles++         // a cycle ended: the base moves
+	step(10*mb, false) // the new base
+	step(400*mb, false)
+	step(70*mb, true)
+	close(release)
+}
