@@ -212,6 +212,7 @@ func (d *Dataplane) Reconcilers() Reconcilers {
 // Close closes the Dataplane's connections. It changes nothing in the
 // dataplane.
 func (d *Dataplane) Close() {
+	d.gc.stop()
 	d.cmu.Lock()
 	d.closeNB()
 	if d.sb != nil {

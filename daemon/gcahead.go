@@ -21,15 +21,21 @@ const gcAheadAt = 0.85
 // 109-253 ms of mark assists (the pass took 165-261 ms instead of ~27
 // ms). Started after a pass, the cycle marks while the leader is idle,
 // with the heap still ~15% from its goal: a pass that meets it pays a
-// fraction of that. A cycle the runtime started itself during the pass
-// cannot be told from here (runtime/metrics shows none in progress), so
-// a forced cycle may follow one; with the runtime's own triggers at 70-80%
-// of the way, that takes a pass allocating the last 5-15% during a mark.
+// fraction of that. The heap is the last cycle's live bytes plus what
+// was allocated since that cycle ended, read there by a cleanup on a
+// sentinel object (watch) that each cycle frees: what a pass allocates
+// counts, and so does what is allocated between passes (the NB repair's
+// comparison, the informers). A cycle the runtime started itself during
+// the pass cannot be told from here (runtime/metrics shows none in
+// progress), so a forced cycle may follow one; with the runtime's own
+// triggers at 70-80% of the way, that takes a pass allocating the last
+// 5-15% during a mark.
 type gcAhead struct {
 	log     *slog.Logger
-	read    func() heapStats // readHeap, or a test's
+	read    func() heapStats // runtime/metrics, or a test's
 	collect func()           // runtime.GC, or a test's
 	running atomic.Bool
+	stopped atomic.Bool // watch no longer re-arms
 
 	mu     sync.Mutex
 	cycles uint64 // the completed cycles when base was read
@@ -56,7 +62,9 @@ func newGCAhead(log *slog.Logger) *gcAhead {
 		metrics.Read(samples)
 		return heapStats{samples[0].Value.Uint64(), samples[1].Value.Uint64(), samples[2].Value.Uint64(), samples[3].Value.Uint64()}
 	}
-	return &gcAhead{log: log, read: read, collect: runtime.GC}
+	g := &gcAhead{log: log, read: read, collect: runtime.GC}
+	g.watch()
+	return g
 }
 
 // lateTrigger reports whether a heap of live bytes marked by the last
@@ -67,6 +75,45 @@ func lateTrigger(live, allocated, goal uint64, at float64) bool {
 	return goal > live && float64(allocated) >= float64(goal-live)*at
 }
 
+// sentinel is what watch's cleanup hangs on: it holds a pointer, so it is
+// not packed with other small objects (the tiny allocator) and each cycle
+// frees it.
+type sentinel struct{ _ *int }
+
+// watch reads the heap once the next cycle has ended (a cleanup of an
+// object nothing references), and again after each cycle until stop.
+func (g *gcAhead) watch() {
+	if g.stopped.Load() {
+		return
+	}
+	runtime.AddCleanup(&sentinel{}, func(g *gcAhead) {
+		g.observe(g.read())
+		g.watch()
+	}, g)
+}
+
+// stop ends watch's cleanups (at the next cycle).
+func (g *gcAhead) stop() {
+	if g != nil {
+		g.stopped.Store(true)
+	}
+}
+
+// observe takes h's allocation count as the base of the heap grown since
+// the last cycle when h is the first reading since that cycle ended (by
+// watch's cleanup, soon after it; failing that, by the pass after it,
+// which then counts what was allocated before as marked: the heap is
+// underestimated, and a collection started late rather than early). It
+// returns the bytes allocated since the base.
+func (g *gcAhead) observe(h heapStats) uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if h.cycles != g.cycles {
+		g.cycles, g.base = h.cycles, h.allocated
+	}
+	return h.allocated - min(g.base, h.allocated)
+}
+
 // after is called when a pass is done: it starts a collection in the
 // background when lateTrigger says so (one at a time).
 func (g *gcAhead) after() {
@@ -74,15 +121,7 @@ func (g *gcAhead) after() {
 		return
 	}
 	h := g.read()
-	g.mu.Lock()
-	if h.cycles != g.cycles || g.base == 0 {
-		// A cycle ended since the last pass: what was allocated before
-		// now counts as marked (an underestimate of the heap, so a
-		// collection is started late rather than early).
-		g.cycles, g.base = h.cycles, h.allocated
-	}
-	since := h.allocated - g.base
-	g.mu.Unlock()
+	since := g.observe(h)
 	if !lateTrigger(h.live, since, h.goal, gcAheadAt) || !g.running.CompareAndSwap(false, true) {
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"runtime"
 	"testing"
+	"time"
 )
 
 const mb = 1 << 20
@@ -43,9 +44,8 @@ func TestGCAheadAfter(t *testing.T) {
 
 	h := heapStats{cycles: 7, allocated: 5000 * mb, live: 550 * mb, goal: 1092 * mb}
 	calls, release := make(chan struct{}, 4), make(chan struct{})
-	g := newGCAhead(slog.New(slog.DiscardHandler))
-	g.read = func() heapStats { return h }
-	g.collect = func() { calls <- struct{}{}; <-release }
+	g := &gcAhead{log: slog.New(slog.DiscardHandler), read: func() heapStats { return h },
+		collect: func() { calls <- struct{}{}; <-release }}
 	step := func(allocated uint64, want bool) {
 		t.Helper()
 		h.allocated += allocated
@@ -74,4 +74,31 @@ func TestGCAheadAfter(t *testing.T) {
 	step(400*mb, false)
 	step(70*mb, true)
 	close(release)
+}
+
+// TestGCAheadWatch: the cleanup reads the heap once a cycle has ended,
+// no pass needed, so what is allocated before the next pass counts.
+func TestGCAheadWatch(t *testing.T) {
+	g := newGCAhead(slog.New(slog.DiscardHandler))
+	t.Cleanup(g.stop)
+	for range 3 {
+		before := g.read()
+		runtime.GC()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			g.mu.Lock()
+			cycles, base := g.cycles, g.base
+			g.mu.Unlock()
+			if cycles > before.cycles {
+				if base < before.allocated {
+					t.Fatalf("base %d read before the cycle (%d allocated then)", base, before.allocated)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no reading after cycle %d", before.cycles+1)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
 }
