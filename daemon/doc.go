@@ -41,7 +41,10 @@
 // drifted are synced, at most 64 under the cluster lock at a time, so a
 // cluster reconcile waits for one small repair at most. The periodic full
 // resync (every 5 minutes) and a reconnection compare every owner the
-// same way. A sync that fails without saying what was committed (the
+// same way. The cluster loop's own NB sync compares every owner with the
+// NB only when nothing was synced yet or a sync was lost: a periodic one
+// there fell on the next event's pass (1.4 s for a node NotReady at
+// 150,000 pods). A sync that fails without saying what was committed (the
 // connection lost, or the context ended with a transaction out) makes
 // the next sync start its make-before-break steps from the NB's egress
 // rows, not from the record of before; a stopping or former leader sends
