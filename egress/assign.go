@@ -68,10 +68,8 @@ func Assign(eips []*egressv1.EgressIP, nodes []Node, reachable func(node string)
 	for i := range nodes {
 		n := &nodes[i]
 		index[n.Name] = i
-		for _, ps := range [...][]netip.Prefix{n.Primary, n.HostCIDRs} {
-			for _, p := range ps {
-				hostIPs[p.Addr()] = n.Name
-			}
+		for a := range n.hostAddrs() {
+			hostIPs[a] = n.Name
 		}
 	}
 	byName := func(name string) *Node {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -278,15 +279,31 @@ func (n *Node) Network(ip netip.Addr) (network netip.Prefix, primary, ok bool) {
 	return best, false, best.IsValid()
 }
 
-// hostIPs are the node's own addresses (an egress IP must not be one).
+// hostIPs are the node's own addresses (an egress IP must not be one),
+// each once.
 func (n *Node) hostIPs() []netip.Addr {
 	var out []netip.Addr
-	for _, p := range slices.Concat(n.Primary, n.HostCIDRs) {
-		if !slices.Contains(out, p.Addr()) {
-			out = append(out, p.Addr())
+	for a := range n.hostAddrs() {
+		if !slices.Contains(out, a) {
+			out = append(out, a)
 		}
 	}
 	return out
+}
+
+// hostAddrs yields the node's own addresses, the primary ones then the
+// host CIDRs', an address as often as it is listed; nothing is
+// allocated (Assign reads every node's on each run).
+func (n *Node) hostAddrs() iter.Seq[netip.Addr] {
+	return func(yield func(netip.Addr) bool) {
+		for _, ps := range [...][]netip.Prefix{n.Primary, n.HostCIDRs} {
+			for _, p := range ps {
+				if !yield(p.Addr()) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // parseNodeSubnets reads {"default":["10.244.1.0/24"]} or the older
