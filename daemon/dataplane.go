@@ -119,8 +119,8 @@ type Dataplane struct {
 	// behind our back are the NB repair's).
 	synced map[ovsdbnb.Owner]ovsdbnb.State
 	// refusedOwners are the owners whose last write the server refused
-	// (taken out of synced, and never in it while here): the passes
-	// between full resyncs send them again, without a look at every owner
+	// (taken out of synced, and never in it while here): every pass after
+	// the first full sync sends them again, without a look at every owner
 	// for the unwritten ones.
 	refusedOwners map[ovsdbnb.Owner]bool
 	// stale holds the owners found in the NB when the client connected
@@ -796,7 +796,8 @@ func (d *Dataplane) syncNB(ctx context.Context, s Snapshot, cs *ClusterState) ([
 		d.synced, d.refusedOwners = map[ovsdbnb.Owner]ovsdbnb.State{}, map[ovsdbnb.Owner]bool{}
 	}
 	// The make-before-break steps of the EgressIP owners that changed
-	// (all of them on a full resync): an unchanged owner is not sent.
+	// (all of them on a full sync: fullDue): an unchanged owner is not
+	// sent.
 	oldEIP, newEIP := d.lastEIP, cs.Egress
 	if !full {
 		oldEIP, newEIP = map[ovsdbnb.Owner]ovsdbnb.State{}, map[ovsdbnb.Owner]ovsdbnb.State{}
@@ -849,7 +850,7 @@ func (d *Dataplane) syncNB(ctx context.Context, s Snapshot, cs *ClusterState) ([
 		steps = []map[ovsdbnb.Owner]ovsdbnb.State{{}}
 	}
 	maps.Copy(steps[0], lb)
-	// Between full resyncs only the owners whose desired rows changed
+	// After the first full sync only the owners whose desired rows changed
 	// are sent: one Service or pod change costs one owner's sync, not
 	// every owner's. Each step's owners are found against what the steps
 	// before it write (ahead). The steps go to the NB in runs that end
