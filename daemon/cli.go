@@ -168,7 +168,7 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer, log *slog.L
 	defer stop()
 	d := NewDataplane(cfg, c, rec, m, log)
 	defer d.Close()
-	env := Env{Log: log, Metrics: m, ManifestPoll: cfg.ManifestsPoll}
+	env := Env{Log: log, Metrics: m, ManifestPoll: cfg.ManifestsPoll, FullRecompute: cfg.FullRecompute}
 	if err := wireReachability(ctx, cfg, c, d, &env, log); err != nil {
 		return err
 	}

@@ -64,7 +64,8 @@ func TestMainSyncOnce(t *testing.T) {
 
 // TestMainDaemonManifests runs `ovnedge daemon --manifests DIR` against a
 // real NB: the EgressIP's rows appear, and go when its file is deleted;
-// --log-level debug shows each reconcile.
+// --log-level debug shows each reconcile; with --full-recompute 1s the
+// leader audits its incremental state every second, and it matches.
 func TestMainDaemonManifests(t *testing.T) {
 	ovn := startNB(t)
 	dir := demoDir(t, nil)
@@ -73,7 +74,7 @@ func TestMainDaemonManifests(t *testing.T) {
 	var errOut lockedBuilder
 	go func() {
 		done <- Main(ctx, []string{"daemon", "--manifests", dir, "--nb-address", ovn.NB,
-			"--cluster-subnets", "10.244.0.0/16/24", "--metrics-address", "127.0.0.1:0", "--log-level", "debug"}, io.Discard, &errOut)
+			"--cluster-subnets", "10.244.0.0/16/24", "--metrics-address", "127.0.0.1:0", "--log-level", "debug", "--full-recompute", "1s"}, io.Discard, &errOut)
 	}()
 	defer func() {
 		cancel()
@@ -103,6 +104,15 @@ func TestMainDaemonManifests(t *testing.T) {
 	waitFor("the reroute's removal", func(p string) bool { return !reroute(p) })
 	if !strings.Contains(errOut.String(), "level=DEBUG msg=reconciled loop=cluster") {
 		t.Errorf("--log-level debug: no reconcile logged:\n%s", errOut.String())
+	}
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(errOut.String(), `msg="audit: the incremental state matches a full recompute"`); {
+		if time.Now().After(deadline) {
+			t.Fatalf("--full-recompute 1s: no audit matched:\n%s", errOut.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if strings.Contains(errOut.String(), "audit: the incremental state differs") || strings.Contains(errOut.String(), "audit failed") {
+		t.Errorf("an audit found the incremental state wrong:\n%s", errOut.String())
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -151,7 +152,9 @@ func clusterEvents(shape scale.Shape) []benchEvent {
 // its base (go tool pprof -diff_base P.before P: the events' garbage);
 // CLUSTER_BENCH_HEAP a heap profile once synced; CLUSTER_BENCH_NB_ONLY
 // runs no ovn-northd; CLUSTER_BENCH_DEBUG logs at debug level on stderr;
-// CLUSTER_BENCH_GC_AHEAD=false runs the leader with --gc-ahead=false.
+// CLUSTER_BENCH_GC_AHEAD=false runs the leader with --gc-ahead=false;
+// CLUSTER_BENCH_AUDIT runs the periodic audit (Dataplane.Audit) over and
+// over beside the events, each checked by the next event's pass.
 func BenchmarkClusterEventsNB(b *testing.B) {
 	pods := 10000
 	if v := os.Getenv("CLUSTER_BENCH_PODS"); v != "" {
@@ -235,12 +238,46 @@ func BenchmarkClusterEventsNB(b *testing.B) {
 			f.Close()
 		}()
 	}
+	var mu sync.Mutex // s, between the events and the audits' lists
+	if os.Getenv("CLUSTER_BENCH_AUDIT") != "" {
+		actx, stop := context.WithCancel(ctx)
+		done := make(chan int)
+		go func() {
+			n := 0
+			defer func() { done <- n }()
+			for actx.Err() == nil {
+				err := d.Audit(actx, func() (Snapshot, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					// The events replace objects in place: the list is
+					// copied.
+					listed := s
+					listed.Changed = nil
+					listed.Nodes, listed.Pods, listed.Services = slices.Clone(s.Nodes), slices.Clone(s.Pods), slices.Clone(s.Services)
+					listed.EndpointSlices, listed.EgressIPs = slices.Clone(s.EndpointSlices), slices.Clone(s.EgressIPs)
+					return listed, nil
+				})
+				if err != nil && actx.Err() == nil {
+					b.Errorf("audit: %v", err)
+					return
+				}
+				n++
+			}
+		}()
+		defer func() {
+			stop()
+			b.Logf("%d audits", <-done)
+		}()
+	}
 	for b.Loop() {
 		for _, ev := range events {
 			for _, on := range []bool{true, false} {
+				mu.Lock()
 				s.Changed = ev.set(&s, on)
+				pass := s
+				mu.Unlock()
 				begin := time.Now()
-				if err := d.Cluster(ctx, s); err != nil {
+				if err := d.Cluster(ctx, pass); err != nil {
 					b.Fatalf("%s: %v", ev.name, err)
 				}
 				lat[ev.name] = append(lat[ev.name], time.Since(begin))

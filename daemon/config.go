@@ -196,6 +196,9 @@ type Config struct {
 	// runtime would start its next one late, on the next pass (see
 	// gcAhead).
 	GCAhead bool
+	// FullRecompute is how often the leader checks its incremental
+	// desired state against a full recompute (see Dataplane.Audit).
+	FullRecompute time.Duration
 	// LogLevel is the lowest level logged.
 	LogLevel slog.Level
 }
@@ -425,6 +428,9 @@ var options = []option{
 		func(c *Config, v string) (err error) { c.Pprof, err = strconv.ParseBool(v); return err }},
 	{"gc-ahead", "ovnedge", "gc-ahead", "true", "after a cluster pass, start a garbage collection while idle when the Go runtime would start its next one late, with the next pass",
 		func(c *Config, v string) (err error) { c.GCAhead, err = strconv.ParseBool(v); return err }},
+	{"full-recompute", "ovnedge", "full-recompute", "10m",
+		"how often the leader recomputes its whole desired state from the informers' caches, off its cluster loop, to check the incremental one",
+		func(c *Config, v string) (err error) { c.FullRecompute, err = parseDuration(v); return err }},
 	{"log-level", "ovnedge", "log-level", "info", "lowest level logged: debug, info, warn or error",
 		func(c *Config, v string) error { return c.LogLevel.UnmarshalText([]byte(v)) }},
 }
@@ -587,6 +593,7 @@ type rawSection struct {
 	MetricsAddress                   *string `gcfg:"metrics-address"`
 	EnablePprof                      *string `gcfg:"enable-pprof"`
 	GCAhead                          *string `gcfg:"gc-ahead"`
+	FullRecompute                    *string `gcfg:"full-recompute"`
 	ManifestsPoll                    *string `gcfg:"manifests-poll"`
 	LogLevel                         *string `gcfg:"log-level"`
 	// [bgp]

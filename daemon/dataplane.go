@@ -102,6 +102,12 @@ type Dataplane struct {
 	// sync has not taken yet.
 	index   *clusterIndex
 	pending map[ovsdbnb.Owner]bool
+	// audit is the periodic check of index against a full recompute
+	// under way (see Audit), nil when none is.
+	audit *auditRun
+	// passing counts the cluster passes running or waiting for cmu (an
+	// audit gives way to them: giveWay).
+	passing atomic.Int32
 	// targetNodes are the nodes the reachability targets were last set
 	// from (ClusterState.Nodes).
 	targetNodes []egress.Node
@@ -203,9 +209,9 @@ func NewDataplane(cfg *Config, clients *Clients, rec record.EventRecorder, m *Me
 // cfg.NBAddress is.
 func (d *Dataplane) Reconcilers() Reconcilers {
 	if d.cfg.NodeName == "" {
-		return Reconcilers{Cluster: d.Cluster} // no node work (see Node)
+		return Reconcilers{Cluster: d.Cluster, Audit: d.Audit} // no node work (see Node)
 	}
-	return Reconcilers{Cluster: d.Cluster, Node: d.Node}
+	return Reconcilers{Cluster: d.Cluster, Node: d.Node, Audit: d.Audit}
 }
 
 // Close closes the Dataplane's connections. It changes nothing in the
@@ -271,6 +277,8 @@ func (d *Dataplane) stopSpeaker() {
 // Cluster is the leader's work: EgressIP assignment and status, LB IPAM
 // and the Northbound rows of the EgressIPs and load balancers.
 func (d *Dataplane) Cluster(ctx context.Context, s Snapshot) (retErr error) {
+	d.passing.Add(1)
+	defer d.passing.Add(-1)
 	d.cmu.Lock()
 	defer d.cmu.Unlock()
 	defer d.gc.after()
@@ -381,6 +389,7 @@ func (d *Dataplane) computeCluster(s Snapshot) (ClusterState, error) {
 	mode := "incremental"
 	ch := s.Changed
 	if ch == nil || ch.Other || x == nil || !incrementalSupported(d.params) || !reflect.DeepEqual(x.p.LB, d.params.LB) {
+		d.audit = nil // computed anew here: nothing left to check
 		s, err := s.WithPods()
 		if err != nil {
 			return ClusterState{}, err
@@ -397,10 +406,13 @@ func (d *Dataplane) computeCluster(s Snapshot) (ClusterState, error) {
 	cs, err := x.apply(ch)
 	d.m.Reconcile.WithLabelValues("compute-"+mode, map[bool]string{true: "ok", false: "error"}[err == nil]).Observe(time.Since(start).Seconds())
 	if err != nil {
-		d.index = nil // computed anew next time
+		d.index, d.audit = nil, nil // computed anew next time
 		return cs, err
 	}
 	d.index = x
+	if d.audit != nil && mode == "incremental" {
+		d.audit.seeChanges(ch)
+	}
 	if cs.Dirty != nil {
 		for o := range d.pending {
 			cs.Dirty[o] = true

@@ -132,9 +132,22 @@
 // sync stay dirty. The index is rebuilt from a Snapshot (the same code from empty,
 // proved equal to ComputeCluster after every step of long random edit
 // sequences by TestIncrementalMatchesFull) on start, on gaining the
-// leadership, when a compute fails, and every 10 minutes as a safety net
-// against a missed change. What stays O(cluster) per event, in pointers
-// and map lookups only: the Snapshot's listing of the caches of the
+// leadership and when a compute fails.
+//
+// Every --full-recompute (10 minutes), as a safety net against a missed
+// change, the leader audits its index (Dataplane.Audit): it notes from
+// then on what the passes apply, lists the caches and builds a second
+// index from them off the cluster lock (4 s at 150,000 pods, during which
+// events are handled as usual, where a full pass held them back for as
+// long), takes under the lock the changes noted and a copy of its desired
+// state, applies those changes to the second index and compares the two.
+// Equal, the second is dropped; different, a warning names the owners
+// that differ and the cluster loop recomputes everything (ovnedge_audits_total
+// counts both). An object whose informer event had not been handled yet
+// (an informer seconds behind its store) also shows as different:
+// the full recompute is then the newer.
+//
+// What stays O(cluster) per event, in pointers and map lookups only: the Snapshot's listing of the caches of the
 // kinds that changed since the last Snapshot (the Watcher keeps each
 // kind's list until one of its objects changes; the Pods are listed for
 // a full recompute only), the statuses' comparison

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -115,6 +116,9 @@ type eipEntry struct {
 type clusterIndex struct {
 	p         Params
 	reachable func(string) bool
+	// giveWay, when not nil, is called between objects (an audit's
+	// index: it waits while a cluster pass runs).
+	giveWay func()
 
 	nodes      map[string]*nodeParse
 	namespaces map[string]*corev1.Namespace
@@ -200,27 +204,33 @@ func (x *clusterIndex) apply(ch *Changes) (ClusterState, error) {
 		ps.nodes, ps.clusterRows, ps.reply, ps.vip, ps.allLB = true, true, true, true, true
 	}
 	for k, n := range ch.Nodes {
+		x.yield()
 		x.setNode(ps, k, n)
 	}
 	if ps.nodes {
 		x.nodesChanged(ps)
 	}
 	for k, ns := range ch.Namespaces {
+		x.yield()
 		x.setNamespace(ps, k, ns)
 	}
 	for k, e := range ch.EgressIPs {
+		x.yield()
 		x.setEIP(ps, k, e)
 	}
 	for k, pod := range ch.Pods {
+		x.yield()
 		x.setPod(ps, k, pod)
 	}
 	for k, svc := range ch.Services {
+		x.yield()
 		x.setService(ps, k, svc)
 	}
 	for k, sl := range ch.EndpointSlices {
+		x.yield()
 		x.setSlice(ps, k, sl)
 	}
-	cs := ClusterState{Status: x.status, Ingress: x.ingress}
+	var cs ClusterState
 	if x.p.EnableEgressIP {
 		if err := x.computeEgress(ps, &cs); err != nil {
 			return cs, err
@@ -229,12 +239,28 @@ func (x *clusterIndex) apply(ch *Changes) (ClusterState, error) {
 	if err := x.computeLB(ps); err != nil {
 		return cs, err
 	}
-	cs.Status, cs.Ingress, cs.LB, cs.Nodes = x.status, x.ingress, x.lb, x.eNodes
-	if !x.p.EnableEgressIP {
-		cs.Status = map[string][]egressv1.EgressIPStatusItem{}
+	cs = x.state(cs.HoldWake)
+	cs.Dirty = ps.dirty
+	x.built = true
+	if ps.first {
+		cs.Dirty = nil
 	}
+	return cs, nil
+}
+
+// yield calls giveWay, if any.
+func (x *clusterIndex) yield() {
+	if x.giveWay != nil {
+		x.giveWay()
+	}
+}
+
+// state is the index's desired state, sharing its maps (Dirty not set).
+func (x *clusterIndex) state(holdWake time.Duration) ClusterState {
+	cs := ClusterState{Status: x.status, Ingress: x.ingress, LB: x.lb, Nodes: x.eNodes, HoldWake: holdWake}
 	cs.Events = append(cs.Events, x.nodeEvts...)
 	if x.p.EnableEgressIP {
+		cs.Egress, cs.ReplyFallback = x.egressNB, x.reply
 		cs.Events = append(cs.Events, x.assignEvt...)
 		for _, name := range x.names() {
 			e := x.eips[name]
@@ -244,17 +270,14 @@ func (x *clusterIndex) apply(ch *Changes) (ClusterState, error) {
 			}
 			cs.Host = append(cs.Host, e.host...)
 		}
+	} else {
+		cs.Status = map[string][]egressv1.EgressIPStatusItem{}
 	}
 	cs.Events = append(cs.Events, x.vipEvts...)
 	for _, evs := range x.lbEvents {
 		cs.Events = append(cs.Events, evs...)
 	}
-	cs.Dirty = ps.dirty
-	x.built = true
-	if ps.first {
-		cs.Dirty = nil
-	}
-	return cs, nil
+	return cs
 }
 
 // setNode records a node's change.
@@ -546,6 +569,17 @@ func (x *clusterIndex) setEIP(ps *pass, k string, u *unstructured.Unstructured) 
 	}
 	ps.eips[k] = true
 	ps.assign = true
+	if old != nil && old.served && u != nil {
+		// Its spec as before (a status written, the leader's own
+		// among them): the assignment runs again with the new object,
+		// the selection of namespaces and pods stands. After a node
+		// going NotReady at 150,000 pods, the pass of the 5 statuses
+		// shown back selected 150 pods each again, 1 ms.
+		if eip, err := egressv1.FromUnstructured(u); err == nil && equality.Semantic.DeepEqual(eip.Spec, old.eip.Spec) {
+			old.obj, old.eip = u, eip
+			return
+		}
+	}
 	if old == nil || u == nil {
 		x.eipNames = nil
 	}
@@ -725,6 +759,7 @@ func (x *clusterIndex) computeEgress(ps *pass, cs *ClusterState) error {
 	}
 	x.servedChanged(ps)
 	for name := range ps.eips {
+		x.yield()
 		owner := ovsdbnb.Owner{Type: egress.OwnerEgressIP, Name: name}
 		e := x.eips[name]
 		if e == nil || !e.served {
@@ -890,6 +925,7 @@ func (x *clusterIndex) computeLB(ps *pass) error {
 		ps.dirty[owner], ps.dirty[lbsvc.NodeIPTemplatesOwner] = true, true
 	}
 	for k := range ps.svcs {
+		x.yield()
 		svc := x.view[k]
 		if svc == nil {
 			svc = x.svcs[k]

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 )
 
@@ -26,13 +28,8 @@ import (
 // ComputeCluster's state sends nothing), and the rows the event changes
 // are there.
 func TestClusterIncrementalNB(t *testing.T) {
-	ovn := startNB(t)
 	ctx := context.Background()
-	cfg := demoConfig(t, "--nb-address", ovn.NB)
-	s, c := loadDemo(t, cfg, nil)
-	m := NewMetrics()
-	d := NewDataplane(cfg, c, record.NewFakeRecorder(1000), m, quiet)
-	defer d.Close()
+	ovn, s, d, m := demoLeaderNB(t, quiet)
 	if err := d.Cluster(ctx, s); err != nil {
 		t.Fatal(err)
 	}
@@ -199,6 +196,19 @@ func TestClusterIncrementalNB(t *testing.T) {
 	if n := value(t, m.NBSyncs) - syncs; n != 0 {
 		t.Errorf("a pass with no change ran %v NB syncs, want none", n)
 	}
+}
+
+// demoLeaderNB returns a real NB, the demo's Snapshot and a leader's
+// Dataplane over them (closed when t ends), logging to log, with its
+// metrics.
+func demoLeaderNB(t *testing.T, log *slog.Logger) (*testbed.OVN, Snapshot, *Dataplane, *Metrics) {
+	ovn := startNB(t)
+	cfg := demoConfig(t, "--nb-address", ovn.NB)
+	s, c := loadDemo(t, cfg, nil)
+	m := NewMetrics()
+	d := NewDataplane(cfg, c, record.NewFakeRecorder(1000), m, log)
+	t.Cleanup(d.Close)
+	return ovn, s, d, m
 }
 
 // missing is "" when out contains want, else says it does not.

@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"cmp"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -13,7 +12,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -427,74 +425,40 @@ func (m *model) edit(cs ClusterState) string {
 	return "none"
 }
 
-// equalStates compares desired states by owner.
-func equalStates(a, b map[ovsdbnb.Owner]ovsdbnb.State) []string {
-	var diff []string
-	for o, st := range a {
-		if t, ok := b[o]; !ok || !st.Equal(t) {
-			diff = append(diff, fmt.Sprintf("%s:\n    full %+v\n    inc  %+v", o, st, t))
-		}
-	}
-	for o := range b {
-		if _, ok := a[o]; !ok {
-			diff = append(diff, fmt.Sprintf("%s: only incremental", o))
-		}
-	}
-	slices.Sort(diff)
-	return diff
-}
-
 // compareStates returns how the incremental state inc differs from the
-// full computation's full, "" when it does not.
+// full computation's full (diverged), with the states that differ, ""
+// when it does not.
 func compareStates(full, inc ClusterState) string {
+	v := diverged(full, inc)
 	var out []string
-	if d := equalStates(full.Egress, inc.Egress); len(d) > 0 {
-		out = append(out, "egress rows: "+strings.Join(d, "; "))
-	}
-	if d := equalStates(full.LB, inc.LB); len(d) > 0 {
-		out = append(out, "load balancers: "+strings.Join(d, "; "))
-	}
-	if !equality.Semantic.DeepEqual(full.Status, inc.Status) {
-		out = append(out, fmt.Sprintf("status: %v vs %v", full.Status, inc.Status))
-	}
-	if !equality.Semantic.DeepEqual(full.Ingress, inc.Ingress) {
-		out = append(out, fmt.Sprintf("ingress: %v vs %v", full.Ingress, inc.Ingress))
-	}
-	if !full.ReplyFallback.Equal(inc.ReplyFallback) {
-		out = append(out, "reply fallback rows differ")
-	}
-	sortOwners := func(o []ovsdbnb.Owner) []ovsdbnb.Owner {
-		o = slices.Clone(o)
-		slices.SortFunc(o, func(a, b ovsdbnb.Owner) int { return cmp.Compare(a.String(), b.String()) })
-		return o
-	}
-	if !slices.Equal(sortOwners(full.Keep), sortOwners(inc.Keep)) {
-		out = append(out, fmt.Sprintf("keep: %v vs %v", full.Keep, inc.Keep))
-	}
-	sortHost := func(h []egress.HostAssignment) []string {
-		var s []string
-		for _, a := range h {
-			s = append(s, fmt.Sprint(a))
+	for _, o := range v.owners {
+		state := func(cs ClusterState) string {
+			if st, ok := cs.Egress[o]; ok {
+				return fmt.Sprintf("egress %+v", st)
+			}
+			if st, ok := cs.LB[o]; ok {
+				return fmt.Sprintf("load balancers %+v", st)
+			}
+			return "none"
 		}
-		slices.Sort(s)
-		return s
+		out = append(out, fmt.Sprintf("%s:\n    full %s\n    inc  %s", o, state(full), state(inc)))
 	}
-	if !slices.Equal(sortHost(full.Host), sortHost(inc.Host)) {
-		out = append(out, fmt.Sprintf("host: %v vs %v", full.Host, inc.Host))
-	}
-	if !reflect.DeepEqual(full.Nodes, inc.Nodes) {
-		out = append(out, "egress nodes differ")
-	}
-	events := func(cs ClusterState) []string {
-		var s []string
-		for _, e := range cs.Events {
-			s = append(s, e.String())
+	for _, part := range v.other {
+		var f, i any
+		switch part {
+		case "status":
+			f, i = full.Status, inc.Status
+		case "ingress":
+			f, i = full.Ingress, inc.Ingress
+		case "keep":
+			f, i = full.Keep, inc.Keep
+		case "host":
+			f, i = full.Host, inc.Host
+		case "events":
+			f, i = sortedStrings(full.Events), sortedStrings(inc.Events)
+		default: // too long to show
 		}
-		slices.Sort(s)
-		return s
-	}
-	if f, i := events(full), events(inc); !slices.Equal(f, i) {
-		out = append(out, fmt.Sprintf("events:\n  full %q\n  inc  %q", f, i))
+		out = append(out, fmt.Sprintf("%s:\n  full %v\n  inc  %v", part, f, i))
 	}
 	return strings.Join(out, "\n")
 }

@@ -37,6 +37,10 @@ type Metrics struct {
 	// what it wrote (the NB repair: after its own writes' echo, a
 	// reconnection, the periodic resync), else 0.
 	NBComparing prometheus.Gauge
+	// Audits counts the periodic checks of the leader's incremental
+	// state against a full recompute, by result ("match", "differed":
+	// the full recompute replaced it, "failed").
+	Audits *prometheus.CounterVec
 
 	ready atomic.Bool
 	arp   arpCollector
@@ -83,8 +87,13 @@ func NewMetrics() *Metrics {
 			Namespace: "ovnedge", Name: "nb_repair_comparing",
 			Help: "1 while the leader compares owners' Northbound rows with what it last wrote (the drift repair), else 0.",
 		}),
+		Audits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "ovnedge", Name: "audits_total",
+			Help: "Periodic checks of the leader's incremental desired state against a full recompute, by result " +
+				"(match, differed: the full recompute replaced it, failed).",
+		}, []string{"result"}),
 	}
-	m.Registry.MustRegister(m.Reconcile, m.NBOps, m.NBSyncs, m.FlowOps, m.Failovers, m.NBRepairs, m.NBRepairedOwners, m.NBComparing,
+	m.Registry.MustRegister(m.Reconcile, m.NBOps, m.NBSyncs, m.FlowOps, m.Failovers, m.NBRepairs, m.NBRepairedOwners, m.NBComparing, m.Audits,
 		&m.arp, &m.bgp, &m.flows,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

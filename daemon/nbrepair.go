@@ -114,6 +114,7 @@ func (d *Dataplane) Leading(leading bool) {
 	d.cmu.Lock()
 	defer d.cmu.Unlock()
 	d.resigned = !leading
+	d.audit = nil
 	// The heartbeat drops its targets with the leadership: the next pass
 	// sets them again, even with the nodes unchanged.
 	d.targetNodes = nil

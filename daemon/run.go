@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -35,8 +36,9 @@ func relay[T any](ctx context.Context, c <-chan T, f func()) {
 }
 
 // fullRecompute is how often the leader recomputes its whole desired
-// state from the informers' caches, whatever changed: the safety net of
-// the incremental path (see the package doc).
+// state from the informers' caches, whatever changed, by default
+// (Env.FullRecompute): the safety net of the incremental path (see the
+// package doc).
 const fullRecompute = 10 * time.Minute
 
 // Reconcilers are the daemon's two jobs, each given the informers' current
@@ -49,6 +51,14 @@ type Reconcilers struct {
 	// ARP/NDP); it runs on every instance. nil: none (an instance without
 	// a node).
 	Node func(ctx context.Context, s Snapshot) error
+	// Audit, when not nil, makes the periodic full recompute on the
+	// leader, off the cluster loop: it checks the leader's incremental
+	// state against a full recompute of list's Snapshot (see
+	// Dataplane.Audit) and returns an error when the cluster loop must
+	// recompute everything itself instead (as it does every
+	// Env.FullRecompute without an Audit): the states differ, or it
+	// could not tell.
+	Audit func(ctx context.Context, list func() (Snapshot, error)) error
 }
 
 // Env is what Run needs from its caller besides the Config.
@@ -61,6 +71,9 @@ type Env struct {
 	// ManifestPoll is how often the manifests directory is checked for
 	// changes (default 500 ms).
 	ManifestPoll time.Duration
+	// FullRecompute is how often the leader recomputes its whole desired
+	// state (default 10 minutes).
+	FullRecompute time.Duration
 	// Wake, when not nil, asks for a cluster reconcile on every receive
 	// (e.g. when an egress node's reachability changes).
 	Wake <-chan struct{}
@@ -225,10 +238,27 @@ func Run(ctx context.Context, cfg *Config, c *Clients, r Reconcilers, env Env) e
 		clusterQ.Add("cluster")
 	})
 	go relay(ctx, env.NodeWake, func() { nodeQ.Add("node") })
-	// The full recompute stays, as a safety net, every fullRecompute.
-	full := time.NewTicker(fullRecompute)
+	// The full recompute stays, as a safety net, every fullRecompute: an
+	// audit off the cluster loop, or (without an Audit, when it cannot
+	// audit, or when it finds the incremental state wrong) a full pass.
+	full := time.NewTicker(cmp.Or(env.FullRecompute, fullRecompute))
 	defer full.Stop()
 	go relay(ctx, full.C, func() {
+		if r.Audit != nil && leading.Load() {
+			err := r.Audit(ctx, func() (Snapshot, error) {
+				s, err := w.clusterSnapshot(nil)
+				if err != nil {
+					return s, err
+				}
+				return s.WithPods()
+			})
+			switch {
+			case err == nil:
+				return
+			case !errors.Is(err, errNoIndex) && !errors.Is(err, errDiverged) && ctx.Err() == nil:
+				log.Warn("audit failed: the cluster loop recomputes everything", "err", err)
+			}
+		}
 		w.RequestFull()
 		clusterQ.Add("cluster")
 	})

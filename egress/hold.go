@@ -181,6 +181,19 @@ func (h *HostHold) Held() []HeldIP {
 	return out
 }
 
+// Clone returns a HostHold with h's lease, clock and held IPs, whose holds
+// then start and end apart from h's: a computation that must not change
+// h's (a check of the leader's state against a full recompute) applies
+// the clone. A nil h clones to nil.
+func (h *HostHold) Clone() *HostHold {
+	if h == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return &HostHold{Lease: h.Lease, Now: h.Now, held: maps.Clone(h.held)}
+}
+
 // HeldIP is a held egress IP.
 type HeldIP struct {
 	IP netip.Addr

@@ -114,3 +114,38 @@ func TestHostHold(t *testing.T) {
 		})
 	}
 }
+
+// TestHostHoldClone: a clone starts with the holds of its original, and
+// what the clone then holds or lets go leaves the original as it was.
+func TestHostHoldClone(t *testing.T) {
+	if (*egress.HostHold)(nil).Clone() != nil {
+		t.Fatal("a nil HostHold clones to a HostHold")
+	}
+	start := time.Unix(1000, 0)
+	now := start
+	h := &egress.HostHold{Lease: 3 * time.Second, Now: func() time.Time { return now }}
+	w1 := node("w1", 2, secondary("10.10.10.2/24"), hosts("1", "10.10.10.50", "10.10.10.51"))
+	w2 := node("w2", 3, secondary("10.10.10.3/24"))
+	moved := map[string][]egressv1.EgressIPStatusItem{"a": {{Node: "w2", EgressIP: "10.10.10.50"}}}
+	a := eip("a", []string{"10.10.10.50"}, "w1=10.10.10.50")
+	if _, wake := h.Apply([]*egressv1.EgressIP{a}, moved, []egress.Node{w1, w2}); wake == 0 {
+		t.Fatal("the original holds nothing")
+	}
+	c := h.Clone()
+	if got := c.Held(); len(got) != 1 || got[0].IP != netip.MustParseAddr("10.10.10.50") {
+		t.Fatalf("the clone holds %v", got)
+	}
+	// The clone holds a second IP and lets the first go (w1 reports,
+	// after the release, that it hosts neither).
+	b := eip("b", []string{"10.10.10.51"}, "w1=10.10.10.51")
+	movedB := map[string][]egressv1.EgressIPStatusItem{"b": {{Node: "w2", EgressIP: "10.10.10.51"}}}
+	c.Apply([]*egressv1.EgressIP{b}, movedB, []egress.Node{w1, w2})
+	now = start.Add(time.Second)
+	c.Apply([]*egressv1.EgressIP{a}, moved, []egress.Node{node("w1", 2, secondary("10.10.10.2/24"), hosts("2", "10.10.10.51")), w2})
+	if got := c.Held(); len(got) != 1 || got[0].IP != netip.MustParseAddr("10.10.10.51") {
+		t.Fatalf("the clone holds %v, want 10.10.10.51 alone", got)
+	}
+	if got := h.Held(); len(got) != 1 || got[0].IP != netip.MustParseAddr("10.10.10.50") || !got[0].At.Equal(start) {
+		t.Fatalf("the original holds %v after its clone changed, want 10.10.10.50 from the start", got)
+	}
+}

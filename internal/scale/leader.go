@@ -54,6 +54,9 @@ func StartLeader(t testbed.T, bin, dir, name, kubeconfig, nb string) *Leader {
 	if level := os.Getenv("SCALE_LOG_LEVEL"); level != "" { // e.g. debug: each pass's timings in the log
 		args = append(args, "--log-level="+level)
 	}
+	if every := os.Getenv("SCALE_FULL_RECOMPUTE"); every != "" { // the audits among the events
+		args = append(args, "--full-recompute="+every)
+	}
 	p := testbed.StartProcess(t, "ovnedge "+name, log, nil, append([]string{bin}, args...)...)
 	return &Leader{Process: p, URL: "http://" + addr, LogFile: log, Started: begin}
 }
