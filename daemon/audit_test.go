@@ -13,6 +13,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/ovnedge/ovnedge/egress"
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
@@ -251,4 +257,46 @@ func TestGiveWay(t *testing.T) {
 	d.passing.Add(1)
 	<-returned(g)                                 // it waited less than an hour ago: on at once
 	<-returned(d.giveWay(0, 20*time.Millisecond)) // the pass runs on: on after max
+}
+
+// TestAuditHoldsApart: the audit applies a copy of the leader's egress IP
+// holds. Its list shows a status the leader's passes never saw (an egress
+// IP on a host interface of a node that may not hold it): the copy holds
+// the IP back, the leader's holds stay empty.
+func TestAuditHoldsApart(t *testing.T) {
+	ctx := context.Background()
+	m := newModel(1, 3, 2, 6, 0, 0)
+	m.putNode(m.node(0, true, false, 1)) // has the secondary network, may not hold egress IPs
+	m.putNode(m.node(1, true, true, 1))
+	eip := func(status bool) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "k8s.ovn.org/v1", "kind": "EgressIP",
+			"metadata": map[string]any{"name": "host"},
+			"spec": map[string]any{"egressIPs": []any{"192.168.50.100"},
+				"namespaceSelector": map[string]any{"matchLabels": map[string]any{"tenant": "0"}}}}}
+		if status {
+			u.Object["status"] = map[string]any{"items": []any{map[string]any{"node": "node0", "egressIP": "192.168.50.100"}}}
+		}
+		return u
+	}
+	m.putEIP(eip(false))
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{EgressIPResource: "EgressIPList"}, eip(false))
+	d := NewDataplane(demoConfig(t), &Clients{Typed: kubefake.NewClientset(), Dynamic: dyn}, record.NewFakeRecorder(100), NewMetrics(), quiet)
+	t.Cleanup(d.Close)
+	if err := d.Cluster(ctx, m.snapshot()); err != nil {
+		t.Fatal(err)
+	}
+	if held := d.params.Hold.Held(); len(held) != 0 {
+		t.Fatalf("the leader holds %v before the audit", held)
+	}
+	err := d.Audit(ctx, func() (Snapshot, error) {
+		m.putEIP(eip(true))
+		return m.snapshot(), nil
+	})
+	if !errors.Is(err, errDiverged) {
+		t.Fatalf("audit: %v, want errDiverged (the held IP is in no status of the audit's)", err)
+	}
+	if held := d.params.Hold.Held(); len(held) != 0 {
+		t.Fatalf("the audit changed the leader's holds: %v", held)
+	}
 }
