@@ -183,7 +183,7 @@ func BenchmarkScale(b *testing.B) {
 			r.Shape.Pods, strings.Join(api, ", "), r.Reconciles, r.ReconcileSeconds, r.NBOps, r.SyncRepairs, r.EventRepairs, r.Informers.Seconds(), r.Compared.Seconds(), r.Topology.Seconds()))
 	}
 	if st.report != "" && len(results) > 0 {
-		notes = append(notes, "CPU profiles of the daemon: cpu-sync-<pods>.pb.gz (initial sync) and cpu-events-<pods>.pb.gz (the events), summaries in the .txt files beside them (`go tool pprof -top`); what the daemon allocated during the events: allocs-events-<pods>.txt (`go tool pprof -sample_index=alloc_space -diff_base allocs-events-<pods>-before.pb.gz allocs-events-<pods>.pb.gz`, between the daemon's last GCs before and after the events); the daemon's log: leader-<pods>.log")
+		notes = append(notes, "CPU profiles of the daemon: cpu-sync-<pods>.pb.gz (initial sync) and cpu-events-<pods>.pb.gz (the events), summaries in the .txt files beside them (`go tool pprof -top`); what the daemon allocated during the events: allocs-events-<pods>.txt (`go tool pprof -sample_index=alloc_space -diff_base allocs-events-<pods>-before.pb.gz allocs-events-<pods>.pb.gz`, between the daemon's last GCs before and after the events); the daemon's log: leader-<pods>.log, the NB's: nb-<pods>.log")
 		if err := WriteReport(st.report, results, notes); err != nil {
 			b.Fatal(err)
 		}
@@ -265,6 +265,17 @@ func (m *measure) run(ctx context.Context) {
 		logDir = m.profDir
 	}
 	m.leader = StartLeader(b, m.bin, logDir, "leader-"+m.label, m.kubeconfig, nb.Remote)
+	if m.profDir != "" {
+		// The NB's own log (its compactions, slow transactions), kept
+		// before the NB's directory is removed (cleanups run last first).
+		b.Cleanup(func() {
+			if log, err := os.ReadFile(filepath.Join(nb.Dir, "nb.log")); err != nil {
+				b.Logf("scale: the NB's log: %v", err)
+			} else if err := os.WriteFile(filepath.Join(m.profDir, "nb-"+m.label+".log"), log, 0o644); err != nil {
+				b.Logf("scale: the NB's log: %v", err)
+			}
+		})
+	}
 	stopProf := m.profile(ctx, "cpu-sync-"+m.label)
 	m.sync(ctx)
 	stopProf()
