@@ -569,16 +569,19 @@ func (x *clusterIndex) setEIP(ps *pass, k string, u *unstructured.Unstructured) 
 	}
 	ps.eips[k] = true
 	ps.assign = true
-	if old != nil && old.served && u != nil {
+	var eip *egressv1.EgressIP
+	var parseErr error
+	if u != nil {
+		eip, parseErr = egressv1.FromUnstructured(u)
+	}
+	if old != nil && old.served && parseErr == nil && eip != nil && equality.Semantic.DeepEqual(eip.Spec, old.eip.Spec) {
 		// Its spec as before (a status written, the leader's own
 		// among them): the assignment runs again with the new object,
 		// the selection of namespaces and pods stands. After a node
 		// going NotReady at 150,000 pods, the pass of the 5 statuses
 		// shown back selected 150 pods each again, 1 ms.
-		if eip, err := egressv1.FromUnstructured(u); err == nil && equality.Semantic.DeepEqual(eip.Spec, old.eip.Spec) {
-			old.obj, old.eip = u, eip
-			return
-		}
+		old.obj, old.eip = u, eip
+		return
 	}
 	if old == nil || u == nil {
 		x.eipNames = nil
@@ -599,10 +602,9 @@ func (x *clusterIndex) setEIP(ps *pass, k string, u *unstructured.Unstructured) 
 	}
 	e := &eipEntry{obj: u, nss: map[string]bool{}, pods: map[string]egress.Pod{}}
 	x.eips[k] = e
-	eip, err := egressv1.FromUnstructured(u)
-	if err != nil {
+	if parseErr != nil {
 		e.events = []event.Event{event.Warningf(event.Ref(u.GetAPIVersion(), u.GetKind(), u),
-			ReasonInvalidObject, "EgressIP skipped, its rows stay as they are: %v", err)}
+			ReasonInvalidObject, "EgressIP skipped, its rows stay as they are: %v", parseErr)}
 		return
 	}
 	e.eip = eip
@@ -804,8 +806,6 @@ func (x *clusterIndex) computeEgress(ps *pass, cs *ClusterState) error {
 	if ps.reply {
 		x.reply = egress.ReplyPortPolicies(x.p.Egress, x.localPorts())
 	}
-	cs.ReplyFallback = x.reply
-	cs.Egress = x.egressNB
 	return nil
 }
 
