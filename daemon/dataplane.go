@@ -719,9 +719,10 @@ const statusDelay = 100 * time.Millisecond
 // repair's (watchNB, every fullResync, without the cluster lock): done
 // here, it fell on whichever event's pass came next and made it compare
 // all 13,005 owners of the scale benchmark's 150,000-pod cluster (a node
-// NotReady taking 1.4 s instead of ~27 ms). The owners' desired States
-// are compared with those last written on every full recompute
-// (fullRecompute), and those with the NB by that repair.
+// NotReady taking 1.4 s instead of ~27 ms). The incremental desired
+// States are checked against a full recompute by the periodic audit
+// (Audit), the States written are kept to them by every pass (refused
+// owners retried), and the NB to those written by that repair.
 func (d *Dataplane) fullDue() bool {
 	return d.synced == nil
 }
