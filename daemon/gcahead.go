@@ -3,6 +3,7 @@ package daemon
 import (
 	"log/slog"
 	"runtime"
+	"runtime/debug"
 	"runtime/metrics"
 	"sync"
 	"sync/atomic"
@@ -26,14 +27,21 @@ const gcAheadAt = 0.85
 // sentinel object (watch) that each cycle frees: what a pass allocates
 // counts, and so does what is allocated between passes (the NB repair's
 // comparison, the informers). A cycle the runtime started itself during
-// the pass cannot be told from here (runtime/metrics shows none in
-// progress), so a forced cycle may follow one; with the runtime's own
-// triggers at 70-80% of the way, that takes a pass allocating the last
-// 5-15% during a mark.
+// the pass shows in no runtime/metrics until it ends, and runtime.GC
+// called during its mark finishes it, then runs a whole second one: at
+// 150,000 pods on a slower machine, whose pacer triggered at ~88% of the
+// way, the scale benchmark's leader ran such a second cycle (0.5-0.6 s
+// of marking, ~1 s of CPU) twice in 15 minutes of events, each 0.6 s
+// after the first. So the collection is started by collectAhead, which
+// first waits out a mark under way and starts none if a cycle ended
+// meanwhile.
 type gcAhead struct {
-	log     *slog.Logger
-	read    func() heapStats // runtime/metrics, or a test's
-	collect func()           // runtime.GC, or a test's
+	log  *slog.Logger
+	read func() heapStats // runtime/metrics, or a test's
+	// collect collects, unless a cycle ends after seen (the completed
+	// cycles when the pass ended) before it starts, and reports whether it
+	// did (collectAhead, or a test's).
+	collect func(seen uint64) bool
 	running atomic.Bool
 	stopped atomic.Bool // watch no longer re-arms
 
@@ -62,7 +70,8 @@ func newGCAhead(log *slog.Logger) *gcAhead {
 		metrics.Read(samples)
 		return heapStats{samples[0].Value.Uint64(), samples[1].Value.Uint64(), samples[2].Value.Uint64(), samples[3].Value.Uint64()}
 	}
-	g := &gcAhead{log: log, read: read, collect: runtime.GC}
+	cycles := func() uint64 { return read().cycles }
+	g := &gcAhead{log: log, read: read, collect: func(seen uint64) bool { return collectAhead(seen, cycles, waitMark, runtime.GC) }}
 	g.watch()
 	return g
 }
@@ -129,6 +138,31 @@ func (g *gcAhead) after() {
 		"live", h.live, "allocated", since, "goal", h.goal)
 	go func() {
 		defer g.running.Store(false)
-		g.collect()
+		if !g.collect(h.cycles) {
+			g.log.Debug("garbage collection not started: a cycle the runtime started itself was under way")
+		}
 	}()
+}
+
+// collectAhead runs gc (runtime.GC) unless a cycle the runtime started
+// itself was under way: waitMark returns once no mark runs, and a cycle
+// that ended since the pass (cycles, the completed ones, past seen) is
+// the collection gcAhead wanted. runtime.GC alone would finish that
+// cycle, then run a second one.
+func collectAhead(seen uint64, cycles func() uint64, waitMark, gc func()) bool {
+	waitMark()
+	if cycles() != seen {
+		return false
+	}
+	gc()
+	return true
+}
+
+// waitMark returns once no garbage collection mark runs:
+// debug.SetGCPercent(-1) waits for a mark under way before it returns
+// (runtime/debug documents that a negative percentage disables the
+// collector; the runtime's setGCPercent waits on the mark so that it
+// returns with none running); the percentage is put back at once.
+func waitMark() {
+	debug.SetGCPercent(debug.SetGCPercent(-1))
 }

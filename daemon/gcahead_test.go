@@ -3,6 +3,8 @@ package daemon
 import (
 	"log/slog"
 	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
 	"testing"
 	"time"
 )
@@ -45,7 +47,7 @@ func TestGCAheadAfter(t *testing.T) {
 	h := heapStats{cycles: 7, allocated: 5000 * mb, live: 550 * mb, goal: 1092 * mb}
 	calls, release := make(chan struct{}, 4), make(chan struct{})
 	g := &gcAhead{log: slog.New(slog.DiscardHandler), read: func() heapStats { return h },
-		collect: func() { calls <- struct{}{}; <-release }}
+		collect: func(uint64) bool { calls <- struct{}{}; <-release; return true }}
 	step := func(allocated uint64, want bool) {
 		t.Helper()
 		h.allocated += allocated
@@ -100,5 +102,64 @@ func TestGCAheadWatch(t *testing.T) {
 			}
 			time.Sleep(time.Millisecond)
 		}
+	}
+}
+
+// TestCollectAhead: no collection is started when a cycle ended since
+// the pass, while collectAhead waited out the mark under way or before
+// (runtime.GC would have run a second one); one is when none did.
+func TestCollectAhead(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		before, mark bool // a cycle ends before collectAhead, during waitMark
+		collect      bool
+	}{
+		{"no mark under way", false, false, true},
+		{"a mark under way ends", false, true, false},
+		{"a cycle ended before", true, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const seen = 41 // when the pass ended
+			cycles, gcs := uint64(seen), 0
+			if tc.before {
+				cycles++
+			}
+			waited := false
+			got := collectAhead(seen, func() uint64 { return cycles }, func() {
+				waited = true
+				if tc.mark {
+					cycles++
+				}
+			}, func() {
+				if !waited {
+					t.Error("collected before waiting out the mark")
+				}
+				gcs++
+				cycles++
+			})
+			if want := map[bool]int{true: 1}[tc.collect]; got != tc.collect || gcs != want {
+				t.Errorf("collectAhead = %v with %d collections, want %v", got, gcs, tc.collect)
+			}
+		})
+	}
+}
+
+// TestCollectAheadRuntime: with the runtime's own functions and no mark
+// under way, collectAhead runs one cycle and leaves GOGC as it was.
+func TestCollectAheadRuntime(t *testing.T) {
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	cycles := func() uint64 { metrics.Read(s); return s[0].Value.Uint64() }
+	gogc := debug.SetGCPercent(150)
+	t.Cleanup(func() { debug.SetGCPercent(gogc) })
+	runtime.GC() // no mark under way after it
+	before := cycles()
+	if !collectAhead(before, cycles, waitMark, runtime.GC) {
+		t.Fatal("collectAhead started no collection with no mark under way")
+	}
+	if n := cycles() - before; n < 1 {
+		t.Errorf("%d cycles ended, want at least 1", n)
+	}
+	if got := debug.SetGCPercent(gogc); got != 150 {
+		t.Errorf("GOGC after waitMark = %d, want 150", got)
 	}
 }
