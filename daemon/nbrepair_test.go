@@ -533,7 +533,11 @@ func TestRepairIgnoresEchoes(t *testing.T) {
 
 	ovn.Nbctl("lr-policy-del", ovsdbnb.ClusterRouter, nbUUID(t, ovn, "Logical_Router_Policy", "priority=100", `match="ip4.src == 10.244.0.3"`))
 	l := waitLog("northbound: repaired rows changed behind ovnedge's back")
-	if !strings.Contains(l, "EgressIP/eip0 (Logical_Router_Policy deleted)") || !strings.Contains(l, "inserted=1") {
+	// The leader's steps are separate transactions: under load the echo
+	// of a later one can reach the monitor after the first echo's
+	// "nothing to repair", in the batch of the hand deletion, and then
+	// adds its own "Logical_Router_Policy inserted" to eip0's changes.
+	if !strings.Contains(l, "EgressIP/eip0 (Logical_Router_Policy deleted") || !strings.Contains(l, "inserted=1") {
 		t.Errorf("repair of a policy deleted by hand: %s", l)
 	}
 	waitNB(t, c, want, 20*time.Second, logs)
