@@ -211,8 +211,9 @@ var buildOnce struct {
 	bin string
 }
 
-// Build builds ./daemon/cmd/ovnedge once per process into a temporary
-// directory and returns its path.
+// Build builds ./daemon/cmd/ovnedge into a temporary directory and
+// returns its path. The binary is shared by the callers until t ends: then
+// the directory (~110 MB) is removed, and the next call builds again.
 func Build(t testbed.T, root string) string {
 	t.Helper()
 	buildOnce.Lock()
@@ -224,6 +225,12 @@ func Build(t testbed.T, root string) string {
 	if err != nil {
 		t.Fatalf("e2e: %v", err)
 	}
+	t.Cleanup(func() {
+		buildOnce.Lock()
+		defer buildOnce.Unlock()
+		buildOnce.bin = ""
+		_ = os.RemoveAll(dir)
+	})
 	bin := filepath.Join(dir, "ovnedge")
 	cmd := exec.Command("go", "build", "-o", bin, "./daemon/cmd/ovnedge")
 	cmd.Dir = root
