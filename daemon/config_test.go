@@ -1,16 +1,24 @@
 package daemon
 
 import (
+	"context"
+	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/ovnedge/ovnedge/bgp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 func writeFile(t *testing.T, text string) string {
@@ -335,6 +343,70 @@ func TestEveryOptionInConfigFile(t *testing.T) {
 	for _, o := range options {
 		if o.section != "" && !keys[o.key] {
 			t.Errorf("option --%s: no config file key %q in [%s]", o.name, o.key, o.section)
+		}
+	}
+}
+
+// TestConnectContentTypes: the built-in kinds are asked for, and
+// written, as protobuf, as OVN-Kubernetes' and Kube-OVN's clients ask for
+// them (cheaper for the API server and the daemon than JSON, on every
+// object of the lists and watches); the custom resources, which have no
+// protobuf, as JSON. Connect sets no content type: client-go's generated
+// clients (v0.35) default to protobuf, the dynamic client to JSON, and a
+// content type set on the shared rest.Config would change both.
+func TestConnectContentTypes(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string][2]string{} // "METHOD path": Accept, Content-Type
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.Method+" "+r.URL.Path] = [2]string{r.Header.Get("Accept"), r.Header.Get("Content-Type")}
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`)
+	}))
+	t.Cleanup(srv.Close)
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "`+srv.URL+`"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, _, err := ParseConfig("daemon", []string{"--kubeconfig", kubeconfig})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := Connect(c, slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"}}
+	eip := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "k8s.ovn.org/v1", "kind": "EgressIP",
+		"metadata": map[string]any{"name": "eip"}}}
+	_, _ = cl.Typed.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	_, _ = cl.Typed.CoreV1().Services("shop").UpdateStatus(ctx, svc, metav1.UpdateOptions{})
+	_, _ = cl.Dynamic.Resource(EgressIPResource).List(ctx, metav1.ListOptions{})
+	_, _ = cl.Dynamic.Resource(EgressIPResource).Update(ctx, eip, metav1.UpdateOptions{})
+	const pb, js = "application/vnd.kubernetes.protobuf", "application/json"
+	for _, tc := range []struct{ req, accept, content string }{
+		{"GET /api/v1/pods", pb + "," + js, ""},
+		{"PUT /api/v1/namespaces/shop/services/web/status", pb + "," + js, pb},
+		{"GET /apis/k8s.ovn.org/v1/egressips", js, ""},
+		{"PUT /apis/k8s.ovn.org/v1/egressips/eip", js, js},
+	} {
+		mu.Lock()
+		got, ok := seen[tc.req]
+		mu.Unlock()
+		switch {
+		case !ok:
+			t.Errorf("%s: no request", tc.req)
+		case !strings.HasPrefix(got[0], tc.accept) || got[1] != tc.content:
+			t.Errorf("%s: Accept %q, Content-Type %q; want Accept %q, Content-Type %q", tc.req, got[0], got[1], tc.accept, tc.content)
 		}
 	}
 }

@@ -146,6 +146,10 @@ func Connect(cfg *Config, log *slog.Logger) (*Clients, error) {
 	}
 	rc.UserAgent = "ovnedge"
 	rc.QPS, rc.Burst = cfg.KubeAPIQPS, cfg.KubeAPIBurst
+	// No content type is set: the typed client then carries the built-in
+	// kinds as protobuf (client-go's generated clients' default), the
+	// dynamic client the custom resources as JSON, their only format
+	// (TestConnectContentTypes).
 	typed, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
