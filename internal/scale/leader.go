@@ -33,6 +33,18 @@ func LeaderArgs(kubeconfig, nb, metrics string) []string {
 		"--egressip-reachability-total-timeout=0", "--enable-pprof=true"}
 }
 
+// LeaderEnv is what StartLeader adds to the leader's environment:
+// GODEBUG=SCALE_DAEMON_GODEBUG when that is set (gctrace=1 puts the
+// leader's GC cycles in its log). Given to the whole go test command,
+// GODEBUG would reach the compiler too, and the build cache would replay
+// the compiler's output on later builds.
+func LeaderEnv() []string {
+	if g := os.Getenv("SCALE_DAEMON_GODEBUG"); g != "" {
+		return []string{"GODEBUG=" + g}
+	}
+	return nil
+}
+
 // Leader is a running `ovnedge daemon` leader under measurement.
 type Leader struct {
 	*testbed.Process
@@ -57,7 +69,7 @@ func StartLeader(t testbed.T, bin, dir, name, kubeconfig, nb string) *Leader {
 	if every := os.Getenv("SCALE_FULL_RECOMPUTE"); every != "" { // the audits among the events
 		args = append(args, "--full-recompute="+every)
 	}
-	p := testbed.StartProcess(t, "ovnedge "+name, log, nil, append([]string{bin}, args...)...)
+	p := testbed.StartProcess(t, "ovnedge "+name, log, LeaderEnv(), append([]string{bin}, args...)...)
 	return &Leader{Process: p, URL: "http://" + addr, LogFile: log, Started: begin}
 }
 

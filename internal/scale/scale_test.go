@@ -270,3 +270,17 @@ func ExampleShapeFor() {
 		s.Pods, s.Nodes, s.Namespaces, s.Services, s.EgressIPs, len(s.Served()))
 	// Output: 150000 pods on 2000 nodes in 1000 namespaces, 10000 Services, 1000 EgressIPs serving 15000 pods
 }
+
+// TestLeaderEnv: SCALE_DAEMON_GODEBUG reaches the leader as GODEBUG, and
+// nothing is added without it.
+func TestLeaderEnv(t *testing.T) {
+	for _, tc := range []struct {
+		set  string
+		want []string
+	}{{"", nil}, {"gctrace=1", []string{"GODEBUG=gctrace=1"}}} {
+		t.Setenv("SCALE_DAEMON_GODEBUG", tc.set)
+		if got := LeaderEnv(); !slices.Equal(got, tc.want) {
+			t.Errorf("SCALE_DAEMON_GODEBUG=%q: %q, want %q", tc.set, got, tc.want)
+		}
+	}
+}
