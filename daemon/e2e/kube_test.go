@@ -138,8 +138,20 @@ func (k *kube) apply(t testing.TB, dir string, only ...string) {
 		return kindIndex(a.GetObjectKind().GroupVersionKind().Kind) - kindIndex(b.GetObjectKind().GroupVersionKind().Kind)
 	})
 	for _, o := range objs {
-		if _, err := k.create(context.Background(), o); err != nil {
-			t.Fatalf("%s: %v", dir, err)
+		// Bounded: a create that hangs (seen once in CI: ~3.5 minutes,
+		// the test's later waits then out of time) fails here, naming
+		// the object and how long it waited.
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		begin := time.Now()
+		_, err := k.create(ctx, o)
+		cancel()
+		if err != nil {
+			gvk := o.GetObjectKind().GroupVersionKind()
+			name := ""
+			if m, ok := o.(metav1.Object); ok {
+				name = m.GetNamespace() + "/" + m.GetName()
+			}
+			t.Fatalf("%s: %s %s after %v: %v", dir, gvk.Kind, name, time.Since(begin).Round(time.Millisecond), err)
 		}
 	}
 }
