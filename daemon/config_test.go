@@ -29,6 +29,23 @@ func writeFile(t *testing.T, text string) string {
 	return path
 }
 
+// writeKubeconfig writes a kubeconfig of server, with a token, and
+// returns its path.
+func writeKubeconfig(t *testing.T, server string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "`+server+`"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 func TestParseConfigPrecedence(t *testing.T) {
 	file := writeFile(t, `
 [default]
@@ -366,17 +383,7 @@ func TestConnectContentTypes(t *testing.T) {
 		fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`)
 	}))
 	t.Cleanup(srv.Close)
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "`+srv.URL+`"}}]
-users: [{name: u, user: {token: t}}]
-contexts: [{name: x, context: {cluster: c, user: u}}]
-current-context: x
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c, _, err := ParseConfig("daemon", []string{"--kubeconfig", kubeconfig})
+	c, _, err := ParseConfig("daemon", []string{"--kubeconfig", writeKubeconfig(t, srv.URL)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -415,16 +422,7 @@ current-context: x
 // [kubernetes] keys) become the API client's rate limit; client-go's own
 // 5/10 is not used unless asked for.
 func TestKubeAPIRateLimit(t *testing.T) {
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
-users: [{name: u, user: {token: t}}]
-contexts: [{name: x, context: {cluster: c, user: u}}]
-current-context: x
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := writeKubeconfig(t, "https://127.0.0.1:1")
 	file := writeFile(t, "[kubernetes]\nkubeconfig = "+kubeconfig+"\nkube-api-qps = 200\nkube-api-burst = 400\n")
 	for _, tc := range []struct {
 		args  []string
