@@ -41,6 +41,9 @@ type Changes struct {
 	// an object changing: an egress node's reachability, a held egress
 	// IP's hold running out (Env.Wake).
 	Reassign bool
+	// Since is when the informers delivered the first of these changes
+	// (zero when not known): the pass logs how long they waited for it.
+	Since time.Time
 }
 
 // Len is the number of changed objects.

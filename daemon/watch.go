@@ -171,12 +171,16 @@ type changeLog struct {
 	other    bool
 	reassign bool
 	full     bool
+	first    time.Time // when the first change since the last take was noted
 }
 
 // record notes a change of obj, of kind k.
 func (c *changeLog) record(k int, obj any) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.first.IsZero() {
+		c.first = time.Now()
+	}
 	if k == kindOther {
 		c.other = true
 		return
@@ -215,13 +219,13 @@ func (w *Watcher) RequestReassign() {
 func (w *Watcher) TakeChanges() *Changes {
 	c := &w.changes
 	c.mu.Lock()
-	keys, full, other, reassign := c.keys, c.full, c.other, c.reassign
-	c.keys, c.full, c.other, c.reassign = [kindOther]map[string]bool{}, false, false, false
+	keys, full, other, reassign, first := c.keys, c.full, c.other, c.reassign, c.first
+	c.keys, c.full, c.other, c.reassign, c.first = [kindOther]map[string]bool{}, false, false, false, time.Time{}
 	c.mu.Unlock()
 	if full {
 		return nil
 	}
-	ch := &Changes{Other: other, Reassign: reassign}
+	ch := &Changes{Other: other, Reassign: reassign, Since: first}
 	ch.Nodes = lookup[*corev1.Node](c.stores[kindNode], keys[kindNode])
 	ch.Namespaces = lookup[*corev1.Namespace](c.stores[kindNamespace], keys[kindNamespace])
 	ch.Pods = lookup[*corev1.Pod](c.stores[kindPod], keys[kindPod])

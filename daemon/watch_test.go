@@ -88,6 +88,7 @@ func TestWatcherTakeChanges(t *testing.T) {
 		t.Fatalf("first take %+v, want nil (full)", ch)
 	}
 	core := src.Clientset.CoreV1()
+	before := time.Now()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "prod"}}
 	if _, err := core.Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -112,6 +113,12 @@ func TestWatcherTakeChanges(t *testing.T) {
 			maps.Copy(all.Namespaces, ch.Namespaces)
 			maps.Copy(all.Pods, ch.Pods)
 			all.Reassign = all.Reassign || ch.Reassign
+			if ch.Len() > 0 && ch.Since.IsZero() {
+				t.Errorf("%s: %d changes taken with no Since", what, ch.Len())
+			}
+			if all.Since.IsZero() {
+				all.Since = ch.Since
+			}
 			if cond(all) {
 				return all
 			}
@@ -120,17 +127,20 @@ func TestWatcherTakeChanges(t *testing.T) {
 		t.Fatalf("timed out waiting for %s: %+v", what, all)
 		return nil
 	}
-	take("the namespace and the relabelled pod", func(ch *Changes) bool {
+	first := take("the namespace and the relabelled pod", func(ch *Changes) bool {
 		p := ch.Pods["prod/web-0"]
 		return ch.Namespaces["prod"] != nil && p != nil && p.Labels["app"] == "b"
 	})
+	if first.Since.Before(before) || first.Since.After(time.Now()) {
+		t.Errorf("the first changes' Since %v, want after the namespace's create (%v)", first.Since, before)
+	}
 	if err := core.Pods("prod").Delete(ctx, "web-0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	take("the deleted pod", func(ch *Changes) bool { p, ok := ch.Pods["prod/web-0"]; return ok && p == nil })
 	w.RequestReassign()
-	if ch := w.TakeChanges(); ch == nil || !ch.Reassign || ch.Len() != 0 {
-		t.Errorf("after RequestReassign: %+v, want Reassign and no object", ch)
+	if ch := w.TakeChanges(); ch == nil || !ch.Reassign || ch.Len() != 0 || !ch.Since.IsZero() {
+		t.Errorf("after RequestReassign: %+v, want Reassign, no object and no Since", ch)
 	}
 	w.RequestFull()
 	if ch := w.TakeChanges(); ch != nil {

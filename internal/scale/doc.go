@@ -39,9 +39,10 @@
 // latency-p99.png, memory.png, sync.png (gonum.org/v1/plot) and the CPU
 // profiles; SCALE_SYNC_TIMEOUT, SCALE_EVENT_TIMEOUT, SCALE_WORKERS;
 // SCALE_LOG_LEVEL the daemon's --log-level (debug logs each pass's
-// timings); SCALE_FULL_RECOMPUTE its --full-recompute (default 10m: the
-// audit off the cluster lock; shorter puts more of them among the
-// events); SCALE_DAEMON_GODEBUG the daemon's GODEBUG (gctrace=1: its GC
+// timings, and how long its first change had waited for it: queued);
+// SCALE_FULL_RECOMPUTE its --full-recompute (default 10m: the audit off
+// the cluster lock; shorter puts more of them among the events);
+// SCALE_DAEMON_GODEBUG the daemon's GODEBUG (gctrace=1: its GC
 // cycles in its log; not GODEBUG on go test, which the compiler reads).
 // -benchtime Nx [SCALE_ROUNDS] is the number of rounds of the four events
 // per size.
