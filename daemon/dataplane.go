@@ -423,8 +423,8 @@ func (d *Dataplane) computeCluster(s Snapshot) (ClusterState, error) {
 		args := []any{"mode", mode, "changes", ch.Len(), "dirty", len(cs.Dirty), "duration", time.Since(start)}
 		if !ch.Since.IsZero() {
 			// From the informers' delivery of the first change to
-			// this pass's start: a pass late after its event shows
-			// here whether the event came late or the loop did.
+			// this computation's start: a pass late after its event
+			// shows here whether the event came late or the loop did.
 			args = append(args, "queued", start.Sub(ch.Since))
 		}
 		d.log.Debug("cluster state computed", args...)

@@ -139,19 +139,14 @@ func (k *kube) apply(t testing.TB, dir string, only ...string) {
 	})
 	for _, o := range objs {
 		// Bounded: a create that hangs (seen once in CI: ~3.5 minutes,
-		// the test's later waits then out of time) fails here, naming
-		// the object and how long it waited.
+		// the test's later waits then out of time) fails here, with how
+		// long it waited (create's error names the object).
 		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 		begin := time.Now()
 		_, err := k.create(ctx, o)
 		cancel()
 		if err != nil {
-			gvk := o.GetObjectKind().GroupVersionKind()
-			name := ""
-			if m, ok := o.(metav1.Object); ok {
-				name = m.GetNamespace() + "/" + m.GetName()
-			}
-			t.Fatalf("%s: %s %s after %v: %v", dir, gvk.Kind, name, time.Since(begin).Round(time.Millisecond), err)
+			t.Fatalf("%s: after %v: %v", dir, time.Since(begin).Round(time.Millisecond), err)
 		}
 	}
 }
