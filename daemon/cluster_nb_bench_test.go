@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	goruntime "runtime"
 	"runtime/pprof"
 	"slices"
@@ -155,6 +156,14 @@ func clusterEvents(shape scale.Shape) []benchEvent {
 // CLUSTER_BENCH_GC_AHEAD=false runs the leader with --gc-ahead=false;
 // CLUSTER_BENCH_AUDIT runs the periodic audit (Dataplane.Audit) over and
 // over beside the events, each checked by the next event's pass.
+// CLUSTER_BENCH_GAP (a duration) idles the leader that long before each
+// pass, untimed, as the scale benchmark's rounds do (its --gc-ahead then
+// collects between passes, not in them). CLUSTER_BENCH_NB_LOG (with
+// CLUSTER_BENCH_NB_ONLY) names a file that gets the NB server's log, with
+// every JSON-RPC message of the events: when the server received each
+// transaction (received request, method="transact", id=N), sent its
+// update and its reply (send reply, id=N); beside CLUSTER_BENCH_DEBUG's
+// "transaction committed" lines, where a step's time went.
 func BenchmarkClusterEventsNB(b *testing.B) {
 	pods := 10000
 	if v := os.Getenv("CLUSTER_BENCH_PODS"); v != "" {
@@ -164,12 +173,21 @@ func BenchmarkClusterEventsNB(b *testing.B) {
 		}
 		pods = n
 	}
+	var gap time.Duration
+	if v := os.Getenv("CLUSTER_BENCH_GAP"); v != "" {
+		var err error
+		if gap, err = time.ParseDuration(v); err != nil || gap < 0 {
+			b.Fatalf("CLUSTER_BENCH_GAP=%q: want a duration", v)
+		}
+	}
 	shape := scale.ShapeFor(pods)
 	// CLUSTER_BENCH_NB_ONLY runs the NB alone, as BenchmarkScale does:
 	// no ovn-northd recomputing beside the leader after each write.
 	var nbRemote string
+	var nb *testbed.NB
 	if os.Getenv("CLUSTER_BENCH_NB_ONLY") != "" {
-		nbRemote = testbed.StartNB(b).Remote
+		nb = testbed.StartNB(b)
+		nbRemote = nb.Remote
 	} else {
 		nbRemote = testbed.StartOVN(b).NB
 	}
@@ -212,6 +230,24 @@ func BenchmarkClusterEventsNB(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Logf("%d pods: initial sync %v", pods, time.Since(begin).Round(time.Millisecond))
+	if path := os.Getenv("CLUSTER_BENCH_NB_LOG"); path != "" {
+		if nb == nil {
+			b.Fatal("CLUSTER_BENCH_NB_LOG needs CLUSTER_BENCH_NB_ONLY")
+		}
+		// From here on: the initial sync's messages would be most of it.
+		if _, err := nb.Appctl("vlog/set", "jsonrpc:file:dbg"); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { // before the NB's own, which removes its directory
+			data, err := os.ReadFile(filepath.Join(nb.Dir, "nb.log"))
+			if err == nil {
+				err = os.WriteFile(path, data, 0o644)
+			}
+			if err != nil {
+				b.Errorf("CLUSTER_BENCH_NB_LOG: %v", err)
+			}
+		})
+	}
 	if path := os.Getenv("CLUSTER_BENCH_HEAP"); path != "" { // what the synced leader holds
 		goruntime.GC()
 		writeProfile(b, "heap", path)
@@ -272,6 +308,11 @@ func BenchmarkClusterEventsNB(b *testing.B) {
 	for b.Loop() {
 		for _, ev := range events {
 			for _, on := range []bool{true, false} {
+				if gap > 0 {
+					b.StopTimer()
+					time.Sleep(gap)
+					b.StartTimer()
+				}
 				mu.Lock()
 				s.Changed = ev.set(&s, on)
 				pass := s

@@ -32,3 +32,10 @@ func StartNB(t T) *NB {
 
 // Pid returns the ovsdb-server's process ID.
 func (n *NB) Pid() int { return n.d.cmd.Process.Pid }
+
+// Appctl runs an ovs-appctl command against the ovsdb-server (its
+// control socket <Dir>/nb.ctl), e.g. "vlog/set", "jsonrpc:file:dbg" to
+// log every JSON-RPC message it receives and sends in <Dir>/nb.log.
+func (n *NB) Appctl(args ...string) (string, error) {
+	return run(append([]string{"ovs-appctl", "-t", filepath.Join(n.Dir, "nb.ctl")}, args...)...)
+}

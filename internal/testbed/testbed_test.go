@@ -215,3 +215,27 @@ func TestNetnsLink(t *testing.T) {
 		t.Error("va is visible in the other namespace")
 	}
 }
+
+// TestNBAppctl: the NB's control socket answers, its JSON-RPC debug log
+// then records a transaction, and a command it does not know is an error.
+func TestNBAppctl(t *testing.T) {
+	t.Parallel()
+	Require(t, "ovsdb-tool", "ovsdb-server", "ovs-appctl", "ovn-nbctl")
+	n := StartNB(t)
+	if _, err := n.Appctl("vlog/set", "jsonrpc:file:dbg"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run("ovn-nbctl", "--db="+n.Remote, "ls-add", "sw0"); err != nil {
+		t.Fatalf("ls-add: %q, %v", out, err)
+	}
+	log, err := os.ReadFile(filepath.Join(n.Dir, "nb.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(log), `received request, method="transact"`) {
+		t.Errorf("nb.log has no transaction after vlog/set jsonrpc:file:dbg:\n%s", log)
+	}
+	if out, err := n.Appctl("no/such-command"); err == nil {
+		t.Errorf("an unknown command succeeded: %q", out)
+	}
+}
