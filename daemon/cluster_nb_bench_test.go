@@ -151,8 +151,8 @@ func clusterEvents(shape scale.Shape) []benchEvent {
 // both timed: EVENT-p50-ms and EVENT-p99-ms are of the events made (as
 // BenchmarkScale times them: a node going NotReady moves its EgressIPs,
 // making it Ready again moves none), EVENT-undone-p50-ms and
-// EVENT-undone-p99-ms of the events undone. CLUSTER_BENCH_CPUPROFILE names a CPU profile of the
-// events alone, CLUSTER_BENCH_EVENTS a subset of them; CLUSTER_BENCH_ALLOCS an allocation profile P, and P.before
+// EVENT-undone-p99-ms of the events undone. CLUSTER_BENCH_CPUPROFILE
+// names a CPU profile of the events alone, CLUSTER_BENCH_EVENTS a subset of them; CLUSTER_BENCH_ALLOCS an allocation profile P, and P.before
 // its base (go tool pprof -diff_base P.before P: the events' garbage);
 // CLUSTER_BENCH_HEAP a heap profile once synced; CLUSTER_BENCH_NB_ONLY
 // runs no ovn-northd; CLUSTER_BENCH_DEBUG logs at debug level on stderr;
@@ -160,8 +160,8 @@ func clusterEvents(shape scale.Shape) []benchEvent {
 // CLUSTER_BENCH_AUDIT runs the periodic audit (Dataplane.Audit) over and
 // over beside the events, each checked by the next event's pass.
 // CLUSTER_BENCH_GAP (a duration) idles the leader that long before each
-// pass, untimed, as the scale benchmark's rounds do (its --gc-ahead then
-// collects between passes, not in them). CLUSTER_BENCH_NB_LOG (with
+// pass, untimed, as the scale benchmark's rounds do (giving --gc-ahead
+// time to collect between the passes). CLUSTER_BENCH_NB_LOG (with
 // CLUSTER_BENCH_NB_ONLY) names a file that gets the NB server's log, with
 // every JSON-RPC message of the events: when the server received each
 // transaction (received request, method="transact", id=N), sent its
