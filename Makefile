@@ -7,7 +7,7 @@ BENCHTIME ?= 1s
 # FLAVOR=kube-ovn: make demo shows Kube-OVN's LoadBalancer Services (seed 004).
 FLAVOR ?=
 
-.PHONY: help deps e2e-deps test e2e demo demo-nb bench bench-scale lint update-golden embed image deploy
+.PHONY: help deps e2e-deps mod-deps test-deps test e2e demo demo-nb bench bench-scale lint update-golden embed image deploy
 
 help:
 	@echo "make demo           ovnedge on a 3-node OVN cluster with a real kube-apiserver: requests to VIPs, egress source, failover gap"
@@ -33,23 +33,38 @@ e2e-deps: deps
 	@scripts/kube-apiserver.sh >/dev/null
 	@scripts/metallb.sh >/dev/null
 
-test: e2e-deps
-	$(GO) test -race -count=1 -timeout 30m ./...
+# Tests, benchmarks and demos run with no way off the machine: in a fresh
+# network namespace with only lo up (scripts/no-way-out.sh), where a dial
+# of an address no test created fails at once (internal/testbed's
+# TestNoWayOut proves it). Everything that needs the network is fetched
+# before, outside it: Debian packages, etcd and kube-apiserver, MetalLB,
+# the pinned tools (helm, kubeconform, crane) and every module.
+NOWAYOUT = scripts/no-way-out.sh
+
+mod-deps:
+	$(GO) mod download
+	cd examples/embed && $(GO) mod download
+
+test-deps: e2e-deps mod-deps
+	@for t in helm kubeconform crane; do scripts/tool.sh $$t >/dev/null; done
+
+test: test-deps
+	$(NOWAYOUT) $(GO) test -race -count=1 -timeout 30m ./...
 	@# bgp's graceful restart test is built without -race only: GoBGP v4.8.0
 	@# races inside itself there (bgp/gracefulrestart_test.go).
-	$(GO) test -count=1 -run '^TestGracefulRestart$$' ./bgp
+	$(NOWAYOUT) $(GO) test -count=1 -run '^TestGracefulRestart$$' ./bgp
 
-e2e: e2e-deps
-	$(GO) test -race -count=1 -v ./daemon/e2e ./egress/e2e ./internal/e2e
+e2e: test-deps
+	$(NOWAYOUT) $(GO) test -race -count=1 -v ./daemon/e2e ./egress/e2e ./internal/e2e
 
-demo: e2e-deps
-	$(GO) run ./examples/clusterdemo $(if $(FLAVOR),-flavor=$(FLAVOR))
+demo: test-deps
+	$(NOWAYOUT) $(GO) run ./examples/clusterdemo $(if $(FLAVOR),-flavor=$(FLAVOR))
 
-demo-nb: deps
-	$(GO) run ./examples/demo -manifests examples/demo
+demo-nb: deps mod-deps
+	$(NOWAYOUT) $(GO) run ./examples/demo -manifests examples/demo
 
-bench: deps
-	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -benchmem ./...
+bench: test-deps
+	$(NOWAYOUT) $(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -benchmem ./...
 
 # The leader against a real apiserver and NB at growing cluster sizes up to
 # SCALE_MAX pods (internal/scale, BenchmarkScale): SCALE_ROUNDS events of
@@ -59,8 +74,8 @@ bench: deps
 SCALE_MAX ?= 150000
 SCALE_ROUNDS ?= 100
 SCALE_REPORT ?= $(CURDIR)/bench-report/scale-$(shell date +%Y%m%d-%H%M%S)
-bench-scale: e2e-deps
-	SCALE_MAX_PODS=$(SCALE_MAX) SCALE_REPORT=$(SCALE_REPORT) $(GO) test -run '^$$' -bench '^BenchmarkScale$$' \
+bench-scale: test-deps
+	SCALE_MAX_PODS=$(SCALE_MAX) SCALE_REPORT=$(SCALE_REPORT) $(NOWAYOUT) $(GO) test -run '^$$' -bench '^BenchmarkScale$$' \
 		-benchtime $(SCALE_ROUNDS)x -timeout 4h -v ./internal/scale
 
 lint:
