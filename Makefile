@@ -7,7 +7,7 @@ BENCHTIME ?= 1s
 # FLAVOR=kube-ovn: make demo shows Kube-OVN's LoadBalancer Services (seed 004).
 FLAVOR ?=
 
-.PHONY: help deps e2e-deps mod-deps test-deps test e2e demo demo-nb bench bench-scale lint update-golden embed image deploy
+.PHONY: help deps e2e-deps mod-deps test-deps test e2e demo demo-nb bench bench-scale lint update-golden embed image deploy docs
 
 help:
 	@echo "make demo           ovnedge on a 3-node OVN cluster with a real kube-apiserver: requests to VIPs, egress source, failover gap"
@@ -21,6 +21,7 @@ help:
 	@echo "make embed          examples/embed (a separate module on the public API): vet, test, GOOS=darwin build; pure packages for darwin"
 	@echo "make image          the ovnedge OCI image without docker (crane): build/image/oci, tagged with \`ovnedge version\`"
 	@echo "make deploy         rewrite deploy/*.yaml and deploy/crds from the Helm chart deploy/helm/ovnedge"
+	@echo "make docs           rewrite docs/flags.md, the flag and config-file key reference, from the flag definitions"
 	@echo "make update-golden  rewrite testdata golden files (review the diff!)"
 
 deps:
@@ -112,3 +113,10 @@ image:
 deploy:
 	UPDATE_DEPLOY=1 $(GO) test -count=1 -run '^TestDeployIsChart$$' ./deploy
 	git diff --stat -- deploy
+
+# docs/flags.md is generated from the flag definitions (daemon's options
+# and aliases, its commands' own flags and lbsvc-agent's); daemon's
+# TestFlagReference checks it is current.
+docs:
+	UPDATE_DOCS=1 $(GO) test -count=1 -run '^TestFlagReference$$' ./daemon/cmd/flagref
+	git diff --stat -- docs

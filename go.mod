@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/cenkalti/backoff/v4 v4.3.0
 	github.com/coreos/go-iptables v0.8.0
+	github.com/digitalocean/go-openvswitch v0.0.0-20241021184246-19e734367535
 	github.com/go-logr/logr v1.4.4
 	github.com/google/nftables v0.3.0
 	github.com/k8snetworkplumbingwg/network-attachment-definition-client v1.7.7

@@ -1,17 +1,14 @@
 package daemon
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
-	"reflect"
 	"slices"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
-
+	"github.com/ovnedge/ovnedge/desired"
 	"github.com/ovnedge/ovnedge/egress"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 )
@@ -54,11 +51,11 @@ var (
 	errSuperseded = errors.New("computed anew meanwhile")
 )
 
-// auditRun is one audit under way (Dataplane.audit, under cmu).
+// auditRun is one audit under way (clusterWork.audit, under its mu).
 type auditRun struct {
 	// seen are the changes the passes applied since the audit started,
 	// each object as the last pass took it.
-	seen Changes
+	seen desired.Changes
 }
 
 // Audit checks the leader's incremental desired state against a full
@@ -66,26 +63,26 @@ type auditRun struct {
 // the cluster lock but for a few milliseconds. An error (errNoIndex,
 // errDiverged, or another) asks the caller to have the cluster loop
 // recompute everything instead.
-func (d *Dataplane) Audit(ctx context.Context, list func() (Snapshot, error)) error {
-	d.cmu.Lock()
-	if d.index == nil || d.resigned || !incrementalSupported(d.params) {
-		d.audit = nil
-		d.cmu.Unlock()
+func (c *clusterWork) auditIndex(ctx context.Context, list func() (desired.Snapshot, error)) error {
+	c.mu.Lock()
+	if c.index == nil || c.resigned || !desired.Supported(c.params) {
+		c.audit = nil
+		c.mu.Unlock()
 		return errNoIndex
 	}
 	a := &auditRun{}
-	d.audit = a
-	p, reachable, prev := d.params, d.Reachable, slices.Clone(d.lastNodes)
-	d.cmu.Unlock()
+	c.audit = a
+	p, reachable, prev := c.params, c.hooks.reachable, slices.Clone(c.lastNodes)
+	c.mu.Unlock()
 	// Its own holds: applying the listed statuses must neither start nor
 	// end the leader's.
 	p.Hold = p.Hold.Clone()
-	err := d.audited(ctx, a, p, reachable, prev, list)
-	d.cmu.Lock()
-	if d.audit == a {
-		d.audit = nil
+	err := c.audited(ctx, a, p, reachable, prev, list)
+	c.mu.Lock()
+	if c.audit == a {
+		c.audit = nil
 	}
-	d.cmu.Unlock()
+	c.mu.Unlock()
 	result := "match"
 	switch {
 	case errors.Is(err, errDiverged):
@@ -95,13 +92,13 @@ func (d *Dataplane) Audit(ctx context.Context, list func() (Snapshot, error)) er
 	case err != nil:
 		result = "failed"
 	}
-	d.m.Audits.WithLabelValues(result).Inc()
+	c.m.Audits.WithLabelValues(result).Inc()
 	return err
 }
 
 // audited is Audit's work from the list on.
-func (d *Dataplane) audited(ctx context.Context, a *auditRun, p Params, reachable func(string) bool, prev []egress.Node,
-	list func() (Snapshot, error)) error {
+func (c *clusterWork) audited(ctx context.Context, a *auditRun, p desired.Params, reachable func(string) bool, prev []egress.Node,
+	list func() (desired.Snapshot, error)) error {
 	s, err := list()
 	if err != nil {
 		return fmt.Errorf("audit: list: %w", err)
@@ -109,155 +106,59 @@ func (d *Dataplane) audited(ctx context.Context, a *auditRun, p Params, reachabl
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	d.cmu.Lock()
-	s.EgressIPs, _ = d.overlayWritten(s.EgressIPs) // as a pass reads them
-	d.cmu.Unlock()
+	c.mu.Lock()
+	s.EgressIPs, _ = c.status.overlayWritten(s.EgressIPs) // as a pass reads them
+	c.mu.Unlock()
 	start := time.Now()
-	y := newClusterIndex(p, reachable, prev)
-	y.giveWay = d.giveWay(giveWayRun, giveWayMax)
-	_, err = y.apply(SnapshotChanges(s))
+	y := desired.NewIndex(p, reachable, prev)
+	y.GiveWay(c.giveWay(giveWayRun, giveWayMax))
+	_, err = y.Apply(desired.SnapshotChanges(s))
 	took := time.Since(start)
-	d.m.Reconcile.WithLabelValues("audit", map[bool]string{true: "ok", false: "error"}[err == nil]).Observe(took.Seconds())
+	c.m.Reconcile.WithLabelValues("audit", map[bool]string{true: "ok", false: "error"}[err == nil]).Observe(took.Seconds())
 	if err != nil {
 		return fmt.Errorf("audit: full recompute: %w", err)
 	}
 	// The leader's state, and the changes it applied since the audit
 	// started, at one instant.
-	d.cmu.Lock()
-	if d.audit != a || d.index == nil {
-		d.cmu.Unlock()
+	c.mu.Lock()
+	if c.audit != a || c.index == nil {
+		c.mu.Unlock()
 		return errSuperseded
 	}
 	seen := a.seen
-	a.seen = Changes{}
-	inc := d.index.state(0)
+	a.seen = desired.Changes{}
+	inc := c.index.State()
 	inc.Egress, inc.LB = maps.Clone(inc.Egress), maps.Clone(inc.LB)
 	inc.Status, inc.Ingress, inc.Nodes = maps.Clone(inc.Status), maps.Clone(inc.Ingress), slices.Clone(inc.Nodes)
-	fit := d.nb != nil
-	if fit {
+	var cl *ovsdbnb.Client
+	if c.nb != nil {
+		cl = c.nb.Client()
+	}
+	if cl != nil {
 		// The index's map keeps the rows as the NB's schema fits them
 		// (fitSchema): both are compared as written.
-		d.fitSchema(&inc)
+		c.fitSchema(cl, &inc)
 	}
-	d.cmu.Unlock()
+	c.mu.Unlock()
 	checked := time.Now()
-	full, err := y.apply(&seen)
+	full, err := y.Apply(&seen)
 	if err != nil {
 		return fmt.Errorf("audit: the changes since its list: %w", err)
 	}
-	if fit {
-		d.cmu.Lock()
-		d.fitSchema(&full)
-		d.cmu.Unlock()
+	if cl != nil {
+		c.mu.Lock()
+		c.fitSchema(cl, &full)
+		c.mu.Unlock()
 	}
-	diff := diverged(full, inc)
-	if diff.none() {
-		d.log.Debug("audit: the incremental state matches a full recompute", "recompute", took,
+	diff := desired.Diverged(full, inc)
+	if diff.None() {
+		c.log.Debug("audit: the incremental state matches a full recompute", "recompute", took,
 			"changes", seen.Len(), "check", time.Since(checked))
 		return nil
 	}
-	d.log.Warn("audit: the incremental state differs from a full recompute of the informers' caches; the cluster loop recomputes everything",
-		"owners", len(diff.owners), "first", firstOwners(diff.owners, 10), "other", diff.other)
+	c.log.Warn("audit: the incremental state differs from a full recompute of the informers' caches; the cluster loop recomputes everything",
+		"owners", len(diff.Owners), "first", firstOwners(diff.Owners, 10), "other", diff.Other)
 	return errDiverged
-}
-
-// seeChanges records ch, which a pass applied, in a.
-func (a *auditRun) seeChanges(ch *Changes) {
-	s := &a.seen
-	s.Nodes = mergeChanges(s.Nodes, ch.Nodes)
-	s.Namespaces = mergeChanges(s.Namespaces, ch.Namespaces)
-	s.Pods = mergeChanges(s.Pods, ch.Pods)
-	s.Services = mergeChanges(s.Services, ch.Services)
-	s.EndpointSlices = mergeChanges(s.EndpointSlices, ch.EndpointSlices)
-	s.EgressIPs = mergeChanges(s.EgressIPs, ch.EgressIPs)
-	s.Reassign = s.Reassign || ch.Reassign
-}
-
-// mergeChanges is dst with src's objects over its own (allocated when
-// src is not empty).
-func mergeChanges[T any](dst, src map[string]T) map[string]T {
-	if len(src) == 0 {
-		return dst
-	}
-	if dst == nil {
-		dst = make(map[string]T, len(src))
-	}
-	maps.Copy(dst, src)
-	return dst
-}
-
-// divergence is how an incremental desired state differs from a full
-// recompute of the same objects: the NB owners whose rows differ, and the
-// other parts that do.
-type divergence struct {
-	owners []ovsdbnb.Owner
-	other  []string
-}
-
-func (v divergence) none() bool { return len(v.owners) == 0 && len(v.other) == 0 }
-
-// diverged compares the incremental state inc with the full recompute
-// full: every part the leader writes or acts on (NB rows by owner, the
-// EgressIP statuses, the Services' ingress, the owners kept, the host
-// assignments, the egress nodes and the events).
-func diverged(full, inc ClusterState) divergence {
-	var v divergence
-	v.owners = differingOwners(full.Egress, inc.Egress)
-	v.owners = append(v.owners, differingOwners(full.LB, inc.LB)...)
-	slices.SortFunc(v.owners, compareOwners)
-	v.owners = slices.Compact(v.owners)
-	for _, part := range []struct {
-		name  string
-		equal bool
-	}{
-		{"status", equality.Semantic.DeepEqual(full.Status, inc.Status)},
-		{"ingress", equality.Semantic.DeepEqual(full.Ingress, inc.Ingress)},
-		{"reply fallback", full.ReplyFallback.Equal(inc.ReplyFallback)},
-		{"keep", slices.Equal(sortedOwners(full.Keep), sortedOwners(inc.Keep))},
-		{"host", slices.Equal(sortedStrings(full.Host), sortedStrings(inc.Host))},
-		{"nodes", reflect.DeepEqual(full.Nodes, inc.Nodes)},
-		{"events", slices.Equal(sortedStrings(full.Events), sortedStrings(inc.Events))},
-	} {
-		if !part.equal {
-			v.other = append(v.other, part.name)
-		}
-	}
-	return v
-}
-
-// differingOwners are the owners of a and b whose states differ, one
-// side having none among them.
-func differingOwners(a, b map[ovsdbnb.Owner]ovsdbnb.State) []ovsdbnb.Owner {
-	var out []ovsdbnb.Owner
-	for o, st := range a {
-		if t, ok := b[o]; !ok || !st.Equal(t) {
-			out = append(out, o)
-		}
-	}
-	for o := range b {
-		if _, ok := a[o]; !ok {
-			out = append(out, o)
-		}
-	}
-	return out
-}
-
-func compareOwners(a, b ovsdbnb.Owner) int {
-	return cmp.Or(cmp.Compare(a.Type, b.Type), cmp.Compare(a.Name, b.Name))
-}
-
-func sortedOwners(o []ovsdbnb.Owner) []ovsdbnb.Owner {
-	return slices.SortedFunc(slices.Values(o), compareOwners)
-}
-
-// sortedStrings are the fmt.Sprint of each of s, sorted.
-func sortedStrings[T any](s []T) []string {
-	out := make([]string, len(s))
-	for i, v := range s {
-		out[i] = fmt.Sprint(v)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // firstOwners names up to n of owners.
@@ -283,13 +184,13 @@ const (
 // giveWay returns an audit index's clusterIndex.giveWay: it waits while
 // a pass runs, up to max at a time, and not again before run has passed
 // since it last went on.
-func (d *Dataplane) giveWay(run, max time.Duration) func() {
+func (c *clusterWork) giveWay(run, max time.Duration) func() {
 	var resumed time.Time
 	return func() {
-		if d.passing.Load() == 0 || time.Since(resumed) < run {
+		if c.passing.Load() == 0 || time.Since(resumed) < run {
 			return
 		}
-		for deadline := time.Now().Add(max); d.passing.Load() > 0 && time.Now().Before(deadline); {
+		for deadline := time.Now().Add(max); c.passing.Load() > 0 && time.Now().Before(deadline); {
 			time.Sleep(200 * time.Microsecond)
 		}
 		resumed = time.Now()

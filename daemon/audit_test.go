@@ -20,9 +20,11 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/ovnedge/ovnedge/desired"
 	"github.com/ovnedge/ovnedge/egress"
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
 	"github.com/ovnedge/ovnedge/event"
+	"github.com/ovnedge/ovnedge/internal/clustermodel"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 )
 
@@ -36,16 +38,16 @@ func TestClusterAudit(t *testing.T) {
 	ctx := context.Background()
 	var logs lockedBuilder
 	ovn, s, d, m := demoLeaderNB(t, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	list := func() (Snapshot, error) { return s, nil }
+	list := func() (desired.Snapshot, error) { return s, nil }
 	if err := d.Audit(ctx, list); !errors.Is(err, errNoIndex) {
 		t.Fatalf("an audit before the first pass: %v, want errNoIndex", err)
 	}
 	if err := d.Cluster(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	pass := func(what string, edit func(*Snapshot, *Changes)) {
+	pass := func(what string, edit func(*desired.Snapshot, *desired.Changes)) {
 		t.Helper()
-		ch := &Changes{}
+		ch := &desired.Changes{}
 		if edit != nil {
 			edit(&s, ch)
 		}
@@ -56,14 +58,14 @@ func TestClusterAudit(t *testing.T) {
 		}
 	}
 	ready, port, proto, portName, nodeName := true, int32(5432), corev1.ProtocolTCP, "pg", "ovn-worker2"
-	addPod := func(s *Snapshot, ch *Changes) {
+	addPod := func(s *desired.Snapshot, ch *desired.Changes) {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "db-0", Labels: map[string]string{"app": "db"}},
 			Spec: corev1.PodSpec{NodeName: "ovn-worker2"}, Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.244.2.7",
 				PodIPs: []corev1.PodIP{{IP: "10.244.2.7"}}}}
 		replaceObj(&s.Pods, "prod/db-0", p)
 		ch.Pods = map[string]*corev1.Pod{"prod/db-0": p}
 	}
-	addService := func(s *Snapshot, ch *Changes) {
+	addService := func(s *desired.Snapshot, ch *desired.Changes) {
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "db"}, Spec: corev1.ServiceSpec{
 			Type: corev1.ServiceTypeClusterIP, ClusterIP: "10.96.0.50", ClusterIPs: []string{"10.96.0.50"},
 			Ports: []corev1.ServicePort{{Name: "pg", Protocol: corev1.ProtocolTCP, Port: 5432}}}}
@@ -89,18 +91,18 @@ func TestClusterAudit(t *testing.T) {
 	// comes, the pod gets another IP and a node becomes an egress node
 	// (each in a pass of its own; the passes that come while it computes
 	// are no different).
-	x := d.index
-	if err := d.Audit(ctx, func() (Snapshot, error) {
+	x := d.cluster.index
+	if err := d.Audit(ctx, func() (desired.Snapshot, error) {
 		pass("pod added", addPod)
 		listed := s
 		pass("Service added", addService)
-		pass("pod IP changed", func(s *Snapshot, ch *Changes) {
+		pass("pod IP changed", func(s *desired.Snapshot, ch *desired.Changes) {
 			p := s.Pods[slices.IndexFunc(s.Pods, func(p *corev1.Pod) bool { return p.Name == "db-0" })].DeepCopy()
 			p.Status.PodIP, p.Status.PodIPs = "10.244.2.8", []corev1.PodIP{{IP: "10.244.2.8"}}
 			replaceObj(&s.Pods, "prod/db-0", p)
 			ch.Pods = map[string]*corev1.Pod{"prod/db-0": p}
 		})
-		pass("node labelled egress-assignable", func(s *Snapshot, ch *Changes) {
+		pass("node labelled egress-assignable", func(s *desired.Snapshot, ch *desired.Changes) {
 			n := s.Nodes[slices.IndexFunc(s.Nodes, func(n *corev1.Node) bool { return n.Name == "ovn-worker" })].DeepCopy()
 			n.Labels = map[string]string{"k8s.ovn.org/egress-assignable": ""}
 			replaceObj(&s.Nodes, n.Name, n)
@@ -110,9 +112,9 @@ func TestClusterAudit(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if count("match") != 1 || count("differed") != 0 || d.index != x || d.audit != nil {
+	if count("match") != 1 || count("differed") != 0 || d.cluster.index != x || d.cluster.audit != nil {
 		t.Fatalf("audits: match %v, differed %v; index kept %v; audit left %v\n%s", count("match"), count("differed"),
-			d.index == x, d.audit != nil, logs.String())
+			d.cluster.index == x, d.cluster.audit != nil, logs.String())
 	}
 	if err := d.Verify(ctx, s); err != nil {
 		t.Fatal(err)
@@ -121,14 +123,14 @@ func TestClusterAudit(t *testing.T) {
 	// The index loses the egress IP's SNAT, and a pass writes that to
 	// the NB (as a bug of the incremental path would).
 	owner := ovsdbnb.Owner{Type: egress.OwnerEgressIP, Name: "egress-prod"}
-	st := x.egressNB[owner]
+	st := x.State().Egress[owner] // the index's own map
 	if len(st.NATs) == 0 {
 		t.Fatalf("%s has no SNAT to lose: %+v", owner, st)
 	}
 	ip := st.NATs[0].ExternalIP
 	st.NATs = nil
-	x.egressNB[owner] = st
-	d.pending = map[ovsdbnb.Owner]bool{owner: true}
+	x.State().Egress[owner] = st
+	d.cluster.nb.Postpone(map[ovsdbnb.Owner]bool{owner: true})
 	pass("nothing", nil)
 	nats := func() string { return ovn.Nbctl("--bare", "--columns=external_ip", "list", "NAT") }
 	if strings.Contains(nats(), ip) {
@@ -137,8 +139,8 @@ func TestClusterAudit(t *testing.T) {
 	if err := d.Audit(ctx, list); !errors.Is(err, errDiverged) {
 		t.Fatalf("the audit of a broken state: %v, want errDiverged", err)
 	}
-	if count("differed") != 1 || d.audit != nil {
-		t.Fatalf("audits: match %v, differed %v; audit left %v\n%s", count("match"), count("differed"), d.audit != nil, logs.String())
+	if count("differed") != 1 || d.cluster.audit != nil {
+		t.Fatalf("audits: match %v, differed %v; audit left %v\n%s", count("match"), count("differed"), d.cluster.audit != nil, logs.String())
 	}
 	if msg := missing(logs.String(), `msg="audit: the incremental state differs from a full recompute of the informers' caches; the cluster loop recomputes everything" owners=1 first=[EgressIP/egress-prod]`); msg != "" {
 		t.Fatal(msg)
@@ -156,7 +158,7 @@ func TestClusterAudit(t *testing.T) {
 
 	// A full pass while an audit is under way: nothing is left to check
 	// (no other full pass is asked for, none counted).
-	if err := d.Audit(ctx, func() (Snapshot, error) {
+	if err := d.Audit(ctx, func() (desired.Snapshot, error) {
 		if err := d.Cluster(ctx, s); err != nil { // Changed nil: a full pass
 			t.Fatal(err)
 		}
@@ -164,8 +166,8 @@ func TestClusterAudit(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if d.audit != nil || count("match")+count("differed")+count("failed") != 2 {
-		t.Fatalf("after a full pass: audit left %v, %v counted", d.audit != nil, count("match")+count("differed")+count("failed"))
+	if d.cluster.audit != nil || count("match")+count("differed")+count("failed") != 2 {
+		t.Fatalf("after a full pass: audit left %v, %v counted", d.cluster.audit != nil, count("match")+count("differed")+count("failed"))
 	}
 }
 
@@ -177,8 +179,8 @@ func TestDiverged(t *testing.T) {
 	nat := func(ip string) ovsdbnb.State {
 		return ovsdbnb.State{NATs: []ovsdbnb.NAT{{Router: "GR_a", Type: "snat", ExternalIP: ip, LogicalIP: "10.244.0.5"}}}
 	}
-	base := func() ClusterState {
-		return ClusterState{
+	base := func() desired.ClusterState {
+		return desired.ClusterState{
 			Egress:  map[ovsdbnb.Owner]ovsdbnb.State{eip("a"): nat("172.18.0.44"), eip("b"): nat("172.18.0.45")},
 			LB:      map[ovsdbnb.Owner]ovsdbnb.State{svc: {}},
 			Status:  map[string][]egressv1.EgressIPStatusItem{"a": {{Node: "a", EgressIP: "172.18.0.44"}}},
@@ -190,42 +192,42 @@ func TestDiverged(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name   string
-		edit   func(*ClusterState)
+		edit   func(*desired.ClusterState)
 		owners []string
 		other  []string
 	}{
-		{"equal", func(*ClusterState) {}, nil, nil},
-		{"the same, in another order", func(cs *ClusterState) {
+		{"equal", func(*desired.ClusterState) {}, nil, nil},
+		{"the same, in another order", func(cs *desired.ClusterState) {
 			cs.Keep = []ovsdbnb.Owner{eip("b"), eip("a")}
 			cs.Events = []event.Event{{Reason: "two"}, {Reason: "one"}}
 		}, nil, nil},
-		{"rows differ", func(cs *ClusterState) { cs.Egress[eip("b")] = nat("172.18.0.46") }, []string{"EgressIP/b"}, nil},
-		{"an owner on one side only", func(cs *ClusterState) {
+		{"rows differ", func(cs *desired.ClusterState) { cs.Egress[eip("b")] = nat("172.18.0.46") }, []string{"EgressIP/b"}, nil},
+		{"an owner on one side only", func(cs *desired.ClusterState) {
 			delete(cs.Egress, eip("a"))
 			cs.LB[ovsdbnb.Owner{Type: "Service", Name: "prod/db"}] = ovsdbnb.State{}
 		}, []string{"EgressIP/a", "Service/prod/db"}, nil},
-		{"an owner in both maps", func(cs *ClusterState) { cs.LB[eip("a")] = nat("172.18.0.44") }, []string{"EgressIP/a"}, nil},
-		{"status", func(cs *ClusterState) { cs.Status["a"] = nil }, nil, []string{"status"}},
-		{"ingress", func(cs *ClusterState) { cs.Ingress["prod/web"] = nil }, nil, []string{"ingress"}},
-		{"reply fallback", func(cs *ClusterState) { cs.ReplyFallback = nat("172.18.0.1") }, nil, []string{"reply fallback"}},
-		{"keep", func(cs *ClusterState) { cs.Keep = cs.Keep[:1] }, nil, []string{"keep"}},
-		{"host", func(cs *ClusterState) { cs.Host = []egress.HostAssignment{{Node: "a"}} }, nil, []string{"host"}},
-		{"nodes", func(cs *ClusterState) { cs.Nodes = []egress.Node{{Name: "b"}} }, nil, []string{"nodes"}},
-		{"events", func(cs *ClusterState) { cs.Events = cs.Events[1:] }, nil, []string{"events"}},
+		{"an owner in both maps", func(cs *desired.ClusterState) { cs.LB[eip("a")] = nat("172.18.0.44") }, []string{"EgressIP/a"}, nil},
+		{"status", func(cs *desired.ClusterState) { cs.Status["a"] = nil }, nil, []string{"status"}},
+		{"ingress", func(cs *desired.ClusterState) { cs.Ingress["prod/web"] = nil }, nil, []string{"ingress"}},
+		{"reply fallback", func(cs *desired.ClusterState) { cs.ReplyFallback = nat("172.18.0.1") }, nil, []string{"reply fallback"}},
+		{"keep", func(cs *desired.ClusterState) { cs.Keep = cs.Keep[:1] }, nil, []string{"keep"}},
+		{"host", func(cs *desired.ClusterState) { cs.Host = []egress.HostAssignment{{Node: "a"}} }, nil, []string{"host"}},
+		{"nodes", func(cs *desired.ClusterState) { cs.Nodes = []egress.Node{{Name: "b"}} }, nil, []string{"nodes"}},
+		{"events", func(cs *desired.ClusterState) { cs.Events = cs.Events[1:] }, nil, []string{"events"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			full, inc := base(), base()
 			tc.edit(&inc)
-			v := diverged(full, inc)
+			v := desired.Diverged(full, inc)
 			var owners []string
-			for _, o := range v.owners {
+			for _, o := range v.Owners {
 				owners = append(owners, o.String())
 			}
-			if !slices.Equal(owners, tc.owners) || !slices.Equal(v.other, tc.other) {
-				t.Errorf("owners %q other %q, want %q %q", owners, v.other, tc.owners, tc.other)
+			if !slices.Equal(owners, tc.owners) || !slices.Equal(v.Other, tc.other) {
+				t.Errorf("owners %q other %q, want %q %q", owners, v.Other, tc.owners, tc.other)
 			}
-			if v.none() != (len(tc.owners) == 0 && len(tc.other) == 0) {
-				t.Errorf("none() = %v", v.none())
+			if v.None() != (len(tc.owners) == 0 && len(tc.other) == 0) {
+				t.Errorf("none() = %v", v.None())
 			}
 		})
 	}
@@ -234,7 +236,7 @@ func TestDiverged(t *testing.T) {
 // TestGiveWay: an audit waits while a pass runs, until it ends or for
 // max at most, and not again before it has run for run.
 func TestGiveWay(t *testing.T) {
-	d := &Dataplane{}
+	d := &Dataplane{cluster: &clusterWork{}}
 	returned := func(f func()) <-chan struct{} {
 		done := make(chan struct{})
 		go func() {
@@ -243,20 +245,20 @@ func TestGiveWay(t *testing.T) {
 		}()
 		return done
 	}
-	g := d.giveWay(time.Hour, time.Hour)
+	g := d.cluster.giveWay(time.Hour, time.Hour)
 	<-returned(g) // no pass: on at once
-	d.passing.Add(1)
+	d.cluster.passing.Add(1)
 	done := returned(g)
 	select {
 	case <-done:
 		t.Fatal("did not wait for the pass")
 	case <-time.After(30 * time.Millisecond):
 	}
-	d.passing.Add(-1)
+	d.cluster.passing.Add(-1)
 	<-done
-	d.passing.Add(1)
-	<-returned(g)                                 // it waited less than an hour ago: on at once
-	<-returned(d.giveWay(0, 20*time.Millisecond)) // the pass runs on: on after max
+	d.cluster.passing.Add(1)
+	<-returned(g)                                         // it waited less than an hour ago: on at once
+	<-returned(d.cluster.giveWay(0, 20*time.Millisecond)) // the pass runs on: on after max
 }
 
 // TestAuditHoldsApart: the audit applies a copy of the leader's egress IP
@@ -265,9 +267,9 @@ func TestGiveWay(t *testing.T) {
 // the IP back, the leader's holds stay empty.
 func TestAuditHoldsApart(t *testing.T) {
 	ctx := context.Background()
-	m := newModel(1, 3, 2, 6, 0, 0)
-	m.putNode(m.node(0, true, false, 1)) // has the secondary network, may not hold egress IPs
-	m.putNode(m.node(1, true, true, 1))
+	m := clustermodel.New(1, 3, 2, 6, 0, 0)
+	m.PutNode(m.Node(0, true, false, 1)) // has the secondary network, may not hold egress IPs
+	m.PutNode(m.Node(1, true, true, 1))
 	eip := func(status bool) *unstructured.Unstructured {
 		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "k8s.ovn.org/v1", "kind": "EgressIP",
 			"metadata": map[string]any{"name": "host"},
@@ -278,25 +280,25 @@ func TestAuditHoldsApart(t *testing.T) {
 		}
 		return u
 	}
-	m.putEIP(eip(false))
+	m.PutEIP(eip(false))
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{EgressIPResource: "EgressIPList"}, eip(false))
+		map[schema.GroupVersionResource]string{egressv1.Resource: "EgressIPList"}, eip(false))
 	d := NewDataplane(demoConfig(t), &Clients{Typed: kubefake.NewClientset(), Dynamic: dyn}, record.NewFakeRecorder(100), NewMetrics(), quiet)
 	t.Cleanup(d.Close)
-	if err := d.Cluster(ctx, m.snapshot()); err != nil {
+	if err := d.Cluster(ctx, m.Snapshot()); err != nil {
 		t.Fatal(err)
 	}
-	if held := d.params.Hold.Held(); len(held) != 0 {
+	if held := d.cluster.params.Hold.Held(); len(held) != 0 {
 		t.Fatalf("the leader holds %v before the audit", held)
 	}
-	err := d.Audit(ctx, func() (Snapshot, error) {
-		m.putEIP(eip(true))
-		return m.snapshot(), nil
+	err := d.Audit(ctx, func() (desired.Snapshot, error) {
+		m.PutEIP(eip(true))
+		return m.Snapshot(), nil
 	})
 	if !errors.Is(err, errDiverged) {
 		t.Fatalf("audit: %v, want errDiverged (the held IP is in no status of the audit's)", err)
 	}
-	if held := d.params.Hold.Held(); len(held) != 0 {
+	if held := d.cluster.params.Hold.Held(); len(held) != 0 {
 		t.Fatalf("the audit changed the leader's holds: %v", held)
 	}
 }

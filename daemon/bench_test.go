@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/ovnedge/ovnedge/desired"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -12,8 +13,8 @@ import (
 // scaleSnapshot is the steady-state scale: 5,000 pods in 100
 // namespaces on 50 nodes, 2,000 Services (every tenth a LoadBalancer)
 // with one EndpointSlice each, and 200 EgressIPs, two per namespace.
-func scaleSnapshot() Snapshot {
-	var s Snapshot
+func scaleSnapshot() desired.Snapshot {
+	var s desired.Snapshot
 	for i := range 50 {
 		s.Nodes = append(s.Nodes, &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node%d", i), Labels: map[string]string{"k8s.ovn.org/egress-assignable": ""},
@@ -67,7 +68,7 @@ func BenchmarkCompute(b *testing.B) {
 	p := ParamsFrom(cfg)
 	b.Run("cluster", func(b *testing.B) {
 		for b.Loop() {
-			cs, err := ComputeCluster(s, p, nil, nil)
+			cs, err := desired.ComputeCluster(s, p, nil, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -76,7 +77,7 @@ func BenchmarkCompute(b *testing.B) {
 	})
 	b.Run("node", func(b *testing.B) {
 		for b.Loop() {
-			ns, err := ComputeNode(s, p, "node7")
+			ns, err := desired.ComputeNode(s, p, "node7")
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -85,7 +85,7 @@ func TestNodeBridgeDriftAndRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, op := range []string{"add", "modify", "delete"} {
-		if n := value(t, m.FlowOps.WithLabelValues(op)); n != 0 {
+		if n := gathered(t, m, "ovnedge_flow_operations_total", "op="+op); n != 0 {
 			t.Errorf("restart with the same objects: %v flows %s, want none", n, op)
 		}
 	}
@@ -105,8 +105,8 @@ func TestNodeBridgeDriftAndRestart(t *testing.T) {
 		!strings.Contains(got, "cookie=0x77") || !strings.Contains(got, "nat(src=172.18.0.3)") {
 		t.Errorf("restart after the Services were deleted: orphans left or flows lost:\n%s", got)
 	}
-	if value(t, m.FlowOps.WithLabelValues("delete")) == 0 || value(t, m.FlowOps.WithLabelValues("add")) != 0 {
+	if gathered(t, m, "ovnedge_flow_operations_total", "op="+"delete") == 0 || gathered(t, m, "ovnedge_flow_operations_total", "op="+"add") != 0 {
 		t.Errorf("restart after the Services were deleted: %v deleted, %v added; want deletes only",
-			value(t, m.FlowOps.WithLabelValues("delete")), value(t, m.FlowOps.WithLabelValues("add")))
+			gathered(t, m, "ovnedge_flow_operations_total", "op="+"delete"), gathered(t, m, "ovnedge_flow_operations_total", "op="+"add"))
 	}
 }

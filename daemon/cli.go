@@ -10,11 +10,11 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"strings"
-	"time"
 
-	"github.com/ovnedge/ovnedge/egress/reach"
+	"github.com/ovnedge/ovnedge/desired"
 	"github.com/ovnedge/ovnedge/event"
 	"github.com/ovnedge/ovnedge/lbsvc/agent"
+	"github.com/ovnedge/ovnedge/ovsdbnb"
 )
 
 const usage = `ovnedge makes Kubernetes edge traffic work on OVN/Open vSwitch: EgressIPs out,
@@ -183,134 +183,9 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer, log *slog.L
 	return Run(ctx, cfg, c, d.Reconcilers(), env)
 }
 
-// wireReachability starts what the egress reachability needs: on a node
-// instance its health server and heartbeat responder, its liveness (the
-// heartbeat among nodes with fast failover and L2 announce) and its host
-// lease; on a leader candidate the checker (with the [ovnnorth] TLS files
-// for gRPC) and, with fast failover, the heartbeat of the egress nodes,
-// sent while leading.
-func wireReachability(ctx context.Context, cfg *Config, c *Clients, d *Dataplane, env *Env, log *slog.Logger) error {
-	wake, nodeWake := make(chan struct{}, 1), make(chan struct{}, 1)
-	env.Wake, env.NodeWake = wake, nodeWake
-	d.Wake = func() { poke(wake) }
-	var key []byte
-	if cfg.FastFailover && cfg.HeartbeatKeyFile != "" {
-		var err error
-		if key, err = reach.ReadHeartbeatKey(cfg.HeartbeatKeyFile); err != nil {
-			return err
-		}
-	}
-	d.HostChanged = func() { poke(nodeWake) }
-	requeue := time.AfterFunc(time.Hour, func() { poke(wake) })
-	requeue.Stop()
-	d.Requeue = func(after time.Duration) { requeue.Reset(after) }
-	if cfg.NodeName != "" {
-		l := &nodeLiveness{self: cfg.NodeName, uplink: cfg.Uplink}
-		if cfg.EnableEgressIP {
-			l.lease, l.hosting = cfg.HostLease, d.Hosting
-			d.Fenced = l.Fenced
-			go l.watchAPI(ctx, c, log, nodeWake)
-			if cfg.HealthCheckPort != 0 || cfg.FastFailover {
-				go serveNode(ctx, cfg, c, l, key, log)
-			}
-		}
-		d.Kick = func() { poke(nodeWake) }
-		if cfg.FastFailover && (cfg.EnableL2Announce || cfg.UnderlayLBMode == UnderlayStandalone) {
-			hb, err := reach.NewHeartbeat(reach.HeartbeatConfig{Interval: cfg.HeartbeatInterval, Misses: cfg.HeartbeatMisses,
-				Port: cfg.HeartbeatPort, Key: key, Logger: log}, func(string, bool) { poke(nodeWake) })
-			if err != nil {
-				return fmt.Errorf("node heartbeat: %w", err)
-			}
-			l.hb = hb
-			d.NodeTargets = hb.SetTargets
-			go func() {
-				if err := hb.Run(ctx); err != nil {
-					log.Error("node heartbeat stopped", "err", err)
-				}
-			}()
-		}
-		d.Alive = l.Alive
-	}
-	if !cfg.LeaderElect || !cfg.EnableEgressIP {
-		return nil
-	}
-	changed := func(what string) func(string, bool) {
-		return func(node string, up bool) {
-			log.Info("egress node reachability", "node", node, "reachable", up, "by", what)
-			poke(wake)
-		}
-	}
-	var checks []func(string) bool
-	var targets []func([]reach.Target)
-	var chk *reach.Checker
-	if cfg.ReachabilityTotalTimeout > 0 {
-		var err error
-		chk, err = reach.NewChecker(reach.Config{Interval: cfg.CheckInterval,
-			Timeout: time.Duration(cfg.ReachabilityTotalTimeout) * time.Second, Port: cfg.HealthCheckPort,
-			TLS: cfg.HealthTLS(), Logger: log}, changed("check"))
-		if err != nil {
-			return fmt.Errorf("reachability checker: %w", err)
-		}
-		checks, targets = append(checks, chk.Reachable), append(targets, chk.SetTargets)
-		go chk.Run(ctx)
-	}
-	if cfg.FastFailover {
-		onHB := changed("heartbeat")
-		// The leader's heartbeat renews a node's host lease only while the
-		// checks find it reachable and none of its host egress IPs is
-		// held (egress.HostHold counts on that lease running out).
-		renew := func(node string) bool {
-			return !d.params.Hold.Holding(node) && (chk == nil || chk.Reachable(node))
-		}
-		hb, err := reach.NewHeartbeat(reach.HeartbeatConfig{Interval: cfg.HeartbeatInterval, Misses: cfg.HeartbeatMisses,
-			Port: cfg.HeartbeatPort, Leader: true, Renew: renew, Key: key, Logger: log}, func(node string, up bool) {
-			if up && chk != nil {
-				chk.Heard(node) // checked now, not an interval later; a probe begun before is stale
-			}
-			onHB(node, up)
-		})
-		if err != nil {
-			return fmt.Errorf("egress heartbeat: %w", err)
-		}
-		checks = append(checks, hb.Reachable)
-		// Heartbeats go out while leading only: a node takes them as
-		// the leader's word that it still owns its egress IPs.
-		targets = append(targets, hb.SetTargets)
-		env.Leading = func(leading bool) {
-			if !leading {
-				hb.SetTargets(nil)
-			}
-		}
-		go func() {
-			if err := hb.Run(ctx); err != nil {
-				log.Error("egress heartbeat stopped", "err", err)
-			}
-		}()
-	}
-	if len(checks) == 0 {
-		return nil
-	}
-	d.Reachable = func(node string) bool {
-		for _, ok := range checks {
-			if !ok(node) {
-				return false
-			}
-		}
-		return true
-	}
-	d.Targets = func(t []reach.Target) {
-		for _, set := range targets {
-			set(t)
-		}
-	}
-	return nil
-}
-
 func runRender(ctx context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger, level *slog.LevelVar) error {
 	var what string
-	cfg, err := parse("render", args, stderr, level, func(fs *flag.FlagSet) {
-		fs.StringVar(&what, "what", "flows", "what to print: flows (the node's bridge flows), provider-flows (its provider bridge's, --underlay-lb-mode) or nb (the Northbound rows)")
-	})
+	cfg, err := parse("render", args, stderr, level, renderFlags(&what))
 	if err != nil {
 		return err
 	}
@@ -330,24 +205,24 @@ func runRender(ctx context.Context, args []string, stdout, stderr io.Writer, log
 	p := ParamsFrom(cfg)
 	var out []byte
 	if what != "nb" {
-		ns, err := ComputeNode(s, p, cfg.NodeName)
+		ns, err := desired.ComputeNode(s, p, cfg.NodeName)
 		if err != nil {
 			return err
 		}
 		logEvents(log, ns.Events)
 		if what == "provider-flows" {
-			ns = NodeState{Sets: ns.Provider}
+			ns = desired.NodeState{Sets: ns.Provider}
 		}
-		if out, err = RenderFlows(ns); err != nil {
+		if out, err = desired.RenderFlows(ns); err != nil {
 			return err
 		}
 	} else {
-		cs, err := ComputeCluster(s, p, nil, nil)
+		cs, err := desired.ComputeCluster(s, p, nil, nil)
 		if err != nil {
 			return err
 		}
 		logEvents(log, cs.Events)
-		if out, err = RenderNB(cs.NB()); err != nil {
+		if out, err = ovsdbnb.Render(cs.NB()); err != nil {
 			return err
 		}
 	}
@@ -363,9 +238,7 @@ func logEvents(log *slog.Logger, events []event.Event) {
 
 func runSync(ctx context.Context, args []string, stderr io.Writer, log *slog.Logger, level *slog.LevelVar) error {
 	var once bool
-	cfg, err := parse("sync", args, stderr, level, func(fs *flag.FlagSet) {
-		fs.BoolVar(&once, "once", false, "apply once and exit (required; for a loop, run `ovnedge daemon`)")
-	})
+	cfg, err := parse("sync", args, stderr, level, syncFlags(&once))
 	if err != nil {
 		return err
 	}
@@ -417,4 +290,20 @@ func SyncOnce(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	}
 	log.Info("dataplane matches the manifests", "manifests", cfg.Manifests, "node", cfg.NodeName)
 	return nil
+}
+
+// renderFlags registers render's own flags beside the shared ones: --what
+// into what.
+func renderFlags(what *string) func(*flag.FlagSet) {
+	return func(fs *flag.FlagSet) {
+		fs.StringVar(what, "what", "flows", "what to print: flows (the node's bridge flows), provider-flows (its provider bridge's, --underlay-lb-mode) or nb (the Northbound rows)")
+	}
+}
+
+// syncFlags registers sync's own flags beside the shared ones: --once
+// into once.
+func syncFlags(once *bool) func(*flag.FlagSet) {
+	return func(fs *flag.FlagSet) {
+		fs.BoolVar(once, "once", false, "apply once and exit (required; for a loop, run `ovnedge daemon`)")
+	}
 }

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
+
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -25,6 +27,7 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/ovnedge/ovnedge/desired"
 	"github.com/ovnedge/ovnedge/egress/reach"
 	"github.com/ovnedge/ovnedge/internal/scale"
 	"github.com/ovnedge/ovnedge/internal/testbed"
@@ -35,8 +38,8 @@ import (
 // informers would hold it once synced: the ClusterIPs and NodePorts the
 // apiserver would allocate, the EgressIP statuses of the leader's first
 // assignment (withStatus).
-func shapeSnapshot(b *testing.B, shape scale.Shape, p Params) Snapshot {
-	var s Snapshot
+func shapeSnapshot(b *testing.B, shape scale.Shape, p desired.Params) desired.Snapshot {
+	var s desired.Snapshot
 	for n := range shape.Nodes {
 		s.Nodes = append(s.Nodes, scale.Node(n))
 	}
@@ -87,15 +90,15 @@ func clusterEvents(shape scale.Shape) []benchEvent {
 	next := func(name string) int { round[name]++; return round[name] }
 	var egressNode string
 	return []benchEvent{
-		{"pod-relabel", func(s *Snapshot, on bool) *Changes {
+		{"pod-relabel", func(s *desired.Snapshot, on bool) *desired.Changes {
 			i := served[(next("pod")*7919)%len(served)]
 			p := s.Pods[i].DeepCopy()
 			p.Labels = map[string]string{scale.LabelApp: p.Labels[scale.LabelApp],
 				scale.LabelEIP: map[string]string{"a": "b", "b": "a"}[p.Labels[scale.LabelEIP]]}
 			s.Pods[i] = p
-			return &Changes{Pods: map[string]*corev1.Pod{p.Namespace + "/" + p.Name: p}}
+			return &desired.Changes{Pods: map[string]*corev1.Pod{p.Namespace + "/" + p.Name: p}}
 		}},
-		{"new-service", func(s *Snapshot, on bool) *Changes {
+		{"new-service", func(s *desired.Snapshot, on bool) *desired.Changes {
 			j := shape.Services
 			svc := clusterIPService(scale.Service(j), j)
 			svc.Spec.Type, svc.Spec.Ports[0].NodePort, svc.Status = corev1.ServiceTypeClusterIP, 0, corev1.ServiceStatus{}
@@ -106,9 +109,9 @@ func clusterEvents(shape scale.Shape) []benchEvent {
 				s.Services = s.Services[:shape.Services]
 				svc = nil
 			}
-			return &Changes{Services: map[string]*corev1.Service{key: svc}}
+			return &desired.Changes{Services: map[string]*corev1.Service{key: svc}}
 		}},
-		{"endpoint", func(s *Snapshot, on bool) *Changes {
+		{"endpoint", func(s *desired.Snapshot, on bool) *desired.Changes {
 			j := clusterIPs[(next("endpoint")*7919)%len(clusterIPs)]
 			sl := s.EndpointSlices[j].DeepCopy()
 			first := scale.Endpoints(j)[0]
@@ -117,9 +120,9 @@ func clusterEvents(shape scale.Shape) []benchEvent {
 			}
 			sl.Endpoints[0] = scale.EndpointSlice(j, []int{first}).Endpoints[0]
 			s.EndpointSlices[j] = sl
-			return &Changes{EndpointSlices: map[string]*discoveryv1.EndpointSlice{sl.Namespace + "/" + sl.Name: sl}}
+			return &desired.Changes{EndpointSlices: map[string]*discoveryv1.EndpointSlice{sl.Namespace + "/" + sl.Name: sl}}
 		}},
-		{"node-notready", func(s *Snapshot, on bool) *Changes {
+		{"node-notready", func(s *desired.Snapshot, on bool) *desired.Changes {
 			if on { // the node of the round's EgressIP
 				u := s.EgressIPs[(next("node")*7919)%len(s.EgressIPs)]
 				items, _, _ := unstructured.NestedSlice(u.Object, "status", "items")
@@ -130,13 +133,13 @@ func clusterEvents(shape scale.Shape) []benchEvent {
 			}
 			n := slices.IndexFunc(s.Nodes, func(n *corev1.Node) bool { return n.Name == egressNode })
 			if n < 0 {
-				return &Changes{}
+				return &desired.Changes{}
 			}
 			node := s.Nodes[n].DeepCopy()
 			num, _ := strconv.Atoi(node.Name[len("node-"):])
 			node.Status = scale.NodeStatus(num, !on)
 			s.Nodes[n] = node
-			return &Changes{Nodes: map[string]*corev1.Node{node.Name: node}}
+			return &desired.Changes{Nodes: map[string]*corev1.Node{node.Name: node}}
 		}},
 	}
 }
@@ -218,7 +221,7 @@ func BenchmarkClusterEventsNB(b *testing.B) {
 		objs = append(objs, u.DeepCopy())
 	}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{EgressIPResource: "EgressIPList"}, objs...)
+		map[schema.GroupVersionResource]string{egressv1.Resource: "EgressIPList"}, objs...)
 	log := quiet
 	if os.Getenv("CLUSTER_BENCH_DEBUG") != "" { // each pass's and transaction's timings, on stderr
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -227,7 +230,7 @@ func BenchmarkClusterEventsNB(b *testing.B) {
 	b.Cleanup(d.Close)
 	// As the daemon's (its heartbeat and health checks): the leader
 	// sets their targets when the nodes change.
-	d.Targets = func([]reach.Target) {}
+	d.hooks.targets = func([]reach.Target) {}
 	begin := time.Now()
 	if err := d.Cluster(ctx, s); err != nil {
 		b.Fatal(err)
@@ -285,7 +288,7 @@ func BenchmarkClusterEventsNB(b *testing.B) {
 			n := 0
 			defer func() { done <- n }()
 			for actx.Err() == nil {
-				err := d.Audit(actx, func() (Snapshot, error) {
+				err := d.Audit(actx, func() (desired.Snapshot, error) {
 					mu.Lock()
 					defer mu.Unlock()
 					// The events replace objects in place: the list is

@@ -17,6 +17,7 @@ import (
 
 	"k8s.io/client-go/tools/record"
 
+	"github.com/ovnedge/ovnedge/desired"
 	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 )
@@ -616,7 +617,7 @@ func startCoexistNB(t *testing.T, qosMark bool) *testbed.OVN {
 }
 
 // loadCoexist loads coexistCluster as the daemon does (--manifests).
-func loadCoexist(t *testing.T, cfg *Config) (Snapshot, *Clients) {
+func loadCoexist(t *testing.T, cfg *Config) (desired.Snapshot, *Clients) {
 	t.Helper()
 	dir := t.TempDir()
 	for name, content := range coexistCluster {
@@ -663,7 +664,7 @@ func TestCoexistOVNK(t *testing.T) {
 			}
 			ops := map[string]float64{}
 			for _, op := range []string{"insert", "update", "mutate", "delete"} {
-				ops[op] = value(t, m.NBOps.WithLabelValues(op))
+				ops[op] = gathered(t, m, "ovnedge_nb_operations_total", "op="+op)
 			}
 			t.Logf("first sync: %v", ops)
 			if ops["insert"] != 0 || ops["delete"] != 0 || ops["update"] != 0 {
@@ -764,17 +765,17 @@ func TestLBTemplatesFallback(t *testing.T) {
 			var logs strings.Builder
 			d := NewDataplane(cfg, clients, record.NewFakeRecorder(100), NewMetrics(), slog.New(slog.NewTextHandler(&logs, nil)))
 			defer d.Close()
-			if err := d.connectNB(ctx); err != nil {
+			if err := d.cluster.connectNB(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if !ovsdbnb.SupportsTemplates(d.nb.Schema()) {
-				t.Fatalf("the installed NB schema %s has no Chassis_Template_Var", d.nb.Schema().Version)
+			if !ovsdbnb.SupportsTemplates(d.cluster.nb.Client().Schema()) {
+				t.Fatalf("the installed NB schema %s has no Chassis_Template_Var", d.cluster.nb.Client().Schema().Version)
 			}
 			if !templates {
-				old := d.nb.Schema()
+				old := d.cluster.nb.Client().Schema()
 				old.Tables = maps.Clone(old.Tables)
 				delete(old.Tables, "Chassis_Template_Var")
-				d.fitTemplates(old)
+				d.cluster.fitTemplates(old)
 			}
 			for range 2 {
 				if err := d.Cluster(ctx, s); err != nil {

@@ -15,6 +15,7 @@ import (
 	"gopkg.in/gcfg.v1"
 
 	"github.com/ovnedge/ovnedge/bgp"
+	"github.com/ovnedge/ovnedge/desired"
 	"github.com/ovnedge/ovnedge/egress/reach"
 	"github.com/ovnedge/ovnedge/lbsvc/ipam"
 )
@@ -194,7 +195,7 @@ type Config struct {
 	Pprof       bool
 	// GCAhead starts a garbage collection after a cluster pass when the
 	// runtime would start its next one late, on the next pass (see
-	// gcAhead).
+	// package gcahead).
 	GCAhead bool
 	// FullRecompute is how often the leader checks its incremental
 	// desired state against a full recompute (see Dataplane.Audit).
@@ -435,11 +436,11 @@ var options = []option{
 		func(c *Config, v string) error { return c.LogLevel.UnmarshalText([]byte(v)) }},
 }
 
-// The values of --underlay-lb-mode.
+// The values of --underlay-lb-mode (desired.Params.Underlay).
 const (
-	UnderlayOff        = "off"
-	UnderlayMetalLB    = "metallb"
-	UnderlayStandalone = "standalone"
+	UnderlayOff        = desired.UnderlayOff
+	UnderlayMetalLB    = desired.UnderlayMetalLB
+	UnderlayStandalone = desired.UnderlayStandalone
 )
 
 // isBoolFlag reports whether arg is a boolean option's flag without a

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
+
 	"github.com/ovnedge/ovnedge/bgp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -397,8 +399,8 @@ func TestConnectContentTypes(t *testing.T) {
 		"metadata": map[string]any{"name": "eip"}}}
 	_, _ = cl.Typed.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	_, _ = cl.Typed.CoreV1().Services("shop").UpdateStatus(ctx, svc, metav1.UpdateOptions{})
-	_, _ = cl.Dynamic.Resource(EgressIPResource).List(ctx, metav1.ListOptions{})
-	_, _ = cl.Dynamic.Resource(EgressIPResource).Update(ctx, eip, metav1.UpdateOptions{})
+	_, _ = cl.Dynamic.Resource(egressv1.Resource).List(ctx, metav1.ListOptions{})
+	_, _ = cl.Dynamic.Resource(egressv1.Resource).Update(ctx, eip, metav1.UpdateOptions{})
 	const pb, js = "application/vnd.kubernetes.protobuf", "application/json"
 	for _, tc := range []struct{ req, accept, content string }{
 		{"GET /api/v1/pods", pb + "," + js, ""},

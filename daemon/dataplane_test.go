@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -22,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/ovnedge/ovnedge/desired"
 	"github.com/ovnedge/ovnedge/egress"
 	"github.com/ovnedge/ovnedge/egress/hostnet"
 	"github.com/ovnedge/ovnedge/internal/testbed"
@@ -30,7 +33,7 @@ import (
 
 // loadDemo returns the demo manifests (with edits) as a snapshot and the
 // in-memory API holding them.
-func loadDemo(t *testing.T, cfg *Config, edits map[string]string) (Snapshot, *Clients) {
+func loadDemo(t *testing.T, cfg *Config, edits map[string]string) (desired.Snapshot, *Clients) {
 	t.Helper()
 	cfg.Manifests = demoDir(t, edits)
 	s, c, err := LoadSnapshot(context.Background(), cfg, quiet)
@@ -51,7 +54,7 @@ func demoConfig(t *testing.T, args ...string) *Config {
 
 func eipStatus(t *testing.T, c *Clients, name string) string {
 	t.Helper()
-	u, err := c.Dynamic.Resource(EgressIPResource).Get(context.Background(), name, metav1.GetOptions{})
+	u, err := c.Dynamic.Resource(egressv1.Resource).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +167,7 @@ func TestClusterNB(t *testing.T) {
 	if got := eipStatus(t, c, "egress-prod"); got != "ovn-worker2=172.18.0.44" {
 		t.Errorf("status %q", got)
 	}
-	ops := value(t, m.NBOps.WithLabelValues("insert"))
+	ops := gathered(t, m, "ovnedge_nb_operations_total", "op="+"insert")
 	if ops == 0 {
 		t.Error("nb insert operations not counted")
 	}
@@ -175,7 +178,7 @@ func TestClusterNB(t *testing.T) {
 	if err := d.Verify(ctx, s); err != nil {
 		t.Errorf("resync: %v", err)
 	}
-	if after := value(t, m.NBOps.WithLabelValues("insert")); after != ops {
+	if after := gathered(t, m, "ovnedge_nb_operations_total", "op="+"insert"); after != ops {
 		t.Errorf("a resync inserted %v rows", after-ops)
 	}
 
@@ -186,7 +189,7 @@ func TestClusterNB(t *testing.T) {
 	if p := ovn.Nbctl("lr-policy-list", ovsdbnb.ClusterRouter); !strings.Contains(p, "reroute                100.64.0.4") {
 		t.Errorf("a malformed EgressIP lost its programmed reroute:\n%s", p)
 	}
-	if !strings.Contains(drain(rec), ReasonInvalidObject) {
+	if !strings.Contains(drain(rec), desired.ReasonInvalidObject) {
 		t.Error("no event for the malformed EgressIP")
 	}
 
@@ -300,8 +303,8 @@ func TestNodeFlows(t *testing.T) {
 			t.Errorf("bridge lacks %q:\n%s", want, dump)
 		}
 	}
-	if value(t, m.FlowOps.WithLabelValues("add")) != 6 {
-		t.Errorf("flow adds counted %v, want 6", value(t, m.FlowOps.WithLabelValues("add")))
+	if gathered(t, m, "ovnedge_flow_operations_total", "op="+"add") != 6 {
+		t.Errorf("flow adds counted %v, want 6", gathered(t, m, "ovnedge_flow_operations_total", "op="+"add"))
 	}
 	if err := d.Verify(ctx, s); err != nil {
 		t.Error(err)
@@ -355,8 +358,8 @@ func TestNodeGatewayFlows(t *testing.T) {
 		strings.Count(dump, "priority=0 actions=NORMAL") != 2 {
 		t.Errorf("want the base's NORMAL flows in tables 0 and 1 only, with its cookie:\n%s", dump)
 	}
-	if value(t, m.FlowOps.WithLabelValues("modify")) != 1 {
-		t.Errorf("flow modifies counted %v, want 1 (the bridge's NORMAL flow)", value(t, m.FlowOps.WithLabelValues("modify")))
+	if gathered(t, m, "ovnedge_flow_operations_total", "op="+"modify") != 1 {
+		t.Errorf("flow modifies counted %v, want 1 (the bridge's NORMAL flow)", gathered(t, m, "ovnedge_flow_operations_total", "op="+"modify"))
 	}
 	if err := d.Verify(ctx, s); err != nil {
 		t.Error(err)
@@ -373,7 +376,7 @@ func TestNodeGatewayFlows(t *testing.T) {
 
 	// Gateway flows off in the same process (OVN-Kubernetes takes over):
 	// base and Service flows go, the bypass and egress flows stay.
-	d.params.GatewayFlows = false
+	d.node.params.GatewayFlows = false
 	if err := d.Node(ctx, s); err != nil {
 		t.Fatal(err)
 	}
@@ -430,14 +433,14 @@ func TestNodeHostEgress(t *testing.T) {
 	defer d.Close()
 	ctx := context.Background()
 
-	ns, err := ComputeNode(s, d.params, "ovn-worker2")
+	ns, err := desired.ComputeNode(s, d.cluster.params, "ovn-worker2")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(ns.Host) != 1 || ns.Host[0].EgressIP.String() != "192.168.100.50" {
 		t.Fatalf("host assignments %+v", ns.Host)
 	}
-	if _, _, err := d.convergeHost(ctx, ns.Host); err != nil {
+	if _, _, err := d.node.host.Converge(ctx, ns.Host); err != nil {
 		t.Fatal(err)
 	}
 	if addrs := node.Run(t, "ip", "-4", "addr", "show", "eg0"); !strings.Contains(addrs, "192.168.100.50") {
@@ -445,11 +448,11 @@ func TestNodeHostEgress(t *testing.T) {
 	}
 	edits["egressip.yaml"] = ""
 	gone, _ := loadDemo(t, demoConfig(t), edits)
-	ns, err = ComputeNode(gone, d.params, "ovn-worker2")
+	ns, err = desired.ComputeNode(gone, d.cluster.params, "ovn-worker2")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := d.convergeHost(ctx, ns.Host); err != nil {
+	if _, _, err := d.node.host.Converge(ctx, ns.Host); err != nil {
 		t.Fatal(err)
 	}
 	if addrs := node.Run(t, "ip", "-4", "addr", "show", "eg0"); strings.Contains(addrs, "192.168.100.50") {
@@ -482,16 +485,16 @@ func TestNodeHostEgressRejected(t *testing.T) {
 	d := NewDataplane(cfg, c, record.NewFakeRecorder(100), NewMetrics(), quiet)
 	defer d.Close()
 	var fenced bool
-	d.Fenced = func() bool { return fenced }
+	d.hooks.fenced = func() bool { return fenced }
 	ctx := context.Background()
-	ns, err := ComputeNode(s, d.params, "ovn-worker2")
+	ns, err := desired.ComputeNode(s, d.cluster.params, "ovn-worker2")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(ns.Host) != 2 {
 		t.Fatalf("host assignments %+v", ns.Host)
 	}
-	events, report, err := d.convergeHost(ctx, ns.Host)
+	events, report, err := d.node.host.Converge(ctx, ns.Host)
 	if err != nil {
 		t.Fatalf("a rejected assignment failed the converge: %v", err)
 	}
@@ -510,11 +513,11 @@ func TestNodeHostEgressRejected(t *testing.T) {
 			onlyGood = append(onlyGood, h)
 		}
 	}
-	if _, report, _ = d.convergeHost(ctx, onlyGood); report.Refused[badIP] == "" {
+	if _, report, _ = d.node.host.Converge(ctx, onlyGood); report.Refused[badIP] == "" {
 		t.Errorf("moved away, the refusal of %s was dropped while it still fails: %s", badIP, report)
 	}
 	node.Run(t, "sysctl", "-qw", "net.ipv4.conf.eg1.forwarding=1")
-	if _, report, _ = d.convergeHost(ctx, onlyGood); len(report.Refused) != 0 {
+	if _, report, _ = d.node.host.Converge(ctx, onlyGood); len(report.Refused) != 0 {
 		t.Errorf("eg1 forwards now, the node still refuses: %s", report)
 	}
 	node.Run(t, "sysctl", "-qw", "net.ipv4.conf.eg1.forwarding=0")
@@ -530,14 +533,14 @@ func TestNodeHostEgressRejected(t *testing.T) {
 		t.Errorf("iptables backend: no SNAT in %s:\n%s", hostnet.ChainName, rules)
 	}
 	fenced = true
-	if _, _, err := d.convergeHost(ctx, ns.Host); err != nil {
+	if _, _, err := d.node.host.Converge(ctx, ns.Host); err != nil {
 		t.Fatal(err)
 	}
 	if a := addrs(); strings.Contains(a, "192.168.100.50") {
 		t.Errorf("fenced node still hosts 192.168.100.50:\n%s", a)
 	}
 	fenced = false
-	if _, _, err := d.convergeHost(ctx, ns.Host); err != nil {
+	if _, _, err := d.node.host.Converge(ctx, ns.Host); err != nil {
 		t.Fatal(err)
 	}
 	if a := addrs(); !strings.Contains(a, "192.168.100.50") {
@@ -595,11 +598,11 @@ func TestClusterReadsWrittenStatus(t *testing.T) {
 			d := NewDataplane(cfg, c, record.NewFakeRecorder(100), NewMetrics(), quiet)
 			defer d.Close()
 			down := true
-			d.Reachable = func(node string) bool { return node != "ovn-worker2" || !down }
-			snap := func() Snapshot {
+			d.hooks.reachable = func(node string) bool { return node != "ovn-worker2" || !down }
+			snap := func() desired.Snapshot {
 				s := stale
 				if incremental {
-					s.Changed = &Changes{Reassign: true}
+					s.Changed = &desired.Changes{Reassign: true}
 				}
 				return s
 			}

@@ -1,10 +1,14 @@
 package daemon
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/ovnedge/ovnedge/manifests"
+)
 
 // TestDemoManifestsLoad keeps examples/demo loadable.
 func TestDemoManifestsLoad(t *testing.T) {
-	objs, err := LoadManifests("../examples/demo")
+	objs, err := manifests.Load("../examples/demo")
 	if err != nil {
 		t.Fatal(err)
 	}

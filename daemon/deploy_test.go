@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ovnedge/ovnedge/manifests"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -15,7 +16,7 @@ import (
 // unknown field is an error), checks that each workload runs as an
 // existing ServiceAccount, and that its arguments are flags ovnedge knows.
 func TestDeployManifests(t *testing.T) {
-	files, err := LoadManifests("../deploy")
+	files, err := manifests.Load("../deploy")
 	if err != nil {
 		t.Fatal(err)
 	}

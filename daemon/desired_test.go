@@ -16,8 +16,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/ovnedge/ovnedge/desired"
 	"github.com/ovnedge/ovnedge/egress"
 	"github.com/ovnedge/ovnedge/event"
+	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/lbsvc/ipam"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 	"github.com/ovnedge/ovnedge/ovsflow"
@@ -40,7 +42,7 @@ func demoDir(t *testing.T, edits map[string]string) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		putFile(t, dir, filepath.Base(f), string(b))
+		testbed.WriteFile(t, dir, filepath.Base(f), string(b))
 	}
 	for name, content := range edits {
 		if content == "" {
@@ -49,12 +51,12 @@ func demoDir(t *testing.T, edits map[string]string) string {
 			}
 			continue
 		}
-		putFile(t, dir, name, content)
+		testbed.WriteFile(t, dir, name, content)
 	}
 	return dir
 }
 
-func demoSnapshot(t *testing.T, edits map[string]string) Snapshot {
+func demoSnapshot(t *testing.T, edits map[string]string) desired.Snapshot {
 	t.Helper()
 	s, _, err := LoadSnapshot(context.Background(), &Config{Manifests: demoDir(t, edits)}, quiet)
 	if err != nil {
@@ -63,7 +65,7 @@ func demoSnapshot(t *testing.T, edits map[string]string) Snapshot {
 	return s
 }
 
-func demoParams(t *testing.T, args ...string) Params {
+func demoParams(t *testing.T, args ...string) desired.Params {
 	t.Helper()
 	cfg, _, err := ParseConfig("test", append([]string{"--cluster-subnets", "10.244.0.0/16/24"}, args...))
 	if err != nil {
@@ -125,7 +127,7 @@ func TestComputeCluster(t *testing.T) {
 	}{
 		{name: "demo", wantStatus: "[{ovn-worker2 172.18.0.44}]"},
 		{name: "node without annotations", edits: map[string]string{"bad-node.yaml": badNode},
-			wantEvents: []string{ReasonInvalidNode}, wantStatus: "[{ovn-worker2 172.18.0.44}]"},
+			wantEvents: []string{desired.ReasonInvalidNode}, wantStatus: "[{ovn-worker2 172.18.0.44}]"},
 		{name: "invalid egress IP", edits: map[string]string{"bad-eip.yaml": badEgressIP},
 			wantEvents: []string{egress.ReasonInvalidEgressIP}, wantStatus: "[{ovn-worker2 172.18.0.44}]"},
 		// In manifests mode the younger Service is the later in file
@@ -139,7 +141,7 @@ func TestComputeCluster(t *testing.T) {
 			wantStatus: "[{ovn-worker2 172.18.0.44}]", wantIngr: "172.18.0.209"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cs, err := ComputeCluster(demoSnapshot(t, tc.edits), demoParams(t, tc.args...), nil, nil)
+			cs, err := desired.ComputeCluster(demoSnapshot(t, tc.edits), demoParams(t, tc.args...), nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -176,7 +178,7 @@ func TestComputeCluster(t *testing.T) {
 	}
 }
 
-func fmtStatus(cs ClusterState) string {
+func fmtStatus(cs desired.ClusterState) string {
 	items, ok := cs.Status["egress-prod"]
 	if !ok {
 		return ""
@@ -198,15 +200,15 @@ func fmtStatus(cs ClusterState) string {
 // only; TestComputeNodeGateway covers the default).
 func TestComputeNode(t *testing.T) {
 	p := demoParams(t, "--gateway-flows=false")
-	ns, err := ComputeNode(demoSnapshot(t, nil), p, "ovn-worker2")
+	ns, err := desired.ComputeNode(demoSnapshot(t, nil), p, "ovn-worker2")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ns.Sets[OwnerEgressFlows]) != 4 || len(ns.Sets["service/prod/web"]) != 1 || len(ns.Sets["service/prod/api"]) != 1 {
+	if len(ns.Sets[desired.OwnerEgressFlows]) != 4 || len(ns.Sets["service/prod/web"]) != 1 || len(ns.Sets["service/prod/api"]) != 1 {
 		t.Errorf("flow sets %v", ns.Sets)
 	}
 	// Every VIP is announced by exactly one of the two Ready nodes.
-	other, err := ComputeNode(demoSnapshot(t, nil), p, "ovn-worker")
+	other, err := desired.ComputeNode(demoSnapshot(t, nil), p, "ovn-worker")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,15 +217,15 @@ func TestComputeNode(t *testing.T) {
 	if want := []netip.Addr{netip.MustParseAddr("172.18.0.200"), netip.MustParseAddr("172.18.0.201")}; !slices.Equal(announced, want) {
 		t.Errorf("announced VIPs %v, want each of %v once", announced, want)
 	}
-	if _, err := ComputeNode(demoSnapshot(t, nil), p, "nope"); err == nil {
+	if _, err := desired.ComputeNode(demoSnapshot(t, nil), p, "nope"); err == nil {
 		t.Error("an unknown node must be an error")
 	}
 
-	bad, err := ComputeNode(demoSnapshot(t, map[string]string{"bad-node.yaml": badNode}), p, "ovn-worker3")
+	bad, err := desired.ComputeNode(demoSnapshot(t, map[string]string{"bad-node.yaml": badNode}), p, "ovn-worker3")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(bad.Keep, OwnerEgressFlows) || len(bad.Events) != 1 {
+	if !slices.Contains(bad.Keep, desired.OwnerEgressFlows) || len(bad.Events) != 1 {
 		t.Fatalf("bad node: keep %v, events %v", bad.Keep, bad.Events)
 	}
 	var prog ovsflow.Program
@@ -237,7 +239,7 @@ func TestComputeNode(t *testing.T) {
 	if err := bad.Update(&prog); err != nil {
 		t.Fatal(err)
 	}
-	if got := prog.Owners(); !slices.Equal(got, []string{OwnerEgressFlows, "someone-else"}) {
+	if got := prog.Owners(); !slices.Equal(got, []string{desired.OwnerEgressFlows, "someone-else"}) {
 		t.Errorf("owners after update %v: egress kept, services deleted, others untouched", got)
 	}
 }
@@ -282,7 +284,7 @@ ports: [{name: https, protocol: TCP, port: 8443}]
 // l3-gateway-config annotation, and what stays when the node lacks one.
 func TestComputeNodeGateway(t *testing.T) {
 	s := demoSnapshot(t, map[string]string{"ingress.yaml": hostNetworkService, "node3.yaml": nodeWithoutGateway})
-	ns, err := ComputeNode(s, demoParams(t), "ovn-worker2")
+	ns, err := desired.ComputeNode(s, demoParams(t), "ovn-worker2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,9 +301,9 @@ func TestComputeNodeGateway(t *testing.T) {
 		owner, substr string
 		want          int
 	}{
-		{OwnerBaseFlows, "dl_dst=02:42:ac:12:00:03", 3}, // the annotation's MAC
-		{OwnerBaseFlows, "0xdeff105, priority=0 actions=NORMAL", 1},
-		{OwnerEgressFlows, "priority=", 4},
+		{desired.OwnerBaseFlows, "dl_dst=02:42:ac:12:00:03", 3}, // the annotation's MAC
+		{desired.OwnerBaseFlows, "0xdeff105, priority=0 actions=NORMAL", 1},
+		{desired.OwnerEgressFlows, "priority=", 4},
 		{"service/prod/web", "priority=110", 6}, // ARP, ICMP, VIP in/out, NodePort in/out
 		{"service/prod/api", "priority=110", 4},
 		{"service/kube-system/ingress", "nat(dst=172.18.0.3:8443)", 2}, // NodePort and VIP to the host endpoint
@@ -315,7 +317,7 @@ func TestComputeNodeGateway(t *testing.T) {
 		t.Errorf("keep %v, events %v", ns.Keep, ns.Events)
 	}
 	// On ovn-worker the host endpoint is remote: the ingress goes to OVN.
-	other, err := ComputeNode(s, demoParams(t), "ovn-worker")
+	other, err := desired.ComputeNode(s, demoParams(t), "ovn-worker")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,25 +328,25 @@ func TestComputeNodeGateway(t *testing.T) {
 	}
 
 	// --bridge-mac wins over the annotation.
-	withMAC, err := ComputeNode(s, demoParams(t, "--bridge-mac", "0a:0b:0c:0d:0e:0f"), "ovn-worker2")
+	withMAC, err := desired.ComputeNode(s, demoParams(t, "--bridge-mac", "0a:0b:0c:0d:0e:0f"), "ovn-worker2")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f := withMAC.Sets[OwnerBaseFlows][0].String(); !strings.Contains(f, "0a:0b:0c:0d:0e:0f") {
+	if f := withMAC.Sets[desired.OwnerBaseFlows][0].String(); !strings.Contains(f, "0a:0b:0c:0d:0e:0f") {
 		t.Errorf("--bridge-mac not used: %s", f)
 	}
 
 	// No MAC anywhere: the base and the Services' flows stay as they are.
-	bare, err := ComputeNode(s, demoParams(t), "ovn-worker3")
+	bare, err := desired.ComputeNode(s, demoParams(t), "ovn-worker3")
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantKeep := []string{OwnerBaseFlows, "service/kube-system/ingress", "service/prod/api", "service/prod/web"}
+	wantKeep := []string{desired.OwnerBaseFlows, "service/kube-system/ingress", "service/prod/api", "service/prod/web"}
 	keep := slices.Sorted(slices.Values(bare.Keep))
 	if !slices.Equal(keep, wantKeep) || len(bare.Events) != 1 || !strings.Contains(bare.Events[0].Message, "no bridge MAC") {
 		t.Errorf("node without a bridge MAC: keep %v (want %v), events %v", keep, wantKeep, bare.Events)
 	}
-	if _, ok := bare.Sets[OwnerEgressFlows]; !ok {
+	if _, ok := bare.Sets[desired.OwnerEgressFlows]; !ok {
 		t.Errorf("node without a bridge MAC lost its egress flows")
 	}
 	var prog ovsflow.Program
@@ -354,18 +356,18 @@ func TestComputeNodeGateway(t *testing.T) {
 	if err := bare.Update(&prog); err != nil {
 		t.Fatal(err)
 	}
-	if got := prog.Owners(); !slices.Contains(got, OwnerBaseFlows) || !slices.Contains(got, "service/prod/web") {
+	if got := prog.Owners(); !slices.Contains(got, desired.OwnerBaseFlows) || !slices.Contains(got, "service/prod/web") {
 		t.Errorf("owners after an update without a bridge MAC: %v", got)
 	}
 	// Gateway flows off: the base owner goes, the Services keep the bypass.
-	off, err := ComputeNode(s, demoParams(t, "--gateway-flows=false"), "ovn-worker2")
+	off, err := desired.ComputeNode(s, demoParams(t, "--gateway-flows=false"), "ovn-worker2")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := off.Update(&prog); err != nil {
 		t.Fatal(err)
 	}
-	if slices.Contains(prog.Owners(), OwnerBaseFlows) || len(prog.Flows("service/prod/web")) != 1 {
+	if slices.Contains(prog.Owners(), desired.OwnerBaseFlows) || len(prog.Flows("service/prod/web")) != 1 {
 		t.Errorf("gateway flows off: owners %v, web %v", prog.Owners(), prog.Flows("service/prod/web"))
 	}
 }
@@ -407,8 +409,8 @@ status:
 func TestComputeNodeBGP(t *testing.T) {
 	snap := demoSnapshot(t, map[string]string{"ingress.yaml": hostNetworkService, "egressip.yaml": assignedEgressIP})
 	p := demoParams(t, "--gateway-flows=false", "--enable-bgp", "--bgp-announce-egress-ips")
-	routes := func(node string, p Params) []netip.Prefix {
-		ns, err := ComputeNode(snap, p, node)
+	routes := func(node string, p desired.Params) []netip.Prefix {
+		ns, err := desired.ComputeNode(snap, p, node)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -422,7 +424,7 @@ func TestComputeNodeBGP(t *testing.T) {
 			t.Errorf("%s announces %v, want %v", node, got, want)
 		}
 	}
-	ns, _ := ComputeNode(snap, p, "ovn-worker")
+	ns, _ := desired.ComputeNode(snap, p, "ovn-worker")
 	if ns.RouterID != netip.MustParseAddr("172.18.0.2") {
 		t.Errorf("router ID %v, want the node's InternalIP", ns.RouterID)
 	}
@@ -454,7 +456,7 @@ func TestComputeClusterLastGoodNode(t *testing.T) {
 		t.Run(fmt.Sprint(args), func(t *testing.T) {
 			p := demoParams(t, args...)
 			good := demoSnapshot(t, nil)
-			before, err := ComputeCluster(good, p, nil, nil)
+			before, err := desired.ComputeCluster(good, p, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -464,26 +466,26 @@ func TestComputeClusterLastGoodNode(t *testing.T) {
 			bad.Nodes[i] = bad.Nodes[i].DeepCopy()
 			bad.Nodes[i].Annotations[egress.AnnotationNodeSubnets] = "not json"
 
-			after, err := ComputeCluster(bad, p, nil, before.Nodes)
+			after, err := desired.ComputeCluster(bad, p, nil, before.Nodes)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !reflect.DeepEqual(after.LB, before.LB) {
 				t.Errorf("load balancers changed when ovn-worker2's annotations broke:\n%v\nwant\n%v", after.LB, before.LB)
 			}
-			ev := slices.IndexFunc(after.Events, func(e event.Event) bool { return e.Reason == ReasonInvalidNode })
+			ev := slices.IndexFunc(after.Events, func(e event.Event) bool { return e.Reason == desired.ReasonInvalidNode })
 			if ev < 0 || after.Events[ev].Object.Name != "ovn-worker2" ||
 				!strings.Contains(after.Events[ev].Message, "ovn-worker2") ||
 				!strings.Contains(after.Events[ev].Message, egress.AnnotationNodeSubnets) ||
 				!strings.Contains(after.Events[ev].Message, "load balancers") {
-				t.Errorf("events %v, want a %s event on ovn-worker2 naming %s", after.Events, ReasonInvalidNode, egress.AnnotationNodeSubnets)
+				t.Errorf("events %v, want a %s event on ovn-worker2 naming %s", after.Events, desired.ReasonInvalidNode, egress.AnnotationNodeSubnets)
 			}
-			again, err := ComputeCluster(bad, p, nil, after.Nodes)
+			again, err := desired.ComputeCluster(bad, p, nil, after.Nodes)
 			if err != nil || !reflect.DeepEqual(again.LB, before.LB) {
 				t.Errorf("second computation with the node still broken: load balancers changed (%v)", err)
 			}
 
-			fresh, err := ComputeCluster(bad, p, nil, nil)
+			fresh, err := desired.ComputeCluster(bad, p, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -501,38 +503,6 @@ func TestComputeClusterLastGoodNode(t *testing.T) {
 // TestLBClassOurs: which Services ovnedge's LB IPAM assigns (as MetalLB's
 // --lb-class decides), and that with --underlay-lb-mode=metallb the
 // Services without a class are MetalLB's.
-func TestLBClassOurs(t *testing.T) {
-	class := func(c string) *corev1.Service {
-		s := &corev1.Service{}
-		if c != "" {
-			s.Spec.LoadBalancerClass = &c
-		}
-		return s
-	}
-	for _, tc := range []struct {
-		svc     *corev1.Service
-		lbClass string
-		metallb bool
-		want    bool
-	}{
-		{class(""), "", false, true},
-		{class(""), "", true, false},
-		{class(""), "ovnedge.io/lb", false, false},
-		{class("ovnedge.io/lb"), "ovnedge.io/lb", false, true},
-		{class("ovnedge.io/lb"), "ovnedge.io/lb", true, true},
-		{class("metallb.io/metallb"), "ovnedge.io/lb", false, false},
-		{class("metallb.io/metallb"), "", false, false},
-	} {
-		got := lbClassOurs(tc.svc, tc.lbClass, tc.metallb)
-		c := "<none>"
-		if tc.svc.Spec.LoadBalancerClass != nil {
-			c = *tc.svc.Spec.LoadBalancerClass
-		}
-		if got != tc.want {
-			t.Errorf("class %s, --lb-class %q, metallb mode %v: ours %v, want %v", c, tc.lbClass, tc.metallb, got, tc.want)
-		}
-	}
-}
 
 // A node whose own k8s.ovn.org annotations break keeps computing its
 // egress and gateway flows from its last good parse (Params.LastGood, the
@@ -548,12 +518,12 @@ func TestComputeNodeLastGoodNode(t *testing.T) {
 	// gateway flows would fall back to.
 	good.Nodes[i] = good.Nodes[i].DeepCopy()
 	good.Nodes[i].Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "172.18.0.99"}}
-	before, err := ComputeNode(good, p, "ovn-worker2")
+	before, err := desired.ComputeNode(good, p, "ovn-worker2")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if before.Self == nil || len(before.Sets[OwnerEgressFlows]) == 0 || len(before.Sets[OwnerBaseFlows]) == 0 {
-		t.Fatalf("good node: Self %v, %d egress and %d base flows", before.Self, len(before.Sets[OwnerEgressFlows]), len(before.Sets[OwnerBaseFlows]))
+	if before.Self == nil || len(before.Sets[desired.OwnerEgressFlows]) == 0 || len(before.Sets[desired.OwnerBaseFlows]) == 0 {
+		t.Fatalf("good node: Self %v, %d egress and %d base flows", before.Self, len(before.Sets[desired.OwnerEgressFlows]), len(before.Sets[desired.OwnerBaseFlows]))
 	}
 	bad := good
 	bad.Nodes = slices.Clone(good.Nodes)
@@ -561,7 +531,7 @@ func TestComputeNodeLastGoodNode(t *testing.T) {
 	bad.Nodes[i].Annotations[egress.AnnotationNodeSubnets] = "not json"
 
 	p.LastGood = before.Self
-	after, err := ComputeNode(bad, p, "ovn-worker2")
+	after, err := desired.ComputeNode(bad, p, "ovn-worker2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -575,11 +545,11 @@ func TestComputeNodeLastGoodNode(t *testing.T) {
 	if after.Self != before.Self {
 		t.Errorf("Self %v, want the last good parse", after.Self)
 	}
-	wantEvent := func(ns NodeState, words ...string) {
+	wantEvent := func(ns desired.NodeState, words ...string) {
 		t.Helper()
-		ev := slices.IndexFunc(ns.Events, func(e event.Event) bool { return e.Reason == ReasonInvalidNode })
+		ev := slices.IndexFunc(ns.Events, func(e event.Event) bool { return e.Reason == desired.ReasonInvalidNode })
 		if ev < 0 || ns.Events[ev].Object.Name != "ovn-worker2" {
-			t.Fatalf("events %v, want a %s event on ovn-worker2", ns.Events, ReasonInvalidNode)
+			t.Fatalf("events %v, want a %s event on ovn-worker2", ns.Events, desired.ReasonInvalidNode)
 		}
 		for _, w := range append(words, "ovn-worker2", egress.AnnotationNodeSubnets) {
 			if !strings.Contains(ns.Events[ev].Message, w) {
@@ -590,11 +560,11 @@ func TestComputeNodeLastGoodNode(t *testing.T) {
 	wantEvent(after, "last good")
 
 	p.LastGood = nil
-	fresh, err := ComputeNode(bad, p, "ovn-worker2")
+	fresh, err := desired.ComputeNode(bad, p, "ovn-worker2")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fresh.Self != nil || !slices.Contains(fresh.Keep, OwnerEgressFlows) {
+	if fresh.Self != nil || !slices.Contains(fresh.Keep, desired.OwnerEgressFlows) {
 		t.Errorf("no last good parse: Self %v, Keep %v; want none and the egress flows kept", fresh.Self, fresh.Keep)
 	}
 	wantEvent(fresh, "kept as they are")
@@ -606,12 +576,12 @@ func TestComputeNodeLastGoodNode(t *testing.T) {
 	plain.Nodes = slices.Clone(good.Nodes)
 	plain.Nodes[i] = good.Nodes[i].DeepCopy()
 	plain.Nodes[i].Annotations = nil
-	ns, err := ComputeNode(plain, off, "ovn-worker2")
+	ns, err := desired.ComputeNode(plain, off, "ovn-worker2")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if slices.ContainsFunc(ns.Events, func(e event.Event) bool { return e.Reason == ReasonInvalidNode }) || len(ns.Sets[OwnerBaseFlows]) == 0 {
-		t.Errorf("node without annotations: events %v, %d base flows; want no %s event and base flows", ns.Events, len(ns.Sets[OwnerBaseFlows]), ReasonInvalidNode)
+	if slices.ContainsFunc(ns.Events, func(e event.Event) bool { return e.Reason == desired.ReasonInvalidNode }) || len(ns.Sets[desired.OwnerBaseFlows]) == 0 {
+		t.Errorf("node without annotations: events %v, %d base flows; want no %s event and base flows", ns.Events, len(ns.Sets[desired.OwnerBaseFlows]), desired.ReasonInvalidNode)
 	}
 }
 
@@ -634,9 +604,9 @@ status:
 func TestComputeNodeFence(t *testing.T) {
 	p := demoParams(t, "--gateway-flows=false")
 	eip := netip.MustParseAddr("172.18.0.44")
-	compute := func(on, node string) NodeState {
+	compute := func(on, node string) desired.NodeState {
 		t.Helper()
-		ns, err := ComputeNode(demoSnapshot(t, map[string]string{"egressip.yaml": egressIPOn(on)}), p, node)
+		ns, err := desired.ComputeNode(demoSnapshot(t, map[string]string{"egressip.yaml": egressIPOn(on)}), p, node)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -660,7 +630,7 @@ func TestComputeNodeFence(t *testing.T) {
 	if err := moved.Update(&prog); err != nil {
 		t.Fatal(err)
 	}
-	if got := prog.Flows(OwnerEgressFence); len(got) != 1 || got[0].Match.ARPSpa != netip.PrefixFrom(eip, 32) {
+	if got := prog.Flows(desired.OwnerEgressFence); len(got) != 1 || got[0].Match.ARPSpa != netip.PrefixFrom(eip, 32) {
 		t.Fatalf("fence flows %v", got)
 	}
 	if err := moved.Fence(p.Patch, nil); err != nil {
@@ -669,7 +639,7 @@ func TestComputeNodeFence(t *testing.T) {
 	if err := moved.Update(&prog); err != nil {
 		t.Fatal(err)
 	}
-	if slices.Contains(prog.Owners(), OwnerEgressFence) {
+	if slices.Contains(prog.Owners(), desired.OwnerEgressFence) {
 		t.Errorf("fence still programmed after it ended: %v", prog.Owners())
 	}
 }

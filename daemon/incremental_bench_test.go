@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/ovnedge/ovnedge/desired"
 	"github.com/ovnedge/ovnedge/lbsvc"
 )
 
@@ -20,8 +21,8 @@ type benchSize struct{ nodes, pods, svcs, eips int }
 // app=a or app=b and two EgressIPs per namespace, one for each app (a
 // relabelled pod moves from one to the other), and every tenth Service a
 // LoadBalancer.
-func eventSnapshot(z benchSize) Snapshot {
-	var s Snapshot
+func eventSnapshot(z benchSize) desired.Snapshot {
+	var s desired.Snapshot
 	namespaces := z.eips / 2
 	for i := range z.nodes {
 		s.Nodes = append(s.Nodes, &corev1.Node{
@@ -97,20 +98,20 @@ func eventService(pods []*corev1.Pod, namespaces, i int) (*corev1.Service, *disc
 // object (or its undoing, !on) into the snapshot and returns the change.
 type benchEvent struct {
 	name string
-	set  func(s *Snapshot, on bool) *Changes
+	set  func(s *desired.Snapshot, on bool) *desired.Changes
 }
 
 func benchEvents(z benchSize) []benchEvent {
 	return []benchEvent{
-		{"pod-relabel", func(s *Snapshot, on bool) *Changes {
+		{"pod-relabel", func(s *desired.Snapshot, on bool) *desired.Changes {
 			p := s.Pods[0].DeepCopy()
 			p.Labels["app"] = map[bool]string{true: "b", false: "a"}[on]
 			s.Pods[0] = p
-			return &Changes{Pods: map[string]*corev1.Pod{p.Namespace + "/" + p.Name: p}}
+			return &desired.Changes{Pods: map[string]*corev1.Pod{p.Namespace + "/" + p.Name: p}}
 		}},
-		{"new-service", func(s *Snapshot, on bool) *Changes {
+		{"new-service", func(s *desired.Snapshot, on bool) *desired.Changes {
 			svc, sl := eventService(s.Pods, z.eips/2, z.svcs)
-			ch := &Changes{Services: map[string]*corev1.Service{svc.Namespace + "/" + svc.Name: svc},
+			ch := &desired.Changes{Services: map[string]*corev1.Service{svc.Namespace + "/" + svc.Name: svc},
 				EndpointSlices: map[string]*discoveryv1.EndpointSlice{sl.Namespace + "/" + sl.Name: sl}}
 			if on {
 				s.Services, s.EndpointSlices = append(s.Services, svc), append(s.EndpointSlices, sl)
@@ -120,18 +121,18 @@ func benchEvents(z benchSize) []benchEvent {
 			}
 			return ch
 		}},
-		{"endpoint", func(s *Snapshot, on bool) *Changes {
+		{"endpoint", func(s *desired.Snapshot, on bool) *desired.Changes {
 			sl := s.EndpointSlices[1].DeepCopy()
 			p := s.Pods[map[bool]int{true: 7, false: 1}[on]]
 			sl.Endpoints[0].Addresses, sl.Endpoints[0].NodeName = []string{p.Status.PodIP}, &p.Spec.NodeName
 			s.EndpointSlices[1] = sl
-			return &Changes{EndpointSlices: map[string]*discoveryv1.EndpointSlice{sl.Namespace + "/" + sl.Name: sl}}
+			return &desired.Changes{EndpointSlices: map[string]*discoveryv1.EndpointSlice{sl.Namespace + "/" + sl.Name: sl}}
 		}},
-		{"node-notready", func(s *Snapshot, on bool) *Changes {
+		{"node-notready", func(s *desired.Snapshot, on bool) *desired.Changes {
 			n := s.Nodes[3].DeepCopy()
 			n.Status.Conditions[0].Status = map[bool]corev1.ConditionStatus{true: corev1.ConditionFalse, false: corev1.ConditionTrue}[on]
 			s.Nodes[3] = n
-			return &Changes{Nodes: map[string]*corev1.Node{n.Name: n}}
+			return &desired.Changes{Nodes: map[string]*corev1.Node{n.Name: n}}
 		}},
 	}
 }
@@ -156,7 +157,7 @@ func BenchmarkIncremental(b *testing.B) {
 				s := base
 				s.Pods, s.Nodes = append([]*corev1.Pod(nil), base.Pods...), append([]*corev1.Node(nil), base.Nodes...)
 				s.Services, s.EndpointSlices = append([]*corev1.Service(nil), base.Services...), append([]*discoveryv1.EndpointSlice(nil), base.EndpointSlices...)
-				cs, err := ComputeCluster(s, p, nil, nil)
+				cs, err := desired.ComputeCluster(s, p, nil, nil)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -166,7 +167,7 @@ func BenchmarkIncremental(b *testing.B) {
 				for b.Loop() {
 					i++
 					ev.set(&s, i%2 == 1)
-					cs, err := ComputeCluster(s, p, nil, prev)
+					cs, err := desired.ComputeCluster(s, p, nil, prev)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -178,15 +179,15 @@ func BenchmarkIncremental(b *testing.B) {
 				s := base
 				s.Pods, s.Nodes = append([]*corev1.Pod(nil), base.Pods...), append([]*corev1.Node(nil), base.Nodes...)
 				s.Services, s.EndpointSlices = append([]*corev1.Service(nil), base.Services...), append([]*discoveryv1.EndpointSlice(nil), base.EndpointSlices...)
-				x := newClusterIndex(p, nil, nil)
-				if _, err := x.apply(SnapshotChanges(s)); err != nil {
+				x := desired.NewIndex(p, nil, nil)
+				if _, err := x.Apply(desired.SnapshotChanges(s)); err != nil {
 					b.Fatal(err)
 				}
 				i, dirty := 0, 0
 				runtime.GC()
 				for b.Loop() {
 					i++
-					cs, err := x.apply(ev.set(&s, i%2 == 1))
+					cs, err := x.Apply(ev.set(&s, i%2 == 1))
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -200,8 +201,8 @@ func BenchmarkIncremental(b *testing.B) {
 
 // withStatus writes the leader's assignment into the EgressIPs of s, as
 // the daemon does: the assignment sticks.
-func withStatus(b *testing.B, s Snapshot, p Params) Snapshot {
-	cs, err := ComputeCluster(s, p, nil, nil)
+func withStatus(b *testing.B, s desired.Snapshot, p desired.Params) desired.Snapshot {
+	cs, err := desired.ComputeCluster(s, p, nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/ovnedge/ovnedge/desired"
 	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 )
@@ -54,16 +55,16 @@ func TestClusterIncrementalNB(t *testing.T) {
 	}
 	for _, step := range []struct {
 		name  string
-		edit  func(*Snapshot, *Changes)
+		edit  func(*desired.Snapshot, *desired.Changes)
 		check func() string // "" when the NB shows the change
 	}{
-		{"node labelled egress-assignable", func(s *Snapshot, ch *Changes) {
+		{"node labelled egress-assignable", func(s *desired.Snapshot, ch *desired.Changes) {
 			n := node("ovn-worker")
 			n.Labels = map[string]string{"k8s.ovn.org/egress-assignable": ""}
 			replaceObj(&s.Nodes, n.Name, n)
 			ch.Nodes = map[string]*corev1.Node{n.Name: n}
 		}, nil},
-		{"pod added", func(s *Snapshot, ch *Changes) {
+		{"pod added", func(s *desired.Snapshot, ch *desired.Changes) {
 			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "db-0", Labels: map[string]string{"app": "db"}},
 				Spec: corev1.PodSpec{NodeName: "ovn-worker2"}, Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.244.2.7",
 					PodIPs: []corev1.PodIP{{IP: "10.244.2.7"}}}}
@@ -72,7 +73,7 @@ func TestClusterIncrementalNB(t *testing.T) {
 		}, func() string {
 			return missing(ovn.Nbctl("lr-policy-list", ovsdbnb.ClusterRouter), "ip4.src == 10.244.2.7")
 		}},
-		{"Service added", func(s *Snapshot, ch *Changes) {
+		{"Service added", func(s *desired.Snapshot, ch *desired.Changes) {
 			svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "db"}, Spec: corev1.ServiceSpec{
 				Type: corev1.ServiceTypeClusterIP, ClusterIP: "10.96.0.50", ClusterIPs: []string{"10.96.0.50"},
 				Ports: []corev1.ServicePort{{Name: "pg", Protocol: corev1.ProtocolTCP, Port: 5432}}}}
@@ -82,18 +83,18 @@ func TestClusterIncrementalNB(t *testing.T) {
 			ch.Services = map[string]*corev1.Service{"prod/db": svc}
 			ch.EndpointSlices = map[string]*discoveryv1.EndpointSlice{"prod/db-x": sl}
 		}, func() string { return missing(ovn.Nbctl("lb-list"), "10.96.0.50:5432") }},
-		{"endpoint changed", func(s *Snapshot, ch *Changes) {
+		{"endpoint changed", func(s *desired.Snapshot, ch *desired.Changes) {
 			sl := slice("10.244.1.3")
 			replaceObj(&s.EndpointSlices, "prod/db-x", sl)
 			ch.EndpointSlices = map[string]*discoveryv1.EndpointSlice{"prod/db-x": sl}
 		}, func() string { return missing(ovn.Nbctl("lb-list"), "10.244.1.3:5432") }},
-		{"egress node NotReady", func(s *Snapshot, ch *Changes) {
+		{"egress node NotReady", func(s *desired.Snapshot, ch *desired.Changes) {
 			n := node("ovn-worker2")
 			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}
 			replaceObj(&s.Nodes, n.Name, n)
 			ch.Nodes = map[string]*corev1.Node{n.Name: n}
 		}, func() string { return missing(ovn.Nbctl("lr-nat-list", "GR_ovn-worker"), "172.18.0.44") }},
-		{"namespace relabelled", func(s *Snapshot, ch *Changes) {
+		{"namespace relabelled", func(s *desired.Snapshot, ch *desired.Changes) {
 			ns := s.Namespaces[slices.IndexFunc(s.Namespaces, func(n *corev1.Namespace) bool { return n.Name == "prod" })].DeepCopy()
 			ns.Labels = map[string]string{"env": "dev"}
 			replaceObj(&s.Namespaces, "prod", ns)
@@ -104,7 +105,7 @@ func TestClusterIncrementalNB(t *testing.T) {
 			}
 			return ""
 		}},
-		{"Service deleted", func(s *Snapshot, ch *Changes) {
+		{"Service deleted", func(s *desired.Snapshot, ch *desired.Changes) {
 			replaceObj(&s.Services, "prod/db", (*corev1.Service)(nil))
 			ch.Services = map[string]*corev1.Service{"prod/db": nil}
 		}, func() string {
@@ -113,7 +114,7 @@ func TestClusterIncrementalNB(t *testing.T) {
 			}
 			return ""
 		}},
-		{"EgressIP deleted", func(s *Snapshot, ch *Changes) {
+		{"EgressIP deleted", func(s *desired.Snapshot, ch *desired.Changes) {
 			replaceObj(&s.EgressIPs, "egress-prod", (*unstructured.Unstructured)(nil))
 			ch.EgressIPs = map[string]*unstructured.Unstructured{"egress-prod": nil}
 		}, func() string {
@@ -124,7 +125,7 @@ func TestClusterIncrementalNB(t *testing.T) {
 		}},
 	} {
 		before := incremental()
-		ch := &Changes{}
+		ch := &desired.Changes{}
 		step.edit(&s, ch)
 		s.Changed = ch
 		if err := d.Cluster(ctx, s); err != nil {
@@ -151,7 +152,7 @@ func TestClusterIncrementalNB(t *testing.T) {
 	s3, _ := loadDemo(t, demoConfig(t), map[string]string{"node3.yaml": thirdNode})
 	n3 := s3.Nodes[slices.IndexFunc(s3.Nodes, func(n *corev1.Node) bool { return n.Name == "ovn-worker3" })]
 	s.Nodes = append(slices.Clone(s.Nodes), n3)
-	s.Changed = &Changes{Nodes: map[string]*corev1.Node{n3.Name: n3}}
+	s.Changed = &desired.Changes{Nodes: map[string]*corev1.Node{n3.Name: n3}}
 	var se *ovsdbnb.SyncError
 	if err := d.Cluster(ctx, s); !errors.As(err, &se) {
 		t.Fatalf("a node without its gateway router: %v, want a SyncError", err)
@@ -169,7 +170,7 @@ func TestClusterIncrementalNB(t *testing.T) {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(5 * time.Second); ; { // until the leader's cache shows the router
-		s.Changed = &Changes{}
+		s.Changed = &desired.Changes{}
 		err := d.Cluster(ctx, s)
 		if err == nil {
 			break
@@ -188,12 +189,12 @@ func TestClusterIncrementalNB(t *testing.T) {
 	// A pass that changes nothing plans nothing: no owner (not even one
 	// desired without rows, as the reply fallback on this 23.03 NB) is
 	// synced again on every pass.
-	syncs := value(t, m.NBSyncs)
-	s.Changed = &Changes{}
+	syncs := gathered(t, m, "ovnedge_nb_syncs_total")
+	s.Changed = &desired.Changes{}
 	if err := d.Cluster(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	if n := value(t, m.NBSyncs) - syncs; n != 0 {
+	if n := gathered(t, m, "ovnedge_nb_syncs_total") - syncs; n != 0 {
 		t.Errorf("a pass with no change ran %v NB syncs, want none", n)
 	}
 }
@@ -201,7 +202,7 @@ func TestClusterIncrementalNB(t *testing.T) {
 // demoLeaderNB returns a real NB, the demo's Snapshot and a leader's
 // Dataplane over them (closed when t ends), logging to log, with its
 // metrics.
-func demoLeaderNB(t *testing.T, log *slog.Logger) (*testbed.OVN, Snapshot, *Dataplane, *Metrics) {
+func demoLeaderNB(t *testing.T, log *slog.Logger) (*testbed.OVN, desired.Snapshot, *Dataplane, *Metrics) {
 	ovn := startNB(t)
 	cfg := demoConfig(t, "--nb-address", ovn.NB)
 	s, c := loadDemo(t, cfg, nil)
@@ -236,7 +237,7 @@ func replaceObj[T interface {
 	GetNamespace() string
 	GetName() string
 }](list *[]T, key string, obj T) {
-	*list = slices.DeleteFunc(slices.Clone(*list), func(o T) bool { return objectKey(o.GetNamespace(), o.GetName()) == key })
+	*list = slices.DeleteFunc(slices.Clone(*list), func(o T) bool { return desired.Key(o.GetNamespace(), o.GetName()) == key })
 	var none T
 	if obj != none {
 		*list = append(*list, obj)

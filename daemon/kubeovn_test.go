@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ovnedge/ovnedge/desired"
+	"github.com/ovnedge/ovnedge/kubewatch"
+	"github.com/ovnedge/ovnedge/manifests"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,11 +23,11 @@ import (
 // typed, and `ovnedge render` accepts the directory.
 func TestKubeOVNSeedManifests(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	src := NewManifestSource("testdata/kubeovn", log)
+	src := manifests.NewSource("testdata/kubeovn", log)
 	if err := src.Reload(); err != nil {
 		t.Fatalf("Reload: %v", err)
 	}
-	w := NewWatcher(src.Clientset, src.Dynamic, log, WatchKubeOVN())
+	w := kubewatch.NewWatcher(src.Clientset, src.Dynamic, log, kubewatch.WatchKubeOVN())
 	s, _ := snapshot(t, w)
 	if len(s.Subnets) != 2 || len(s.NADs) != 1 || len(s.Services) != 2 {
 		t.Fatalf("%d subnets, %d NADs, %d services", len(s.Subnets), len(s.NADs), len(s.Services))
@@ -70,7 +73,7 @@ func TestLBSvcFromManifests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := NewWatcher(c.Typed, c.Dynamic, log, c.watchOptions(cfg)...)
+	w := kubewatch.NewWatcher(c.Typed, c.Dynamic, log, c.watchOptions(cfg)...)
 	s, ctx := snapshot(t, w)
 	// The manifests give no ClusterIP; the API server would.
 	for i, svc := range s.Services {
@@ -106,7 +109,7 @@ func TestLBSvcFromManifests(t *testing.T) {
 	// The next snapshot holds both: nothing more to do.
 	s.Services = []*corev1.Service{svc}
 	s.LBSvcDeployments = []*appsv1.Deployment{dp}
-	cs, err := ComputeCluster(s, d.params, nil, nil)
+	cs, err := desired.ComputeCluster(s, d.cluster.params, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,20 +121,20 @@ func TestLBSvcFromManifests(t *testing.T) {
 	vip := svc.DeepCopy()
 	vip.Status.LoadBalancer.Ingress[0].IPMode = ptr.To(corev1.LoadBalancerIPModeVIP)
 	s.Services = []*corev1.Service{vip}
-	if cs, err := ComputeCluster(s, d.params, nil, nil); err != nil || len(cs.Ingress) != 0 {
+	if cs, err := desired.ComputeCluster(s, d.cluster.params, nil, nil); err != nil || len(cs.Ingress) != 0 {
 		t.Errorf("status with ipMode VIP: ingress to write %v, %v", cs.Ingress, err)
 	}
 	// Without --enable-lb-svc nothing of the kind is computed.
-	off := d.params
+	off := d.cluster.params
 	off.LBSvc = false
-	if cs, _ := ComputeCluster(s, off, nil, nil); cs.LBSvc != nil {
+	if cs, _ := desired.ComputeCluster(s, off, nil, nil); cs.LBSvc != nil {
 		t.Errorf("lb-svc plan without --enable-lb-svc")
 	}
 }
 
 // snapshot starts w until the test ends and returns its first Snapshot
 // and the context it runs in.
-func snapshot(t *testing.T, w *Watcher) (Snapshot, context.Context) {
+func snapshot(t *testing.T, w *kubewatch.Watcher) (desired.Snapshot, context.Context) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)

@@ -7,14 +7,12 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ovnedge/ovnedge/egress"
-	"github.com/ovnedge/ovnedge/egress/hostnet"
 	"github.com/ovnedge/ovnedge/egress/reach"
 )
 
@@ -64,21 +62,12 @@ func uplinkUp(name string) bool {
 }
 
 // nodeLiveness is a node instance's view of liveness: its own (its
-// uplink, and whether it can still see the other nodes), the other nodes'
-// (the heartbeat, with --egressip-fast-failover and L2 announce) and its
-// host lease (the last heartbeat from the leader or answer from the API
-// server).
+// uplink, and whether it can still see the other nodes) and the other
+// nodes' (the heartbeat, with --egressip-fast-failover and L2 announce).
 type nodeLiveness struct {
 	self   string
 	uplink string
 	hb     *reach.Heartbeat // nil: no heartbeat among nodes
-	lease  time.Duration
-	// hosting, when not nil, says whether the node hosts egress IPs on
-	// host interfaces: only then is the API server asked (a cluster of
-	// nodes asking it every lease/4 for nothing would load it).
-	hosting func() bool
-	// lastLeader and lastAPI are UnixNano times.
-	lastLeader, lastAPI atomic.Int64
 }
 
 // serving is the node's status for the leader's checks: its uplink is up.
@@ -102,70 +91,17 @@ func (l *nodeLiveness) Alive(node string) bool {
 	return l.hb == nil || l.hb.Reachable(node)
 }
 
-// Fenced reports whether the node has heard neither the leader nor the
-// API server for longer than its lease: it can no longer prove it still
-// owns its egress IPs on host interfaces.
-func (l *nodeLiveness) Fenced() bool {
-	if l.lease <= 0 {
-		return false
-	}
-	last := max(l.lastLeader.Load(), l.lastAPI.Load())
-	return time.Since(time.Unix(0, last)) > l.lease
-}
-
-// watchAPI records every answer of the API server's /readyz, asked every
-// lease/4 (each within the same time) while the node hosts egress IPs on
-// host interfaces, until ctx ends; fence changes wake. It also looks when
-// the lease would run out, so the node withdraws right then: the leader
-// counts on it (egress.HostHold waits the lease plus
-// egress.HostReleaseMargin).
-func (l *nodeLiveness) watchAPI(ctx context.Context, c *Clients, log *slog.Logger, wake chan<- struct{}) {
-	l.lastAPI.Store(time.Now().UnixNano())
-	if l.lease <= 0 {
-		return
-	}
-	every := max(l.lease/4, 50*time.Millisecond)
-	t := time.NewTimer(every)
-	defer t.Stop()
-	fenced := false
-	asked := time.Time{}
-	for {
-		switch {
-		case c.FromManifests || (l.hosting != nil && !l.hosting()):
-			asked = time.Now()
-			l.lastAPI.Store(asked.UnixNano()) // nothing to fence
-		case time.Since(asked) < every:
-			// woken for the lease's end: no new question yet
-		default:
-			asked = time.Now()
-			rctx, cancel := context.WithTimeout(ctx, every)
-			err := c.Typed.Discovery().RESTClient().Get().AbsPath("/readyz").Do(rctx).Error()
-			cancel()
-			if err == nil {
-				l.lastAPI.Store(time.Now().UnixNano())
-			}
-		}
-		if f := l.Fenced(); f != fenced {
-			fenced = f
-			if f {
-				log.Warn("host egress lease lost: neither the leader nor the API server heard; egress IPs on host interfaces are withdrawn", "lease", l.lease)
-			} else {
-				log.Info("host egress lease back")
-			}
-			poke(wake)
-		}
-		next := every - time.Since(asked)
-		if !fenced {
-			last := max(l.lastLeader.Load(), l.lastAPI.Load())
-			next = min(next, time.Until(time.Unix(0, last).Add(l.lease))+time.Millisecond)
-		}
-		t.Reset(max(next, time.Millisecond))
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+// hostLease is the node's lease on its egress IPs on host interfaces
+// (reach.Lease): renewed by the leader's heartbeats and the API server's
+// /readyz, while it hosts some.
+func hostLease(cfg *Config, c *Clients, hosting func() bool, log *slog.Logger) *reach.Lease {
+	l := &reach.Lease{Duration: cfg.HostLease, Active: hosting, Logger: log}
+	if !c.FromManifests {
+		l.Check = func(ctx context.Context) error {
+			return c.Typed.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
 		}
 	}
+	return l
 }
 
 func poke(c chan<- struct{}) {
@@ -178,7 +114,7 @@ func poke(c chan<- struct{}) {
 // serveNode runs the node's health server and heartbeat responder on its
 // management IP, found in its Node object (retried until it is there),
 // until ctx ends.
-func serveNode(ctx context.Context, cfg *Config, c *Clients, l *nodeLiveness, key []byte, log *slog.Logger) {
+func serveNode(ctx context.Context, cfg *Config, c *Clients, l *nodeLiveness, lease *reach.Lease, key []byte, log *slog.Logger) {
 	for ctx.Err() == nil {
 		err := func() error {
 			n, err := c.Typed.CoreV1().Nodes().Get(ctx, cfg.NodeName, metav1.GetOptions{})
@@ -194,7 +130,7 @@ func serveNode(ctx context.Context, cfg *Config, c *Clients, l *nodeLiveness, ke
 				return errors.New("no management IP (no node subnet)")
 			}
 			sc := reach.ServerConfig{Addr: ip, Port: cfg.HealthCheckPort, TLS: cfg.HealthTLS(), Status: l.serving, Logger: log,
-				OnLeader: func() { l.lastLeader.Store(time.Now().UnixNano()) }}
+				OnLeader: lease.Renew}
 			if cfg.FastFailover {
 				sc.HeartbeatPort, sc.HeartbeatKey = cfg.HeartbeatPort, key
 			}
@@ -214,28 +150,126 @@ func serveNode(ctx context.Context, cfg *Config, c *Clients, l *nodeLiveness, ke
 	}
 }
 
-// newHostSNAT opens the SNAT backend of egress IPs on host interfaces
-// named by --egressip-host-backend. auto is nftables, programmed through
-// netlink (no binary, so it works from the ovnedge image), unless the
-// kernel's nftables API does not answer: then iptables, if its commands
-// are installed.
-func newHostSNAT(backend, netns string, log *slog.Logger) (hostnet.SNAT, error) {
-	switch backend {
-	case "iptables":
-		return hostnet.NewIPTables(netns)
-	case "nftables":
-		return hostnet.NewNFTables(netns)
-	case "auto":
-		nft, err := hostnet.NewNFTables(netns)
-		if err == nil {
-			return nft, nil
+// wireReachability starts what the egress reachability needs: on a node
+// instance its health server and heartbeat responder, its liveness (the
+// heartbeat among nodes with fast failover and L2 announce) and its host
+// lease; on a leader candidate the checker (with the [ovnnorth] TLS files
+// for gRPC) and, with fast failover, the heartbeat of the egress nodes,
+// sent while leading.
+func wireReachability(ctx context.Context, cfg *Config, c *Clients, d *Dataplane, env *Env, log *slog.Logger) error {
+	h := d.hooks
+	wake, nodeWake := make(chan struct{}, 1), make(chan struct{}, 1)
+	env.Wake, env.NodeWake = wake, nodeWake
+	h.wake = func() { poke(wake) }
+	var key []byte
+	if cfg.FastFailover && cfg.HeartbeatKeyFile != "" {
+		var err error
+		if key, err = reach.ReadHeartbeatKey(cfg.HeartbeatKeyFile); err != nil {
+			return err
 		}
-		ipt, err2 := hostnet.NewIPTables(netns)
-		if err2 != nil {
-			return nil, fmt.Errorf("egressip-host-backend auto: %w", errors.Join(err, err2))
-		}
-		log.Warn("nftables unavailable: egress IPs on host interfaces use iptables", "err", err)
-		return ipt, nil
 	}
-	return nil, fmt.Errorf("egressip-host-backend %q: want iptables, nftables or auto", backend)
+
+	requeue := time.AfterFunc(time.Hour, func() { poke(wake) })
+	requeue.Stop()
+	h.after = func(after time.Duration) { requeue.Reset(after) }
+	if cfg.NodeName != "" {
+		l := &nodeLiveness{self: cfg.NodeName, uplink: cfg.Uplink}
+		if cfg.EnableEgressIP {
+			lease := hostLease(cfg, c, d.Hosting, log)
+			h.fenced = lease.Fenced
+			go lease.Run(ctx, func(bool) { poke(nodeWake) })
+			if cfg.HealthCheckPort != 0 || cfg.FastFailover {
+				go serveNode(ctx, cfg, c, l, lease, key, log)
+			}
+		}
+		h.kick = func() { poke(nodeWake) }
+		if cfg.FastFailover && (cfg.EnableL2Announce || cfg.UnderlayLBMode == UnderlayStandalone) {
+			hb, err := reach.NewHeartbeat(reach.HeartbeatConfig{Interval: cfg.HeartbeatInterval, Misses: cfg.HeartbeatMisses,
+				Port: cfg.HeartbeatPort, Key: key, Logger: log}, func(string, bool) { poke(nodeWake) })
+			if err != nil {
+				return fmt.Errorf("node heartbeat: %w", err)
+			}
+			l.hb = hb
+			h.nodeTargets = hb.SetTargets
+			go func() {
+				if err := hb.Run(ctx); err != nil {
+					log.Error("node heartbeat stopped", "err", err)
+				}
+			}()
+		}
+		h.alive = l.Alive
+	}
+	if !cfg.LeaderElect || !cfg.EnableEgressIP {
+		return nil
+	}
+	changed := func(what string) func(string, bool) {
+		return func(node string, up bool) {
+			log.Info("egress node reachability", "node", node, "reachable", up, "by", what)
+			poke(wake)
+		}
+	}
+	var checks []func(string) bool
+	var targets []func([]reach.Target)
+	var chk *reach.Checker
+	if cfg.ReachabilityTotalTimeout > 0 {
+		var err error
+		chk, err = reach.NewChecker(reach.Config{Interval: cfg.CheckInterval,
+			Timeout: time.Duration(cfg.ReachabilityTotalTimeout) * time.Second, Port: cfg.HealthCheckPort,
+			TLS: cfg.HealthTLS(), Logger: log}, changed("check"))
+		if err != nil {
+			return fmt.Errorf("reachability checker: %w", err)
+		}
+		checks, targets = append(checks, chk.Reachable), append(targets, chk.SetTargets)
+		go chk.Run(ctx)
+	}
+	if cfg.FastFailover {
+		onHB := changed("heartbeat")
+		// The leader's heartbeat renews a node's host lease only while the
+		// checks find it reachable and none of its host egress IPs is
+		// held (egress.HostHold counts on that lease running out).
+		renew := func(node string) bool {
+			return !d.cluster.params.Hold.Holding(node) && (chk == nil || chk.Reachable(node))
+		}
+		hb, err := reach.NewHeartbeat(reach.HeartbeatConfig{Interval: cfg.HeartbeatInterval, Misses: cfg.HeartbeatMisses,
+			Port: cfg.HeartbeatPort, Leader: true, Renew: renew, Key: key, Logger: log}, func(node string, up bool) {
+			if up && chk != nil {
+				chk.Heard(node) // checked now, not an interval later; a probe begun before is stale
+			}
+			onHB(node, up)
+		})
+		if err != nil {
+			return fmt.Errorf("egress heartbeat: %w", err)
+		}
+		checks = append(checks, hb.Reachable)
+		// Heartbeats go out while leading only: a node takes them as
+		// the leader's word that it still owns its egress IPs.
+		targets = append(targets, hb.SetTargets)
+		env.Leading = func(leading bool) {
+			if !leading {
+				hb.SetTargets(nil)
+			}
+		}
+		go func() {
+			if err := hb.Run(ctx); err != nil {
+				log.Error("egress heartbeat stopped", "err", err)
+			}
+		}()
+	}
+	if len(checks) == 0 {
+		return nil
+	}
+	h.reachable = func(node string) bool {
+		for _, ok := range checks {
+			if !ok(node) {
+				return false
+			}
+		}
+		return true
+	}
+	h.targets = func(t []reach.Target) {
+		for _, set := range targets {
+			set(t)
+		}
+	}
+	return nil
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/ovnedge/ovnedge/arp"
 	"github.com/ovnedge/ovnedge/bgp"
+	"github.com/ovnedge/ovnedge/dataplane"
+	"github.com/ovnedge/ovnedge/ovsdbnb"
 )
 
 // Metrics are the daemon's Prometheus metrics and its health state.
@@ -21,22 +23,8 @@ type Metrics struct {
 	// Reconcile is the latency of one reconcile, by loop ("nb",
 	// "flows", "assign", ...) and result ("ok", "error").
 	Reconcile *prometheus.HistogramVec
-	// NBOps counts Northbound operations sent, by operation.
-	NBOps *prometheus.CounterVec
-	// NBSyncs counts the cluster loop's Northbound syncs (one plan of the
-	// owners whose rows may differ; one transaction when they do).
-	NBSyncs prometheus.Counter
-	// FlowOps counts OpenFlow flow mods sent, by operation.
-	FlowOps *prometheus.CounterVec
 	// Failovers counts egress IPs moved from one node to another.
 	Failovers prometheus.Counter
-	// NBRepairs counts the NB drift repairs that wrote rows, by reason
-	// (see nbRepair*); NBRepairedOwners counts the owners they wrote.
-	NBRepairs, NBRepairedOwners *prometheus.CounterVec
-	// NBComparing is 1 while the leader compares owners' NB rows with
-	// what it wrote (the NB repair: after its own writes' echo, a
-	// reconnection, the periodic resync), else 0.
-	NBComparing prometheus.Gauge
 	// Audits counts the periodic checks of the leader's incremental
 	// state against a full recompute, by result ("match", "differed":
 	// the full recompute replaced it, "failed").
@@ -45,7 +33,8 @@ type Metrics struct {
 	ready atomic.Bool
 	arp   arpCollector
 	bgp   bgpCollector
-	flows flowRepairCollector
+	flows flowCollector
+	nb    nbCollector
 }
 
 // NewMetrics registers the daemon's metrics, plus Go runtime and process
@@ -58,34 +47,9 @@ func NewMetrics() *Metrics {
 			Help:    "Time from the start of a reconcile to the dataplane holding its result.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"loop", "result"}),
-		NBOps: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "ovnedge", Name: "nb_operations_total",
-			Help: "OVN Northbound operations sent, by operation.",
-		}, []string{"op"}),
-		NBSyncs: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "ovnedge", Name: "nb_syncs_total",
-			Help: "Northbound syncs of the cluster loop: plans of the owners whose rows may have changed.",
-		}),
-		FlowOps: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "ovnedge", Name: "flow_operations_total",
-			Help: "OpenFlow flow mods sent to the bridge, by operation.",
-		}, []string{"op"}),
 		Failovers: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "ovnedge", Name: "egressip_failovers_total",
 			Help: "Egress IPs moved from one node to another.",
-		}),
-		NBRepairs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "ovnedge", Name: "nb_repairs_total",
-			Help: "Repairs of OVN Northbound rows changed behind ovnedge's back that wrote rows, by reason " +
-				"(changed, reconnected, topology, periodic).",
-		}, []string{"reason"}),
-		NBRepairedOwners: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "ovnedge", Name: "nb_repaired_owners_total",
-			Help: "Owners (Services, EgressIPs, ...) whose Northbound rows a repair wrote, by reason.",
-		}, []string{"reason"}),
-		NBComparing: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "ovnedge", Name: "nb_repair_comparing",
-			Help: "1 while the leader compares owners' Northbound rows with what it last wrote (the drift repair), else 0.",
 		}),
 		Audits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "ovnedge", Name: "audits_total",
@@ -93,8 +57,7 @@ func NewMetrics() *Metrics {
 				"(match, differed: the full recompute replaced it, failed).",
 		}, []string{"result"}),
 	}
-	m.Registry.MustRegister(m.Reconcile, m.NBOps, m.NBSyncs, m.FlowOps, m.Failovers, m.NBRepairs, m.NBRepairedOwners, m.NBComparing, m.Audits,
-		&m.arp, &m.bgp, &m.flows,
+	m.Registry.MustRegister(m.Reconcile, m.Failovers, m.Audits, &m.arp, &m.bgp, &m.flows, &m.nb,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -173,36 +136,105 @@ func (c *bgpCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(bgpUpdates, prometheus.CounterValue, float64(s.Updates))
 }
 
-// SetFlowRepairs makes /metrics export repairs (ovsflow.Applier.Repairs:
-// the resyncs that found the bridge differing from its program and
-// changed it) as ovnedge_flow_repairs_total{bridge}.
-func (m *Metrics) SetFlowRepairs(bridge string, repairs func() uint64) {
+// SetFlowStats makes /metrics export a bridge's flow writer's counts
+// (dataplane.Flows.Stats): ovnedge_flow_operations_total{op} (flow mods
+// sent) and ovnedge_flow_repairs_total{bridge} (the resyncs that found the
+// bridge differing from its program and changed it).
+func (m *Metrics) SetFlowStats(bridge string, stats func() dataplane.FlowStats) {
 	m.flows.mu.Lock()
 	defer m.flows.mu.Unlock()
-	if m.flows.repairs == nil {
-		m.flows.repairs = map[string]func() uint64{}
+	if m.flows.stats == nil {
+		m.flows.stats = map[string]func() dataplane.FlowStats{}
 	}
-	m.flows.repairs[bridge] = repairs
+	m.flows.stats[bridge] = stats
 }
 
-// flowRepairCollector exports the bridge appliers' repair counts.
-type flowRepairCollector struct {
-	mu      sync.Mutex
-	repairs map[string]func() uint64 // by bridge
+// flowCollector exports the bridges' flow writers' counts.
+type flowCollector struct {
+	mu    sync.Mutex
+	stats map[string]func() dataplane.FlowStats // by bridge
 }
 
-var flowRepairs = prometheus.NewDesc("ovnedge_flow_repairs_total",
-	"Resyncs that found a bridge's flows differing from ovnedge's program (deleted or changed by hand, "+
-		"lost in an ovs-vswitchd restart) and repaired them.", []string{"bridge"}, nil)
+var (
+	flowOps = prometheus.NewDesc("ovnedge_flow_operations_total",
+		"OpenFlow flow mods sent to the bridges, by operation.", []string{"op"}, nil)
+	flowRepairs = prometheus.NewDesc("ovnedge_flow_repairs_total",
+		"Resyncs that found a bridge's flows differing from ovnedge's program (deleted or changed by hand, "+
+			"lost in an ovs-vswitchd restart) and repaired them.", []string{"bridge"}, nil)
+)
 
-func (c *flowRepairCollector) Describe(ch chan<- *prometheus.Desc) { ch <- flowRepairs }
+func (c *flowCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- flowOps
+	ch <- flowRepairs
+}
 
-func (c *flowRepairCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *flowCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for bridge, f := range c.repairs {
-		ch <- prometheus.MustNewConstMetric(flowRepairs, prometheus.CounterValue, float64(f()), bridge)
+	if len(c.stats) == 0 {
+		return
 	}
+	var ops dataplane.FlowStats
+	for bridge, f := range c.stats {
+		s := f()
+		ops.Added, ops.Modified, ops.Deleted = ops.Added+s.Added, ops.Modified+s.Modified, ops.Deleted+s.Deleted
+		ch <- prometheus.MustNewConstMetric(flowRepairs, prometheus.CounterValue, float64(s.Repairs), bridge)
+	}
+	for op, n := range map[string]uint64{"add": ops.Added, "modify": ops.Modified, "delete": ops.Deleted} {
+		ch <- prometheus.MustNewConstMetric(flowOps, prometheus.CounterValue, float64(n), op)
+	}
+}
+
+// SetNBStats makes /metrics export the NB writer's counts
+// (ovsdbnb.Writer.Stats): ovnedge_nb_syncs_total, ovnedge_nb_operations_total{op},
+// ovnedge_nb_repairs_total{reason}, ovnedge_nb_repaired_owners_total{reason}
+// and ovnedge_nb_repair_comparing.
+func (m *Metrics) SetNBStats(stats func() ovsdbnb.WriterStats) { m.nb.stats.Store(&stats) }
+
+// nbCollector exports the NB writer's counts.
+type nbCollector struct {
+	stats atomic.Pointer[func() ovsdbnb.WriterStats]
+}
+
+var (
+	nbSyncs = prometheus.NewDesc("ovnedge_nb_syncs_total",
+		"Northbound syncs of the cluster loop: plans of the owners whose rows may have changed.", nil, nil)
+	nbOps = prometheus.NewDesc("ovnedge_nb_operations_total",
+		"OVN Northbound operations sent, by operation.", []string{"op"}, nil)
+	nbRepairs = prometheus.NewDesc("ovnedge_nb_repairs_total",
+		"Repairs of OVN Northbound rows changed behind ovnedge's back that wrote rows, by reason "+
+			"(changed, reconnected, topology, periodic).", []string{"reason"}, nil)
+	nbRepaired = prometheus.NewDesc("ovnedge_nb_repaired_owners_total",
+		"Owners (Services, EgressIPs, ...) whose Northbound rows a repair wrote, by reason.", []string{"reason"}, nil)
+	nbComparing = prometheus.NewDesc("ovnedge_nb_repair_comparing",
+		"1 while the leader compares owners' Northbound rows with what it last wrote (the drift repair), else 0.", nil, nil)
+)
+
+func (c *nbCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{nbSyncs, nbOps, nbRepairs, nbRepaired, nbComparing} {
+		ch <- d
+	}
+}
+
+func (c *nbCollector) Collect(ch chan<- prometheus.Metric) {
+	f := c.stats.Load()
+	if f == nil {
+		return
+	}
+	s := (*f)()
+	ch <- prometheus.MustNewConstMetric(nbSyncs, prometheus.CounterValue, float64(s.Syncs))
+	for op, n := range map[string]uint64{"insert": s.Inserts, "update": s.Updates, "mutate": s.Mutates, "delete": s.Deletes} {
+		ch <- prometheus.MustNewConstMetric(nbOps, prometheus.CounterValue, float64(n), op)
+	}
+	for _, reason := range ovsdbnb.RepairReasons {
+		ch <- prometheus.MustNewConstMetric(nbRepairs, prometheus.CounterValue, float64(s.Repairs[reason]), reason)
+		ch <- prometheus.MustNewConstMetric(nbRepaired, prometheus.CounterValue, float64(s.RepairedOwners[reason]), reason)
+	}
+	comparing := 0.0
+	if s.Comparing {
+		comparing = 1
+	}
+	ch <- prometheus.MustNewConstMetric(nbComparing, prometheus.GaugeValue, comparing)
 }
 
 // SetReady sets what /readyz answers: 200 once the informers have synced

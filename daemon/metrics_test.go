@@ -10,18 +10,20 @@ import (
 
 	"github.com/ovnedge/ovnedge/arp"
 	"github.com/ovnedge/ovnedge/bgp"
+	"github.com/ovnedge/ovnedge/dataplane"
+	"github.com/ovnedge/ovnedge/ovsdbnb"
 )
 
 func TestMetricsHandler(t *testing.T) {
 	m := NewMetrics()
-	m.NBOps.WithLabelValues("insert").Add(3)
+	m.SetNBStats(func() ovsdbnb.WriterStats {
+		return ovsdbnb.WriterStats{Inserts: 3, Repairs: map[string]uint64{"reconnected": 1}, RepairedOwners: map[string]uint64{"reconnected": 504}}
+	})
 	m.SetARPStats(func() map[netip.Addr]arp.Stats {
 		return map[netip.Addr]arp.Stats{netip.MustParseAddr("172.18.0.200"): {RequestsSeen: 7, RepliesSent: 6, GratuitousSent: 10}}
 	})
 	m.SetBGPStats(func() bgp.Stats { return bgp.Stats{Announced: 12, Updates: 40, Sessions: 2} })
-	m.SetFlowRepairs("br-ex", func() uint64 { return 4 })
-	m.NBRepairs.WithLabelValues("reconnected").Inc()
-	m.NBRepairedOwners.WithLabelValues("reconnected").Add(504)
+	m.SetFlowStats("br-ex", func() dataplane.FlowStats { return dataplane.FlowStats{Added: 2, Repairs: 4} })
 	for _, tc := range []struct {
 		name       string
 		pprof      bool
@@ -41,6 +43,7 @@ func TestMetricsHandler(t *testing.T) {
 		{"bgp prefixes", false, false, "/metrics", 200, "ovnedge_bgp_prefixes 12"},
 		{"bgp updates", false, false, "/metrics", 200, "ovnedge_bgp_updates_total 40"},
 		{"flow repairs", false, false, "/metrics", 200, `ovnedge_flow_repairs_total{bridge="br-ex"} 4`},
+		{"flow operations", false, false, "/metrics", 200, `ovnedge_flow_operations_total{op="add"} 2`},
 		{"nb repairs", false, false, "/metrics", 200, `ovnedge_nb_repairs_total{reason="reconnected"} 1`},
 		{"nb repaired owners", false, false, "/metrics", 200, `ovnedge_nb_repaired_owners_total{reason="reconnected"} 504`},
 		{"pprof off", false, false, "/debug/pprof/", 404, ""},

@@ -5,15 +5,14 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/ovnedge/ovnedge/desired"
 	"github.com/ovnedge/ovnedge/egress"
 	"github.com/ovnedge/ovnedge/egress/reach"
-	"github.com/ovnedge/ovnedge/ovsdbnb"
 )
 
 // TestReachTargets: the egress-assignable nodes are probed on their
@@ -61,26 +60,26 @@ func TestClusterSetsTargets(t *testing.T) {
 	d := NewDataplane(cfg, c, record.NewFakeRecorder(100), NewMetrics(), quiet)
 	defer d.Close()
 	var got [][]reach.Target
-	d.Targets = func(t []reach.Target) { got = append(got, t) }
+	d.hooks.targets = func(t []reach.Target) { got = append(got, t) }
 	ctx := context.Background()
-	notReady := func(s *Snapshot) *Changes {
+	notReady := func(s *desired.Snapshot) *desired.Changes {
 		i := slices.IndexFunc(s.Nodes, func(n *corev1.Node) bool { return n.Name == "ovn-worker2" })
 		n := s.Nodes[i].DeepCopy()
 		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}
 		s.Nodes = slices.Clone(s.Nodes)
 		s.Nodes[i] = n
-		return &Changes{Nodes: map[string]*corev1.Node{n.Name: n}}
+		return &desired.Changes{Nodes: map[string]*corev1.Node{n.Name: n}}
 	}
 	for i, step := range []struct {
 		name  string
-		edit  func(s *Snapshot) *Changes
+		edit  func(s *desired.Snapshot) *desired.Changes
 		calls int
 	}{
-		{"first pass", func(*Snapshot) *Changes { return nil }, 1},
-		{"nothing changed", func(*Snapshot) *Changes { return &Changes{} }, 1},
+		{"first pass", func(*desired.Snapshot) *desired.Changes { return nil }, 1},
+		{"nothing changed", func(*desired.Snapshot) *desired.Changes { return &desired.Changes{} }, 1},
 		{"a node NotReady", notReady, 2},
-		{"nothing changed again", func(*Snapshot) *Changes { return &Changes{} }, 2},
-		{"leading again", func(*Snapshot) *Changes { d.Leading(false); d.Leading(true); return &Changes{} }, 3},
+		{"nothing changed again", func(*desired.Snapshot) *desired.Changes { return &desired.Changes{} }, 2},
+		{"leading again", func(*desired.Snapshot) *desired.Changes { d.Leading(false); d.Leading(true); return &desired.Changes{} }, 3},
 	} {
 		s.Changed = step.edit(&s)
 		if err := d.Cluster(ctx, s); err != nil {
@@ -95,49 +94,11 @@ func TestClusterSetsTargets(t *testing.T) {
 	}
 }
 
-// TestHostLease: a node that heard the leader or the API server within
-// its lease keeps its host egress IPs; past the lease it is fenced; a
-// lease of 0 never fences. A node whose uplink cannot be found is alive.
-func TestHostLease(t *testing.T) {
-	l := &nodeLiveness{self: "n1", uplink: "no-such-link", lease: 200 * time.Millisecond}
-	l.lastAPI.Store(time.Now().UnixNano())
-	if l.Fenced() {
-		t.Error("fenced right after the API server answered")
-	}
-	l.lastAPI.Store(time.Now().Add(-time.Second).UnixNano())
-	if !l.Fenced() {
-		t.Error("not fenced a second after the last answer, lease 200ms")
-	}
-	l.lastLeader.Store(time.Now().UnixNano())
-	if l.Fenced() {
-		t.Error("fenced right after a leader heartbeat")
-	}
-	l.lease = 0
-	l.lastLeader.Store(0)
-	if l.Fenced() {
-		t.Error("lease 0 fenced")
-	}
+// TestAliveWithoutHeartbeat: without a heartbeat every node is alive; a
+// node whose uplink cannot be found counts as alive.
+func TestAliveWithoutHeartbeat(t *testing.T) {
+	l := &nodeLiveness{self: "n1", uplink: "no-such-link"}
 	if !l.Alive("n1") || !l.Alive("n2") {
 		t.Error("without a heartbeat every node is alive")
-	}
-}
-
-// TestNATRouters: the routers a make-before-break step gives a new NAT,
-// whose chassis must confirm it before the reroute moves.
-func TestNATRouters(t *testing.T) {
-	o := ovsdbnb.Owner{Type: egress.OwnerEgressIP, Name: "prod"}
-	nat := func(router, ext string) ovsdbnb.NAT {
-		return ovsdbnb.NAT{Router: router, Type: "snat", ExternalIP: ext, LogicalIP: "10.244.1.3"}
-	}
-	synced := map[ovsdbnb.Owner]ovsdbnb.State{o: {NATs: []ovsdbnb.NAT{nat("GR_a", "172.18.0.44")}}}
-	send := map[ovsdbnb.Owner]ovsdbnb.State{
-		o: {NATs: []ovsdbnb.NAT{nat("GR_a", "172.18.0.44"), nat("GR_b", "172.18.0.44")}},
-		{Type: egress.OwnerEgressIP, Name: "new"}: {NATs: []ovsdbnb.NAT{nat("GR_c", "172.18.0.45")}},
-	}
-	if got := natRouters(send, synced); !slices.Equal(got, []string{"GR_b", "GR_c"}) {
-		t.Errorf("routers %v, want [GR_b GR_c]", got)
-	}
-	if got := natRouters(synced, synced); len(got) != 0 {
-		t.Errorf("nothing new: %v", got)
 	}
 }

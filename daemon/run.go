@@ -10,13 +10,18 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/ovnedge/ovnedge/desired"
+	"github.com/ovnedge/ovnedge/kubewatch"
+	"github.com/ovnedge/ovnedge/manifests"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/workqueue"
 )
 
 // relay calls f on every receive from c (none when c is nil) until ctx
@@ -46,11 +51,11 @@ const fullRecompute = 10 * time.Minute
 type Reconcilers struct {
 	// Cluster does the cluster-wide work (EgressIP assignment and status,
 	// Northbound sync, LB IPAM); it runs on the elected leader only.
-	Cluster func(ctx context.Context, s Snapshot) error
+	Cluster func(ctx context.Context, s desired.Snapshot) error
 	// Node does this node's work (bridge flows, host addresses and rules,
 	// ARP/NDP); it runs on every instance. nil: none (an instance without
 	// a node).
-	Node func(ctx context.Context, s Snapshot) error
+	Node func(ctx context.Context, s desired.Snapshot) error
 	// Audit, when not nil, makes the periodic full recompute on the
 	// leader, off the cluster loop: it checks the leader's incremental
 	// state against a full recompute of list's Snapshot (see
@@ -58,7 +63,7 @@ type Reconcilers struct {
 	// recompute everything itself instead (as it does every
 	// Env.FullRecompute without an Audit): the states differ, or it
 	// could not tell.
-	Audit func(ctx context.Context, list func() (Snapshot, error)) error
+	Audit func(ctx context.Context, list func() (desired.Snapshot, error)) error
 }
 
 // Env is what Run needs from its caller besides the Config.
@@ -94,28 +99,28 @@ type Clients struct {
 	// events and status then go to the log only.
 	FromManifests bool
 	// Source is the manifests source, nil for an API server.
-	Source *ManifestSource
+	Source *manifests.Source
 }
 
 // watchOptions are the kinds watched beyond the built-in ones: with
-// --enable-lb-svc what Kube-OVN's LoadBalancer Services need (WatchLBSvc),
+// --enable-lb-svc what Kube-OVN's LoadBalancer Services need (kubewatch.WatchLBSvc),
 // with --underlay-lb-mode the Subnets;
 // the manifests always hold Kube-OVN's Subnets and
 // NetworkAttachmentDefinitions (seeds 003 and 004) when they have any.
 // With --bgp-peer-crds on a node instance, MetalLB's BGP peers too.
-func (c *Clients) watchOptions(cfg *Config) []WatchOption {
-	var out []WatchOption
+func (c *Clients) watchOptions(cfg *Config) []kubewatch.WatchOption {
+	var out []kubewatch.WatchOption
 	switch {
 	case cfg.EnableLBSvc:
-		out = append(out, WatchLBSvc())
+		out = append(out, kubewatch.WatchLBSvc())
 	case c.FromManifests:
-		out = append(out, WatchKubeOVN())
+		out = append(out, kubewatch.WatchKubeOVN())
 	}
 	if cfg.UnderlayLBMode != "" && cfg.UnderlayLBMode != UnderlayOff {
-		out = append(out, WatchSubnets())
+		out = append(out, kubewatch.WatchSubnets())
 	}
 	if cfg.EnableBGP && cfg.BGPPeerCRDs && cfg.NodeName != "" {
-		out = append(out, WatchBGPPeers(cfg.BGPCRDNamespace))
+		out = append(out, kubewatch.WatchBGPPeers(cfg.BGPCRDNamespace))
 	}
 	return out
 }
@@ -125,7 +130,7 @@ func (c *Clients) watchOptions(cfg *Config) []WatchOption {
 // loaded once.
 func Connect(cfg *Config, log *slog.Logger) (*Clients, error) {
 	if cfg.Manifests != "" {
-		src := NewManifestSource(cfg.Manifests, log)
+		src := manifests.NewSource(cfg.Manifests, log)
 		if err := src.Reload(); err != nil {
 			if _, statErr := os.Stat(cfg.Manifests); statErr != nil {
 				return nil, fmt.Errorf("manifests: %w", err)
@@ -166,143 +171,165 @@ func Connect(cfg *Config, log *slog.Logger) (*Clients, error) {
 // serves metrics and health on cfg.MetricsAddr. On return the dataplane is
 // left as it was: nothing is torn down on shutdown.
 func Run(ctx context.Context, cfg *Config, c *Clients, r Reconcilers, env Env) error {
-	log := env.Log
-	m := env.Metrics
 	if cfg.MetricsAddr != "" {
-		ln, err := net.Listen("tcp", cfg.MetricsAddr)
+		stop, err := serveMetrics(cfg, env)
 		if err != nil {
-			return fmt.Errorf("metrics address: %w", err)
+			return err
 		}
-		srv := &http.Server{Handler: m.Handler(cfg.Pprof), ReadHeaderTimeout: 5 * time.Second}
-		go func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("metrics server", "err", err)
-			}
-		}()
-		defer srv.Close()
-		log.Info("serving metrics and health", "address", ln.Addr().String())
+		defer stop()
 	}
-	defer m.SetReady(false)
-
+	defer env.Metrics.SetReady(false)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if c.Source != nil {
-		poll := env.ManifestPoll
-		if poll == 0 {
-			poll = 500 * time.Millisecond
-		}
-		go c.Source.Watch(ctx, poll)
+		go c.Source.Watch(ctx, cmp.Or(env.ManifestPoll, 500*time.Millisecond))
 	}
-
-	w := NewWatcher(c.Typed, c.Dynamic, log, c.watchOptions(cfg)...)
-	nodeQ, clusterQ := w.Queue("node"), w.Queue("cluster")
-	if err := w.Start(ctx); err != nil {
+	l := &loops{cfg: cfg, r: r, env: env, log: env.Log,
+		w: kubewatch.NewWatcher(c.Typed, c.Dynamic, env.Log, c.watchOptions(cfg)...)}
+	l.nodeQ, l.clusterQ = l.w.Queue("node"), l.w.Queue("cluster")
+	if err := l.w.Start(ctx); err != nil {
 		return err
 	}
-	m.SetReady(true)
-	log.Info("informers synced", "node", cfg.NodeName, "manifests", cfg.Manifests)
-
-	done := make(chan struct{}, 3)
-	go func() {
-		defer func() { done <- struct{}{} }()
-		RunLoop(ctx, nodeQ, "node", m, log, func(ctx context.Context) error {
-			if r.Node == nil {
-				return nil // a leader-only instance: no listing of every object per change
-			}
-			s, err := w.Snapshot()
-			if err != nil {
-				return err
-			}
-			return r.Node(ctx, s)
-		})
-	}()
-
-	var leading atomic.Bool
-	go func() {
-		defer func() { done <- struct{}{} }()
-		RunLoop(ctx, clusterQ, "cluster", m, log, func(ctx context.Context) error {
-			// Taken first: a change coming meanwhile is in the
-			// Snapshot and taken again next time.
-			changed := w.TakeChanges()
-			if !leading.Load() {
-				return nil // a follower computes nothing cluster-wide
-			}
-			s, err := w.clusterSnapshot(changed)
-			if err != nil {
-				w.RequestFull()
-				return err
-			}
-			return r.Cluster(ctx, s)
-		})
-	}()
+	env.Metrics.SetReady(true)
+	l.log.Info("informers synced", "node", cfg.NodeName, "manifests", cfg.Manifests)
+	var done sync.WaitGroup
+	done.Go(func() { kubewatch.RunLoop(ctx, l.nodeQ, "node", l.log, l.node, l.observe("node")) })
+	done.Go(func() { kubewatch.RunLoop(ctx, l.clusterQ, "cluster", l.log, l.cluster, l.observe("cluster")) })
 	// A wake may change the EgressIPs' assignment without an object
 	// changing (an egress node's reachability, a hold running out).
 	go relay(ctx, env.Wake, func() {
-		w.RequestReassign()
-		clusterQ.Add("cluster")
+		l.w.RequestReassign()
+		l.clusterQ.Add("cluster")
 	})
-	go relay(ctx, env.NodeWake, func() { nodeQ.Add("node") })
+	go relay(ctx, env.NodeWake, func() { l.nodeQ.Add("node") })
 	// The full recompute stays, as a safety net, every fullRecompute: an
 	// audit off the cluster loop, or (without an Audit, when it cannot
 	// audit, or when it finds the incremental state wrong) a full pass.
 	full := time.NewTicker(cmp.Or(env.FullRecompute, fullRecompute))
 	defer full.Stop()
-	go relay(ctx, full.C, func() {
-		if r.Audit != nil && leading.Load() {
-			err := r.Audit(ctx, func() (Snapshot, error) {
-				s, err := w.clusterSnapshot(nil)
-				if err != nil {
-					return s, err
-				}
-				return s.WithPods()
-			})
-			switch {
-			case err == nil:
-				return
-			case !errors.Is(err, errNoIndex) && !errors.Is(err, errDiverged) && ctx.Err() == nil:
-				log.Warn("audit failed: the cluster loop recomputes everything", "err", err)
-			}
+	go relay(ctx, full.C, func() { l.recompute(ctx) })
+	done.Go(func() { l.elect(ctx, c) })
+	<-ctx.Done()
+	done.Wait()
+	l.log.Info("stopped; the dataplane is left as programmed")
+	return nil
+}
+
+// serveMetrics serves metrics and health on cfg.MetricsAddr until stop.
+func serveMetrics(cfg *Config, env Env) (stop func(), err error) {
+	ln, err := net.Listen("tcp", cfg.MetricsAddr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics address: %w", err)
+	}
+	srv := &http.Server{Handler: env.Metrics.Handler(cfg.Pprof), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			env.Log.Error("metrics server", "err", err)
 		}
-		w.RequestFull()
-		clusterQ.Add("cluster")
-	})
-	lease := env.Lease
+	}()
+	env.Log.Info("serving metrics and health", "address", ln.Addr().String())
+	return func() { srv.Close() }, nil
+}
+
+// loops are Run's node and cluster loops over one Watcher.
+type loops struct {
+	cfg             *Config
+	r               Reconcilers
+	env             Env
+	log             *slog.Logger
+	w               *kubewatch.Watcher
+	nodeQ, clusterQ workqueue.TypedRateLimitingInterface[string]
+	leading         atomic.Bool
+}
+
+// observe records a loop's reconciles in the metrics.
+func (l *loops) observe(loop string) func(time.Duration, string) {
+	return func(d time.Duration, result string) {
+		l.env.Metrics.Reconcile.WithLabelValues(loop, result).Observe(d.Seconds())
+	}
+}
+
+// node is the node loop's reconcile.
+func (l *loops) node(ctx context.Context) error {
+	if l.r.Node == nil {
+		return nil // a leader-only instance: no listing of every object per change
+	}
+	s, err := l.w.Snapshot()
+	if err != nil {
+		return err
+	}
+	return l.r.Node(ctx, s)
+}
+
+// cluster is the cluster loop's reconcile: on the leader only, with the
+// changes since the last one.
+func (l *loops) cluster(ctx context.Context) error {
+	// Taken first: a change coming meanwhile is in the Snapshot and taken
+	// again next time.
+	changed := l.w.TakeChanges()
+	if !l.leading.Load() {
+		return nil // a follower computes nothing cluster-wide
+	}
+	s, err := l.w.SnapshotFor(changed)
+	if err != nil {
+		l.w.RequestFull()
+		return err
+	}
+	return l.r.Cluster(ctx, s)
+}
+
+// recompute is the periodic safety net: the audit, or a full pass.
+func (l *loops) recompute(ctx context.Context) {
+	if l.r.Audit != nil && l.leading.Load() {
+		err := l.r.Audit(ctx, func() (desired.Snapshot, error) {
+			s, err := l.w.SnapshotFor(nil)
+			if err != nil {
+				return s, err
+			}
+			return s.WithPods()
+		})
+		switch {
+		case err == nil:
+			return
+		case !errors.Is(err, errNoIndex) && !errors.Is(err, errDiverged) && ctx.Err() == nil:
+			l.log.Warn("audit failed: the cluster loop recomputes everything", "err", err)
+		}
+	}
+	l.w.RequestFull()
+	l.clusterQ.Add("cluster")
+}
+
+// elect campaigns for the Lease until ctx ends (with leader election on)
+// and runs the cluster loop's work while leading.
+func (l *loops) elect(ctx context.Context, c *Clients) {
+	if !l.cfg.LeaderElect {
+		l.log.Info("leader election off: node work only")
+		return
+	}
+	lease := l.env.Lease
 	if lease.Identity == "" {
 		// Unique per process (as client-go advises): two candidates
 		// sharing a host name (one network and UTS namespace, a pod
 		// restarted under its old name) must not both think they hold
 		// the Lease.
 		host, _ := os.Hostname()
-		lease = DefaultLease(cfg.NodeName + "_" + host + "_" + rand.Text()[:8])
+		lease = DefaultLease(l.cfg.NodeName + "_" + host + "_" + rand.Text()[:8])
 	}
-	go func() {
-		defer func() { done <- struct{}{} }()
-		if !cfg.LeaderElect {
-			log.Info("leader election off: node work only")
-			return
-		}
-		err := RunLeader(ctx, c.Typed, lease, log, func(lctx context.Context) {
-			leading.Store(true)
-			if env.Leading != nil {
-				env.Leading(true)
-			}
-			w.RequestFull() // what changed while following was not kept
-			clusterQ.Add("cluster")
-			<-lctx.Done()
-			leading.Store(false)
-			if env.Leading != nil {
-				env.Leading(false)
-			}
-		})
-		if err != nil {
-			log.Error("leader election stopped", "err", err)
-		}
-	}()
+	err := RunLeader(ctx, c.Typed, lease, l.log, func(lctx context.Context) {
+		l.lead(true)
+		l.w.RequestFull() // what changed while following was not kept
+		l.clusterQ.Add("cluster")
+		<-lctx.Done()
+		l.lead(false)
+	})
+	if err != nil {
+		l.log.Error("leader election stopped", "err", err)
+	}
+}
 
-	<-ctx.Done()
-	for range 3 {
-		<-done
+func (l *loops) lead(leading bool) {
+	l.leading.Store(leading)
+	if l.env.Leading != nil {
+		l.env.Leading(leading)
 	}
-	log.Info("stopped; the dataplane is left as programmed")
-	return nil
 }

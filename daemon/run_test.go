@@ -6,6 +6,9 @@ import (
 	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/ovnedge/ovnedge/desired"
+	"github.com/ovnedge/ovnedge/internal/testbed"
 )
 
 // TestRun runs the daemon's loops on a manifests directory: both
@@ -14,16 +17,16 @@ import (
 func TestRun(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	dir := t.TempDir()
-	putFile(t, dir, "eip.yaml", eipYAML)
+	testbed.WriteFile(t, dir, "eip.yaml", testbed.EgressIPManifest)
 	cfg := &Config{Manifests: dir, NodeName: "ovn-worker", LeaderElect: true}
 	c, err := Connect(cfg, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	node, cluster := make(chan Snapshot, 64), make(chan Snapshot, 64)
+	node, cluster := make(chan desired.Snapshot, 64), make(chan desired.Snapshot, 64)
 	r := Reconcilers{
-		Node:    func(_ context.Context, s Snapshot) error { node <- s; return nil },
-		Cluster: func(_ context.Context, s Snapshot) error { cluster <- s; return nil },
+		Node:    func(_ context.Context, s desired.Snapshot) error { node <- s; return nil },
+		Cluster: func(_ context.Context, s desired.Snapshot) error { cluster <- s; return nil },
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan error, 1)
@@ -44,7 +47,7 @@ func TestRun(t *testing.T) {
 			t.Error("Run did not stop")
 		}
 	})
-	wait := func(what string, ch chan Snapshot, cond func(Snapshot) bool) {
+	wait := func(what string, ch chan desired.Snapshot, cond func(desired.Snapshot) bool) {
 		t.Helper()
 		timeout := time.After(10 * time.Second)
 		for {
@@ -58,11 +61,11 @@ func TestRun(t *testing.T) {
 			}
 		}
 	}
-	hasEIP := func(s Snapshot) bool { return len(s.EgressIPs) == 1 }
+	hasEIP := func(s desired.Snapshot) bool { return len(s.EgressIPs) == 1 }
 	wait("node reconcile", node, hasEIP)
 	wait("cluster reconcile on the leader", cluster, hasEIP)
-	putFile(t, dir, "nodes.yaml", nodeManifest(`a: b`))
-	hasNode := func(s Snapshot) bool { return len(s.Nodes) == 1 }
+	testbed.WriteFile(t, dir, "nodes.yaml", testbed.NodeManifest(`a: b`))
+	hasNode := func(s desired.Snapshot) bool { return len(s.Nodes) == 1 }
 	wait("node reconcile after a file change", node, hasNode)
 	wait("cluster reconcile after a file change", cluster, hasNode)
 }

@@ -18,13 +18,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
+	"github.com/ovnedge/ovnedge/desired"
 	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 	"github.com/ovnedge/ovnedge/ovsdbnb/nbdb"
 )
 
 // writeManifests writes s as YAML files in dir, one file per kind.
-func writeManifests(b testing.TB, dir string, s Snapshot) {
+func writeManifests(b testing.TB, dir string, s desired.Snapshot) {
 	b.Helper()
 	files := map[string][]any{}
 	add := func(file string, gv schema.GroupVersion, kind string, objs []any) {

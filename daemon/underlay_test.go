@@ -10,7 +10,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ovnedge/ovnedge/desired"
+	"github.com/ovnedge/ovnedge/internal/testbed"
+	"github.com/ovnedge/ovnedge/kubewatch"
 	"github.com/ovnedge/ovnedge/lbsvc"
+	"github.com/ovnedge/ovnedge/manifests"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 )
 
@@ -54,7 +58,7 @@ status:
 // seed003Snapshot loads seed 003's manifests with the cluster around
 // them; status, when not empty, is the Subnet's status and ingress
 // nginx-lb's LoadBalancer IP (MetalLB's).
-func seed003Snapshot(t *testing.T, status, ingress string) Snapshot {
+func seed003Snapshot(t *testing.T, status, ingress string) desired.Snapshot {
 	t.Helper()
 	dir := t.TempDir()
 	b, err := os.ReadFile("testdata/kubeovn/seed003.yaml")
@@ -68,8 +72,8 @@ func seed003Snapshot(t *testing.T, status, ingress string) Snapshot {
 	if ingress != "" {
 		doc += "status: {loadBalancer: {ingress: [{ip: " + ingress + "}]}}\n"
 	}
-	putFile(t, dir, "seed003.yaml", doc)
-	putFile(t, dir, "cluster.yaml", seed003Cluster)
+	testbed.WriteFile(t, dir, "seed003.yaml", doc)
+	testbed.WriteFile(t, dir, "cluster.yaml", seed003Cluster)
 	s, _, err := LoadSnapshot(context.Background(), &Config{Manifests: dir}, quiet)
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +99,7 @@ func TestUnderlaySeed003Cluster(t *testing.T) {
 
 	s := seed003Snapshot(t, "", "10.180.204.252")
 	// --lb-pools leaves MetalLB's underlay address alone.
-	cs, err := ComputeCluster(s, demoParams(t, append(flags, "--underlay-lb-mode=metallb", "--lb-pools=default=172.18.0.200/29")...), nil, nil)
+	cs, err := desired.ComputeCluster(s, demoParams(t, append(flags, "--underlay-lb-mode=metallb", "--lb-pools=default=172.18.0.200/29")...), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +125,7 @@ func TestUnderlaySeed003Cluster(t *testing.T) {
 	}
 
 	s = seed003Snapshot(t, "", "")
-	cs, err = ComputeCluster(s, demoParams(t, append(flags, "--underlay-lb-mode=standalone")...), nil, nil)
+	cs, err = desired.ComputeCluster(s, demoParams(t, append(flags, "--underlay-lb-mode=standalone")...), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,11 +148,11 @@ func TestUnderlaySeed003Node(t *testing.T) {
 	s := seed003Snapshot(t, "{u2oInterconnectionMAC: '0a:58:0a:b4:cc:fe'}", "10.180.204.252")
 	p := demoParams(t, "--enable-egress-ip=false", "--gateway-flows=false", "--underlay-lb-mode=standalone", "--enable-ovn-lb-prefer-local", "--provider-bridge=br-provider",
 		"--provider-nic=underlay0", "--provider-vlan=341", "--enable-l2-announce")
-	ns, err := ComputeNode(s, p, "kube-ovn-worker")
+	ns, err := desired.ComputeNode(s, p, "kube-ovn-worker")
 	if err != nil {
 		t.Fatal(err)
 	}
-	text, err := RenderFlows(NodeState{Sets: ns.Provider})
+	text, err := desired.RenderFlows(desired.NodeState{Sets: ns.Provider})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,12 +162,12 @@ func TestUnderlaySeed003Node(t *testing.T) {
 	}
 
 	p.ProviderPorts = func(name string) bool { return name == "underlay0" }
-	ns, _ = ComputeNode(s, p, "kube-ovn-worker")
+	ns, _ = desired.ComputeNode(s, p, "kube-ovn-worker")
 	if len(ns.Provider) != 0 || !slices.Equal(ns.ProviderMissing, []string{"patch-localnet.underlay-subnet-to-br-int"}) {
 		t.Errorf("without the patch port: flows %v, missing %v", ns.Provider, ns.ProviderMissing)
 	}
 	p.ProviderPorts = nil
-	ns, _ = ComputeNode(seed003Snapshot(t, "", "10.180.204.252"), p, "kube-ovn-worker")
+	ns, _ = desired.ComputeNode(seed003Snapshot(t, "", "10.180.204.252"), p, "kube-ovn-worker")
 	if len(ns.Provider) != 0 || len(ns.Events) != 1 || ns.Events[0].Reason != lbsvc.ReasonUnderlayNoRouterMAC {
 		t.Errorf("without the router MAC: flows %v, events %v", ns.Provider, ns.Events)
 	}
@@ -171,7 +175,7 @@ func TestUnderlaySeed003Node(t *testing.T) {
 	vip := netip.MustParseAddr("10.180.204.252")
 	var owners []string
 	for _, n := range []string{"kube-ovn-worker", "kube-ovn-worker2", "kube-ovn-worker3"} {
-		ns, _ := ComputeNode(s, p, n)
+		ns, _ := desired.ComputeNode(s, p, n)
 		if slices.Contains(ns.Announce, vip) {
 			t.Errorf("%s answers for the underlay VIP on the bridge", n)
 		}
@@ -198,12 +202,12 @@ func vipOn(st ovsdbnb.State, key string) []string {
 // TestWatchSubnetsOnly: the underlay mode watches Subnets without the
 // NetworkAttachmentDefinitions (a Kube-OVN cluster may lack Multus' CRD).
 func TestWatchSubnetsOnly(t *testing.T) {
-	src := NewManifestSource("testdata/kubeovn", quiet)
+	src := manifests.NewSource("testdata/kubeovn", quiet)
 	if err := src.Reload(); err != nil {
 		t.Fatal(err)
 	}
 	cfg := &Config{UnderlayLBMode: UnderlayMetalLB}
-	s, _ := snapshot(t, NewWatcher(src.Clientset, src.Dynamic, quiet, (&Clients{}).watchOptions(cfg)...))
+	s, _ := snapshot(t, kubewatch.NewWatcher(src.Clientset, src.Dynamic, quiet, (&Clients{}).watchOptions(cfg)...))
 	if len(s.Subnets) != 2 || len(s.NADs) != 0 {
 		t.Errorf("%d subnets, %d NADs", len(s.Subnets), len(s.NADs))
 	}

@@ -26,7 +26,7 @@
 //     [HostAssignment]s of egress IPs on secondary host networks.
 //     [MakeBeforeBreak] orders a change so that a new egress node's SNAT
 //     exists before traffic is rerouted to it.
-//   - [NodeFlows] is a node's br-ex configuration for ovsflow.EgressFlows.
+//   - [NodeFlows] is a node's br-ex configuration for brex.EgressFlows.
 //
 // # The rows, as OVN-Kubernetes writes them
 //
@@ -135,7 +135,7 @@
 //     router would answer ARP for the IP beside the new owner once its
 //     uplink carries them (as with OVN-Kubernetes). The node's ovnedge
 //     prevents that: once the status names another node it fences the
-//     IP on its bridge ([Fence], ovsflow.EgressFence: ARP replies and
+//     IP on its bridge ([Fence], brex.EgressFence: ARP replies and
 //     neighbour advertisements for it from the patch port are dropped)
 //     for [FenceHold], or until the IP comes back to it (e2e
 //     TestFastFailover/UplinkDownControllerLagging; without the fence

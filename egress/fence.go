@@ -20,7 +20,7 @@ const FenceHold = 30 * time.Second
 // keeps answering ARP for the IP with its last flows, beside the new
 // owner, as soon as its uplink carries them (ovn-kubernetes #6238). The
 // node's own ovnedge fences such an IP on its bridge
-// (ovsflow.EgressFence) from the moment its status names another node
+// (brex.EgressFence) from the moment its status names another node
 // for Hold, or until the IP is assigned back to it.
 //
 // A Fence computes; it does no I/O. The zero value is ready (Hold 0 is

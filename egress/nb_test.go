@@ -9,9 +9,9 @@ import (
 
 	"github.com/ovnedge/ovnedge/egress"
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
-	"github.com/ovnedge/ovnedge/internal/seed"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
-	"github.com/ovnedge/ovnedge/ovsflow"
+	"github.com/ovnedge/ovnedge/ovsflow/brex"
+	"github.com/ovnedge/ovnedge/ovsflow/brex/brextest"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -204,21 +204,21 @@ func TestEgressIPStateSkipsBadItems(t *testing.T) {
 func TestNodeFlowsSeed(t *testing.T) {
 	nodes := seedNodes(t)
 	w2 := &nodes[2]
-	e, err := egress.NodeFlows(seedCluster, w2, seed.Uplink, seed.Patch)
+	e, err := egress.NodeFlows(seedCluster, w2, brextest.Uplink, brextest.Patch)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(e, seed.Egress()) {
-		t.Errorf("egress config\n got %+v\nwant %+v", e, seed.Egress())
+	if !reflect.DeepEqual(e, brextest.Egress()) {
+		t.Errorf("egress config\n got %+v\nwant %+v", e, brextest.Egress())
 	}
-	flows, err := ovsflow.EgressFlows(e)
+	flows, err := brex.EgressFlows(e)
 	if err != nil || len(flows) != 4 {
 		t.Errorf("flows %v, %v", flows, err)
 	}
-	if _, err := egress.NodeFlows(egress.Cluster{}, w2, seed.Uplink, seed.Patch); err == nil {
+	if _, err := egress.NodeFlows(egress.Cluster{}, w2, brextest.Uplink, brextest.Patch); err == nil {
 		t.Error("no cluster subnet accepted")
 	}
-	if _, err := egress.NodeFlows(seedCluster, w2, "", seed.Patch); err == nil {
+	if _, err := egress.NodeFlows(seedCluster, w2, "", brextest.Patch); err == nil {
 		t.Error("no uplink accepted")
 	}
 }

@@ -18,10 +18,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/ovnedge/ovnedge/arp"
-	"github.com/ovnedge/ovnedge/internal/seed"
 	"github.com/ovnedge/ovnedge/lbsvc"
 	"github.com/ovnedge/ovnedge/lbsvc/ipam"
 	"github.com/ovnedge/ovnedge/ovsflow"
+	"github.com/ovnedge/ovnedge/ovsflow/brex"
+	"github.com/ovnedge/ovnedge/ovsflow/brex/brextest"
 	"github.com/ovnedge/ovnedge/ovsflow/flowtest/bridge"
 )
 
@@ -29,10 +30,10 @@ import (
 // running the base flows and the bypass of every VIP of cluster().
 func brEx(t *testing.T) (*bridge.Bridge, *ovsflow.Program) {
 	t.Helper()
-	br := bridge.New(t, bridge.Options{Bridge: seed.Bridge, Node: seed.Node, Uplink: seed.Uplink,
-		UplinkOFPort: seed.UplinkOFPort, PatchOFPort: seed.PatchOFPort})
+	br := bridge.New(t, bridge.Options{Bridge: brextest.Bridge, Node: brextest.Node, Uplink: brextest.Uplink,
+		UplinkOFPort: brextest.UplinkOFPort, PatchOFPort: brextest.PatchOFPort})
 	p := &ovsflow.Program{}
-	base, err := ovsflow.BaseFlows(seed.Base())
+	base, err := brex.BaseFlows(brextest.Base())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +48,7 @@ func brEx(t *testing.T) (*bridge.Bridge, *ovsflow.Program) {
 // does when Services come and go, and installs p.
 func syncBypass(t *testing.T, br *bridge.Bridge, p *ovsflow.Program, svcs []*corev1.Service) {
 	t.Helper()
-	bypass, err := lbsvc.BypassFlows(ovsflow.Bypass{Uplink: seed.Uplink}, svcs)
+	bypass, err := lbsvc.BypassFlows(brex.Bypass{Uplink: brextest.Uplink}, svcs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,19 +214,19 @@ func TestUnderlaySteeringTrace(t *testing.T) {
 		port("http", corev1.ProtocolTCP, 80, 0, "80"), port("dns", corev1.ProtocolUDP, 53, 0, "53"))
 	s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
 	s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "172.18.0.245"}}
-	flows, missing, events, err := lbsvc.SteeringFlows(lbsvc.Steering{NIC: seed.Uplink, Patch: seed.Patch}, s, opts)
+	flows, missing, events, err := lbsvc.SteeringFlows(lbsvc.Steering{NIC: brextest.Uplink, Patch: brextest.Patch}, s, opts)
 	if err != nil || len(flows) != 2 || len(missing)+len(events) != 0 {
 		t.Fatalf("SteeringFlows: %d flows, missing %v, events %v, %v", len(flows), missing, events, err)
 	}
-	br := bridge.New(t, bridge.Options{Bridge: seed.Bridge, Node: seed.Node, Uplink: seed.Uplink,
-		UplinkOFPort: seed.UplinkOFPort, PatchOFPort: seed.PatchOFPort})
+	br := bridge.New(t, bridge.Options{Bridge: brextest.Bridge, Node: brextest.Node, Uplink: brextest.Uplink,
+		UplinkOFPort: brextest.UplinkOFPort, PatchOFPort: brextest.PatchOFPort})
 	var p ovsflow.Program
-	base, err := ovsflow.BaseFlows(seed.Base())
+	base, err := brex.BaseFlows(brextest.Base())
 	if err == nil {
 		err = p.Set("base", base)
 	}
 	if err == nil {
-		err = p.Set(ovsflow.Service{Namespace: s.Namespace, Name: s.Name}.Owner(), flows)
+		err = p.Set(brex.Service{Namespace: s.Namespace, Name: s.Name}.Owner(), flows)
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -11,14 +11,15 @@ import (
 
 	"github.com/ovnedge/ovnedge/arp"
 	"github.com/ovnedge/ovnedge/ovsflow"
+	"github.com/ovnedge/ovnedge/ovsflow/brex"
 )
 
 // BypassServices returns the ARP/NDP bypass input of every Service with
 // ExternalIPs or LoadBalancer ingress IPs (reference §1.1): its VIPs and
 // service port numbers, sorted by namespace and name. Every node installs
-// the same bypass; ovsflow.ARPBypass turns each into flows.
-func BypassServices(svcs []*corev1.Service) []ovsflow.Service {
-	var out []ovsflow.Service
+// the same bypass; brex.ARPBypass turns each into flows.
+func BypassServices(svcs []*corev1.Service) []brex.Service {
+	var out []brex.Service
 	for _, svc := range svcs {
 		if svc == nil || svc.Spec.Type == corev1.ServiceTypeExternalName {
 			continue
@@ -27,7 +28,7 @@ func BypassServices(svcs []*corev1.Service) []ovsflow.Service {
 		if len(ips.external) == 0 {
 			continue
 		}
-		s := ovsflow.Service{Namespace: svc.Namespace, Name: svc.Name, VIPs: ips.external}
+		s := brex.Service{Namespace: svc.Namespace, Name: svc.Name, VIPs: ips.external}
 		for _, sp := range svc.Spec.Ports {
 			if sp.Port > 0 && sp.Port <= 65535 {
 				s.Ports = append(s.Ports, sp.Port)
@@ -37,19 +38,19 @@ func BypassServices(svcs []*corev1.Service) []ovsflow.Service {
 			out = append(out, s)
 		}
 	}
-	slices.SortFunc(out, func(a, b ovsflow.Service) int {
+	slices.SortFunc(out, func(a, b brex.Service) int {
 		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
 	})
 	return out
 }
 
 // BypassFlows returns a node's bypass program by owner
-// (ovsflow.Service.Owner(), "service/<ns>/<name>"): set each owner's flows
+// (brex.Service.Owner(), "service/<ns>/<name>"): set each owner's flows
 // in the bridge's ovsflow.Program and delete the owners no longer listed.
-func BypassFlows(b ovsflow.Bypass, svcs []*corev1.Service) (map[string][]ovsflow.Flow, error) {
+func BypassFlows(b brex.Bypass, svcs []*corev1.Service) (map[string][]ovsflow.Flow, error) {
 	out := map[string][]ovsflow.Flow{}
 	for _, s := range BypassServices(svcs) {
-		flows, err := ovsflow.ARPBypass(b, s)
+		flows, err := brex.ARPBypass(b, s)
 		if err != nil {
 			return nil, fmt.Errorf("bypass flows: %w", err)
 		}

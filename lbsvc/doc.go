@@ -89,10 +89,10 @@
 // # br-ex bypass and L2 mode (reference §1.1, §6)
 //
 // [BypassFlows] gives each node's bridge the ARP/NDP bypass of every VIP
-// (ovsflow.ARPBypass) by owner. Where ovnedge also programs the shared
+// (brex.ARPBypass) by owner. Where ovnedge also programs the shared
 // gateway's Service flows (OVN-Kubernetes' node agent does not),
 // [NodeGatewayFlows] gives the same owners the full set instead
-// (ovsflow.ServiceFlows: NodePorts and VIPs from the uplink to OVN and
+// (brex.ServiceFlows: NodePorts and VIPs from the uplink to OVN and
 // back, the bypass, and for externalTrafficPolicy=Local with a
 // host-network endpoint on the node the DNAT to the host), built per
 // Service by [GatewayService] from the Service, its EndpointSlices and the

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ovnedge/ovnedge/event"
 	"github.com/ovnedge/ovnedge/ovsflow"
+	"github.com/ovnedge/ovnedge/ovsflow/brex"
 )
 
 // Event reasons of the shared gateway flows.
@@ -31,7 +32,7 @@ var l4Protos = map[corev1.Protocol]ovsflow.Proto{
 }
 
 // GatewayService returns what node's shared gateway flows need of a
-// Service (ovsflow.ServiceFlows' input): its ExternalIPs and LoadBalancer
+// Service (brex.ServiceFlows' input): its ExternalIPs and LoadBalancer
 // ingress IPs, its ports with their NodePorts and, for
 // externalTrafficPolicy=Local, the target port of a ready host-network
 // endpoint on node per family (an endpoint on node whose address is one
@@ -40,12 +41,12 @@ var l4Protos = map[corev1.Protocol]ovsflow.Proto{
 // or neither a VIP nor a NodePort). It is a pure function of one Service
 // and its EndpointSlices, so a Service change recomputes that Service's
 // owner only.
-func GatewayService(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, node Node) (gs ovsflow.GatewayService, ok bool, events []event.Event) {
+func GatewayService(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, node Node) (gs brex.GatewayService, ok bool, events []event.Event) {
 	if svc == nil || svc.Spec.Type == corev1.ServiceTypeExternalName {
 		return gs, false, nil
 	}
 	ips, _ := parseIPs(svc) // bad addresses are the leader's events
-	gs = ovsflow.GatewayService{Namespace: svc.Namespace, Name: svc.Name, VIPs: ips.external}
+	gs = brex.GatewayService{Namespace: svc.Namespace, Name: svc.Name, VIPs: ips.external}
 	local := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
 	hasNodePort := false
 	for _, sp := range svc.Spec.Ports {
@@ -53,7 +54,7 @@ func GatewayService(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, node 
 		if !known || sp.Port <= 0 || sp.Port > 65535 {
 			continue
 		}
-		p := ovsflow.ServicePort{Protocol: proto, Port: sp.Port}
+		p := brex.ServicePort{Protocol: proto, Port: sp.Port}
 		if sp.NodePort > 0 && sp.NodePort <= 65535 {
 			p.NodePort = sp.NodePort
 			hasNodePort = true
@@ -68,7 +69,7 @@ func GatewayService(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, node 
 		gs.Ports = append(gs.Ports, p)
 	}
 	if len(gs.Ports) == 0 || (len(gs.VIPs) == 0 && !hasNodePort) {
-		return ovsflow.GatewayService{}, false, nil
+		return brex.GatewayService{}, false, nil
 	}
 	return gs, true, events
 }
@@ -130,12 +131,12 @@ type GatewayFlows struct {
 }
 
 // NodeGatewayFlows returns node's shared gateway flows of every Service
-// (ovsflow.ServiceFlows of GatewayService), by owner. g describes node's
+// (brex.ServiceFlows of GatewayService), by owner. g describes node's
 // bridge. A Service whose flows cannot be built, or would program a flow
 // another Service programs differently (two Services on one VIP and port,
 // one of them to a host-network endpoint), is an event and Failed; the
 // other Services are unaffected.
-func NodeGatewayFlows(g ovsflow.Gateway, svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, node Node) GatewayFlows {
+func NodeGatewayFlows(g brex.Gateway, svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, node Node) GatewayFlows {
 	out := GatewayFlows{Sets: map[string][]ovsflow.Flow{}}
 	bySvc := SlicesByService(eps)
 	sorted := slices.DeleteFunc(slices.Clone(svcs), func(s *corev1.Service) bool { return s == nil })
@@ -149,7 +150,7 @@ func NodeGatewayFlows(g ovsflow.Gateway, svcs []*corev1.Service, eps []*discover
 		if !ok {
 			continue
 		}
-		flows, err := ovsflow.ServiceFlows(g, gs)
+		flows, err := brex.ServiceFlows(g, gs)
 		if err == nil {
 			err = check.Set(gs.Owner(), flows)
 		}

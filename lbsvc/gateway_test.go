@@ -15,6 +15,7 @@ import (
 
 	"github.com/ovnedge/ovnedge/lbsvc"
 	"github.com/ovnedge/ovnedge/ovsflow"
+	"github.com/ovnedge/ovnedge/ovsflow/brex"
 	"github.com/ovnedge/ovnedge/ovsflow/flowtest"
 )
 
@@ -49,16 +50,16 @@ func ovnkSlice(endpoints []discoveryv1.Endpoint, ports []discoveryv1.EndpointPor
 
 var ovnkNode = lbsvc.Node{Name: "node", IPs: []netip.Addr{netip.MustParseAddr("192.168.18.15")}}
 
-func ovnkGateway() ovsflow.Gateway {
+func ovnkGateway() brex.Gateway {
 	mac, _ := net.ParseMAC("0a:0b:0c:0d:0e:0f")
-	return ovsflow.Gateway{
-		Base:    ovsflow.Base{Uplink: "eth0", Patch: "patch-breth0_ov", BridgeMAC: mac, IPv4: true},
+	return brex.Gateway{
+		Base:    brex.Base{Uplink: "eth0", Patch: "patch-breth0_ov", BridgeMAC: mac, IPv4: true},
 		NodeIPs: []netip.Addr{netip.MustParseAddr("10.244.0.1")},
 	}
 }
 
 // canonical renders OVN-Kubernetes' add-flow text in this package's
-// canonical form, with ovnedge's marked cookies (ovsflow.MarkedCookie), sorted ("ct(zone=Z nat,...)": ovs-ofctl reads the space
+// canonical form, with ovnedge's marked cookies (brex.MarkedCookie), sorted ("ct(zone=Z nat,...)": ovs-ofctl reads the space
 // as a comma).
 func canonical(t *testing.T, ovnk []string) []string {
 	t.Helper()
@@ -68,7 +69,7 @@ func canonical(t *testing.T, ovnk []string) []string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.Cookie = ovsflow.MarkedCookie(f.Cookie)
+		f.Cookie = brex.MarkedCookie(f.Cookie)
 		out = append(out, f.String())
 	}
 	slices.Sort(out)

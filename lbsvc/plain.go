@@ -15,7 +15,7 @@ import (
 
 // Service is a Kubernetes Service and its endpoints as plain values, for
 // a caller that has no corev1 objects (the counterpart of
-// ovsflow.Service). [BuildServices] builds load balancers from them;
+// brex.Service). [BuildServices] builds load balancers from them;
 // [Service.Objects] converts one to the Service and EndpointSlices that
 // Build, ServiceState, L2VIPs and GatewayService take. Zero fields are
 // unset: a ClusterIP Service, protocol TCP, target port = port, cluster

@@ -16,6 +16,7 @@ import (
 	"github.com/ovnedge/ovnedge/lbsvc/ipam"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 	"github.com/ovnedge/ovnedge/ovsflow"
+	"github.com/ovnedge/ovnedge/ovsflow/brex"
 )
 
 // PrioritySteering is the priority of the provider-bridge flows steering
@@ -215,7 +216,7 @@ const (
 // (ovs-ofctl's mod_dl_dst). Only ExternalIPs and LB ingress IPs inside an
 // underlay subnet with EnableExternalLBAddress get flows; the cookie is
 // the service cookie of the VIP and port (Kube-OVN uses one cookie for
-// all). Install them under ovsflow.Service{Namespace, Name}.Owner() in the
+// all). Install them under brex.Service{Namespace, Name}.Owner() in the
 // provider bridge's program. A subnet without RouterMAC gets no flows and
 // a Warning event (Kube-OVN then uses its own OVN's ls_dnat_mod_dl_dst,
 // which stock OVN lacks); missing reports the patch ports that HasPort
@@ -250,7 +251,7 @@ func SteeringFlows(s Steering, svc *corev1.Service, opts Options) (flows []ovsfl
 			}
 			flows = append(flows, ovsflow.Flow{
 				Priority: PrioritySteering,
-				Cookie:   ovsflow.ServiceCookie(svc.Namespace, svc.Name, vip, sp.Port),
+				Cookie:   brex.ServiceCookie(svc.Namespace, svc.Name, vip, sp.Port),
 				Match: ovsflow.Match{Proto: proto, InPort: ovsflow.PortName(s.NIC), DlVLAN: s.VLAN,
 					NwDst: ovsflow.Host(vip), TpDst: uint16(sp.Port)},
 				Actions: []ovsflow.Action{ovsflow.SetEth(ovsflow.FieldEthDst, u.RouterMAC), ovsflow.Output(ovsflow.PortName(patch))},

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ovn-kubernetes/libovsdb/cache"
 	"github.com/ovn-kubernetes/libovsdb/model"
 
 	"github.com/ovnedge/ovnedge/ovsdbnb/nbdb"
@@ -54,127 +55,160 @@ func (c *Client) current(keep func(Owner) bool, owners []Owner, tables int) (map
 	if err != nil {
 		return nil, nil, err
 	}
-	out := map[Owner]State{}
-	// put adds a row stamped with ids to its owner's State (f is given
-	// the keys the owner wrote, KeyManaged), if the owner is wanted.
-	put := func(ids map[string]string, f func(st *State, managed map[string]map[string]bool)) {
-		o, ok := ownerOf(ids)
-		if !ok || !keep(o) {
-			return
-		}
-		st := out[o]
-		f(&st, decodeManaged(ids[KeyManaged]))
-		out[o] = st
-	}
-	rows := func(table string) ([]any, error) {
-		tc := cache.Table(table)
-		if tc == nil {
-			return nil, fmt.Errorf("ovsdbnb: current: table %s is not monitored", table)
-		}
-		var out []any
-		if table == nbdb.ChassisTemplateVarTable && owners != nil && !slices.ContainsFunc(owners, func(o Owner) bool {
-			return !c.records.absent(conn, KeyTemplateVars+o.String())
-		}) {
-			return nil, nil // none of the owners holds a variable (templateRecords)
-		}
-		if owners == nil || table == nbdb.ChassisTemplateVarTable { // template variables name owners in their keys
-			for _, m := range tc.RowsShallow() { // read only
-				out = append(out, m)
-			}
-			return out, nil
-		}
-		for _, o := range owners {
-			ms, err := tc.RowsByModels([]model.Model{ownerProbe(table, ownerIDs(o))})
-			if err != nil {
-				return nil, fmt.Errorf("ovsdbnb: current: read %s of %s: %w", table, o, err)
-			}
-			for _, m := range ms {
-				out = append(out, m)
-			}
-		}
-		return out, nil
-	}
+	r := &reader{c: c, cache: cache, conn: conn, sn: sn, keep: keep, owners: owners, out: map[Owner]State{}}
 	for _, table := range []string{nbdb.LoadBalancerTable, nbdb.LogicalRouterPolicyTable, nbdb.NATTable,
 		nbdb.AddressSetTable, nbdb.QoSTable, nbdb.ChassisTemplateVarTable} {
-		ms, err := rows(table)
+		ms, err := r.rows(table)
 		if err != nil {
 			return nil, nil, err
 		}
 		for _, m := range ms {
-			switch r := m.(type) {
-			case *nbdb.LoadBalancer:
-				put(r.ExternalIDs, func(st *State, managed map[string]map[string]bool) {
-					lb := LoadBalancer{Name: r.Name, Protocol: ptrString(r.Protocol), VIPs: managedKeys(r.Vips, managed["vips"]),
-						Options: managedKeys(r.Options, managed["options"]), SelectionFields: sortedCopy(r.SelectionFields),
-						ExternalIDs: ownerKeys(r.ExternalIDs, managed)}
-					for _, h := range sn.holders(r.UUID) {
-						switch h.table {
-						case nbdb.LogicalSwitchTable:
-							lb.Switches = append(lb.Switches, h.name)
-						case nbdb.LogicalRouterTable:
-							lb.Routers = append(lb.Routers, h.name)
-						case nbdb.LoadBalancerGroupTable:
-							lb.Groups = append(lb.Groups, h.name)
-						}
-					}
-					st.LoadBalancers = append(st.LoadBalancers, lb)
-				})
-			case *nbdb.LogicalRouterPolicy:
-				put(r.ExternalIDs, func(st *State, managed map[string]map[string]bool) {
-					st.Policies = append(st.Policies, RouterPolicy{Router: parentName(sn, r.UUID), Priority: r.Priority,
-						Match: r.Match, Action: r.Action, Nexthops: r.Nexthops,
-						Options: managedKeys(r.Options, managed["options"]), ExternalIDs: ownerKeys(r.ExternalIDs, managed)})
-				})
-			case *nbdb.NAT:
-				put(r.ExternalIDs, func(st *State, managed map[string]map[string]bool) {
-					st.NATs = append(st.NATs, NAT{Router: parentName(sn, r.UUID), Type: r.Type, ExternalIP: r.ExternalIP,
-						LogicalIP: r.LogicalIP, LogicalPort: ptrString(r.LogicalPort),
-						Options: managedKeys(r.Options, managed["options"]), ExternalIDs: ownerKeys(r.ExternalIDs, managed)})
-				})
-			case *nbdb.AddressSet:
-				put(r.ExternalIDs, func(st *State, managed map[string]map[string]bool) {
-					st.AddressSets = append(st.AddressSets, AddressSet{Addresses: r.Addresses,
-						ExternalIDs: ownerKeys(r.ExternalIDs, managed)})
-				})
-			case *nbdb.QoS:
-				put(r.ExternalIDs, func(st *State, managed map[string]map[string]bool) {
-					q := QoS{Priority: r.Priority, Direction: r.Direction, Match: r.Match, Action: maps.Clone(r.Action),
-						Bandwidth: maps.Clone(r.Bandwidth), ExternalIDs: ownerKeys(r.ExternalIDs, managed)}
-					for _, h := range sn.qosHoldersOf(r.UUID) {
-						q.Switches = append(q.Switches, h.name)
-					}
-					st.QoSRules = append(st.QoSRules, q)
-				})
-			case *nbdb.ChassisTemplateVar:
-				record := func(name, names string) {
-					put(map[string]string{KeyOwnedBy: name}, func(st *State, _ map[string]map[string]bool) {
-						for _, v := range strings.Split(names, ",") {
-							if val, ok := r.Variables[v]; ok && v != "" {
-								st.TemplateVars = append(st.TemplateVars, TemplateVar{Chassis: r.Chassis, Name: v, Value: val})
-							}
-						}
-					})
-				}
-				if owners != nil { // the owners' records only: a row holds every NodePort Service's
-					for _, o := range owners {
-						if names, ok := r.ExternalIDs[KeyTemplateVars+o.String()]; ok {
-							record(o.String(), names)
-						}
-					}
-					continue
-				}
-				for k, names := range r.ExternalIDs {
-					if name, ok := strings.CutPrefix(k, KeyTemplateVars); ok {
-						record(name, names)
-					}
-				}
-			}
+			r.read(m)
 		}
 	}
-	for o, st := range out {
-		out[o] = st.Sorted()
+	for o, st := range r.out {
+		r.out[o] = st.Sorted()
 	}
-	return out, sn, nil
+	return r.out, sn, nil
+}
+
+// reader reads the owned rows of a cache into States by owner.
+type reader struct {
+	c      *Client
+	cache  *cache.TableCache
+	conn   uint64
+	sn     *snap
+	keep   func(Owner) bool
+	owners []Owner // nil: every owner
+	out    map[Owner]State
+}
+
+// put adds a row stamped with ids to its owner's State (f is given the
+// keys the owner wrote, KeyManaged), if the owner is wanted.
+func (r *reader) put(ids map[string]string, f func(st *State, managed map[string]map[string]bool)) {
+	o, ok := ownerOf(ids)
+	if !ok || !r.keep(o) {
+		return
+	}
+	st := r.out[o]
+	f(&st, decodeManaged(ids[KeyManaged]))
+	r.out[o] = st
+}
+
+// rows are the rows of table that may be the owners' (every row without
+// owners).
+func (r *reader) rows(table string) ([]any, error) {
+	tc := r.cache.Table(table)
+	if tc == nil {
+		return nil, fmt.Errorf("ovsdbnb: current: table %s is not monitored", table)
+	}
+	var out []any
+	if table == nbdb.ChassisTemplateVarTable && r.owners != nil && !slices.ContainsFunc(r.owners, func(o Owner) bool {
+		return !r.c.records.absent(r.conn, KeyTemplateVars+o.String())
+	}) {
+		return nil, nil // none of the owners holds a variable (templateRecords)
+	}
+	if r.owners == nil || table == nbdb.ChassisTemplateVarTable { // template variables name owners in their keys
+		for _, m := range tc.RowsShallow() { // read only
+			out = append(out, m)
+		}
+		return out, nil
+	}
+	for _, o := range r.owners {
+		ms, err := tc.RowsByModels([]model.Model{ownerProbe(table, ownerIDs(o))})
+		if err != nil {
+			return nil, fmt.Errorf("ovsdbnb: current: read %s of %s: %w", table, o, err)
+		}
+		for _, m := range ms {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// read adds row m to its owner's State.
+func (r *reader) read(m any) {
+	switch row := m.(type) {
+	case *nbdb.LoadBalancer:
+		r.put(row.ExternalIDs, func(st *State, managed map[string]map[string]bool) {
+			st.LoadBalancers = append(st.LoadBalancers, r.loadBalancer(row, managed))
+		})
+	case *nbdb.LogicalRouterPolicy:
+		r.put(row.ExternalIDs, func(st *State, managed map[string]map[string]bool) {
+			st.Policies = append(st.Policies, RouterPolicy{Router: parentName(r.sn, row.UUID), Priority: row.Priority,
+				Match: row.Match, Action: row.Action, Nexthops: row.Nexthops,
+				Options: managedKeys(row.Options, managed["options"]), ExternalIDs: ownerKeys(row.ExternalIDs, managed)})
+		})
+	case *nbdb.NAT:
+		r.put(row.ExternalIDs, func(st *State, managed map[string]map[string]bool) {
+			st.NATs = append(st.NATs, NAT{Router: parentName(r.sn, row.UUID), Type: row.Type, ExternalIP: row.ExternalIP,
+				LogicalIP: row.LogicalIP, LogicalPort: ptrString(row.LogicalPort),
+				Options: managedKeys(row.Options, managed["options"]), ExternalIDs: ownerKeys(row.ExternalIDs, managed)})
+		})
+	case *nbdb.AddressSet:
+		r.put(row.ExternalIDs, func(st *State, managed map[string]map[string]bool) {
+			st.AddressSets = append(st.AddressSets, AddressSet{Addresses: row.Addresses,
+				ExternalIDs: ownerKeys(row.ExternalIDs, managed)})
+		})
+	case *nbdb.QoS:
+		r.put(row.ExternalIDs, func(st *State, managed map[string]map[string]bool) {
+			q := QoS{Priority: row.Priority, Direction: row.Direction, Match: row.Match, Action: maps.Clone(row.Action),
+				Bandwidth: maps.Clone(row.Bandwidth), ExternalIDs: ownerKeys(row.ExternalIDs, managed)}
+			for _, h := range r.sn.qosHoldersOf(row.UUID) {
+				q.Switches = append(q.Switches, h.name)
+			}
+			st.QoSRules = append(st.QoSRules, q)
+		})
+	case *nbdb.ChassisTemplateVar:
+		r.templateVars(row)
+	}
+}
+
+// loadBalancer is row as its owner's State holds it, with the switches,
+// routers and groups holding it.
+func (r *reader) loadBalancer(row *nbdb.LoadBalancer, managed map[string]map[string]bool) LoadBalancer {
+	lb := LoadBalancer{Name: row.Name, Protocol: ptrString(row.Protocol), VIPs: managedKeys(row.Vips, managed["vips"]),
+		Options: managedKeys(row.Options, managed["options"]), SelectionFields: sortedCopy(row.SelectionFields),
+		ExternalIDs: ownerKeys(row.ExternalIDs, managed)}
+	for _, h := range r.sn.holders(row.UUID) {
+		switch h.table {
+		case nbdb.LogicalSwitchTable:
+			lb.Switches = append(lb.Switches, h.name)
+		case nbdb.LogicalRouterTable:
+			lb.Routers = append(lb.Routers, h.name)
+		case nbdb.LoadBalancerGroupTable:
+			lb.Groups = append(lb.Groups, h.name)
+		}
+	}
+	return lb
+}
+
+// templateVars adds a chassis' template variables to the States of the
+// owners recorded in its external_ids (a row holds every NodePort
+// Service's): the wanted owners' records only, when owners are given.
+func (r *reader) templateVars(row *nbdb.ChassisTemplateVar) {
+	record := func(name, names string) {
+		r.put(map[string]string{KeyOwnedBy: name}, func(st *State, _ map[string]map[string]bool) {
+			for _, v := range strings.Split(names, ",") {
+				if val, ok := row.Variables[v]; ok && v != "" {
+					st.TemplateVars = append(st.TemplateVars, TemplateVar{Chassis: row.Chassis, Name: v, Value: val})
+				}
+			}
+		})
+	}
+	if r.owners != nil {
+		for _, o := range r.owners {
+			if names, ok := row.ExternalIDs[KeyTemplateVars+o.String()]; ok {
+				record(o.String(), names)
+			}
+		}
+		return
+	}
+	for k, names := range row.ExternalIDs {
+		if name, ok := strings.CutPrefix(k, KeyTemplateVars); ok {
+			record(name, names)
+		}
+	}
 }
 
 // Drifted returns the owners of written whose rows in the NB (as the

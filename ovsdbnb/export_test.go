@@ -103,3 +103,20 @@ func sharedDiff(a, b *sharedIndex, tables int) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// Forget makes w forget what it wrote: with lost, as after a sync whose
+// outcome is unknown (syncLost: every owner compared next, the stepped
+// rows read back from the NB); else only the owners written, the stepped
+// rows left as they were before the last Write. Either way the stepped
+// rows recorded are emptied first, as before a first Write that
+// committed.
+func (w *Writer) Forget(lost bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.rec.stepped = map[Owner]State{}
+	if lost {
+		w.syncLost()
+	} else {
+		w.rec.synced = nil
+	}
+}

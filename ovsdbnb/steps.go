@@ -137,17 +137,8 @@ func (c *Client) follow(ctx context.Context, pending []*step, desired map[Owner]
 		c.log.Debug("ovsdbnb: step waits for the steps before", "steps", len(pending), "reason", why, "owner", o.String())
 		return nil
 	}
-	for _, q := range pending {
-		if q.err != nil || q.batches != 1 {
-			return refuse("a step before failed or was sent in several transactions", Owner{}) // its plans are not all in sent
-		}
-	}
-	for o, st := range desired {
-		if len(st.LoadBalancers) > 0 || len(st.Groups) > 0 || len(st.TemplateVars) > 0 {
-			// Shared rows (groups, chassis rows), written in
-			// transactions of their own.
-			return refuse("load balancers, groups or template variables", o)
-		}
+	if why, o := cannotFollow(pending, desired); why != "" {
+		return refuse(why, o)
 	}
 	s := &syncer{c: c, opts: SyncOptions{BatchOps: DefaultBatchOps}, failed: map[Owner]*OwnerError{},
 		owners: len(desired), after: prev.idle()}
@@ -161,81 +152,12 @@ func (c *Client) follow(ctx context.Context, pending []*step, desired map[Owner]
 			return refuse("no snapshot: "+err.Error(), Owner{})
 		}
 	}
-	sent := make([]map[Owner]*plan, len(pending)) // each pending step's plans, by owner
-	for k, q := range pending {
-		sent[k] = make(map[Owner]*plan, len(q.sent))
-		for _, p := range q.sent {
-			sent[k][p.owner] = p
-		}
+	f := &follower{pending: pending, desired: desired, s: s, sn: sn}
+	plans, why, o := f.plan(valid)
+	if why != "" {
+		return refuse(why, o)
 	}
-	var plans []*plan
-	var w *writes // what the pending steps write, read on first use
-	ops, guarded, covered := 0, false, 0
-	for _, o := range valid {
-		// The parts of o's State this step changes: against the last
-		// pending step that has o.
-		parts := allParts
-		for k := len(pending) - 1; k >= 0; k-- {
-			if was, ok := pending[k].desired[o]; ok {
-				parts = changedParts(was, desired[o])
-				break
-			}
-		}
-		// after are the pending plans of o, to commit after (if one
-		// does not commit, neither does this step's plan of o, which
-		// leaves the parts they write to them); cover those that write
-		// parts this step changes too.
-		var after, cover []*plan
-		for k, q := range pending {
-			if q.s.failed[o] != nil {
-				return refuse("refused by a step before", o) // not written by q: its parts unchanged here are not in the NB
-			}
-			if qp := sent[k][o]; qp != nil {
-				after = append(after, qp)
-				if qp.parts&parts != 0 {
-					cover = append(cover, qp)
-				}
-			}
-		}
-		planParts := parts
-		for _, q := range cover {
-			planParts |= q.parts
-		}
-		p := s.planned(sn, o, desired[o], planParts)
-		if len(cover) > 0 {
-			if w == nil {
-				w = writesOf(pending)
-			}
-			// Nothing left has nothing to wait with for the steps it
-			// leaves o to: it waits for their replies instead.
-			switch p = uncovered(p, cover); {
-			case p == nil:
-				return refuse("the plan does not make the operations of the steps before", o)
-			case len(p.ops) == 0:
-				return refuse("nothing left to send", o)
-			case w.conflicts(p):
-				return refuse("writes a row the steps before write", o)
-			}
-			covered++
-		}
-		if p == nil {
-			continue
-		}
-		for _, q := range after {
-			g, ok := committed(q)
-			if !ok {
-				return refuse("a plan before has no row to wait on", o)
-			}
-			p.add(followRow, true, g)
-			guarded = true
-		}
-		plans = append(plans, p)
-		ops += len(p.ops)
-	}
-	if ops > DefaultBatchOps {
-		return refuse("more than one transaction", Owner{})
-	}
-	if len(plans) > 0 && !guarded {
+	if len(plans) > 0 && !f.guarded {
 		// No owner in common: the transaction still commits after
 		// prev's, which is one transaction (all or nothing).
 		i := slices.IndexFunc(prev.sent, func(q *plan) bool { _, ok := committed(q); return ok })
@@ -250,12 +172,132 @@ func (c *Client) follow(ctx context.Context, pending []*step, desired map[Owner]
 		s.res.Followed++
 		st.send(ctx, owners(plans), plans)
 	}
-	if len(pending) > 1 || covered > 0 {
+	if len(pending) > 1 || f.covered > 0 {
 		c.log.Debug("ovsdbnb: step sent behind the steps unanswered", "steps", len(pending), "owners", len(plans),
-			"covered", covered)
+			"covered", f.covered)
 	}
 	st.sn = sn
 	return st
+}
+
+// cannotFollow says why a step of desired cannot be sent behind the
+// pending steps ("" when it can), and the owner at fault.
+func cannotFollow(pending []*step, desired map[Owner]State) (string, Owner) {
+	for _, q := range pending {
+		if q.err != nil || q.batches != 1 {
+			return "a step before failed or was sent in several transactions", Owner{} // its plans are not all in sent
+		}
+	}
+	for o, st := range desired {
+		if len(st.LoadBalancers) > 0 || len(st.Groups) > 0 || len(st.TemplateVars) > 0 {
+			// Shared rows (groups, chassis rows), written in
+			// transactions of their own.
+			return "load balancers, groups or template variables", o
+		}
+	}
+	return "", Owner{}
+}
+
+// follower plans a step sent behind the pending steps.
+type follower struct {
+	pending []*step
+	desired map[Owner]State
+	s       *syncer
+	sn      *snap
+	sent    []map[Owner]*plan // each pending step's plans, by owner
+	w       *writes           // what the pending steps write, read on first use
+	// guarded is set once a plan waits on a pending plan's row; covered
+	// counts the plans that leave parts to the pending steps.
+	guarded bool
+	covered int
+}
+
+// plan plans every valid owner's step, each committing after the pending
+// plans of its owner; why (and the owner) when the step cannot follow.
+func (f *follower) plan(valid []Owner) (plans []*plan, why string, at Owner) {
+	f.sent = make([]map[Owner]*plan, len(f.pending))
+	for k, q := range f.pending {
+		f.sent[k] = make(map[Owner]*plan, len(q.sent))
+		for _, p := range q.sent {
+			f.sent[k][p.owner] = p
+		}
+	}
+	ops := 0
+	for _, o := range valid {
+		p, why := f.planOwner(o)
+		if why != "" {
+			return nil, why, o
+		}
+		if p == nil {
+			continue
+		}
+		plans = append(plans, p)
+		ops += len(p.ops)
+	}
+	if ops > DefaultBatchOps {
+		return nil, "more than one transaction", Owner{}
+	}
+	return plans, "", Owner{}
+}
+
+// planOwner plans o's step: the parts of its State this step changes
+// (against the last pending step that has o), after the pending plans of
+// o (if one does not commit, neither does this one, which leaves the
+// parts they write to them), covering those that write parts this step
+// changes too.
+func (f *follower) planOwner(o Owner) (*plan, string) {
+	parts := allParts
+	for k := len(f.pending) - 1; k >= 0; k-- {
+		if was, ok := f.pending[k].desired[o]; ok {
+			parts = changedParts(was, f.desired[o])
+			break
+		}
+	}
+	var after, cover []*plan
+	for k, q := range f.pending {
+		if q.s.failed[o] != nil {
+			return nil, "refused by a step before" // not written by q: its parts unchanged here are not in the NB
+		}
+		if qp := f.sent[k][o]; qp != nil {
+			after = append(after, qp)
+			if qp.parts&parts != 0 {
+				cover = append(cover, qp)
+			}
+		}
+	}
+	planParts := parts
+	for _, q := range cover {
+		planParts |= q.parts
+	}
+	p := f.s.planned(f.sn, o, f.desired[o], planParts)
+	if len(cover) > 0 {
+		if f.w == nil {
+			f.w = writesOf(f.pending)
+		}
+		// Nothing left has nothing to wait with for the steps it leaves
+		// o to: it waits for their replies instead.
+		switch p = uncovered(p, cover); {
+		case p == nil:
+			return nil, "the plan does not make the operations of the steps before"
+		case len(p.ops) == 0:
+			return nil, "nothing left to send"
+		case f.w.conflicts(p):
+			return nil, "writes a row the steps before write"
+		}
+		f.covered++
+	}
+	if p == nil {
+		return nil, ""
+	}
+	for _, q := range after {
+		g, ok := committed(q)
+		if !ok {
+			return nil, "a plan before has no row to wait on"
+		}
+		p.add(followRow, true, g)
+		f.guarded = true
+	}
+	return p, ""
 }
 
 // uncovered returns p without the operations that the plans of cover

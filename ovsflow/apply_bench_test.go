@@ -11,18 +11,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovnedge/ovnedge/internal/seed"
 	"github.com/ovnedge/ovnedge/ovsflow"
+	"github.com/ovnedge/ovnedge/ovsflow/brex"
+	"github.com/ovnedge/ovnedge/ovsflow/brex/brextest"
 	"github.com/ovnedge/ovnedge/ovsflow/flowtest/bridge"
 )
 
 // bigProgram is the seed node's base and egress flows plus n dual-stack
 // services' ARP/NDP bypass (2n flows).
 func bigProgram(b testing.TB, n int) *ovsflow.Program {
-	p := seedProgram(b, seed.Parts{Base: true, Egress: true})
+	p := brextest.MustProgram(b, brextest.Parts{Base: true, Egress: true})
 	for i := range n {
 		svc := benchService(i, 0)
-		flows, err := ovsflow.ARPBypass(ovsflow.Bypass{Uplink: seed.Uplink}, svc)
+		flows, err := brex.ARPBypass(brex.Bypass{Uplink: brextest.Uplink}, svc)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -34,8 +35,8 @@ func bigProgram(b testing.TB, n int) *ovsflow.Program {
 }
 
 // benchService is service i; gen changes its VIPs.
-func benchService(i, gen int) ovsflow.Service {
-	return ovsflow.Service{
+func benchService(i, gen int) brex.Service {
+	return brex.Service{
 		Namespace: "ns", Name: fmt.Sprint("svc", i), Ports: []int32{80},
 		VIPs: []netip.Addr{
 			netip.AddrFrom4([4]byte{10, byte(96 + gen), byte(i >> 8), byte(i)}),
@@ -68,8 +69,8 @@ func benchService(i, gen int) ovsflow.Service {
 // of a loaded machine weighs on a mean). Aims: incremental-ms < 2, and
 // ofctl-diff/incremental >= 10.
 func BenchmarkApplyOneChangedService(b *testing.B) {
-	br := bridge.New(b, bridge.Options{Bridge: seed.Bridge, Node: seed.Node, Uplink: seed.Uplink,
-		UplinkOFPort: seed.UplinkOFPort, PatchOFPort: seed.PatchOFPort})
+	br := bridge.New(b, bridge.Options{Bridge: brextest.Bridge, Node: brextest.Node, Uplink: brextest.Uplink,
+		UplinkOFPort: brextest.UplinkOFPort, PatchOFPort: brextest.PatchOFPort})
 	ctx := ctxFor(b)
 	quiet := ovsflow.ApplierOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	native := nativeFor(b, br, 0)
@@ -105,7 +106,7 @@ func BenchmarkApplyOneChangedService(b *testing.B) {
 	var replace time.Duration
 	for b.Loop() {
 		gen = 1 - gen
-		flows, err := ovsflow.ARPBypass(ovsflow.Bypass{Uplink: seed.Uplink}, benchService(42, gen))
+		flows, err := brex.ARPBypass(brex.Bypass{Uplink: brextest.Uplink}, benchService(42, gen))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -98,4 +98,19 @@
 // bridge itself ([NativeTransport], package openflow: bundles, flow-stats
 // dumps decoded into the model, reconnects); [OfctlTransport] forks
 // ovs-ofctl instead, as OVN-Kubernetes does.
+//
+// # go-openvswitch
+//
+// github.com/digitalocean/go-openvswitch serves two things. [ToOVS] and
+// [FromOVS] convert a [Flow] to and from its ovs.Flow, for CNIs built on
+// it; what the other side cannot hold is a [FieldError] naming the field:
+// port names (an ovs.Flow has port numbers), group, resubmit to table 0,
+// ct() without arguments, and ovs.Flow's idle_timeout and the matches and
+// actions this model lacks. pkt_mark travels as an ovs.FieldMatch, which
+// go-openvswitch's own parser (DumpFlows) drops. [OfctlTransport] sends
+// bundles of adds through go-openvswitch's AddFlowBundle; strict
+// modifies and deletes, replace-flows and dump-flows it runs itself,
+// since go-openvswitch has no strict bundle operations and no
+// replace-flows, and its DumpFlows drops pkt_mark and rejects pop_vlan:
+// dumps are read by [ParseFlow].
 package ovsflow

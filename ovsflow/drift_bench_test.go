@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovnedge/ovnedge/internal/seed"
 	"github.com/ovnedge/ovnedge/ovsflow"
+	"github.com/ovnedge/ovnedge/ovsflow/brex"
+	"github.com/ovnedge/ovnedge/ovsflow/brex/brextest"
 )
 
 // BenchmarkDriftRepair measures how long a real bridge misses flows
@@ -22,10 +23,10 @@ import (
 // verification (every 1s here, 30s in the daemon) repairs. Aim: native
 // restore-ms < 5000, and far below the baseline (ratio in the results).
 func BenchmarkDriftRepair(b *testing.B) {
-	br := seedBridge(b)
-	p := seedProgram(b, seed.Parts{Base: true, Egress: true, Services: true, Gateway: true})
+	br := brextest.NewBridge(b)
+	p := brextest.MustProgram(b, brextest.Parts{Base: true, Egress: true, Services: true, Gateway: true})
 	for i := range 1000 {
-		flows, err := ovsflow.ARPBypass(ovsflow.Bypass{Uplink: seed.Uplink}, benchService(i, 0))
+		flows, err := brex.ARPBypass(brex.Bypass{Uplink: brextest.Uplink}, benchService(i, 0))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -53,7 +54,7 @@ func BenchmarkDriftRepair(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			ctx, cancel := context.WithCancel(ctxFor(b))
 			defer cancel()
-			opts := ovsflow.ApplierOptions{KeepForeign: true, Owns: ovsflow.OwnedCookie, VerifyInterval: c.verify,
+			opts := ovsflow.ApplierOptions{KeepForeign: true, Owns: brex.OwnedCookie, VerifyInterval: c.verify,
 				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 			var tr ovsflow.Transport = br.Transport
 			if c.native {

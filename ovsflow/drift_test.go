@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovnedge/ovnedge/internal/seed"
 	"github.com/ovnedge/ovnedge/ovsflow"
+	"github.com/ovnedge/ovnedge/ovsflow/brex"
+	"github.com/ovnedge/ovnedge/ovsflow/brex/brextest"
 	"github.com/ovnedge/ovnedge/ovsflow/flowtest"
 	"github.com/ovnedge/ovnedge/ovsflow/flowtest/bridge"
 )
@@ -44,17 +45,17 @@ func TestApplierRepairsDrift(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			br := seedBridge(t)
+			br := brextest.NewBridge(t)
 			ctx := ctxFor(t)
 			opts := testLog(t)
-			opts.KeepForeign, opts.Owns, opts.VerifyInterval = true, ovsflow.OwnedCookie, c.verify
+			opts.KeepForeign, opts.Owns, opts.VerifyInterval = true, brex.OwnedCookie, c.verify
 			var tr ovsflow.Transport = br.Transport
 			if c.native {
 				tr = nativeFor(t, br, 0)
 			}
 			a := ovsflow.NewApplier(br.Bridge, tr, ovsflow.StaticPorts(br.Ports()), opts)
 			br.Ofctl("add-flow", br.Mgmt(), "cookie=0x99,priority=300,udp,actions=drop")
-			p := seedProgram(t, seed.Parts{Base: true, Egress: true, Services: true, Gateway: true})
+			p := brextest.MustProgram(t, brextest.Parts{Base: true, Egress: true, Services: true, Gateway: true})
 			if _, err := a.Apply(ctx, p); err != nil {
 				t.Fatal(err)
 			}
@@ -95,15 +96,15 @@ func TestApplierRepairsDrift(t *testing.T) {
 // keeps another controller's.
 func TestApplierRestartKeepsFlowsRemovesOrphans(t *testing.T) {
 	t.Parallel()
-	br := seedBridge(t)
+	br := brextest.NewBridge(t)
 	ctx := ctxFor(t)
 	br.Ofctl("add-flow", br.Mgmt(), "cookie=0x99,priority=300,udp,actions=drop")
 	restart := func() *ovsflow.Applier {
 		opts := testLog(t)
-		opts.KeepForeign, opts.Owns = true, ovsflow.OwnedCookie
+		opts.KeepForeign, opts.Owns = true, brex.OwnedCookie
 		return ovsflow.NewApplier(br.Bridge, nativeFor(t, br, 0), ovsflow.StaticPorts(br.Ports()), opts)
 	}
-	all := seedProgram(t, seed.Parts{Base: true, Egress: true, Services: true, Gateway: true})
+	all := brextest.MustProgram(t, brextest.Parts{Base: true, Egress: true, Services: true, Gateway: true})
 	if _, err := restart().Apply(ctx, all); err != nil {
 		t.Fatal(err)
 	}

@@ -3,8 +3,8 @@ package ovsflow_test
 import (
 	"testing"
 
-	"github.com/ovnedge/ovnedge/internal/seed"
 	"github.com/ovnedge/ovnedge/ovsflow"
+	"github.com/ovnedge/ovnedge/ovsflow/brex/brextest"
 )
 
 // Flows compare equal field by field exactly when they render to the same
@@ -14,11 +14,11 @@ import (
 // pointers for CT's table and NAT).
 func TestFlowsEqualMeansSameText(t *testing.T) {
 	var flows []ovsflow.Flow
-	for _, parts := range []seed.Parts{
+	for _, parts := range []brextest.Parts{
 		{Base: true, Egress: true, Services: true, VLAN: 10},
 		{Base: true, Egress: true, Gateway: true, DualStack: true},
 	} {
-		p := seedProgram(t, parts)
+		p := brextest.MustProgram(t, parts)
 		for _, o := range p.Owners() {
 			flows = append(flows, p.Flows(o)...)
 		}
@@ -46,9 +46,9 @@ func TestFlowsEqualMeansSameText(t *testing.T) {
 // Setting an owner's flows again to an equal copy changes nothing: the
 // next Apply sends nothing; a real change is sent.
 func TestSetEqualFlowsKeepsOwner(t *testing.T) {
-	p := seedProgram(t, seed.Parts{Base: true, Egress: true, Gateway: true})
+	p := brextest.MustProgram(t, brextest.Parts{Base: true, Egress: true, Gateway: true})
 	mem := &memBridge{}
-	a := ovsflow.NewApplier(seed.Bridge, mem, ovsflow.StaticPorts(seed.Ports), testLog(t))
+	a := ovsflow.NewApplier(brextest.Bridge, mem, ovsflow.StaticPorts(brextest.Ports), testLog(t))
 	ctx := ctxFor(t)
 	if _, err := a.Apply(ctx, p); err != nil {
 		t.Fatal(err)

@@ -5,16 +5,17 @@ import (
 	"net/netip"
 
 	"github.com/ovnedge/ovnedge/ovsflow"
+	"github.com/ovnedge/ovnedge/ovsflow/brex"
 )
 
 // A Service's VIPs get an ARP/NDP bypass to the host; the program renders
 // as ovs-ofctl prints it once the port names are resolved.
 func ExampleARPBypass() {
-	svc := ovsflow.Service{
+	svc := brex.Service{
 		Namespace: "default", Name: "web", Ports: []int32{80},
 		VIPs: []netip.Addr{netip.MustParseAddr("172.18.0.50"), netip.MustParseAddr("2001:db8::50")},
 	}
-	flows, err := ovsflow.ARPBypass(ovsflow.Bypass{Uplink: "eth0"}, svc)
+	flows, err := brex.ARPBypass(brex.Bypass{Uplink: "eth0"}, svc)
 	if err != nil {
 		panic(err)
 	}
@@ -37,14 +38,14 @@ func ExampleARPBypass() {
 func ExampleFlow() {
 	f := ovsflow.Flow{
 		Priority: 109,
-		Cookie:   ovsflow.BaseCookie,
+		Cookie:   brex.BaseCookie,
 		Match: ovsflow.Match{
 			Proto:  ovsflow.ProtoIP,
 			InPort: ovsflow.PortName("patch-br-ex_node1-to-br-int"),
 			NwSrc:  netip.MustParsePrefix("10.244.1.0/24"),
 		},
 		Actions: []ovsflow.Action{
-			ovsflow.CT{Commit: true, Zone: ovsflow.DefaultZone, Exec: []ovsflow.Action{ovsflow.SetField(ovsflow.FieldCtMark, 1)}},
+			ovsflow.CT{Commit: true, Zone: brex.DefaultZone, Exec: []ovsflow.Action{ovsflow.SetField(ovsflow.FieldCtMark, 1)}},
 			ovsflow.Output(ovsflow.PortName("eth0")),
 		},
 	}

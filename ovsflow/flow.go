@@ -31,10 +31,10 @@ func (f *Flow) Validate() error {
 			return err
 		}
 		if c, ok := a.(CT); ok && c.NAT != nil && c.NAT.Kind != NATRestore {
-			if !f.Match.Proto.isIPv4() && !f.Match.Proto.isIPv6() {
+			if !f.Match.Proto.IsIPv4() && !f.Match.Proto.IsIPv6() {
 				return fieldErr("ct(nat)", "needs an IP match, match is %q", f.Match.Proto)
 			}
-			if c.NAT.Addr.Is6() != f.Match.Proto.isIPv6() {
+			if c.NAT.Addr.Is6() != f.Match.Proto.IsIPv6() {
 				return fieldErr("ct(nat)", "address %s does not fit a %s match", c.NAT.Addr, f.Match.Proto)
 			}
 		}
@@ -69,8 +69,12 @@ func (f Flow) Resolve(ports PortMap) (Flow, error) {
 	return f, nil
 }
 
-// appendKey appends what identifies the flow in its bridge: table,
-// priority and match, as ovs-ofctl prints them.
+// Key is what identifies the flow in its bridge: table, priority and
+// match, as ovs-ofctl prints them. Two flows with one key are one flow
+// of the bridge.
+func (f *Flow) Key() string { return string(f.appendKey(nil)) }
+
+// appendKey appends f's Key to b.
 func (f *Flow) appendKey(b []byte) []byte {
 	if f.Table != 0 {
 		b = append(b, "table="...)

@@ -13,8 +13,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/ovnedge/ovnedge/internal/seed"
 	"github.com/ovnedge/ovnedge/ovsflow"
+	"github.com/ovnedge/ovnedge/ovsflow/brex"
+	"github.com/ovnedge/ovnedge/ovsflow/brex/brextest"
 	"github.com/ovnedge/ovnedge/ovsflow/flowtest"
 )
 
@@ -23,22 +24,22 @@ import (
 // change it; build makes a program from it from scratch.
 type model struct {
 	rng      *rand.Rand
-	gw       ovsflow.Gateway
-	services map[string]ovsflow.GatewayService
-	egress   *ovsflow.Egress
+	gw       brex.Gateway
+	services map[string]brex.GatewayService
+	egress   *brex.Egress
 	base     bool
 }
 
 func newModel(seedN uint64) *model {
-	return &model{rng: rand.New(rand.NewPCG(seedN, 19)), gw: seed.Gateway(), services: map[string]ovsflow.GatewayService{}}
+	return &model{rng: rand.New(rand.NewPCG(seedN, 19)), gw: brextest.Gateway(), services: map[string]brex.GatewayService{}}
 }
 
 // service is a random Service named name: VIPs from a small pool (two
 // Services often share one, so their ARP bypass flows share a key),
 // random ports, NodePorts and host-network targets.
-func (m *model) service(name string) ovsflow.GatewayService {
+func (m *model) service(name string) brex.GatewayService {
 	r := m.rng
-	svc := ovsflow.GatewayService{Namespace: "ns" + fmt.Sprint(r.IntN(3)), Name: name}
+	svc := brex.GatewayService{Namespace: "ns" + fmt.Sprint(r.IntN(3)), Name: name}
 	for range r.IntN(3) {
 		if r.IntN(4) == 0 {
 			svc.VIPs = append(svc.VIPs, netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 15: byte(r.IntN(20))}))
@@ -49,7 +50,7 @@ func (m *model) service(name string) ovsflow.GatewayService {
 	slices.SortFunc(svc.VIPs, netip.Addr.Compare)
 	svc.VIPs = slices.Compact(svc.VIPs)
 	for i := range 1 + r.IntN(3) {
-		p := ovsflow.ServicePort{Protocol: []ovsflow.Proto{ovsflow.ProtoTCP, ovsflow.ProtoUDP}[r.IntN(2)], Port: int32(80 + 3*r.IntN(40) + i)}
+		p := brex.ServicePort{Protocol: []ovsflow.Proto{ovsflow.ProtoTCP, ovsflow.ProtoUDP}[r.IntN(2)], Port: int32(80 + 3*r.IntN(40) + i)}
 		if r.IntN(2) == 0 {
 			p.NodePort = int32(30000 + r.IntN(2000))
 		}
@@ -84,7 +85,7 @@ func (m *model) edit(step int) string {
 			m.egress = nil
 			return "remove egress"
 		}
-		e := seed.Egress()
+		e := brextest.Egress()
 		e.NodeSubnets = []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 244, byte(r.IntN(3)), 0}), 24)}
 		m.egress = &e
 		return "set egress"
@@ -100,17 +101,17 @@ func (m *model) sets(t testing.TB) map[string][]ovsflow.Flow {
 	out := map[string][]ovsflow.Flow{}
 	var err error
 	if m.base {
-		if out["base"], err = ovsflow.BaseFlows(m.gw.Base); err != nil {
+		if out["base"], err = brex.BaseFlows(m.gw.Base); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if m.egress != nil {
-		if out["egress"], err = ovsflow.EgressFlows(*m.egress); err != nil {
+		if out["egress"], err = brex.EgressFlows(*m.egress); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, svc := range m.services {
-		flows, err := ovsflow.ServiceFlows(m.gw, svc)
+		flows, err := brex.ServiceFlows(m.gw, svc)
 		if err != nil {
 			t.Fatalf("service %s: %v", svc.Name, err)
 		}
@@ -232,10 +233,10 @@ func checkIncremental(t *testing.T, seedN uint64, steps int, owns bool, tr ovsfl
 	// Thousands of applies: their logs are left out.
 	opts := ovsflow.ApplierOptions{KeepForeign: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if owns {
-		opts.Owns = ovsflow.OwnedCookie
+		opts.Owns = brex.OwnedCookie
 	}
 	leftover := !owns
-	a := ovsflow.NewApplier(seed.Bridge, tr, ovsflow.StaticPorts(seed.Ports), opts)
+	a := ovsflow.NewApplier(brextest.Bridge, tr, ovsflow.StaticPorts(brextest.Ports), opts)
 	cur := &ovsflow.Program{}
 	var log []string
 	for step := range steps {
@@ -257,7 +258,7 @@ func checkIncremental(t *testing.T, seedN uint64, steps int, owns bool, tr ovsfl
 		}
 		cur = p
 		leftover = leftover && !m.base && m.egress == nil
-		want, err := build(t, sets).Render(seed.Ports)
+		want, err := build(t, sets).Render(brextest.Ports)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -298,7 +299,7 @@ func TestIncrementalApplyEqualsFullRebuild(t *testing.T) {
 		}
 	})
 	t.Run("bridge", func(t *testing.T) {
-		br := seedBridge(t)
+		br := brextest.NewBridge(t)
 		br.Ofctl("add-flow", br.Mgmt(), "cookie=0x99,priority=300,udp,actions=drop")
 		br.Ofctl("add-flow", br.Mgmt(), "cookie=0xdeff105,priority=301,udp,actions=drop")
 		br.Ofctl("del-flows", br.Mgmt(), "--strict", "priority=0") // the default NORMAL flow

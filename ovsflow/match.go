@@ -36,7 +36,23 @@ func (p Proto) String() string {
 	return "proto(" + strconv.Itoa(int(p)) + ")"
 }
 
-func (p Proto) isIPv4() bool {
+// Family returns the shorthand of p's protocol for IPv6 (v6) or IPv4:
+// ProtoTCP6 for ProtoTCP and v6, and so on.
+func (p Proto) Family(v6 bool) Proto {
+	pairs := [...][2]Proto{{ProtoTCP, ProtoTCP6}, {ProtoUDP, ProtoUDP6}, {ProtoSCTP, ProtoSCTP6}, {ProtoICMP, ProtoICMP6}, {ProtoIP, ProtoIPv6}}
+	for _, pr := range pairs {
+		if p == pr[0] || p == pr[1] {
+			if v6 {
+				return pr[1]
+			}
+			return pr[0]
+		}
+	}
+	return p
+}
+
+// IsIPv4 reports whether p is an IPv4 shorthand (ip, tcp, udp, sctp, icmp).
+func (p Proto) IsIPv4() bool {
 	switch p {
 	case ProtoIP, ProtoTCP, ProtoUDP, ProtoSCTP, ProtoICMP:
 		return true
@@ -44,7 +60,9 @@ func (p Proto) isIPv4() bool {
 	return false
 }
 
-func (p Proto) isIPv6() bool {
+// IsIPv6 reports whether p is an IPv6 shorthand (ipv6, tcp6, udp6,
+// sctp6, icmp6).
+func (p Proto) IsIPv6() bool {
 	switch p {
 	case ProtoIPv6, ProtoTCP6, ProtoUDP6, ProtoSCTP6, ProtoICMP6:
 		return true
@@ -52,7 +70,9 @@ func (p Proto) isIPv6() bool {
 	return false
 }
 
-func (p Proto) hasPorts() bool {
+// HasPorts reports whether p has transport ports (tcp, udp, sctp and
+// their IPv6 shorthands).
+func (p Proto) HasPorts() bool {
 	switch p {
 	case ProtoTCP, ProtoTCP6, ProtoUDP, ProtoUDP6, ProtoSCTP, ProtoSCTP6:
 		return true
@@ -160,13 +180,13 @@ func (m *Match) validate() error {
 		return nil
 	}
 	if m.NwSrc.IsValid() || m.NwDst.IsValid() {
-		if !m.Proto.isIPv4() && !m.Proto.isIPv6() {
+		if !m.Proto.IsIPv4() && !m.Proto.IsIPv6() {
 			return fieldErr("nw_src/nw_dst", "needs an IP protocol, match is %q", m.Proto)
 		}
-		if err := checkPrefix("nw_src", m.NwSrc, m.Proto.isIPv6()); err != nil {
+		if err := checkPrefix("nw_src", m.NwSrc, m.Proto.IsIPv6()); err != nil {
 			return err
 		}
-		if err := checkPrefix("nw_dst", m.NwDst, m.Proto.isIPv6()); err != nil {
+		if err := checkPrefix("nw_dst", m.NwDst, m.Proto.IsIPv6()); err != nil {
 			return err
 		}
 	}
@@ -181,7 +201,7 @@ func (m *Match) validate() error {
 			return err
 		}
 	}
-	if (m.TpSrc != 0 || m.TpDst != 0) && !m.Proto.hasPorts() {
+	if (m.TpSrc != 0 || m.TpDst != 0) && !m.Proto.HasPorts() {
 		return fieldErr("tp_src/tp_dst", "needs tcp, udp or sctp, match is %q", m.Proto)
 	}
 	if m.ICMP != nil && m.Proto != ProtoICMP && m.Proto != ProtoICMP6 {
@@ -255,7 +275,7 @@ func (m *Match) appendText(b []byte) []byte {
 	if m.ARPOp != 0 {
 		b = appendUint(b, "arp_op", uint64(m.ARPOp))
 	}
-	if m.Proto.isIPv6() {
+	if m.Proto.IsIPv6() {
 		b = appendPrefix(b, "ipv6_src", m.NwSrc)
 		b = appendPrefix(b, "ipv6_dst", m.NwDst)
 	} else {
@@ -298,12 +318,19 @@ func appendMasked(b []byte, name string, m Masked) []byte {
 	}
 	b = append(b, name...)
 	b = append(b, '=')
+	b = appendMaskedValue(b, m)
+	return append(b, ',')
+}
+
+// appendMaskedValue appends m as value[/mask] in hex, the mask only when
+// not exact.
+func appendMaskedValue(b []byte, m Masked) []byte {
 	b = appendHex(b, uint64(m.Value&m.Mask))
 	if m.Mask != ^uint32(0) {
 		b = append(b, '/')
 		b = appendHex(b, uint64(m.Mask))
 	}
-	return append(b, ',')
+	return b
 }
 
 func appendMAC(b []byte, name string, mac net.HardwareAddr) []byte {
@@ -322,11 +349,18 @@ func appendPrefix(b []byte, name string, p netip.Prefix) []byte {
 	}
 	b = append(b, name...)
 	b = append(b, '=')
+	b = appendPrefixValue(b, p)
+	return append(b, ',')
+}
+
+// appendPrefixValue appends p as ovs-ofctl prints it: the address alone
+// for a single host, address/bits otherwise.
+func appendPrefixValue(b []byte, p netip.Prefix) []byte {
 	p = p.Masked()
 	b = p.Addr().AppendTo(b)
 	if p.Bits() != p.Addr().BitLen() {
 		b = append(b, '/')
 		b = strconv.AppendInt(b, int64(p.Bits()), 10)
 	}
-	return append(b, ',')
+	return b
 }

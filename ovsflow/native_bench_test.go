@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovnedge/ovnedge/internal/seed"
 	"github.com/ovnedge/ovnedge/ovsflow"
+	"github.com/ovnedge/ovnedge/ovsflow/brex"
+	"github.com/ovnedge/ovnedge/ovsflow/brex/brextest"
 )
 
 // keyOf is what a delete_strict names of a flow: table, priority, match.
@@ -25,7 +26,7 @@ func keyOf(f ovsflow.Flow) string {
 func serviceMods(b *testing.B, ports ovsflow.PortMap, i, from, to int) []ovsflow.FlowMod {
 	var mods []ovsflow.FlowMod
 	for gen, op := range map[int]ovsflow.ModOp{from: ovsflow.ModDeleteStrict, to: ovsflow.ModAdd} {
-		flows, err := ovsflow.ARPBypass(ovsflow.Bypass{Uplink: seed.Uplink}, benchService(i, gen))
+		flows, err := brex.ARPBypass(brex.Bypass{Uplink: brextest.Uplink}, benchService(i, gen))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -64,7 +65,7 @@ func perOp(b *testing.B, d time.Duration, unit string) float64 {
 //   - Dump: every flow dumped and decoded into the model, natively vs
 //     `ovs-ofctl dump-flows` and ParseFlows.
 func BenchmarkNativeVsOfctl(b *testing.B) {
-	br := seedBridge(b)
+	br := brextest.NewBridge(b)
 	ctx := ctxFor(b)
 	native := nativeFor(b, br, 0)
 	ports := br.Ports()
@@ -97,7 +98,7 @@ func BenchmarkNativeVsOfctl(b *testing.B) {
 			mods[gen] = serviceMods(b, ports, 42, 1-gen, gen)
 			q := p.Clone()
 			svc := benchService(42, gen)
-			fl, err := ovsflow.ARPBypass(ovsflow.Bypass{Uplink: seed.Uplink}, svc)
+			fl, err := brex.ARPBypass(brex.Bypass{Uplink: brextest.Uplink}, svc)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -133,7 +134,7 @@ func BenchmarkNativeVsOfctl(b *testing.B) {
 			step(&replace, func(next int) error { return br.Transport.Replace(ctx, br.Bridge, full[next]) })
 
 			gen43 = 1 - gen43
-			fl, err := ovsflow.ARPBypass(ovsflow.Bypass{Uplink: seed.Uplink}, benchService(43, gen43))
+			fl, err := brex.ARPBypass(brex.Bypass{Uplink: brextest.Uplink}, benchService(43, gen43))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -103,7 +103,7 @@ func encodeMatch(m *Match) ([]openflow.OXM, error) {
 		f = append(f, basic(openflow.OXMIPProto, []byte{w.proto}))
 	}
 	src, dst := openflow.OXMIPv4Src, openflow.OXMIPv4Dst
-	if m.Proto.isIPv6() {
+	if m.Proto.IsIPv6() {
 		src, dst = openflow.OXMIPv6Src, openflow.OXMIPv6Dst
 	}
 	if m.NwSrc.IsValid() {

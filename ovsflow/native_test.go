@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovnedge/ovnedge/internal/seed"
 	"github.com/ovnedge/ovnedge/ovsflow"
+	"github.com/ovnedge/ovnedge/ovsflow/brex/brextest"
 	"github.com/ovnedge/ovnedge/ovsflow/flowtest"
 	"github.com/ovnedge/ovnedge/ovsflow/flowtest/bridge"
 	"github.com/ovnedge/ovnedge/ovsflow/openflow"
@@ -48,7 +48,7 @@ func wantDump(t testing.TB, br *bridge.Bridge, want []byte, what string) {
 
 func readGolden(t testing.TB, file string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(goldenPath(file))
+	b, err := os.ReadFile(brextest.GoldenPath(file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func readGolden(t testing.TB, file string) []byte {
 // ovs-ofctl, and the native dump decodes to the program.
 func TestNativeGoldens(t *testing.T) {
 	t.Parallel()
-	br := seedBridge(t)
+	br := brextest.NewBridge(t)
 	for _, v := range []uint8{openflow.Version13, openflow.Version14, openflow.Version15} {
 		t.Run(openflow.VersionName(v), func(t *testing.T) { testNativeGoldens(t, br, v) })
 	}
@@ -69,12 +69,12 @@ func TestNativeGoldens(t *testing.T) {
 func testNativeGoldens(t *testing.T, br *bridge.Bridge, version uint8) {
 	native := nativeFor(t, br, version)
 	ctx := ctxFor(t)
-	for _, g := range goldens {
-		golden, err := os.ReadFile(goldenPath(g.file))
+	for _, g := range brextest.Goldens {
+		golden, err := os.ReadFile(brextest.GoldenPath(g.File))
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := seedProgram(t, g.parts)
+		p := brextest.MustProgram(t, g.Parts)
 		br.Install(p) // through ovs-ofctl
 		viaOfctl := br.Dump()
 		br.Ofctl("del-flows", br.Mgmt())
@@ -88,26 +88,26 @@ func testNativeGoldens(t *testing.T, br *bridge.Bridge, version uint8) {
 			// OVS has no Nicira load in OpenFlow 1.5: refused, naming the flow.
 			var fe *ovsflow.FlowError
 			if !errors.As(err, &fe) || !strings.Contains(fe.Flow, "load:") || !strings.Contains(err.Error(), "OpenFlow 1.5") {
-				t.Errorf("%s: a load in OpenFlow 1.5: %v", g.file, err)
+				t.Errorf("%s: a load in OpenFlow 1.5: %v", g.File, err)
 			}
 			continue
 		}
 		if err != nil {
-			t.Fatalf("%s: native replace: %v", g.file, err)
+			t.Fatalf("%s: native replace: %v", g.File, err)
 		}
 		if got := br.Dump(); string(got) != string(viaOfctl) || string(got) != string(golden) {
-			t.Errorf("%s: natively installed program dumps differently through ovs-ofctl:\n%s", g.file, flowtest.Diff(string(viaOfctl), string(got)))
+			t.Errorf("%s: natively installed program dumps differently through ovs-ofctl:\n%s", g.File, flowtest.Diff(string(viaOfctl), string(got)))
 		}
 		dump, err := native.Dump(ctx, br.Bridge)
 		if err != nil {
-			t.Fatalf("%s: native dump: %v", g.file, err)
+			t.Fatalf("%s: native dump: %v", g.File, err)
 		}
 		decoded, err := ovsflow.SortDump(dump)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if string(decoded) != string(golden) {
-			t.Errorf("%s: native dump decodes differently from the program:\n%s", g.file, flowtest.Diff(string(golden), string(decoded)))
+			t.Errorf("%s: native dump decodes differently from the program:\n%s", g.File, flowtest.Diff(string(golden), string(decoded)))
 		}
 	}
 }
@@ -116,11 +116,11 @@ func testNativeGoldens(t *testing.T, br *bridge.Bridge, version uint8) {
 // names that flow.
 func TestNativeBundleBadFlow(t *testing.T) {
 	t.Parallel()
-	br := seedBridge(t)
+	br := brextest.NewBridge(t)
 	native := nativeFor(t, br, 0)
 	ctx := ctxFor(t)
 	a := ovsflow.NewApplier(br.Bridge, native, ovsflow.StaticPorts(br.Ports()), testLog(t))
-	p := seedProgram(t, seed.Parts{Base: true, Egress: true, Services: true})
+	p := brextest.MustProgram(t, brextest.Parts{Base: true, Egress: true, Services: true})
 	if _, err := a.Apply(ctx, p); err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +166,7 @@ func TestNativeBundleBadFlow(t *testing.T) {
 // the large program again must leave the bridge holding it whole.
 func TestNativeReplayAfterKillMidBundle(t *testing.T) {
 	t.Parallel()
-	br := seedBridge(t)
+	br := brextest.NewBridge(t)
 	px := startBundleProxy(t, filepath.Join(br.RunDir, br.Bridge+".mgmt"))
 	native := ovsflow.NewNativeTransport(br.RunDir, ovsflow.NativeOptions{Logger: testLog(t).Logger,
 		Target: func(string) (string, string) { return "unix", px.addr }})
@@ -178,7 +178,7 @@ func TestNativeReplayAfterKillMidBundle(t *testing.T) {
 	go func() { defer close(done); _ = a.Run(runCtx) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	small := seedProgram(t, seed.Parts{Base: true, Egress: true, Services: true})
+	small := brextest.MustProgram(t, brextest.Parts{Base: true, Egress: true, Services: true})
 	if _, err := a.Apply(ctx, small); err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +351,7 @@ func (p *bundleProxy) forward(dst io.Writer, src io.Reader) {
 // same line does.
 func TestNativeFlowMods(t *testing.T) {
 	t.Parallel()
-	br := seedBridge(t)
+	br := brextest.NewBridge(t)
 	native := nativeFor(t, br, 0)
 	ctx := ctxFor(t)
 	base := []ovsflow.FlowMod{
@@ -395,11 +395,11 @@ func TestNativeFlowMods(t *testing.T) {
 // exactly as ovs-ofctl would.
 func TestNativeDefaultOnOpenFlow13Bridge(t *testing.T) {
 	t.Parallel()
-	br := seedBridge(t)
+	br := brextest.NewBridge(t)
 	br.Vsctl("set", "Bridge", br.Bridge, "protocols=OpenFlow13")
 	a := defaultApplier(t, br, false)
 	golden := readGolden(t, "seed-node.flows")
-	p := seedProgram(t, seed.Parts{Base: true, Egress: true, Services: true})
+	p := brextest.MustProgram(t, brextest.Parts{Base: true, Egress: true, Services: true})
 	if res, err := a.Apply(ctxFor(t), p); err != nil || res.Added+res.Modified != p.Len() {
 		t.Fatalf("apply: %+v, %v", res, err)
 	}
@@ -411,7 +411,7 @@ func TestNativeDefaultOnOpenFlow13Bridge(t *testing.T) {
 // with KeepForeign, deleted exactly without it.
 func TestNativeForeignFlows(t *testing.T) {
 	t.Parallel()
-	br := seedBridge(t)
+	br := brextest.NewBridge(t)
 	ctx := ctxFor(t)
 	br.Ofctl("del-flows", br.Mgmt())
 	for _, f := range []string{
@@ -425,7 +425,7 @@ func TestNativeForeignFlows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := seedProgram(t, seed.Parts{Base: true, Egress: true, Services: true})
+	p := brextest.MustProgram(t, brextest.Parts{Base: true, Egress: true, Services: true})
 	program, err := p.Render(br.Ports())
 	if err != nil {
 		t.Fatal(err)
@@ -451,7 +451,7 @@ func TestNativeForeignFlows(t *testing.T) {
 // runs in a network namespace of its own).
 func TestNativeOverTCP(t *testing.T) {
 	t.Parallel()
-	br := seedBridge(t)
+	br := brextest.NewBridge(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -475,7 +475,7 @@ func TestNativeOverTCP(t *testing.T) {
 	tr := ovsflow.NewNativeTransport("", ovsflow.NativeOptions{Logger: testLog(t).Logger,
 		Target: func(string) (string, string) { return "tcp", ln.Addr().String() }})
 	t.Cleanup(func() { tr.Close() })
-	p := seedProgram(t, seed.Parts{Base: true, Egress: true, Services: true})
+	p := brextest.MustProgram(t, brextest.Parts{Base: true, Egress: true, Services: true})
 	a := ovsflow.NewApplier(br.Bridge, tr, ovsflow.StaticPorts(br.Ports()), testLog(t))
 	if _, err := a.Apply(ctxFor(t), p); err != nil {
 		t.Fatal(err)

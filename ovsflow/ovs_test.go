@@ -11,29 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovnedge/ovnedge/internal/seed"
 	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/ovsflow"
+	"github.com/ovnedge/ovnedge/ovsflow/brex"
+	"github.com/ovnedge/ovnedge/ovsflow/brex/brextest"
 	"github.com/ovnedge/ovnedge/ovsflow/flowtest"
 	"github.com/ovnedge/ovnedge/ovsflow/flowtest/bridge"
 )
-
-// seedBridge is a real bridge shaped like the seed node: breth0, uplink
-// eth0 at ofport 1, patch-breth0_ovn-worker2-to-br-int at ofport 2.
-func seedBridge(t testing.TB) *bridge.Bridge {
-	return bridge.New(t, bridge.Options{
-		Bridge: seed.Bridge, Node: seed.Node, Uplink: seed.Uplink,
-		UplinkOFPort: seed.UplinkOFPort, PatchOFPort: seed.PatchOFPort,
-	})
-}
-
-func seedProgram(t testing.TB, parts seed.Parts) *ovsflow.Program {
-	p, err := seed.Program(parts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 // testLog sends an Applier's logs to the test's output.
 func testLog(t testing.TB) ovsflow.ApplierOptions {
@@ -49,23 +33,23 @@ func ctxFor(t testing.TB) context.Context {
 // Every golden program loads into a real bridge and dumps back equal.
 func TestGoldensOnRealBridge(t *testing.T) {
 	t.Parallel()
-	br := seedBridge(t)
-	for _, g := range goldens {
-		want, err := os.ReadFile(goldenPath(g.file))
+	br := brextest.NewBridge(t)
+	for _, g := range brextest.Goldens {
+		want, err := os.ReadFile(brextest.GoldenPath(g.File))
 		if err != nil {
 			t.Fatal(err)
 		}
-		br.Install(seedProgram(t, g.parts))
+		br.Install(brextest.MustProgram(t, g.Parts))
 		if got := br.Dump(); string(got) != string(want) {
-			t.Errorf("%s: bridge dump differs from the golden file:\n%s", g.file, flowtest.Diff(string(want), string(got)))
+			t.Errorf("%s: bridge dump differs from the golden file:\n%s", g.File, flowtest.Diff(string(want), string(got)))
 		}
 	}
 }
 
 func TestTraceSeedNode(t *testing.T) {
 	t.Parallel()
-	br := seedBridge(t)
-	br.Install(seedProgram(t, seed.Parts{Base: true, Egress: true, Services: true}))
+	br := brextest.NewBridge(t)
+	br.Install(brextest.MustProgram(t, brextest.Parts{Base: true, Egress: true, Services: true}))
 	cases := []struct {
 		name, flow, rule, datapath string
 	}{
@@ -96,8 +80,8 @@ func TestTraceSeedNode(t *testing.T) {
 // gets exactly one reply.
 func TestARPBypassRealTraffic(t *testing.T) {
 	t.Parallel()
-	br := seedBridge(t)
-	br.Install(seedProgram(t, seed.Parts{Base: true, Services: true}))
+	br := brextest.NewBridge(t)
+	br.Install(brextest.MustProgram(t, brextest.Parts{Base: true, Services: true}))
 	br.Exec(br.NS, "ip", "addr", "add", "172.18.0.50/32", "dev", br.Bridge)
 	out, err := br.ExecErr(br.ExtNS, "arping", "-c", "1", "-w", "2", "-I", "eth0", "172.18.0.50")
 	if err != nil || !strings.Contains(out, "Received 1 response(s)") {
@@ -120,14 +104,14 @@ func dialPorts(t testing.TB, br *bridge.Bridge) *ovsflow.OVSDBPorts {
 
 func TestApplyIncremental(t *testing.T) {
 	t.Parallel()
-	br := seedBridge(t)
+	br := brextest.NewBridge(t)
 	ctx := ctxFor(t)
 	// A flow of another controller, which KeepForeign leaves alone.
 	foreign := "cookie=0x77, priority=200,udp actions=NORMAL"
 	br.Ofctl("add-flow", br.Mgmt(), foreign)
 
 	a := ovsflow.NewApplier(br.Bridge, br.Transport, dialPorts(t, br), ovsflow.ApplierOptions{KeepForeign: true, Logger: testLog(t).Logger})
-	p := seedProgram(t, seed.Parts{Base: true, Egress: true, Services: true})
+	p := brextest.MustProgram(t, brextest.Parts{Base: true, Egress: true, Services: true})
 	res, err := a.Apply(ctx, p)
 	if err != nil {
 		t.Fatal(err)
@@ -138,9 +122,9 @@ func TestApplyIncremental(t *testing.T) {
 		t.Errorf("first apply: %+v, want %d adds or modifies", res, p.Len())
 	}
 	// One service changes its VIP: one delete, one add.
-	svc := seed.Services()[1]
+	svc := brextest.Services()[1]
 	svc.VIPs = []netip.Addr{netip.MustParseAddr("172.18.0.61")}
-	flows, err := ovsflow.ARPBypass(ovsflow.Bypass{Uplink: seed.Uplink}, svc)
+	flows, err := brex.ARPBypass(brex.Bypass{Uplink: brextest.Uplink}, svc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,8 +204,8 @@ func BenchmarkReplayAfterVswitchdRestart(b *testing.B) {
 		{"ovs-ofctl", func(br *bridge.Bridge) ovsflow.Transport { return br.Transport }},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			br := seedBridge(b)
-			want := runApplier(b, br, tc.tr(br), seedProgram(b, seed.Parts{Base: true, Egress: true, Services: true}))
+			br := brextest.NewBridge(b)
+			want := runApplier(b, br, tc.tr(br), brextest.MustProgram(b, brextest.Parts{Base: true, Egress: true, Services: true}))
 			var replay time.Duration
 			for b.Loop() {
 				br.KillVswitchd()
@@ -255,8 +239,8 @@ func TestReplayAfterVswitchdRestart(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			br := seedBridge(t)
-			want := runApplier(t, br, tc.tr(br), seedProgram(t, seed.Parts{Base: true, Egress: true, Services: true}))
+			br := brextest.NewBridge(t)
+			want := runApplier(t, br, tc.tr(br), brextest.MustProgram(t, brextest.Parts{Base: true, Egress: true, Services: true}))
 			for _, kill := range []struct {
 				name string
 				stop func()
@@ -279,9 +263,9 @@ func TestReplayAfterVswitchdRestart(t *testing.T) {
 
 func TestRewriteOnOfportChange(t *testing.T) {
 	t.Parallel()
-	br := seedBridge(t)
-	runApplier(t, br, nil, seedProgram(t, seed.Parts{Egress: true, Services: true}))
-	br.Vsctl("set", "Interface", seed.Uplink, "ofport_request=7")
+	br := brextest.NewBridge(t)
+	runApplier(t, br, nil, brextest.MustProgram(t, brextest.Parts{Egress: true, Services: true}))
+	br.Vsctl("set", "Interface", brextest.Uplink, "ofport_request=7")
 	took := waitFor(t, 5*time.Second, "flows rewritten for ofport 7", func() bool {
 		d := string(br.Dump())
 		return strings.Contains(d, "in_port=7,arp_tpa=172.18.0.50") && strings.Contains(d, "output:7") && !strings.Contains(d, "output:1\n")
@@ -291,24 +275,24 @@ func TestRewriteOnOfportChange(t *testing.T) {
 
 func TestBadInputKeepsFlows(t *testing.T) {
 	t.Parallel()
-	br := seedBridge(t)
+	br := brextest.NewBridge(t)
 	ctx := ctxFor(t)
 	a := ovsflow.NewApplier(br.Bridge, br.Transport, ovsflow.StaticPorts(br.Ports()), testLog(t))
-	p := seedProgram(t, seed.Parts{Base: true, Egress: true, Services: true})
+	p := brextest.MustProgram(t, brextest.Parts{Base: true, Egress: true, Services: true})
 	if _, err := a.Apply(ctx, p); err != nil {
 		t.Fatal(err)
 	}
 	before := br.Dump()
 
 	// Invalid IP: the builder refuses it, naming the service.
-	_, err := ovsflow.ARPBypass(ovsflow.Bypass{Uplink: seed.Uplink},
-		ovsflow.Service{Namespace: "default", Name: "bad", Ports: []int32{80}, VIPs: []netip.Addr{{}}})
+	_, err := brex.ARPBypass(brex.Bypass{Uplink: brextest.Uplink},
+		brex.Service{Namespace: "default", Name: "bad", Ports: []int32{80}, VIPs: []netip.Addr{{}}})
 	if err == nil || !strings.Contains(err.Error(), "default/bad") {
 		t.Errorf("invalid VIP: %v", err)
 	}
 	// Unknown port name.
 	bad := p.Clone()
-	flows, err := ovsflow.ARPBypass(ovsflow.Bypass{Uplink: "eth9"}, ovsflow.Service{Namespace: "ns", Name: "x", Ports: []int32{80},
+	flows, err := brex.ARPBypass(brex.Bypass{Uplink: "eth9"}, brex.Service{Namespace: "ns", Name: "x", Ports: []int32{80},
 		VIPs: []netip.Addr{netip.MustParseAddr("172.18.0.70")}})
 	if err != nil {
 		t.Fatal(err)
@@ -321,7 +305,7 @@ func TestBadInputKeepsFlows(t *testing.T) {
 		t.Errorf("unknown port: %v", err)
 	}
 	// Conflicting owners.
-	clash := []ovsflow.Flow{{Priority: 110, Cookie: 1, Match: ovsflow.Match{Proto: ovsflow.ProtoARP, InPort: ovsflow.PortName(seed.Uplink),
+	clash := []ovsflow.Flow{{Priority: 110, Cookie: 1, Match: ovsflow.Match{Proto: ovsflow.ProtoARP, InPort: ovsflow.PortName(brextest.Uplink),
 		ARPTpa: netip.MustParsePrefix("172.18.0.50/32"), ARPOp: 1}, Actions: []ovsflow.Action{ovsflow.Output(ovsflow.NORMAL)}}}
 	var ce *ovsflow.ConflictError
 	if err := bad.Set("service/other/clash", clash); !errors.As(err, &ce) || ce.Other != "service/default/web-external" {
@@ -354,7 +338,7 @@ func TestBadInputKeepsFlows(t *testing.T) {
 // The bridge MAC comes from the bridge interface's mac_in_use.
 func TestOVSDBPortsMAC(t *testing.T) {
 	t.Parallel()
-	br := seedBridge(t)
+	br := brextest.NewBridge(t)
 	ports := dialPorts(t, br)
 	want := strings.Trim(br.Vsctl("get", "Interface", br.Bridge, "mac_in_use"), `"`)
 	var mac net.HardwareAddr

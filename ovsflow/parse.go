@@ -18,18 +18,15 @@ var statKeys = map[string]bool{
 }
 
 // ParseFlow parses one flow as `ovs-ofctl -O OpenFlow13 dump-flows` prints
-// it (with or without statistics) or as [Flow.String] renders it. Every
-// field and action this package can emit round-trips; anything else is an
-// error, never silently dropped.
+// it (with or without statistics), as [Flow.String] renders it, or as
+// go-openvswitch's ovs.Flow.MarshalText writes it (",actions=", an
+// explicit idle_timeout=0). Every field and action this package can emit
+// round-trips; anything else is an error, never silently dropped.
 func ParseFlow(s string) (Flow, error) {
 	var f Flow
-	head, acts, ok := strings.Cut(strings.TrimSpace(s), " actions=")
+	head, acts, ok := cutActions(strings.TrimSpace(s))
 	if !ok {
-		if h, a, ok2 := strings.Cut(s, "actions="); ok2 && strings.TrimSpace(h) == "" {
-			head, acts = "", a
-		} else {
-			return f, fmt.Errorf("parse flow %q: no actions", s)
-		}
+		return f, fmt.Errorf("parse flow %q: no actions", s)
 	}
 	f.Priority = DefaultPriority
 	for _, tok := range strings.Split(head, ",") {
@@ -69,6 +66,16 @@ func ParseFlows(dump []byte) ([]Flow, error) {
 	return flows, sc.Err()
 }
 
+// cutActions splits a flow at "actions=", which starts the flow or follows
+// a space (dump-flows) or a comma (ovs-ofctl's input, go-openvswitch).
+func cutActions(s string) (head, acts string, ok bool) {
+	i := strings.Index(s, "actions=")
+	if i < 0 || (i > 0 && s[i-1] != ' ' && s[i-1] != ',') {
+		return "", "", false
+	}
+	return s[:i], s[i+len("actions="):], true
+}
+
 func isReplyHeader(line string) bool {
 	return strings.HasPrefix(line, "OFPST_") || strings.HasPrefix(line, "NXST_")
 }
@@ -76,17 +83,12 @@ func isReplyHeader(line string) bool {
 func (f *Flow) parseField(tok string) error {
 	k, v, hasValue := strings.Cut(tok, "=")
 	if !hasValue {
-		for i, name := range protoNames {
-			if i > 0 && name == k {
-				f.Match.Proto = Proto(i)
-				return nil
-			}
+		p, ok := parseProto(k)
+		if !ok {
+			return fmt.Errorf("unknown match keyword %q", k)
 		}
-		if k == "ip6" {
-			f.Match.Proto = ProtoIPv6
-			return nil
-		}
-		return fmt.Errorf("unknown match keyword %q", k)
+		f.Match.Proto = p
+		return nil
 	}
 	if statKeys[k] {
 		return nil
@@ -104,6 +106,10 @@ func (f *Flow) parseField(tok string) error {
 		var n uint64
 		n, err = strconv.ParseUint(v, 10, 16)
 		f.Priority = uint16(n)
+	case "idle_timeout":
+		if v != "0" {
+			err = fmt.Errorf("%q: a Flow has no timeouts", v)
+		}
 	case "pkt_mark":
 		m.PktMark, err = parseMasked(v)
 	case "ct_mark":
@@ -157,6 +163,17 @@ func (f *Flow) parseField(tok string) error {
 		return fmt.Errorf("%s: %w", k, err)
 	}
 	return nil
+}
+
+// parseProto reads a protocol shorthand (ip, tcp6, ...; ip6 for ipv6).
+func parseProto(s string) (Proto, bool) {
+	if s == "ip6" {
+		return ProtoIPv6, true
+	}
+	if i := indexOf(protoNames[1:], s); i >= 0 {
+		return Proto(i + 1), true
+	}
+	return ProtoAny, false
 }
 
 func parseUint16(s string) (uint16, error) {
@@ -278,12 +295,17 @@ func parseActions(s string) ([]Action, error) {
 	return acts, nil
 }
 
+// reservedOutputs are the ports a bare action names, in any case
+// (go-openvswitch writes "local", ovs-ofctl prints "LOCAL").
+var reservedOutputs = []Port{LOCAL, NORMAL, FLOOD, InPort}
+
 func parseAction(tok string) (Action, error) {
-	switch tok {
-	case "LOCAL", "NORMAL", "FLOOD", "IN_PORT", "in_port":
-		p, _ := parsePort(tok)
-		return Output(p), nil
-	case "pop_vlan", "strip_vlan":
+	for _, p := range reservedOutputs {
+		if strings.EqualFold(tok, p.name) {
+			return Output(p), nil
+		}
+	}
+	if tok == "pop_vlan" || tok == "strip_vlan" {
 		return PopVLAN(), nil
 	}
 	name, arg, _ := strings.Cut(tok, ":")
@@ -305,6 +327,15 @@ func parseAction(tok string) (Action, error) {
 			f = FieldEthDst
 		}
 		return SetEth(f, mac), err
+	case name == "mod_nw_src" || name == "mod_nw_dst":
+		ip, err := netip.ParseAddr(arg)
+		if err != nil || !ip.Is4() {
+			return nil, fmt.Errorf("%q is not an IPv4 address", arg)
+		}
+		if name == "mod_nw_dst" {
+			return SetIP(FieldIPDst, ip), nil
+		}
+		return SetIP(FieldIPSrc, ip), nil
 	case strings.HasPrefix(tok, "resubmit(") && strings.HasSuffix(tok, ")"):
 		return parseResubmit(tok[len("resubmit(") : len(tok)-1])
 	case strings.HasPrefix(tok, "ct(") && strings.HasSuffix(tok, ")"):

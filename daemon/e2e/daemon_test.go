@@ -16,7 +16,10 @@ import (
 	"testing"
 	"time"
 
+	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
+
 	"github.com/ovnedge/ovnedge/daemon"
+	"github.com/ovnedge/ovnedge/desired"
 	"github.com/ovnedge/ovnedge/egress"
 	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
@@ -247,7 +250,7 @@ func (c *cluster) wantStatus(t testing.TB) {
 	t.Helper()
 	want := []string{egressNode + "=" + egressIP}
 	err := waitFor("EgressIP egress-prod status "+strings.Join(want, ","), func(ctx context.Context) error {
-		u, err := c.dyn.Resource(daemon.EgressIPResource).Get(ctx, "egress-prod", metav1.GetOptions{})
+		u, err := c.dyn.Resource(egressv1.Resource).Get(ctx, "egress-prod", metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -467,7 +470,7 @@ func badInput(t testing.TB, c *cluster, a *instance) {
 		{"web-dup", "Service", lbService("web-dup", lbVIP), "", false},
 		{"bare", "Node", &corev1.Node{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
 			ObjectMeta: metav1.ObjectMeta{Name: "bare", Labels: map[string]string{"k8s.ovn.org/egress-assignable": ""}}},
-			daemon.ReasonInvalidNode, false},
+			desired.ReasonInvalidNode, false},
 	}
 	for _, tc := range cases {
 		if _, err := c.create(ctx, tc.obj); err != nil {

@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovnedge/ovnedge/daemon"
+	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
+	"github.com/ovnedge/ovnedge/manifests"
+
 	"github.com/ovnedge/ovnedge/internal/testbed"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -84,7 +86,7 @@ func startKube(t testing.TB) *kube {
 	// The first create of a custom resource right after its CRD is
 	// Established stalls; wait until the resource lists instead.
 	k.poll(t, "EgressIP CRD established and served", func(ctx context.Context) error {
-		_, err := k.dyn.Resource(daemon.EgressIPResource).List(ctx, metav1.ListOptions{})
+		_, err := k.dyn.Resource(egressv1.Resource).List(ctx, metav1.ListOptions{})
 		return err
 	})
 	t.Logf("CRDs of %s served after %v", crdDir, time.Since(begin).Round(time.Millisecond))
@@ -124,7 +126,7 @@ func waitFor(what string, cond func(ctx context.Context) error) error {
 // running, nothing else would.
 func (k *kube) apply(t testing.TB, dir string, only ...string) {
 	t.Helper()
-	files, err := daemon.LoadManifests(dir)
+	files, err := manifests.Load(dir)
 	if err != nil {
 		t.Fatalf("load %s: %v", dir, err)
 	}

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/ovnedge/ovnedge/daemon"
+	"github.com/ovnedge/ovnedge/desired"
 	"github.com/ovnedge/ovnedge/egress"
 )
 
@@ -87,7 +87,7 @@ func TestDaemonRestartOrphansAndBrokenNode(t *testing.T) {
 		}
 		for _, e := range evs.Items {
 			if e.InvolvedObject.Kind == "Node" && e.InvolvedObject.Name == otherNode && e.Type == corev1.EventTypeWarning &&
-				e.Reason == daemon.ReasonInvalidNode && strings.Contains(e.Message, egress.AnnotationNodeSubnets) &&
+				e.Reason == desired.ReasonInvalidNode && strings.Contains(e.Message, egress.AnnotationNodeSubnets) &&
 				strings.Contains(e.Message, "load balancers") {
 				t.Logf("event on Node %s: %s", otherNode, e.Message)
 				return nil

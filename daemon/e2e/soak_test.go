@@ -18,11 +18,17 @@ import (
 	"testing"
 	"time"
 
+	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
+	"github.com/ovnedge/ovnedge/kubewatch"
+	"github.com/ovnedge/ovnedge/ovsflow/brex"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ovnedge/ovnedge/daemon"
+	"github.com/ovnedge/ovnedge/desired"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
+	"github.com/ovnedge/ovnedge/ovsdbnb/nbdb"
 	"github.com/ovnedge/ovnedge/ovsflow"
 )
 
@@ -34,8 +40,8 @@ type soak struct {
 	c       *cluster
 	a       *instance
 	nb      *ovsdbnb.Client
-	w       *daemon.Watcher
-	p       daemon.Params
+	w       *kubewatch.Watcher
+	p       desired.Params
 	rng     *rand.Rand
 	rewrite int // churn rewrites so far
 	// took are the convergence times by fault kind; rss the daemon's
@@ -223,7 +229,7 @@ func startSoak(b *testing.B, rng *rand.Rand, logLevel string) *soak {
 		b.Fatal(err)
 	}
 	b.Cleanup(s.nb.Close)
-	s.w = daemon.NewWatcher(c.cs, c.dyn, quiet)
+	s.w = kubewatch.NewWatcher(c.cs, c.dyn, quiet)
 	if err := s.w.Start(ctx); err != nil {
 		b.Fatal(err)
 	}
@@ -261,7 +267,7 @@ func (s *soak) churn() {
 		_, err = s.c.cs.DiscoveryV1().EndpointSlices("prod").Patch(ctx, "web-abcde", types.MergePatchType,
 			fmt.Appendf(nil, `{"endpoints":[%s]}`, strings.Join(eps, ",")), metav1.PatchOptions{})
 	case 2: // the EgressIP's address
-		_, err = s.c.dyn.Resource(daemon.EgressIPResource).Patch(ctx, "egress-prod", types.MergePatchType,
+		_, err = s.c.dyn.Resource(egressv1.Resource).Patch(ctx, "egress-prod", types.MergePatchType,
 			fmt.Appendf(nil, `{"spec":{"egressIPs":["172.18.0.%d"]}}`, 44+n), metav1.PatchOptions{})
 	case 3: // the namespace's label the EgressIP selects on
 		env := "prod"
@@ -370,17 +376,20 @@ func (s *soak) diff() (nbErr, brErr, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	cs, err := daemon.ComputeCluster(snap, s.p, nil, nil)
+	cs, err := desired.ComputeCluster(snap, s.p, nil, nil)
 	if err != nil {
 		return nil, nil, err
 	}
-	want := daemon.RenderedNB(cs, s.nb)
+	if !s.nb.SupportsKey(nbdb.QoSTable, "action", "mark") {
+		cs.WithoutQoSMark()
+	}
+	want := ovsdbnb.AsRead(cs.NB())
 	cur, err := s.nb.Current()
 	if err != nil {
 		return nil, nil, err
 	}
 	var diffs []string
-	for _, d := range daemon.DiffNB(cur, want) {
+	for _, d := range ovsdbnb.Diff(cur, want) {
 		diffs = append(diffs, "NB "+d)
 	}
 	if len(diffs) > 0 {
@@ -392,11 +401,11 @@ func (s *soak) diff() (nbErr, brErr, err error) {
 	if p.BridgeMAC, err = net.ParseMAC(strings.Trim(strings.TrimSpace(mac), `"`)); err != nil {
 		return nbErr, nil, fmt.Errorf("bridge MAC: %w", err)
 	}
-	ns, err := daemon.ComputeNode(snap, p, egressNode)
+	ns, err := desired.ComputeNode(snap, p, egressNode)
 	if err != nil {
 		return nbErr, nil, err
 	}
-	rendered, err := daemon.RenderFlows(ns)
+	rendered, err := desired.RenderFlows(ns)
 	if err != nil {
 		return nbErr, nil, err
 	}
@@ -421,7 +430,7 @@ func (s *soak) diff() (nbErr, brErr, err error) {
 	return nbErr, brErr, nil
 }
 
-// ownedFlows are ovnedge's flows of a dump (ovsflow.OwnedCookie) in the
+// ownedFlows are ovnedge's flows of a dump (brex.OwnedCookie) in the
 // package's canonical text, sorted.
 func ownedFlows(dump []byte) ([]string, error) {
 	flows, err := ovsflow.ParseFlows(dump)
@@ -432,7 +441,7 @@ func ownedFlows(dump []byte) ([]string, error) {
 	for _, f := range flows {
 		// The egress fence is the node's own time-bounded state, which a
 		// render of the objects does not show.
-		if ovsflow.OwnedCookie(f.Cookie) && f.Cookie != ovsflow.FenceCookie {
+		if brex.OwnedCookie(f.Cookie) && f.Cookie != brex.FenceCookie {
 			out = append(out, string(f.AppendText(nil)))
 		}
 	}

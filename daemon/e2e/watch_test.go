@@ -11,7 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ovnedge/ovnedge/daemon"
+	"github.com/ovnedge/ovnedge/desired"
+	"github.com/ovnedge/ovnedge/kubewatch"
 	"github.com/ovnedge/ovnedge/lbsvc/kubeovn"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,7 +20,7 @@ import (
 )
 
 // TestWatcherSeesAPIObjects applies the CRD and the demo objects through a
-// real API server and checks that the daemon's informers (daemon.Watcher)
+// real API server and checks that the daemon's informers (kubewatch.Watcher)
 // see every kind, with status and without managedFields, and follow
 // deletes and adds.
 func TestWatcherSeesAPIObjects(t *testing.T) {
@@ -27,7 +28,7 @@ func TestWatcherSeesAPIObjects(t *testing.T) {
 	k := startKube(t)
 	k.apply(t, demoDir)
 
-	w := daemon.NewWatcher(k.cs, k.dyn, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	w := kubewatch.NewWatcher(k.cs, k.dyn, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	q := w.Queue("e2e")
 	s, ctx := snapshot(t, w)
 	for _, c := range []struct {
@@ -102,7 +103,7 @@ func names[O metav1.Object](objs []O) []string {
 // TestWatcherKubeOVN applies seed 004's objects (daemon/testdata/kubeovn)
 // through a real API server with deploy/crds' Subnet and
 // NetworkAttachmentDefinition CRDs, and checks that the informers of
-// daemon.WatchKubeOVN yield them typed and follow an excludeIps update.
+// kubewatch.WatchKubeOVN yield them typed and follow an excludeIps update.
 func TestWatcherKubeOVN(t *testing.T) {
 	t.Parallel()
 	k := startKube(t)
@@ -115,7 +116,7 @@ func TestWatcherKubeOVN(t *testing.T) {
 	})
 	k.apply(t, filepath.Join("..", "testdata", "kubeovn"), "seed004.yaml")
 
-	w := daemon.NewWatcher(k.cs, k.dyn, slog.New(slog.NewTextHandler(io.Discard, nil)), daemon.WatchKubeOVN())
+	w := kubewatch.NewWatcher(k.cs, k.dyn, slog.New(slog.NewTextHandler(io.Discard, nil)), kubewatch.WatchKubeOVN())
 	s, ctx := snapshot(t, w)
 	if len(s.Subnets) != 1 || len(s.NADs) != 1 {
 		t.Fatalf("%d subnets, %d NADs; want 1, 1", len(s.Subnets), len(s.NADs))
@@ -153,7 +154,7 @@ func TestWatcherKubeOVN(t *testing.T) {
 
 // snapshot starts w until the test ends and returns its first Snapshot
 // and the context it runs in.
-func snapshot(t *testing.T, w *daemon.Watcher) (daemon.Snapshot, context.Context) {
+func snapshot(t *testing.T, w *kubewatch.Watcher) (desired.Snapshot, context.Context) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)

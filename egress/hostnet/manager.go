@@ -275,90 +275,118 @@ func (m *Manager) addTableRoutes(routes map[routeKey]netlink.Route, idx, table i
 // Manager's routes now. It goes on after a failure so that one broken
 // object does not stall the others, and returns all failures joined.
 func (m *Manager) apply(ctx context.Context, p plan, owned []netlink.Route, res *Result) error {
-	var errs []error
-	fail := func(format string, args ...any) {
-		err := fmt.Errorf("hostnet: "+format, args...)
-		m.log.Error("host egress IP change failed", "err", err)
-		errs = append(errs, err)
-	}
-
-	// Current state.
+	a := &applying{m: m, p: p, res: res, curRoutes: map[routeKey]netlink.Route{}}
 	curSNAT, present, err := m.snat.List(ctx)
 	if err != nil {
 		return fmt.Errorf("hostnet: list SNAT rules: %w", err)
 	}
-	curRules, err := m.rules()
-	if err != nil {
+	if a.curRules, err = m.rules(); err != nil {
 		return err
 	}
-	curRoutes := map[routeKey]netlink.Route{}
-	var markers []addrKey
 	for _, r := range owned {
 		k := keyOf(r)
-		curRoutes[k] = r
+		a.curRoutes[k] = r
 		if r.Type == unix.RTN_THROW {
-			markers = append(markers, addrKey{r.Table - TableBase, k.dst.Addr()})
+			a.markers = append(a.markers, addrKey{r.Table - TableBase, k.dst.Addr()})
 		}
 	}
-
-	// Additions, in the order that keeps traffic from leaving unSNATed.
-	var addSNAT, delSNAT []SNATRule
-	have := map[SNATRule]bool{}
-	for _, r := range curSNAT {
-		have[r] = true
-		if _, ok := p.snat[r]; !ok {
-			delSNAT = append(delSNAT, r)
-		}
-	}
-	for r := range p.snat {
-		if !have[r] {
-			addSNAT = append(addSNAT, r)
-		}
-	}
+	addSNAT, delSNAT := snatChanges(curSNAT, p.snat)
 	// A pod switching egress IP on the same link is replaced at once;
 	// other stale rules go after the ip rules.
 	replaced, stale := splitReplaced(addSNAT, delSNAT)
+	// Additions, in the order that keeps traffic from leaving unSNATed,
+	// then removals.
+	a.add(ctx, addSNAT, replaced)
+	a.remove(ctx, stale, present)
+	return errors.Join(a.errs...)
+}
+
+// applying is one apply of a plan: the current state and the errors so
+// far.
+type applying struct {
+	m         *Manager
+	p         plan
+	res       *Result
+	curRules  map[ruleKey]*netlink.Rule
+	curRoutes map[routeKey]netlink.Route
+	markers   []addrKey
+	errs      []error
+}
+
+func (a *applying) fail(format string, args ...any) {
+	err := fmt.Errorf("hostnet: "+format, args...)
+	a.m.log.Error("host egress IP change failed", "err", err)
+	a.errs = append(a.errs, err)
+}
+
+// snatChanges are the SNAT rules to add and to delete to go from cur to
+// want.
+func snatChanges(cur []SNATRule, want map[SNATRule]struct{}) (add, del []SNATRule) {
+	have := map[SNATRule]bool{}
+	for _, r := range cur {
+		have[r] = true
+		if _, ok := want[r]; !ok {
+			del = append(del, r)
+		}
+	}
+	for r := range want {
+		if !have[r] {
+			add = append(add, r)
+		}
+	}
+	return add, del
+}
+
+// add adds the SNAT rules (replacing those of replaced), the routes, the
+// addresses and the ip rules the plan lacks.
+func (a *applying) add(ctx context.Context, addSNAT, replaced []SNATRule) {
+	m, p, res := a.m, a.p, a.res
 	if len(addSNAT) > 0 {
 		if err := m.snat.Apply(ctx, addSNAT, replaced); err != nil {
-			fail("add SNAT rules: %w", err)
+			a.fail("add SNAT rules: %w", err)
 		} else {
 			res.SNATAdded += len(addSNAT)
 			res.SNATRemoved += len(replaced)
 		}
 	}
 	for k, r := range p.routes {
-		if _, ok := curRoutes[k]; ok {
+		if _, ok := a.curRoutes[k]; ok {
 			continue
 		}
 		if err := m.nl.RouteReplace(&r); err != nil {
-			fail("add route %s to table %d: %w", k.dst, k.table, err)
+			a.fail("add route %s to table %d: %w", k.dst, k.table, err)
 			continue
 		}
 		res.RoutesAdded++
 	}
 	for k, plen := range p.addrs {
 		if err := m.addAddr(k, plen, p.names[k.ifindex], res); err != nil {
-			fail("%w", err)
+			a.fail("%w", err)
 		}
 	}
 	for k := range p.rules {
-		if _, ok := curRules[k]; ok {
+		if _, ok := a.curRules[k]; ok {
 			continue
 		}
 		if err := m.nl.RuleAdd(newRule(k)); err != nil {
-			fail("add rule from %s lookup %d: %w", k.src, k.table, err)
+			a.fail("add rule from %s lookup %d: %w", k.src, k.table, err)
 			continue
 		}
 		res.RulesAdded++
 	}
+}
 
-	// Removals.
-	for k, r := range curRules {
+// remove removes the ip rules, the stale SNAT rules (the chain when no
+// rule is left and it is present), the addresses and the routes the plan
+// no longer has.
+func (a *applying) remove(ctx context.Context, stale []SNATRule, present bool) {
+	m, p, res := a.m, a.p, a.res
+	for k, r := range a.curRules {
 		if _, ok := p.rules[k]; ok {
 			continue
 		}
 		if err := m.nl.RuleDel(r); err != nil {
-			fail("delete rule from %s lookup %d: %w", k.src, k.table, err)
+			a.fail("delete rule from %s lookup %d: %w", k.src, k.table, err)
 			continue
 		}
 		res.RulesRemoved++
@@ -366,36 +394,35 @@ func (m *Manager) apply(ctx context.Context, p plan, owned []netlink.Route, res 
 	switch {
 	case len(p.snat) == 0 && present:
 		if err := m.snat.Reset(ctx); err != nil {
-			fail("remove SNAT chain: %w", err)
+			a.fail("remove SNAT chain: %w", err)
 		} else {
 			res.SNATRemoved += len(stale)
 		}
 	case len(stale) > 0:
 		if err := m.snat.Apply(ctx, nil, stale); err != nil {
-			fail("remove SNAT rules: %w", err)
+			a.fail("remove SNAT rules: %w", err)
 		} else {
 			res.SNATRemoved += len(stale)
 		}
 	}
-	for _, k := range markers {
+	for _, k := range a.markers {
 		if _, ok := p.addrs[k]; ok {
 			continue
 		}
 		if err := m.delAddr(k, res); err != nil {
-			fail("%w", err)
+			a.fail("%w", err)
 		}
 	}
-	for k, r := range curRoutes {
+	for k, r := range a.curRoutes {
 		if _, ok := p.routes[k]; ok {
 			continue
 		}
 		if err := m.nl.RouteDel(&r); err != nil && !errors.Is(err, unix.ESRCH) {
-			fail("delete route %s from table %d: %w", k.dst, k.table, err)
+			a.fail("delete route %s from table %d: %w", k.dst, k.table, err)
 			continue
 		}
 		res.RoutesRemoved++
 	}
-	return errors.Join(errs...)
 }
 
 // splitReplaced splits the SNAT rules to delete into those that a rule to

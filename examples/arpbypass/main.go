@@ -18,6 +18,7 @@ import (
 	"os"
 
 	"github.com/ovnedge/ovnedge/ovsflow"
+	"github.com/ovnedge/ovnedge/ovsflow/brex"
 )
 
 // Options say which bridge and Service.
@@ -53,8 +54,8 @@ func main() {
 
 // Run builds the Service's bypass flows and applies them to the bridge.
 func Run(ctx context.Context, o Options, out io.Writer) error {
-	svc := ovsflow.Service{Namespace: o.Namespace, Name: o.Name, VIPs: o.VIPs, Ports: []int32{o.Port}}
-	flows, err := ovsflow.ARPBypass(ovsflow.Bypass{Uplink: o.Uplink}, svc)
+	svc := brex.Service{Namespace: o.Namespace, Name: o.Name, VIPs: o.VIPs, Ports: []int32{o.Port}}
+	flows, err := brex.ARPBypass(brex.Bypass{Uplink: o.Uplink}, svc)
 	if err != nil {
 		return fmt.Errorf("build: %w", err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/ovnedge/ovnedge/lbsvc"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 	"github.com/ovnedge/ovnedge/ovsflow"
+	"github.com/ovnedge/ovnedge/ovsflow/brex"
 )
 
 // Plan is what the CNI programs.
@@ -66,14 +67,14 @@ func Build(egressIPs []string, svc lbsvc.Service) (Plan, error) {
 	for _, p := range svc.Ports {
 		ports = append(ports, p.Port)
 	}
-	flows, err := ovsflow.ARPBypass(ovsflow.Bypass{Uplink: "eth0"}, ovsflow.Service{
+	flows, err := brex.ARPBypass(brex.Bypass{Uplink: "eth0"}, brex.Service{
 		Namespace: svc.Namespace, Name: svc.Name, VIPs: append(svc.ExternalIPs, svc.LoadBalancerIPs...), Ports: ports,
 	})
 	if err != nil {
 		return plan, err
 	}
 	var p ovsflow.Program
-	if err := p.Set(ovsflow.Service{Namespace: svc.Namespace, Name: svc.Name}.Owner(), flows); err != nil {
+	if err := p.Set(brex.Service{Namespace: svc.Namespace, Name: svc.Name}.Owner(), flows); err != nil {
 		return plan, err
 	}
 	if plan.Flows, err = p.Render(ovsflow.PortMap{"eth0": 1}); err != nil {

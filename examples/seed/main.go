@@ -10,7 +10,7 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/ovnedge/ovnedge/internal/seed"
+	"github.com/ovnedge/ovnedge/ovsflow/brex/brextest"
 )
 
 func main() {
@@ -23,16 +23,16 @@ func main() {
 }
 
 func run(vlan uint16) error {
-	p, err := seed.Program(seed.Parts{Base: true, Egress: true, Services: true, VLAN: vlan})
+	p, err := brextest.Program(brextest.Parts{Base: true, Egress: true, Services: true, VLAN: vlan})
 	if err != nil {
 		return fmt.Errorf("build: %w", err)
 	}
-	text, err := p.Render(seed.Ports)
+	text, err := p.Render(brextest.Ports)
 	if err != nil {
 		return fmt.Errorf("render: %w", err)
 	}
 	fmt.Printf("# br-ex program of node %s (bridge %s, %s=ofport %d, %s=ofport %d): %d flows, owners %v\n",
-		seed.Node, seed.Bridge, seed.Uplink, seed.UplinkOFPort, seed.Patch, seed.PatchOFPort, p.Len(), p.Owners())
+		brextest.Node, brextest.Bridge, brextest.Uplink, brextest.UplinkOFPort, brextest.Patch, brextest.PatchOFPort, p.Len(), p.Owners())
 	_, err = os.Stdout.Write(text)
 	return err
 }

@@ -9,17 +9,17 @@ import (
 	"sync/atomic"
 	"time"
 
+	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
 
-// EgressIPResource is the EgressIP custom resource.
-var EgressIPResource = schema.GroupVersionResource{Group: "k8s.ovn.org", Version: "v1", Resource: "egressips"}
+// egressv1.Resource is the EgressIP custom resource.
 
 // LoaderConfig returns a copy of c for loading: no client-side rate limit
 // and protobuf for the built-in kinds.
@@ -99,7 +99,7 @@ func (l *Loader) Grow(ctx context.Context, from, to Shape) ([]LoadStep, error) {
 			return exists(err)
 		}},
 		{"EgressIP", from.EgressIPs, to.EgressIPs, 1, func(ctx context.Context, k int) error {
-			_, err := l.Dyn.Resource(EgressIPResource).Create(ctx, EgressIP(k), metav1.CreateOptions{})
+			_, err := l.Dyn.Resource(egressv1.Resource).Create(ctx, EgressIP(k), metav1.CreateOptions{})
 			return exists(err)
 		}},
 	}

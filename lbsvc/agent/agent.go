@@ -48,6 +48,9 @@ func apply(ctx context.Context, cfg Config) (Status, error) {
 		return st, err
 	}
 	st.Gateway = checkGateway(ctx, cfg)
+	if st.AddressAdded {
+		go announce(ctx, cfg)
+	}
 	if st.Gateway.Checked && !st.Gateway.Reachable {
 		return st, fmt.Errorf("agent: %w: %s", ErrGatewayUnreachable, st)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
 	"github.com/mdlayher/arp"
+	"github.com/mdlayher/ethernet"
 	"golang.org/x/sys/unix"
 )
 
@@ -199,3 +200,53 @@ func checkGateway(ctx context.Context, cfg Config) GatewayStatus {
 	}
 	return st
 }
+
+// announce tells the external link's hosts that the LB IP is now at this
+// pod's MAC (a pod created again has a new one): gratuitous ARP requests,
+// garpCount of them garpInterval apart, so that a neighbour that refused
+// the first within its locktime takes a later one. Kube-OVN's
+// vpc-nat-gateway image does the same on start. Errors are only logged:
+// the neighbours learn the MAC anyway once their entries go stale.
+func announce(ctx context.Context, cfg Config) {
+	if !cfg.LBIP.Addr().Is4() {
+		return
+	}
+	ifi, err := net.InterfaceByName(cfg.External)
+	if err != nil {
+		cfg.Logger.Warn("lbsvc-agent: gratuitous ARP", "err", err)
+		return
+	}
+	c, err := arp.Dial(ifi)
+	if err != nil {
+		cfg.Logger.Warn("lbsvc-agent: gratuitous ARP", "interface", cfg.External, "err", err)
+		return
+	}
+	defer c.Close()
+	ip := cfg.LBIP.Addr()
+	p, err := arp.NewPacket(arp.OperationRequest, ifi.HardwareAddr, ip, ethernet.Broadcast, ip)
+	if err != nil {
+		cfg.Logger.Warn("lbsvc-agent: gratuitous ARP", "err", err)
+		return
+	}
+	for i := range garpCount {
+		if err := c.WriteTo(p, ethernet.Broadcast); err != nil {
+			cfg.Logger.Warn("lbsvc-agent: gratuitous ARP", "interface", cfg.External, "err", err)
+			return
+		}
+		if i == garpCount-1 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(garpInterval):
+		}
+	}
+}
+
+// The gratuitous ARPs of a newly added LB IP: more than one, further
+// apart than a Linux neighbour's locktime (1 s by default).
+const (
+	garpCount    = 3
+	garpInterval = 1100 * time.Millisecond
+)

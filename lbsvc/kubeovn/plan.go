@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/ovnedge/ovnedge/event"
+	"github.com/ovnedge/ovnedge/lbsvc"
 	"github.com/ovnedge/ovnedge/lbsvc/ipam"
 )
 
@@ -96,7 +97,7 @@ func Desired(in Input, opts Options) Plan {
 			selected = append(selected, svc)
 		}
 	}
-	slices.SortFunc(selected, olderFirst)
+	slices.SortFunc(selected, lbsvc.OlderFirst)
 
 	// Group the Services by Subnet; the others get no address.
 	groups := map[string][]*corev1.Service{}
@@ -175,13 +176,6 @@ func (p *Plan) dropIngress(svc *corev1.Service) {
 	if len(svc.Status.LoadBalancer.Ingress) > 0 {
 		p.Ingress[svc.Namespace+"/"+svc.Name] = nil
 	}
-}
-
-func olderFirst(a, b *corev1.Service) int {
-	if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
-		return c
-	}
-	return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
 }
 
 // Changes returns what makes the cluster's lb-svc Deployments (existing,

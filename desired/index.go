@@ -1,0 +1,949 @@
+package desired
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"net/netip"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/ovnedge/ovnedge/egress"
+	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
+	"github.com/ovnedge/ovnedge/event"
+	"github.com/ovnedge/ovnedge/lbsvc"
+	"github.com/ovnedge/ovnedge/ovsdbnb"
+)
+
+// Supported reports whether the incremental path computes
+// what ComputeCluster does with these Params: not with Kube-OVN's
+// LoadBalancer Services nor the underlay modes, whose inputs (Subnets,
+// NADs, Deployments) it does not index.
+func Supported(p Params) bool { return !p.LBSvc && !p.UnderlayOn() }
+
+// nodeParse is one node's parse of its k8s.ovn.org annotations.
+type nodeParse struct {
+	obj    *corev1.Node
+	parsed egress.Node
+	err    error
+}
+
+// eipEntry is one EgressIP as the incremental path keeps it: its object,
+// parse, selector, the namespaces it selects, the pods it serves and its
+// rows.
+type eipEntry struct {
+	obj    *unstructured.Unstructured
+	eip    *egressv1.EgressIP // nil: does not parse
+	events []event.Event      // parse or selector errors
+	sel    *egress.Selector   // nil: invalid selector (or no parse)
+	nss    map[string]bool    // selected namespaces
+	pods   map[string]egress.Pod
+	status []egressv1.EgressIPStatusItem
+	st     ovsdbnb.State
+	host   []egress.HostAssignment
+	served bool // has rows (parses, valid selector)
+}
+
+// Index is the leader's incremental desired state: the objects of
+// the last reconcile, indexes from each object to what depends on it, and
+// the desired pieces by owner. apply recomputes only the pieces the
+// changed objects reach (see the package doc); a new Index given
+// SnapshotChanges computes everything.
+type Index struct {
+	p         Params
+	reachable func(string) bool
+	// giveWay, when not nil, is called between objects (an audit's
+	// index: it waits while a cluster pass runs).
+	giveWay func()
+
+	nodes      map[string]*nodeParse
+	namespaces map[string]*corev1.Namespace
+	pods       map[string]*corev1.Pod
+	podsByNS   map[string]map[string]*corev1.Pod
+	svcs       map[string]*corev1.Service
+	slices     map[string]*discoveryv1.EndpointSlice
+	slicesBy   map[string]map[string]*discoveryv1.EndpointSlice // by "<namespace>/<service>"
+
+	// Egress.
+	eips      map[string]*eipEntry
+	nsEIPs    map[string]map[string]bool // namespace -> EgressIPs selecting it
+	podEIPs   map[string]map[string]bool // pod -> EgressIPs serving it
+	statusRef map[string]int             // pod -> EgressIPs with status serving it
+	anyRef    map[netip.Addr]int         // served pod IP -> (EgressIP, pod) pairs
+	eNodes    []egress.Node
+	byName    map[string]*egress.Node
+	broken    map[string]error
+	nodeEvts  []event.Event
+	assignEvt []event.Event
+	status    map[string][]egressv1.EgressIPStatusItem
+	cluster   map[ovsdbnb.Owner]ovsdbnb.State // ClusterState's owners
+	reply     ovsdbnb.State
+	local     map[string]bool // external Services with externalTrafficPolicy=Local
+	vipSvcs   map[string]bool // Services with VIPs (hasVIPs)
+	eipNames  []string        // sorted; nil after an EgressIP came or went
+
+	// Load balancers.
+	lbNodes  []lbsvc.Node
+	view     map[string]*corev1.Service // Services as IPAM and the VIP dedup changed them
+	ingress  map[string][]corev1.LoadBalancerIngress
+	vipEvts  []event.Event
+	lbEvents map[ovsdbnb.Owner][]event.Event
+	lb       map[ovsdbnb.Owner]ovsdbnb.State
+	egressNB map[ovsdbnb.Owner]ovsdbnb.State
+	built    bool // the first apply is done
+	// Wide counts the applies that recomputed every Service's load
+	// balancers (a node's addresses changed).
+	wide int
+}
+
+func NewIndex(p Params, reachable func(string) bool, prev []egress.Node) *Index {
+	return &Index{p: p, reachable: reachable, eNodes: prev,
+		nodes: map[string]*nodeParse{}, namespaces: map[string]*corev1.Namespace{}, pods: map[string]*corev1.Pod{},
+		podsByNS: map[string]map[string]*corev1.Pod{}, svcs: map[string]*corev1.Service{},
+		slices: map[string]*discoveryv1.EndpointSlice{}, slicesBy: map[string]map[string]*discoveryv1.EndpointSlice{},
+		eips: map[string]*eipEntry{}, nsEIPs: map[string]map[string]bool{}, podEIPs: map[string]map[string]bool{},
+		statusRef: map[string]int{}, anyRef: map[netip.Addr]int{}, status: map[string][]egressv1.EgressIPStatusItem{},
+		cluster: map[ovsdbnb.Owner]ovsdbnb.State{}, local: map[string]bool{}, vipSvcs: map[string]bool{}, view: map[string]*corev1.Service{},
+		ingress: map[string][]corev1.LoadBalancerIngress{}, lbEvents: map[ovsdbnb.Owner][]event.Event{},
+		lb: map[ovsdbnb.Owner]ovsdbnb.State{}, egressNB: map[ovsdbnb.Owner]ovsdbnb.State{}}
+}
+
+// pass is the work one apply collects before computing.
+type pass struct {
+	first        bool
+	assign       bool                // the assignment again
+	nodes        bool                // a node changed
+	touched      map[string]bool     // nodes changed beyond a quiet update (added, deleted or not)
+	changedNodes map[string]bool     // egress nodes whose parse changed
+	clusterRows  bool                // ClusterState again
+	reply        bool                // ReplyFallback again
+	vip          bool                // IPAM and the VIP dedup again
+	allLB        bool                // every Service's load balancers again
+	podsBefore   map[string]bool     // whether a pod counted was served with an assignment before the pass
+	ipsBefore    map[netip.Addr]bool // whether an address counted was served before the pass
+	eips         map[string]bool     // EgressIPs whose rows to compute
+	svcs         map[string]bool     // Services whose load balancers to compute
+	dirty        map[ovsdbnb.Owner]bool
+}
+
+// Apply brings the index up to date with ch and returns the desired
+// cluster state, as ComputeCluster returns it for the objects the index
+// now holds, with Dirty the owners whose state may have changed. The
+// maps of the state are shared with the index: read only, until the
+// next apply.
+func (x *Index) Apply(ch *Changes) (ClusterState, error) {
+	ps := &pass{first: !x.built, changedNodes: map[string]bool{}, touched: map[string]bool{},
+		eips: map[string]bool{}, svcs: map[string]bool{}, dirty: map[ovsdbnb.Owner]bool{},
+		podsBefore: map[string]bool{}, ipsBefore: map[netip.Addr]bool{}}
+	ps.assign = ch.Reassign
+	if ps.first {
+		ps.nodes, ps.clusterRows, ps.reply, ps.vip, ps.allLB = true, true, true, true, true
+	}
+	for k, n := range ch.Nodes {
+		x.yield()
+		x.setNode(ps, k, n)
+	}
+	if ps.nodes {
+		x.nodesChanged(ps)
+	}
+	for k, ns := range ch.Namespaces {
+		x.yield()
+		x.setNamespace(ps, k, ns)
+	}
+	for k, e := range ch.EgressIPs {
+		x.yield()
+		x.setEIP(ps, k, e)
+	}
+	for k, pod := range ch.Pods {
+		x.yield()
+		x.setPod(ps, k, pod)
+	}
+	for k, svc := range ch.Services {
+		x.yield()
+		x.setService(ps, k, svc)
+	}
+	for k, sl := range ch.EndpointSlices {
+		x.yield()
+		x.setSlice(ps, k, sl)
+	}
+	var cs ClusterState
+	if x.p.EnableEgressIP {
+		if err := x.computeEgress(ps, &cs); err != nil {
+			return cs, err
+		}
+	}
+	if err := x.computeLB(ps); err != nil {
+		return cs, err
+	}
+	cs = x.state(cs.HoldWake)
+	cs.Dirty = ps.dirty
+	x.built = true
+	if ps.first {
+		cs.Dirty = nil
+	}
+	return cs, nil
+}
+
+// Params are the settings x computes with.
+func (x *Index) Params() Params { return x.p }
+
+// State is x's desired state as the last Apply left it (Dirty and
+// HoldWake not set). Its maps are x's: read only, until the next Apply.
+func (x *Index) State() ClusterState { return x.state(0) }
+
+// GiveWay has x call f between two objects of an Apply: an index built
+// beside a running one (an audit's) waits there while the other works.
+func (x *Index) GiveWay(f func()) { x.giveWay = f }
+
+// yield calls giveWay, if any.
+func (x *Index) yield() {
+	if x.giveWay != nil {
+		x.giveWay()
+	}
+}
+
+// state is the index's desired state, sharing its maps (Dirty not set).
+func (x *Index) state(holdWake time.Duration) ClusterState {
+	cs := ClusterState{Status: x.status, Ingress: x.ingress, LB: x.lb, Nodes: x.eNodes, HoldWake: holdWake}
+	cs.Events = append(cs.Events, x.nodeEvts...)
+	if x.p.EnableEgressIP {
+		cs.Egress, cs.ReplyFallback = x.egressNB, x.reply
+		cs.Events = append(cs.Events, x.assignEvt...)
+		for _, name := range x.names() {
+			e := x.eips[name]
+			cs.Events = append(cs.Events, e.events...)
+			if !e.served {
+				cs.Keep = append(cs.Keep, ovsdbnb.Owner{Type: egress.OwnerEgressIP, Name: name})
+			}
+			cs.Host = append(cs.Host, e.host...)
+		}
+	} else {
+		cs.Status = map[string][]egressv1.EgressIPStatusItem{}
+	}
+	cs.Events = append(cs.Events, x.vipEvts...)
+	for _, evs := range x.lbEvents {
+		cs.Events = append(cs.Events, evs...)
+	}
+	return cs
+}
+
+// setNode records a node's change.
+func (x *Index) setNode(ps *pass, k string, n *corev1.Node) {
+	old := x.nodes[k]
+	if old != nil && old.obj == n {
+		return
+	}
+	ps.nodes = true
+	ps.touched[k] = true
+	if n == nil {
+		delete(x.nodes, k)
+		ps.changedNodes[k] = true
+		return
+	}
+	parsed, err := egress.ParseNode(n)
+	np := &nodeParse{obj: n, parsed: parsed, err: err}
+	if old != nil && quietNodeUpdate(old, np) {
+		// Only the resourceVersion (a heartbeat, a condition's times):
+		// no other node, EgressIP or load balancer depends on it.
+		x.nodes[k] = np
+		if i, ok := slices.BinarySearchFunc(x.eNodes, k, func(n egress.Node, name string) int { return strings.Compare(n.Name, name) }); ok {
+			x.eNodes[i].Version = parsed.Version
+		}
+		return
+	}
+	x.nodes[k] = np
+	if old == nil || (old.err == nil) != (err == nil) || !reflect.DeepEqual(old.parsed, parsed) {
+		ps.changedNodes[k] = true
+	}
+}
+
+// quietNodeUpdate reports whether a node's update changes nothing but
+// the parse's Version: its annotations parse as before and its load
+// balancers' view is the same.
+func quietNodeUpdate(old, cur *nodeParse) bool {
+	if old.err != nil || cur.err != nil {
+		return false
+	}
+	a, b := old.parsed, cur.parsed
+	a.Version = b.Version
+	return reflect.DeepEqual(a, b) && reflect.DeepEqual(lbsvc.NodeOf(old.obj, old.parsed), lbsvc.NodeOf(cur.obj, cur.parsed))
+}
+
+// nodesChanged recomputes what every node counts for: the egress node
+// list (with the broken nodes' last good parse), their events, and the
+// nodes of the load balancers, which when they changed make every
+// Service's load balancers change.
+func (x *Index) nodesChanged(ps *pass) {
+	if x.nodesUpdated(ps) {
+		return
+	}
+	var parsed []egress.Node
+	broken := map[string]error{}
+	for _, name := range slices.Sorted(maps.Keys(x.nodes)) {
+		np := x.nodes[name]
+		if np.err != nil {
+			broken[name] = np.err
+			continue
+		}
+		parsed = append(parsed, np.parsed)
+	}
+	if len(broken) == 0 {
+		broken = nil
+	}
+	prevNodes := x.eNodes
+	x.eNodes = egress.KeepLastGood(prevNodes, parsed, broken)
+	x.broken = broken
+	lastGood := map[string]egress.Node{}
+	for _, n := range x.eNodes {
+		if broken[n.Name] != nil {
+			lastGood[n.Name] = n
+		}
+	}
+	if !ps.first && !sameClusterNodes(prevNodes, x.eNodes) {
+		ps.clusterRows = true
+	}
+	x.byName = make(map[string]*egress.Node, len(x.eNodes))
+	for i := range x.eNodes {
+		x.byName[x.eNodes[i].Name] = &x.eNodes[i]
+	}
+	x.nodeEvts = nil
+	lbNodes := make([]lbsvc.Node, 0, len(x.nodes))
+	for _, name := range slices.Sorted(maps.Keys(x.nodes)) {
+		np := x.nodes[name]
+		n := np.obj
+		if np.err == nil {
+			lbNodes = append(lbNodes, lbsvc.NodeOf(n, np.parsed))
+		} else if last, ok := lastGood[name]; ok {
+			lbNodes = append(lbNodes, lbsvc.NodeOf(n, last))
+		}
+		err := np.err
+		if err == nil || (!x.p.EnableEgressIP && !hasOVNKAnnotations(n)) {
+			continue
+		}
+		msg := "node %s skipped for egress IPs and load balancers until its annotations are fixed: %v"
+		if _, ok := lastGood[name]; ok {
+			msg = "node %s keeps its last good annotations for egress IPs and load balancers until they are fixed: %v"
+		}
+		x.nodeEvts = append(x.nodeEvts, event.Warningf(event.Ref("v1", "Node", n), ReasonInvalidNode, msg, n.Name, err))
+	}
+	if !reflect.DeepEqual(lbNodes, x.lbNodes) {
+		ps.allLB = true
+	}
+	x.lbNodes = lbNodes
+}
+
+// nodesUpdated is nodesChanged for the common case, in what the touched
+// nodes cost rather than every node's: each touched node was in the
+// lists before and still parses (as every node did), so its entries are
+// replaced where they are. It reports false, having changed nothing,
+// when the case does not apply (the first pass, a node added, deleted or
+// with a broken parse, before or now).
+func (x *Index) nodesUpdated(ps *pass) bool {
+	if ps.first || len(x.broken) > 0 { // no broken node: no node's events either
+		return false
+	}
+	type at struct{ e, lb int }
+	idx := make(map[string]at, len(ps.touched))
+	for k := range ps.touched {
+		np := x.nodes[k]
+		if np == nil || np.err != nil {
+			return false
+		}
+		e, ok := slices.BinarySearchFunc(x.eNodes, k, func(n egress.Node, name string) int { return strings.Compare(n.Name, name) })
+		lb, ok2 := slices.BinarySearchFunc(x.lbNodes, k, func(n lbsvc.Node, name string) int { return strings.Compare(n.Name, name) })
+		if !ok || !ok2 {
+			return false
+		}
+		idx[k] = at{e, lb}
+	}
+	// New slices: the last ClusterState's Nodes are not changed under
+	// whoever still reads them.
+	eNodes, lbNodes := slices.Clone(x.eNodes), slices.Clone(x.lbNodes)
+	for k, i := range idx {
+		np := x.nodes[k]
+		if !sameClusterNodes(eNodes[i.e:i.e+1], []egress.Node{np.parsed}) {
+			ps.clusterRows = true
+		}
+		eNodes[i.e] = np.parsed
+		lb := lbsvc.NodeOf(np.obj, np.parsed)
+		if !reflect.DeepEqual(lb, lbNodes[i.lb]) {
+			ps.allLB = true
+		}
+		lbNodes[i.lb] = lb
+	}
+	x.eNodes, x.lbNodes = eNodes, lbNodes
+	x.byName = make(map[string]*egress.Node, len(x.eNodes))
+	for i := range x.eNodes {
+		x.byName[x.eNodes[i].Name] = &x.eNodes[i]
+	}
+	return true
+}
+
+// sameClusterNodes reports whether two egress node lists give the same
+// ClusterState rows: the same names, subnets and addresses (readiness,
+// labels and capacity only count for the assignment).
+func sameClusterNodes(a, b []egress.Node) bool {
+	return slices.EqualFunc(a, b, func(m, n egress.Node) bool {
+		return m.Name == n.Name && slices.Equal(m.Subnets, n.Subnets) && slices.Equal(m.Primary, n.Primary) &&
+			slices.Equal(m.HostCIDRs, n.HostCIDRs)
+	})
+}
+
+// setNamespace records a namespace's change: the EgressIPs whose
+// selection of it changes serve its pods, or stop serving them.
+func (x *Index) setNamespace(ps *pass, k string, ns *corev1.Namespace) {
+	if x.namespaces[k] == ns {
+		return
+	}
+	if ns == nil {
+		delete(x.namespaces, k)
+	} else {
+		x.namespaces[k] = ns
+	}
+	for name, e := range x.eips {
+		if e.sel == nil {
+			continue
+		}
+		sel := ns != nil && e.sel.SelectsNamespace(ns)
+		if sel == e.nss[k] {
+			continue
+		}
+		x.selectNamespace(ps, name, e, k, sel)
+	}
+}
+
+// selectNamespace makes EgressIP e select namespace ns or not, and
+// serve its pods accordingly.
+func (x *Index) selectNamespace(ps *pass, name string, e *eipEntry, ns string, sel bool) {
+	if sel {
+		e.nss[ns] = true
+		addTo(x.nsEIPs, ns, name)
+	} else {
+		delete(e.nss, ns)
+		removeFrom(x.nsEIPs, ns, name)
+	}
+	for pk, pod := range x.podsByNS[ns] {
+		x.servePod(ps, name, e, pk, pod)
+	}
+}
+
+// servePod makes e serve pod (key pk) when its selectors select it and
+// egress handles it, or not.
+func (x *Index) servePod(ps *pass, name string, e *eipEntry, pk string, pod *corev1.Pod) {
+	var want egress.Pod
+	ok := false
+	if pod != nil && e.sel != nil && e.nss[pod.Namespace] {
+		if ns := x.namespaces[pod.Namespace]; ns != nil && e.sel.Selects(ns, pod) {
+			want, ok = egress.PodFromK8s(pod)
+		}
+	}
+	have, had := e.pods[pk]
+	if ok == had && (!ok || reflect.DeepEqual(have, want)) {
+		return
+	}
+	ps.eips[name] = true
+	withStatus := len(x.status[name]) > 0
+	if had && ok && withStatus && !slices.Equal(have.IPs, want.IPs) {
+		ps.clusterRows = true // the pod's count does not change, its addresses do
+	}
+	if had {
+		delete(e.pods, pk)
+		removeFrom(x.podEIPs, pk, name)
+		x.refPod(ps, have, -1, withStatus)
+	}
+	if ok {
+		e.pods[pk] = want
+		addTo(x.podEIPs, pk, name)
+		x.refPod(ps, want, 1, withStatus)
+	}
+}
+
+// refPod counts pod in (d = 1) or out of (d = -1) the served pods of
+// every EgressIP and, withStatus, of those with an assignment (the
+// cluster-wide address set).
+func (x *Index) refPod(ps *pass, pod egress.Pod, d int, withStatus bool) {
+	for _, ip := range pod.IPs {
+		if _, ok := ps.ipsBefore[ip]; !ok {
+			ps.ipsBefore[ip] = x.anyRef[ip] > 0
+		}
+		x.anyRef[ip] += d
+		if x.anyRef[ip] == 0 {
+			delete(x.anyRef, ip)
+		}
+	}
+	if withStatus {
+		x.refStatus(ps, pod.Key(), d)
+	}
+}
+
+// refStatus counts pod k in or out of the pods of the EgressIPs with an
+// assignment.
+func (x *Index) refStatus(ps *pass, k string, d int) {
+	if _, ok := ps.podsBefore[k]; !ok {
+		ps.podsBefore[k] = x.statusRef[k] > 0
+	}
+	x.statusRef[k] += d
+	if x.statusRef[k] == 0 {
+		delete(x.statusRef, k)
+	}
+}
+
+// servedChanged notes which cluster-wide rows the pass's pods changed:
+// those of the address set when a pod joined or left the pods with an
+// assignment, the reply fallback when a served address came or went
+// (counts that went down and up again in the pass change nothing).
+func (x *Index) servedChanged(ps *pass) {
+	for k, before := range ps.podsBefore {
+		if before != (x.statusRef[k] > 0) {
+			ps.clusterRows = true
+			break
+		}
+	}
+	for ip, before := range ps.ipsBefore {
+		if before != (x.anyRef[ip] > 0) {
+			ps.reply = true
+			break
+		}
+	}
+}
+
+// setEIP records an EgressIP's change: parsed, its selector compiled and
+// its pods selected again.
+func (x *Index) setEIP(ps *pass, k string, u *unstructured.Unstructured) {
+	old := x.eips[k]
+	if old != nil && old.obj == u {
+		return
+	}
+	ps.eips[k] = true
+	ps.assign = true
+	var eip *egressv1.EgressIP
+	var parseErr error
+	if u != nil {
+		eip, parseErr = egressv1.FromUnstructured(u)
+	}
+	if old != nil && old.served && parseErr == nil && eip != nil && equality.Semantic.DeepEqual(eip.Spec, old.eip.Spec) {
+		// Its spec as before (a status written, the leader's own
+		// among them): the assignment runs again with the new object,
+		// the selection of namespaces and pods stands. After a node
+		// going NotReady at 150,000 pods, the pass of the 5 statuses
+		// shown back selected 150 pods each again, 1 ms.
+		old.obj, old.eip = u, eip
+		return
+	}
+	if old == nil || u == nil {
+		x.eipNames = nil
+	}
+	// Out with the old: its pods and namespaces.
+	if old != nil {
+		for pk := range old.pods {
+			x.servePod(ps, k, old, pk, nil)
+		}
+		for ns := range old.nss {
+			removeFrom(x.nsEIPs, ns, k)
+		}
+		ps.dirty[ovsdbnb.Owner{Type: egress.OwnerEgressIP, Name: k}] = true
+	}
+	if u == nil {
+		delete(x.eips, k)
+		return
+	}
+	e := &eipEntry{obj: u, nss: map[string]bool{}, pods: map[string]egress.Pod{}}
+	x.eips[k] = e
+	if parseErr != nil {
+		e.events = []event.Event{event.Warningf(event.Ref(u.GetAPIVersion(), u.GetKind(), u),
+			ReasonInvalidObject, "EgressIP skipped, its rows stay as they are: %v", parseErr)}
+		return
+	}
+	e.eip = eip
+	sel, err := egress.NewSelector(&eip.Spec)
+	if err != nil {
+		e.events = []event.Event{event.Warningf(event.Ref(egressv1.SchemeGroupVersion.String(), egressv1.Kind, eip),
+			egress.ReasonInvalidSelector, "%v", fmt.Errorf("egressip %s: %w", eip.Name, err))}
+		return
+	}
+	e.sel, e.served = sel, true
+	for name, ns := range x.namespaces {
+		if sel.SelectsNamespace(ns) {
+			x.selectNamespace(ps, k, e, name, true)
+		}
+	}
+}
+
+// setPod records a pod's change: the EgressIPs of its namespace, and
+// those serving it, select it again.
+func (x *Index) setPod(ps *pass, k string, pod *corev1.Pod) {
+	old := x.pods[k]
+	if old == pod {
+		return
+	}
+	ns := ""
+	if old != nil {
+		ns = old.Namespace
+		delete(x.podsByNS[ns], k)
+		if len(x.podsByNS[ns]) == 0 {
+			delete(x.podsByNS, ns)
+		}
+	}
+	if pod == nil {
+		delete(x.pods, k)
+	} else {
+		x.pods[k] = pod
+		ns = pod.Namespace
+		addPod(x.podsByNS, ns, k, pod)
+	}
+	for name := range x.podEIPs[k] {
+		x.servePod(ps, name, x.eips[name], k, pod)
+	}
+	for name := range x.nsEIPs[ns] {
+		x.servePod(ps, name, x.eips[name], k, pod)
+	}
+}
+
+func addPod(m map[string]map[string]*corev1.Pod, ns, k string, pod *corev1.Pod) {
+	if m[ns] == nil {
+		m[ns] = map[string]*corev1.Pod{}
+	}
+	m[ns][k] = pod
+}
+
+func addTo(m map[string]map[string]bool, k, v string) {
+	if m[k] == nil {
+		m[k] = map[string]bool{}
+	}
+	m[k][v] = true
+}
+
+func removeFrom(m map[string]map[string]bool, k, v string) {
+	delete(m[k], v)
+	if len(m[k]) == 0 {
+		delete(m, k)
+	}
+}
+
+// hasVIPs reports whether svc takes part in LB IPAM or the VIP dedup: a
+// LoadBalancer Service or one with ExternalIPs.
+func hasVIPs(svc *corev1.Service) bool {
+	return svc != nil && (svc.Spec.Type == corev1.ServiceTypeLoadBalancer || len(svc.Spec.ExternalIPs) > 0)
+}
+
+// localExternal reports whether svc keeps its clients' addresses from
+// outside (servedLocalPorts).
+func localExternal(svc *corev1.Service) bool {
+	external := svc.Spec.Type == corev1.ServiceTypeLoadBalancer || svc.Spec.Type == corev1.ServiceTypeNodePort || len(svc.Spec.ExternalIPs) > 0
+	return external && svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
+}
+
+// setService records a Service's change.
+func (x *Index) setService(ps *pass, k string, svc *corev1.Service) {
+	old := x.svcs[k]
+	if old == svc {
+		return
+	}
+	if hasVIPs(old) || hasVIPs(svc) {
+		ps.vip = true
+	}
+	if x.local[k] || (svc != nil && localExternal(svc)) {
+		ps.reply = true
+	}
+	delete(x.local, k)
+	delete(x.vipSvcs, k)
+	if svc == nil {
+		delete(x.svcs, k)
+	} else {
+		x.svcs[k] = svc
+		if localExternal(svc) {
+			x.local[k] = true
+		}
+		if hasVIPs(svc) {
+			x.vipSvcs[k] = true
+		}
+	}
+	ps.svcs[k] = true
+}
+
+// setSlice records an EndpointSlice's change: its Service (before and
+// after) is computed again.
+func (x *Index) setSlice(ps *pass, k string, sl *discoveryv1.EndpointSlice) {
+	old := x.slices[k]
+	if old == sl {
+		return
+	}
+	for _, s := range []*discoveryv1.EndpointSlice{old, sl} {
+		if s == nil {
+			continue
+		}
+		if name := s.Labels[discoveryv1.LabelServiceName]; name != "" {
+			sk := s.Namespace + "/" + name
+			if s == old {
+				delete(x.slicesBy[sk], k)
+				if len(x.slicesBy[sk]) == 0 {
+					delete(x.slicesBy, sk)
+				}
+			} else {
+				if x.slicesBy[sk] == nil {
+					x.slicesBy[sk] = map[string]*discoveryv1.EndpointSlice{}
+				}
+				x.slicesBy[sk][k] = s
+			}
+			ps.svcs[sk] = true
+			if x.local[sk] {
+				ps.reply = true
+			}
+		}
+	}
+	if sl == nil {
+		delete(x.slices, k)
+	} else {
+		x.slices[k] = sl
+	}
+}
+
+// computeEgress assigns the egress IPs again (a pass over every EgressIP
+// and node, no pod) and computes the rows of the EgressIPs whose pods,
+// status or nodes changed, and the cluster-wide rows when the served pods
+// or the nodes' addresses did.
+func (x *Index) computeEgress(ps *pass, cs *ClusterState) error {
+	if ps.assign || ps.nodes || (x.p.Hold != nil && len(x.p.Hold.Held()) > 0) {
+		x.assign(ps, cs)
+	}
+	x.servedChanged(ps)
+	for name := range ps.eips {
+		x.yield()
+		owner := ovsdbnb.Owner{Type: egress.OwnerEgressIP, Name: name}
+		e := x.eips[name]
+		if e == nil || !e.served {
+			if _, ok := x.egressNB[owner]; ok || e == nil {
+				delete(x.egressNB, owner)
+				ps.dirty[owner] = true
+			}
+			if e != nil {
+				e.st, e.host = ovsdbnb.State{}, nil
+			}
+			continue
+		}
+		pods := slices.SortedFunc(maps.Values(e.pods), func(a, b egress.Pod) int {
+			return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+		})
+		e.status = x.status[name]
+		e.st, e.host = egress.EgressIPState(x.p.Egress, egress.Served{Name: name, Status: e.status, Pods: pods}, x.byName)
+		x.egressNB[owner] = e.st
+		ps.dirty[owner] = true
+	}
+	if ps.clusterRows {
+		all := make([]egress.Pod, 0, len(x.statusRef))
+		for k := range x.statusRef {
+			all = append(all, x.podOf(k))
+		}
+		cl, err := egress.ClusterState(x.p.Egress, x.eNodes, all)
+		if err != nil {
+			return fmt.Errorf("egress: %w", err)
+		}
+		for o := range x.cluster {
+			if _, ok := cl[o]; !ok {
+				delete(x.egressNB, o)
+				ps.dirty[o] = true
+			}
+		}
+		for o, st := range cl {
+			x.egressNB[o] = st
+			ps.dirty[o] = true
+		}
+		x.cluster = cl
+	}
+	if ps.reply {
+		x.reply = egress.ReplyPortPolicies(x.p.Egress, x.localPorts())
+	}
+	return nil
+}
+
+// assign runs the EgressIPs' assignment again (a pass over every
+// EgressIP and node, no pod) and marks those whose status changed, or
+// whose status names a node whose parse changed.
+func (x *Index) assign(ps *pass, cs *ClusterState) {
+	names := x.names()
+	eips := make([]*egressv1.EgressIP, 0, len(names))
+	for _, name := range names {
+		if e := x.eips[name]; e.eip != nil {
+			eips = append(eips, e.eip)
+		}
+	}
+	res := egress.Assign(eips, x.eNodes, x.reachable, x.broken)
+	x.assignEvt = res.Events
+	status := res.Status
+	if x.p.Hold != nil {
+		status, cs.HoldWake = x.p.Hold.Apply(eips, res.Status, x.eNodes)
+	}
+	for _, name := range names {
+		e := x.eips[name]
+		if e.eip == nil {
+			continue
+		}
+		old, had := x.status[name]
+		st := status[name]
+		if !had || !slices.Equal(old, st) {
+			ps.eips[name] = true
+			if e.served && (len(old) > 0) != (len(st) > 0) {
+				d := 1
+				if len(st) == 0 {
+					d = -1
+				}
+				for k := range e.pods {
+					x.refStatus(ps, k, d)
+				}
+			}
+		}
+		if len(ps.changedNodes) > 0 && !ps.eips[name] {
+			for _, it := range slices.Concat(old, st) {
+				if ps.changedNodes[it.Node] {
+					ps.eips[name] = true
+					break
+				}
+			}
+		}
+	}
+	for name := range x.status {
+		if _, ok := status[name]; !ok {
+			ps.eips[name] = true
+		}
+	}
+	x.status = status
+}
+
+// names are the EgressIPs' names, sorted.
+func (x *Index) names() []string {
+	if x.eipNames == nil {
+		x.eipNames = slices.Sorted(maps.Keys(x.eips))
+	}
+	return x.eipNames
+}
+
+// podOf is the served pod of key k, as an EgressIP serving it holds it.
+func (x *Index) podOf(k string) egress.Pod {
+	for name := range x.podEIPs[k] {
+		if p, ok := x.eips[name].pods[k]; ok {
+			return p
+		}
+	}
+	return egress.Pod{}
+}
+
+// localPorts is servedLocalPorts over the index: the ports of the
+// external Services with externalTrafficPolicy=Local on which a served
+// pod is an endpoint.
+func (x *Index) localPorts() []egress.ServedPort {
+	if len(x.anyRef) == 0 {
+		return nil
+	}
+	var out []egress.ServedPort
+	for k := range x.local {
+		for _, sl := range x.slicesBy[k] {
+			out = append(out, slicePorts(sl, func(ip netip.Addr) bool { return x.anyRef[ip] > 0 })...)
+		}
+	}
+	return out
+}
+
+// computeLB runs LB IPAM and the VIP dedup again when a Service with
+// VIPs changed, and computes the load balancers of the Services that
+// changed (every Service's when the nodes' addresses did).
+func (x *Index) computeLB(ps *pass) error {
+	if ps.vip {
+		if err := x.vips(ps); err != nil {
+			return err
+		}
+	}
+	if ps.allLB {
+		x.wide++
+		for o := range x.lb {
+			ps.dirty[o] = true
+		}
+		clear(x.lb)
+		clear(x.lbEvents)
+		for k := range x.svcs {
+			ps.svcs[k] = true
+		}
+		owner, st := lbsvc.GroupState(x.lbNodes, x.p.LB)
+		x.lb[owner] = st
+		var tv ovsdbnb.State
+		if !x.p.LB.PerNodeLBs {
+			tv = lbsvc.NodeIPTemplatesState(x.lbNodes)
+		}
+		x.lb[lbsvc.NodeIPTemplatesOwner] = tv
+		ps.dirty[owner], ps.dirty[lbsvc.NodeIPTemplatesOwner] = true, true
+	}
+	for k := range ps.svcs {
+		x.yield()
+		svc := x.view[k]
+		if svc == nil {
+			svc = x.svcs[k]
+		}
+		ns, name, _ := cache.SplitMetaNamespaceKey(k)
+		owner := lbsvc.ServiceOwner(ns, name)
+		ps.dirty[owner] = true
+		if svc == nil {
+			delete(x.lb, owner)
+			delete(x.lbEvents, owner)
+			continue
+		}
+		eps := slices.Collect(maps.Values(x.slicesBy[k]))
+		slices.SortFunc(eps, func(a, b *discoveryv1.EndpointSlice) int { return strings.Compare(a.Name, b.Name) })
+		st, evs := lbsvc.ServiceState(svc, eps, x.lbNodes, x.p.LB)
+		x.lb[owner] = st
+		if len(evs) > 0 {
+			x.lbEvents[owner] = evs
+		} else {
+			delete(x.lbEvents, owner)
+		}
+	}
+	return nil
+}
+
+// vips runs LB IPAM and the VIP dedup over the Services with VIPs, as
+// ComputeCluster does over every Service (the others neither take nor
+// lose an address there), and marks the Services whose view changed.
+func (x *Index) vips(ps *pass) error {
+	svcs := make([]*corev1.Service, 0, len(x.vipSvcs))
+	for k := range x.vipSvcs {
+		svcs = append(svcs, x.svcs[k])
+	}
+	notOurs := func(svc *corev1.Service) bool {
+		return !lbsvc.ClassAssigned(svc, x.p.LBClass, x.p.Underlay == UnderlayMetalLB)
+	}
+	ingress := map[string][]corev1.LoadBalancerIngress{}
+	out, events, err := lbsvc.Allocate(svcs, x.p.Pools, ingress, notOurs, nil)
+	if err != nil {
+		return err
+	}
+	out, dedup := lbsvc.DedupVIPs(out)
+	x.vipEvts = append(events, dedup...)
+	x.ingress = ingress
+	view := map[string]*corev1.Service{}
+	for _, svc := range out {
+		k := svc.Namespace + "/" + svc.Name
+		if svc != x.svcs[k] {
+			view[k] = svc
+		}
+	}
+	for k, v := range view {
+		if old, ok := x.view[k]; !ok || !equality.Semantic.DeepEqual(old, v) {
+			ps.svcs[k] = true
+		} else {
+			view[k] = old // the same content: keep the computed one
+		}
+	}
+	for k := range x.view {
+		if _, ok := view[k]; !ok {
+			ps.svcs[k] = true
+		}
+	}
+	x.view = view
+	return nil
+}

@@ -1,0 +1,444 @@
+package desired
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/ovnedge/ovnedge/egress"
+	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
+	"github.com/ovnedge/ovnedge/event"
+	"github.com/ovnedge/ovnedge/lbsvc"
+	"github.com/ovnedge/ovnedge/ovsflow"
+	"github.com/ovnedge/ovnedge/ovsflow/brex"
+)
+
+// AnnotationNodeChassisID is OVN-Kubernetes' node annotation naming the
+// node's chassis (its system-id).
+const AnnotationNodeChassisID = lbsvc.AnnotationNodeChassisID
+
+// lbNode is a node as its load balancers see it (lbsvc.ParseNode).
+func lbNode(n *corev1.Node) lbsvc.Node { return lbsvc.ParseNode(n) }
+
+// nodeIPs returns a node's InternalIP and ExternalIP addresses.
+func nodeIPs(n *corev1.Node) []netip.Addr { return lbsvc.StatusIPs(n) }
+
+// Flow program owners of the node work; each Service's flows are owned by
+// "service/<namespace>/<name>" (brex.Service.Owner).
+const (
+	OwnerEgressFlows = "egress"
+	// OwnerBaseFlows owns the shared gateway's base flows
+	// (brex.BaseFlows), with Params.GatewayFlows.
+	OwnerBaseFlows = "base"
+	// OwnerEgressFence owns the fence flows of the OVN-hosted egress IPs
+	// the node lost (egress.Fence, brex.EgressFence).
+	OwnerEgressFence = "egress-fence"
+	ownerServicePfx  = "service/"
+)
+
+// AnnotationL3Gateway is OVN-Kubernetes' node annotation describing the
+// node's gateway; its "default" network's "mac-address" is the bridge
+// MAC.
+const AnnotationL3Gateway = "k8s.ovn.org/l3-gateway-config"
+
+// NodeState is the desired state of one node's bridge.
+type NodeState struct {
+	// Sets are the flow sets by program owner; an owner of the program
+	// not listed here (and not in Keep) is deleted.
+	Sets map[string][]ovsflow.Flow
+	// Keep are owners whose input was bad this time: what is programmed
+	// for them stays.
+	Keep []string
+	// Announce are the VIPs this node answers ARP/NDP for (L2 announce).
+	Announce []netip.Addr
+	// Host are the egress IPs the leader assigned to this node on a
+	// secondary (non-OVN) host network.
+	Host []egress.HostAssignment
+	// Held are the OVN-hosted egress IPs the EgressIPs' status assigns
+	// to this node (served by its gateway router), sorted: what an
+	// egress.Fence is told the node holds.
+	Held []netip.Addr
+	// Provider are the provider bridge's flow sets by owner (the
+	// underlay steering flows of each Service, seed 003);
+	// ProviderMissing the patch ports they wait for (no flows through a
+	// port the bridge lacks yet).
+	Provider        map[string][]ovsflow.Flow
+	ProviderMissing []string
+	// UnderlayAnnounce are the underlay VIPs this node answers ARP/NDP
+	// for on the underlay interface (standalone mode); they are never in
+	// Announce.
+	UnderlayAnnounce []netip.Addr
+	// Routes are the host routes (/32, /128) the node announces over BGP
+	// (Params.BGP): the VIPs it can serve while it is ready, and with
+	// Params.BGPEgressIPs the egress IPs assigned to it. RouterID is its
+	// first IPv4 InternalIP/ExternalIP, the default BGP identifier.
+	Routes   []netip.Prefix
+	RouterID netip.Addr
+	// Self is the parse of the node's k8s.ovn.org annotations its flows
+	// were computed from: this snapshot's, or when they broke
+	// Params.LastGood; nil when there is neither (or the node carries
+	// none and needs none).
+	Self   *egress.Node
+	Events []event.Event
+}
+
+// ComputeNode returns the desired bridge state of node: the EgressIP flows
+// (109/105/104/100); with p.GatewayFlows the shared gateway's base flows
+// (owner "base") and every Service's gateway flows (NodePorts and VIPs to
+// OVN and back, the VIPs' ARP/NDP bypass, host-network endpoints of
+// externalTrafficPolicy=Local Services), else the Services' ARP/NDP bypass
+// only; and the VIPs it announces. It is a pure function of its inputs.
+func ComputeNode(s Snapshot, p Params, node string) (NodeState, error) {
+	ns := NodeState{Sets: map[string][]ovsflow.Flow{}}
+	i := slices.IndexFunc(s.Nodes, func(n *corev1.Node) bool { return n.Name == node })
+	if i < 0 {
+		return ns, fmt.Errorf("%w: %q", ErrUnknownNode, node)
+	}
+	self, broken := selfNode(&ns, s.Nodes[i], p)
+	if p.EnableEgressIP {
+		var e brex.Egress
+		var flows []ovsflow.Flow
+		err := broken
+		if self != nil {
+			e, err = egress.NodeFlows(p.Egress, self, p.Uplink, p.Patch)
+		}
+		if err == nil {
+			e.Zone = p.Zone
+			flows, err = brex.EgressFlows(e)
+		}
+		if err != nil {
+			ns.Keep = append(ns.Keep, OwnerEgressFlows)
+			if err != broken { // a broken node has its event
+				ns.Events = append(ns.Events, event.Warningf(event.Ref("v1", "Node", s.Nodes[i]), ReasonInvalidNode,
+					"egress flows of %s kept as they are: %v", node, err))
+			}
+		} else {
+			ns.Sets[OwnerEgressFlows] = flows
+		}
+		ns.Host, ns.Held = nodeEgressIPs(s, p, node, self)
+	}
+	if p.GatewayFlows {
+		gatewayFlows(&ns, s, p, s.Nodes[i], self)
+	} else {
+		bypass, err := lbsvc.BypassFlows(brex.Bypass{Uplink: p.Uplink}, s.Services)
+		if err != nil {
+			return ns, fmt.Errorf("vip bypass flows: %w", err)
+		}
+		for owner, flows := range bypass {
+			ns.Sets[owner] = flows
+		}
+	}
+	var healthy []string
+	for _, n := range s.Nodes {
+		if nodeReady(n) && (p.Alive == nil || p.Alive(n.Name)) {
+			healthy = append(healthy, n.Name)
+		}
+	}
+	p, _ = withUnderlay(p, s) // a bad Subnet is the leader's to report
+	ns.Announce = lbsvc.VIPOwners(s.Services, s.EndpointSlices, healthy)[node]
+	if p.UnderlayOn() {
+		ns.Announce = slices.DeleteFunc(ns.Announce, p.LB.UnderlayVIP)
+		if p.Underlay == UnderlayStandalone {
+			ns.UnderlayAnnounce = lbsvc.UnderlayOwners(s.Services, s.EndpointSlices, healthy, p.LB)[node]
+		}
+		providerFlows(&ns, s, p)
+	}
+	if p.BGP {
+		bgpRoutes(&ns, s, p, s.Nodes[i], slices.Contains(healthy, node))
+	}
+	return ns, nil
+}
+
+// selfNode parses n's k8s.ovn.org annotations for ComputeNode and sets
+// ns.Self. Annotations that break (while egress IPs are on, or on a node
+// that carries some) give a Warning event naming the bad annotation and
+// the node's last good parse (p.LastGood), when there is one, so that its
+// flows stay as they are; broken is the parse error then, nil otherwise.
+// A node that carries none and needs none (a Kube-OVN node) has no Self:
+// its gateway flows use its status addresses.
+func selfNode(ns *NodeState, n *corev1.Node, p Params) (self *egress.Node, broken error) {
+	parsed, err := egress.ParseNode(n)
+	if err == nil {
+		ns.Self = &parsed
+		return ns.Self, nil
+	}
+	if !p.EnableEgressIP && !hasOVNKAnnotations(n) {
+		return nil, nil
+	}
+	if p.LastGood != nil && p.LastGood.Name == n.Name {
+		ns.Self = p.LastGood
+		ns.Events = append(ns.Events, event.Warningf(event.Ref("v1", "Node", n), ReasonInvalidNode,
+			"node %s keeps its last good annotations for its egress and gateway flows until they are fixed: %v", n.Name, err))
+		return ns.Self, err
+	}
+	ns.Events = append(ns.Events, event.Warningf(event.Ref("v1", "Node", n), ReasonInvalidNode,
+		"node %s has no good annotations yet: its egress flows are kept as they are and its gateway flows use its status addresses: %v",
+		n.Name, err))
+	return nil, err
+}
+
+// providerFlows sets the node's provider bridge flows: every Service's
+// underlay steering flows (lbsvc.SteeringFlows), none without a provider
+// NIC.
+func providerFlows(ns *NodeState, s Snapshot, p Params) {
+	if p.ProviderNIC == "" {
+		return
+	}
+	ns.Provider = map[string][]ovsflow.Flow{}
+	st := lbsvc.Steering{NIC: p.ProviderNIC, VLAN: p.ProviderVLAN, HasPort: p.ProviderPorts}
+	for _, svc := range s.Services {
+		flows, missing, events, err := lbsvc.SteeringFlows(st, svc, p.LB)
+		owner := brex.Service{Namespace: svc.Namespace, Name: svc.Name}.Owner()
+		if err != nil {
+			ns.Events = append(ns.Events, event.Warningf(event.Ref("v1", "Service", svc), lbsvc.ReasonGatewayFlows,
+				"provider bridge flows kept as they are: %v", err))
+			continue
+		}
+		ns.Events = append(ns.Events, events...)
+		for _, m := range missing {
+			if !slices.Contains(ns.ProviderMissing, m) {
+				ns.ProviderMissing = append(ns.ProviderMissing, m)
+			}
+		}
+		if len(flows) > 0 {
+			ns.Provider[owner] = flows
+		}
+	}
+	slices.Sort(ns.ProviderMissing)
+}
+
+// UpdateProvider makes p, the provider bridge's program, hold exactly the
+// Provider sets (as Update: owners not ovnedge's node work are left
+// alone).
+func (ns *NodeState) UpdateProvider(p *ovsflow.Program) error {
+	return (&NodeState{Sets: ns.Provider}).Update(p)
+}
+
+// bgpRoutes sets the node's BGP routes and router ID: the VIPs it can
+// serve (every ready node those of externalTrafficPolicy=Cluster, nodes
+// with a ready local endpoint those of Local) and, with
+// p.BGPEgressIPs, the egress IPs its EgressIPs' status assigns to it.
+// A node that is not ready (or not alive) announces no VIP.
+func bgpRoutes(ns *NodeState, s Snapshot, p Params, n *corev1.Node, ready bool) {
+	for _, a := range nodeIPs(n) {
+		if a.Is4() {
+			ns.RouterID = a
+			break
+		}
+	}
+	var addrs []netip.Addr
+	if ready {
+		addrs = lbsvc.ServedVIPs(s.Services, s.EndpointSlices, n.Name)
+	}
+	if p.BGPEgressIPs {
+		for _, u := range s.EgressIPs {
+			e, err := egressv1.FromUnstructured(u)
+			if err != nil {
+				continue // the leader's to report
+			}
+			for _, it := range e.Status.Items {
+				if a, err := netip.ParseAddr(it.EgressIP); err == nil && it.Node == n.Name {
+					addrs = append(addrs, a.Unmap())
+				}
+			}
+		}
+	}
+	slices.SortFunc(addrs, netip.Addr.Compare)
+	for _, a := range slices.Compact(addrs) {
+		ns.Routes = append(ns.Routes, netip.PrefixFrom(a, a.BitLen()))
+	}
+}
+
+// gatewayFlows adds node's shared gateway flows to ns: the base and every
+// Service's. Without a bridge MAC or a node IP the base and the Services'
+// flows stay as they are (an event says why); a Service whose flows fail
+// stays as it is alone.
+func gatewayFlows(ns *NodeState, s Snapshot, p Params, n *corev1.Node, self *egress.Node) {
+	g, node, err := nodeGateway(n, self, p)
+	var base []ovsflow.Flow
+	if err == nil {
+		base, err = brex.BaseFlows(g.Base)
+	}
+	if err != nil {
+		ns.Keep = append(ns.Keep, OwnerBaseFlows)
+		for _, svc := range s.Services {
+			if gs, ok, _ := lbsvc.GatewayService(svc, nil, node); ok {
+				ns.Keep = append(ns.Keep, gs.Owner())
+			}
+		}
+		ns.Events = append(ns.Events, event.Warningf(event.Ref("v1", "Node", n), lbsvc.ReasonGatewayFlows,
+			"gateway flows of %s kept as they are: %v", n.Name, err))
+		return
+	}
+	ns.Sets[OwnerBaseFlows] = base
+	gf := lbsvc.NodeGatewayFlows(g, s.Services, s.EndpointSlices, node)
+	maps.Copy(ns.Sets, gf.Sets)
+	ns.Keep = append(ns.Keep, gf.Failed...)
+	ns.Events = append(ns.Events, gf.Events...)
+}
+
+// nodeGateway returns node n's gateway bridge and the node as its Service
+// flows see it. The bridge's addresses are the node-primary-ifaddr ones
+// (of self, n's parse or last good parse, when not nil), else its
+// InternalIP/ExternalIP; its host addresses (where host-network endpoints
+// live) add host-cidrs; the families are those of the bridge's addresses.
+func nodeGateway(n *corev1.Node, self *egress.Node, p Params) (brex.Gateway, lbsvc.Node, error) {
+	g := brex.Gateway{Base: brex.Base{Uplink: p.Uplink, Patch: p.Patch, BridgeMAC: p.BridgeMAC, Zone: p.Zone}}
+	node := lbsvc.Node{Name: n.Name}
+	if parsed := self; parsed != nil {
+		for _, pr := range parsed.Primary {
+			g.NodeIPs = append(g.NodeIPs, pr.Addr())
+		}
+		for _, pr := range parsed.HostCIDRs {
+			node.IPs = append(node.IPs, pr.Addr())
+		}
+	}
+	status := nodeIPs(n)
+	for _, a := range status {
+		if !slices.ContainsFunc(g.NodeIPs, func(b netip.Addr) bool { return b.Is6() == a.Is6() }) {
+			g.NodeIPs = append(g.NodeIPs, a)
+		}
+	}
+	node.IPs = append(append(node.IPs, g.NodeIPs...), status...)
+	slices.SortFunc(node.IPs, netip.Addr.Compare)
+	node.IPs = slices.Compact(node.IPs)
+	for _, a := range g.NodeIPs {
+		g.IPv4, g.IPv6 = g.IPv4 || a.Is4(), g.IPv6 || a.Is6()
+	}
+	if len(g.NodeIPs) == 0 {
+		return g, node, fmt.Errorf("node %s has no address (node-primary-ifaddr, InternalIP or ExternalIP)", n.Name)
+	}
+	if g.BridgeMAC == nil {
+		mac, err := l3GatewayMAC(n)
+		if err != nil {
+			return g, node, err
+		}
+		g.BridgeMAC = mac
+	}
+	return g, node, nil
+}
+
+// l3GatewayMAC is the bridge MAC in the node's l3-gateway-config annotation.
+func l3GatewayMAC(n *corev1.Node) (net.HardwareAddr, error) {
+	v, ok := n.Annotations[AnnotationL3Gateway]
+	if !ok {
+		return nil, fmt.Errorf("no bridge MAC: neither --bridge-mac, the bridge's mac_in_use nor the %s annotation", AnnotationL3Gateway)
+	}
+	var cfg map[string]struct {
+		MAC string `json:"mac-address"`
+	}
+	if err := json.Unmarshal([]byte(v), &cfg); err != nil {
+		return nil, fmt.Errorf("annotation %s: %w", AnnotationL3Gateway, err)
+	}
+	v = strings.TrimSpace(cfg["default"].MAC)
+	if v == "" {
+		return nil, fmt.Errorf("annotation %s: no default mac-address", AnnotationL3Gateway)
+	}
+	mac, err := net.ParseMAC(v)
+	if err == nil && len(mac) != 6 {
+		err = fmt.Errorf("%s is not a 6-byte MAC address", v)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("annotation %s: %w", AnnotationL3Gateway, err)
+	}
+	return mac, nil
+}
+
+// nodeEgressIPs are node's egress IPs as the EgressIPs' status (the
+// leader's assignment) says: host, those on its secondary host networks,
+// and held, the others (OVN-hosted, served by its gateway router),
+// sorted. self is the node's parse (or last good parse).
+func nodeEgressIPs(s Snapshot, p Params, node string, self *egress.Node) (host []egress.HostAssignment, held []netip.Addr) {
+	parsed, _ := egress.ParseNodes(s.Nodes)
+	nodes := make(map[string]*egress.Node, len(parsed))
+	for i := range parsed {
+		nodes[parsed[i].Name] = &parsed[i]
+	}
+	if self != nil {
+		nodes[node] = self
+	}
+	for _, u := range s.EgressIPs {
+		e, err := egressv1.FromUnstructured(u)
+		if err != nil || !slices.ContainsFunc(e.Status.Items, func(it egressv1.EgressIPStatusItem) bool { return it.Node == node }) {
+			continue // bad objects are the leader's to report; the others, other nodes' work
+		}
+		pods, _ := egress.SelectPods(e, s.Namespaces, s.Pods)
+		_, hs := egress.EgressIPState(p.Egress, egress.Served{Name: e.Name, Status: e.Status.Items, Pods: pods}, nodes)
+		for _, h := range hs {
+			if h.Node == node {
+				host = append(host, h)
+			}
+		}
+		for _, it := range e.Status.Items {
+			if ip, err := netip.ParseAddr(it.EgressIP); err == nil && it.Node == node {
+				held = append(held, ip.Unmap())
+			}
+		}
+	}
+	held = slices.DeleteFunc(held, func(ip netip.Addr) bool {
+		return slices.ContainsFunc(host, func(h egress.HostAssignment) bool { return h.EgressIP == ip })
+	})
+	slices.SortFunc(held, netip.Addr.Compare)
+	return host, slices.Compact(held)
+}
+
+// Fence sets the fence flows of the egress IPs the node lost
+// (egress.Fence) on the patch port: owner OwnerEgressFence, none when
+// fenced is empty.
+func (ns *NodeState) Fence(patch string, fenced []netip.Addr) error {
+	delete(ns.Sets, OwnerEgressFence)
+	flows, err := brex.EgressFence(patch, fenced)
+	if err != nil {
+		return err
+	}
+	if len(flows) > 0 {
+		ns.Sets[OwnerEgressFence] = flows
+	}
+	return nil
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// Update makes p hold the state: every set of Sets, and no other owner of
+// the node work except those in Keep. Owners of others (not "egress",
+// "base" nor "service/...") are left alone. On error p may hold part of the update.
+func (ns *NodeState) Update(p *ovsflow.Program) error {
+	p.DeleteFunc(func(owner string) bool {
+		if _, ok := ns.Sets[owner]; ok || slices.Contains(ns.Keep, owner) {
+			return false
+		}
+		return owner == OwnerEgressFlows || owner == OwnerBaseFlows || owner == OwnerEgressFence || strings.HasPrefix(owner, ownerServicePfx)
+	})
+	var errs []error
+	for _, owner := range slices.Sorted(maps.Keys(ns.Sets)) {
+		if err := p.Set(owner, ns.Sets[owner]); err != nil {
+			errs = append(errs, fmt.Errorf("flows of %s: %w", owner, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// hasOVNKAnnotations reports whether n carries any of OVN-Kubernetes'
+// k8s.ovn.org/ annotations.
+func hasOVNKAnnotations(n *corev1.Node) bool {
+	for k := range n.Annotations {
+		if strings.HasPrefix(k, "k8s.ovn.org/") {
+			return true
+		}
+	}
+	return false
+}

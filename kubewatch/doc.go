@@ -1,0 +1,23 @@
+// Package kubewatch runs client-go shared informers for the kinds
+// ovnedge's desired state reads and turns them into its inputs: a
+// desired.Snapshot of every cached object, and desired.Changes, the
+// objects changed since they were last taken, for an incremental
+// desired.Index. Every change also asks the Watcher's queues for a
+// reconcile (RunLoop runs one): reconciles are level-triggered, so a burst
+// of events is one pass.
+//
+//	w := kubewatch.NewWatcher(typed, dynamic, log, kubewatch.WatchSubnets())
+//	q := w.Queue("cluster")
+//	if err := w.Start(ctx); err != nil { ... }
+//	go kubewatch.RunLoop(ctx, q, "cluster", log, func(ctx context.Context) error {
+//		s, err := w.SnapshotFor(w.TakeChanges())
+//		...
+//		cs, err := index.Apply(s.Changed)
+//		...
+//	}, nil)
+//
+// The informers keep what ovnedge reads: managedFields are dropped and
+// Pods trimmed to their identity, labels, node and addresses, so a
+// 150,000-pod cluster's cache holds no containers or conditions. A kind's
+// list is kept between Snapshots until one of its objects changes.
+package kubewatch

@@ -1,0 +1,259 @@
+package kubewatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"reflect"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ovnedge/ovnedge/desired"
+	"github.com/ovnedge/ovnedge/egress"
+	"github.com/ovnedge/ovnedge/internal/scale"
+	"github.com/ovnedge/ovnedge/internal/testbed"
+	"github.com/ovnedge/ovnedge/manifests"
+)
+
+// TestWatcherRunLoop checks that a manifest change reaches the reconcile
+// function as a Snapshot, and that a failed reconcile is retried.
+func TestWatcherRunLoop(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	dir := t.TempDir()
+	testbed.WriteFile(t, dir, "eip.yaml", testbed.EgressIPManifest)
+	src := manifests.NewSource(dir, log)
+	if err := src.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	w := NewWatcher(src.Clientset, src.Dynamic, log)
+	q := w.Queue("cluster")
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	var calls atomic.Int32
+	seen := make(chan desired.Snapshot, 16)
+	done := make(chan struct{})
+	go func() {
+		RunLoop(ctx, q, "test", log, func(context.Context) error {
+			if calls.Add(1) == 1 {
+				return errors.New("first reconcile fails")
+			}
+			s, err := w.Snapshot()
+			if err != nil {
+				return err
+			}
+			seen <- s
+			return nil
+		}, nil)
+		close(done)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+
+	wait := func(what string, cond func(desired.Snapshot) bool) {
+		t.Helper()
+		timeout := time.After(5 * time.Second)
+		for {
+			select {
+			case s := <-seen:
+				if cond(s) {
+					return
+				}
+			case <-timeout:
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+	wait("the EgressIP after a retried failure", func(s desired.Snapshot) bool { return len(s.EgressIPs) == 1 })
+	testbed.WriteFile(t, dir, "nodes.yaml", testbed.NodeManifest(`a: b`))
+	if err := src.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	wait("the new node", func(s desired.Snapshot) bool { return len(s.Nodes) == 1 && len(s.EgressIPs) == 1 })
+}
+
+// TestWatcherTakeChanges: the first take asks for a full recompute; then
+// each changed object comes once, as the store holds it (a deleted one as
+// nil), and RequestFull and RequestReassign show in the next take.
+func TestWatcherTakeChanges(t *testing.T) {
+	ctx, src, w := startedWatcher(t)
+	if ch := w.TakeChanges(); ch != nil {
+		t.Fatalf("first take %+v, want nil (full)", ch)
+	}
+	core := src.Clientset.CoreV1()
+	before := time.Now()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "prod"}}
+	if _, err := core.Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "web-0", Labels: map[string]string{"app": "a"}}}
+	if _, err := core.Pods("prod").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod.Labels["app"] = "b"
+	if _, err := core.Pods("prod").Update(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	take := func(what string, cond func(*desired.Changes) bool) *desired.Changes {
+		t.Helper()
+		all := &desired.Changes{Namespaces: map[string]*corev1.Namespace{}, Pods: map[string]*corev1.Pod{}}
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			ch := w.TakeChanges()
+			if ch == nil {
+				t.Fatalf("%s: a take asked for a full recompute", what)
+			}
+			maps.Copy(all.Namespaces, ch.Namespaces)
+			maps.Copy(all.Pods, ch.Pods)
+			all.Reassign = all.Reassign || ch.Reassign
+			if ch.Len() > 0 && ch.Since.IsZero() {
+				t.Errorf("%s: %d changes taken with no Since", what, ch.Len())
+			}
+			if all.Since.IsZero() {
+				all.Since = ch.Since
+			}
+			if cond(all) {
+				return all
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Fatalf("timed out waiting for %s: %+v", what, all)
+		return nil
+	}
+	first := take("the namespace and the relabelled pod", func(ch *desired.Changes) bool {
+		p := ch.Pods["prod/web-0"]
+		return ch.Namespaces["prod"] != nil && p != nil && p.Labels["app"] == "b"
+	})
+	if first.Since.Before(before) || first.Since.After(time.Now()) {
+		t.Errorf("the first changes' Since %v, want after the namespace's create (%v)", first.Since, before)
+	}
+	if err := core.Pods("prod").Delete(ctx, "web-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	take("the deleted pod", func(ch *desired.Changes) bool { p, ok := ch.Pods["prod/web-0"]; return ok && p == nil })
+	w.RequestReassign()
+	if ch := w.TakeChanges(); ch == nil || !ch.Reassign || ch.Len() != 0 || !ch.Since.IsZero() {
+		t.Errorf("after RequestReassign: %+v, want Reassign, no object and no Since", ch)
+	}
+	w.RequestFull()
+	if ch := w.TakeChanges(); ch != nil {
+		t.Errorf("after RequestFull: %+v, want nil", ch)
+	}
+}
+
+// startedWatcher starts a Watcher on an empty in-memory API (stopped at
+// the test's end).
+func startedWatcher(t *testing.T) (context.Context, *manifests.Source, *Watcher) {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	src := manifests.NewSource(t.TempDir(), log)
+	w := NewWatcher(src.Clientset, src.Dynamic, log)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, src, w
+}
+
+// TestWatcherSnapshotLists: a Snapshot taken after TakeChanges returned
+// a change lists the changed object, and a kind none of whose objects
+// changed keeps the list of the Snapshot before (the same slice).
+func TestWatcherSnapshotLists(t *testing.T) {
+	ctx, src, w := startedWatcher(t)
+	core := src.Clientset.CoreV1()
+	// The first take is the full one, which drops the keys noted before
+	// it: the node comes after it.
+	w.TakeChanges()
+	if _, err := core.Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// taken waits until TakeChanges has returned a change of want and
+	// returns the Snapshot taken right after.
+	taken := func(want func(*desired.Changes) bool) desired.Snapshot {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if ch := w.TakeChanges(); ch != nil && want(ch) {
+				s, err := w.Snapshot()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return s
+			}
+		}
+		t.Fatal("timed out waiting for the change")
+		return desired.Snapshot{}
+	}
+	s1 := taken(func(ch *desired.Changes) bool { return ch.Nodes["n1"] != nil })
+	if len(s1.Nodes) != 1 || len(s1.Services) != 0 {
+		t.Fatalf("first snapshot: %d nodes, %d services, want 1 and 0", len(s1.Nodes), len(s1.Services))
+	}
+	for i := range 3 {
+		name := fmt.Sprintf("svc-%d", i)
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}}
+		if _, err := core.Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		s2 := taken(func(ch *desired.Changes) bool { return ch.Services["default/"+name] != nil })
+		if !slices.ContainsFunc(s2.Services, func(s *corev1.Service) bool { return s.Name == name }) || len(s2.Services) != i+1 {
+			t.Fatalf("snapshot after %s was created: %d services, without it", name, len(s2.Services))
+		}
+		if !sameSlice(s1.Nodes, s2.Nodes) {
+			t.Errorf("snapshot after %s was created: the nodes were listed again", name)
+		}
+		if cap(s2.Services) != len(s2.Services) {
+			t.Errorf("services: cap %d, len %d: an append would write into the shared list", cap(s2.Services), len(s2.Services))
+		}
+	}
+	s3, err := w.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s4, _ := w.Snapshot(); !sameSlice(s3.Services, s4.Services) || !sameSlice(s3.Pods, s4.Pods) {
+		t.Error("two snapshots with no change between them listed the services or pods twice")
+	}
+}
+
+// TestTrimPod: the informers' Pods keep what the egress and load
+// balancer computations read (egress.PodFromK8s, the selectors, the
+// informer's keys and versions) and lose the containers, conditions and
+// managed fields.
+func TestTrimPod(t *testing.T) {
+	now := metav1.Now()
+	p := scale.Pod(3)
+	p.UID, p.ResourceVersion, p.Annotations = "u-3", "42", map[string]string{"k8s.ovn.org/pod-networks": "{}"}
+	p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
+	p.DeletionTimestamp = &now
+	obj, err := stripManagedFields(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := obj.(*corev1.Pod)
+	want := p.DeepCopy()
+	want.ManagedFields, want.Spec, want.Status.Conditions, want.Status.StartTime = nil, corev1.PodSpec{NodeName: p.Spec.NodeName}, nil, nil
+	if !equality.Semantic.DeepEqual(got, want) {
+		t.Errorf("trimmed pod:\n%+v\nwant\n%+v", got, want)
+	}
+	p.DeletionTimestamp, got.DeletionTimestamp = nil, nil
+	full, ok1 := egress.PodFromK8s(p)
+	trimmed, ok2 := egress.PodFromK8s(got)
+	if !ok1 || !ok2 || !reflect.DeepEqual(full, trimmed) {
+		t.Errorf("egress view: trimmed %+v (%v), want %+v (%v)", trimmed, ok2, full, ok1)
+	}
+}
+
+// sameSlice reports whether a and b are the same slice (the same
+// elements in the same memory), not merely equal.
+func sameSlice[T any](a, b []T) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
