@@ -59,7 +59,7 @@ e2e: test-deps
 	$(NOWAYOUT) $(GO) test -race -count=1 -v ./daemon/e2e ./egress/e2e ./internal/e2e
 
 demo: test-deps
-	$(NOWAYOUT) $(GO) run ./examples/clusterdemo $(if $(FLAVOR),-flavor=$(FLAVOR))
+	$(NOWAYOUT) $(GO) run ./internal/demo $(if $(FLAVOR),-flavor=$(FLAVOR))
 
 demo-nb: deps mod-deps
 	$(NOWAYOUT) $(GO) run ./examples/demo -manifests examples/demo
@@ -91,14 +91,21 @@ update-golden:
 
 # The pure packages build for any GOOS (host I/O is behind linux build
 # tags), and examples/embed, a separate module using only the public API,
-# is vetted, tested and cross-built. egress and lbsvc link no netlink,
-# nftables or iptables on Linux (egress/hostspec holds hostnet's types).
-PORTABLE = ./event ./bgp/metallb ./egress ./egress/hostspec ./egress/api/... ./egress/reach ./lbsvc ./lbsvc/ipam ./lbsvc/kubeovn ./ovsflow ./ovsflow/openflow ./ovsflow/flowtest ./ovsdbnb ./ovsdbnb/nbdb ./arp
+# is vetted, tested and cross-built. The desired state (desired, egress,
+# lbsvc) links no packet socket, netlink, nftables or iptables code on
+# Linux either (egress/hostspec holds hostnet's types, lbsvc/agent the
+# lb-svc agent's configuration); no package outside internal/ imports one
+# inside it.
+PORTABLE = ./event ./bgp/metallb ./desired ./egress ./egress/hostspec ./egress/api/... ./egress/reach ./lbsvc ./lbsvc/ipam \
+	./lbsvc/kubeovn ./lbsvc/agent ./ovsflow ./ovsflow/brex ./ovsflow/openflow ./ovsflow/flowtest ./ovsdbnb ./ovsdbnb/nbdb \
+	./ovsdbnb/sbwait ./arp ./kubewatch ./manifests ./gcahead ./ovnknode
 embed:
 	GOOS=darwin $(GO) build $(PORTABLE)
 	@# the pure computation links no host I/O on Linux either
-	@heavy=$$(GOOS=linux $(GO) list -deps ./egress ./lbsvc | grep -E 'netlink|nftables|iptables' || true); \
-	if [ -n "$$heavy" ]; then echo "egress or lbsvc links host I/O on linux:"; echo "$$heavy"; exit 1; fi
+	@heavy=$$(GOOS=linux $(GO) list -deps ./desired ./egress ./lbsvc | grep -E 'netlink|nftables|iptables|mdlayher/(packet|arp|ndp)|ovnedge/arp$$' || true); \
+	if [ -n "$$heavy" ]; then echo "desired, egress or lbsvc links host I/O on linux:"; echo "$$heavy"; exit 1; fi
+	@inner=$$($(GO) list -f '{{.ImportPath}}: {{join .Imports " "}}' $$($(GO) list ./... | grep -v /internal/) | grep -E ' github.com/ovnedge/ovnedge/internal/' || true); \
+	if [ -n "$$inner" ]; then echo "public packages import internal/:"; echo "$$inner"; exit 1; fi
 	cd examples/embed && $(GO) vet ./... && $(STATICCHECK) ./... && $(GO) test -race -count=1 ./... && GOOS=darwin $(GO) build ./...
 
 # The OCI image: one static binary on an empty base, built with crane

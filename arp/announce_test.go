@@ -14,7 +14,7 @@ import (
 	"github.com/mdlayher/ethernet"
 	"github.com/mdlayher/ndp"
 	"github.com/mdlayher/packet"
-	"github.com/ovnedge/ovnedge/internal/testbed"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // requestFrame returns a broadcast ARP frame of op from mac and sender

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/ovnedge/ovnedge/internal/testbed"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // TestOVSBridge answers on the LOCAL interface of a real OVS bridge

@@ -13,7 +13,7 @@ import (
 
 	"github.com/mdlayher/packet"
 
-	"github.com/ovnedge/ovnedge/internal/testbed"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // Test addresses (documentation ranges), on links inside the test's own

@@ -1,7 +1,7 @@
 package bgp
 
 import (
-	"github.com/ovnedge/ovnedge/internal/testbed"
+	"github.com/ovnedge/ovnedge/testbed"
 
 	"context"
 	"encoding/json"

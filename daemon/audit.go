@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/ovnedge/ovnedge/desired"
-	"github.com/ovnedge/ovnedge/egress"
+	"github.com/ovnedge/ovnedge/ovnknode"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 )
 
@@ -97,7 +97,7 @@ func (c *clusterWork) auditIndex(ctx context.Context, list func() (desired.Snaps
 }
 
 // audited is Audit's work from the list on.
-func (c *clusterWork) audited(ctx context.Context, a *auditRun, p desired.Params, reachable func(string) bool, prev []egress.Node,
+func (c *clusterWork) audited(ctx context.Context, a *auditRun, p desired.Params, reachable func(string) bool, prev []ovnknode.Node,
 	list func() (desired.Snapshot, error)) error {
 	s, err := list()
 	if err != nil {

@@ -25,6 +25,7 @@ import (
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
 	"github.com/ovnedge/ovnedge/event"
 	"github.com/ovnedge/ovnedge/internal/clustermodel"
+	"github.com/ovnedge/ovnedge/ovnknode"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 )
 
@@ -186,7 +187,7 @@ func TestDiverged(t *testing.T) {
 			Status:  map[string][]egressv1.EgressIPStatusItem{"a": {{Node: "a", EgressIP: "172.18.0.44"}}},
 			Ingress: map[string][]corev1.LoadBalancerIngress{"prod/web": {{IP: "172.18.0.200"}}},
 			Keep:    []ovsdbnb.Owner{eip("a"), eip("b")},
-			Nodes:   []egress.Node{{Name: "a"}},
+			Nodes:   []ovnknode.Node{{Name: "a"}},
 			Events:  []event.Event{{Reason: "one"}, {Reason: "two"}},
 		}
 	}
@@ -212,7 +213,7 @@ func TestDiverged(t *testing.T) {
 		{"reply fallback", func(cs *desired.ClusterState) { cs.ReplyFallback = nat("172.18.0.1") }, nil, []string{"reply fallback"}},
 		{"keep", func(cs *desired.ClusterState) { cs.Keep = cs.Keep[:1] }, nil, []string{"keep"}},
 		{"host", func(cs *desired.ClusterState) { cs.Host = []egress.HostAssignment{{Node: "a"}} }, nil, []string{"host"}},
-		{"nodes", func(cs *desired.ClusterState) { cs.Nodes = []egress.Node{{Name: "b"}} }, nil, []string{"nodes"}},
+		{"nodes", func(cs *desired.ClusterState) { cs.Nodes = []ovnknode.Node{{Name: "b"}} }, nil, []string{"nodes"}},
 		{"events", func(cs *desired.ClusterState) { cs.Events = cs.Events[1:] }, nil, []string{"events"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -9,9 +9,9 @@ import (
 
 	"k8s.io/client-go/tools/record"
 
-	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/ovsflow"
 	"github.com/ovnedge/ovnedge/ovsflow/flowtest"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // TestNodeBridgeDriftAndRestart runs the node work with the gateway flows

@@ -14,6 +14,7 @@ import (
 	"github.com/ovnedge/ovnedge/desired"
 	"github.com/ovnedge/ovnedge/event"
 	"github.com/ovnedge/ovnedge/lbsvc/agent"
+	"github.com/ovnedge/ovnedge/lbsvc/agent/pod"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 )
 
@@ -263,7 +264,7 @@ func runLBSvcAgent(ctx context.Context, args []string, stderr io.Writer, log *sl
 		return usageError{err}
 	}
 	cfg.Logger = log
-	return agent.Run(ctx, cfg)
+	return pod.Run(ctx, cfg)
 }
 
 // SyncOnce applies the desired state of cfg's manifests once, the way

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovnedge/ovnedge/internal/testbed"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // TestMainUsage checks the exit codes and messages of bad command lines.

@@ -24,6 +24,7 @@ import (
 	"github.com/ovnedge/ovnedge/event"
 	"github.com/ovnedge/ovnedge/gcahead"
 	"github.com/ovnedge/ovnedge/lbsvc"
+	"github.com/ovnedge/ovnedge/ovnknode"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 	"github.com/ovnedge/ovnedge/ovsdbnb/nbdb"
 	"github.com/ovnedge/ovnedge/ovsdbnb/sbwait"
@@ -50,7 +51,7 @@ type clusterWork struct {
 	// time); lastNodes the egress nodes last computed; targetNodes those
 	// the reachability targets were last set from.
 	index                  *desired.Index
-	lastNodes, targetNodes []egress.Node
+	lastNodes, targetNodes []ovnknode.Node
 	// audit is the periodic check of index against a full recompute under
 	// way (see Audit), nil when none is.
 	audit *auditRun
@@ -351,8 +352,8 @@ func (c *clusterWork) waitChassis(ctx context.Context, cl *ovsdbnb.Client, s des
 		}
 		name := node
 		for _, n := range s.Nodes {
-			if n.Name == node && n.Annotations[lbsvc.AnnotationNodeChassisID] != "" {
-				name = n.Annotations[lbsvc.AnnotationNodeChassisID]
+			if n.Name == node && n.Annotations[ovnknode.AnnotationChassisID] != "" {
+				name = n.Annotations[ovnknode.AnnotationChassisID]
 			}
 		}
 		chassis = append(chassis, name)

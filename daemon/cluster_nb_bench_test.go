@@ -30,8 +30,8 @@ import (
 	"github.com/ovnedge/ovnedge/desired"
 	"github.com/ovnedge/ovnedge/egress/reach"
 	"github.com/ovnedge/ovnedge/internal/scale"
-	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // shapeSnapshot is internal/scale's cluster of shape as the leader's

@@ -18,8 +18,8 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/ovnedge/ovnedge/desired"
-	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // The coexistence test: a NB holding the whole row set OVN-Kubernetes (at

@@ -21,14 +21,11 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
-
 	"github.com/ovnedge/ovnedge/desired"
 	"github.com/ovnedge/ovnedge/egress"
 	"github.com/ovnedge/ovnedge/egress/hostnet"
-	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // loadDemo returns the demo manifests (with edits) as a snapshot and the
@@ -385,16 +382,6 @@ func TestNodeGatewayFlows(t *testing.T) {
 		!strings.Contains(dump, "nat(src=172.18.0.3)") {
 		t.Errorf("after switching the gateway flows off:\n%s", dump)
 	}
-}
-
-// value reads a counter.
-func value(t *testing.T, c prometheus.Counter) float64 {
-	t.Helper()
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetCounter().GetValue()
 }
 
 // secondaryEgressIP is an EgressIP the leader assigned to ovn-worker2 on

@@ -19,11 +19,12 @@ import (
 	"github.com/ovnedge/ovnedge/desired"
 	"github.com/ovnedge/ovnedge/egress"
 	"github.com/ovnedge/ovnedge/event"
-	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/lbsvc/ipam"
+	"github.com/ovnedge/ovnedge/ovnknode"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 	"github.com/ovnedge/ovnedge/ovsflow"
 	"github.com/ovnedge/ovnedge/ovsflow/flowtest"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -464,7 +465,7 @@ func TestComputeClusterLastGoodNode(t *testing.T) {
 			bad.Nodes = slices.Clone(good.Nodes)
 			i := slices.IndexFunc(bad.Nodes, func(n *corev1.Node) bool { return n.Name == "ovn-worker2" })
 			bad.Nodes[i] = bad.Nodes[i].DeepCopy()
-			bad.Nodes[i].Annotations[egress.AnnotationNodeSubnets] = "not json"
+			bad.Nodes[i].Annotations[ovnknode.AnnotationNodeSubnets] = "not json"
 
 			after, err := desired.ComputeCluster(bad, p, nil, before.Nodes)
 			if err != nil {
@@ -476,9 +477,9 @@ func TestComputeClusterLastGoodNode(t *testing.T) {
 			ev := slices.IndexFunc(after.Events, func(e event.Event) bool { return e.Reason == desired.ReasonInvalidNode })
 			if ev < 0 || after.Events[ev].Object.Name != "ovn-worker2" ||
 				!strings.Contains(after.Events[ev].Message, "ovn-worker2") ||
-				!strings.Contains(after.Events[ev].Message, egress.AnnotationNodeSubnets) ||
+				!strings.Contains(after.Events[ev].Message, ovnknode.AnnotationNodeSubnets) ||
 				!strings.Contains(after.Events[ev].Message, "load balancers") {
-				t.Errorf("events %v, want a %s event on ovn-worker2 naming %s", after.Events, desired.ReasonInvalidNode, egress.AnnotationNodeSubnets)
+				t.Errorf("events %v, want a %s event on ovn-worker2 naming %s", after.Events, desired.ReasonInvalidNode, ovnknode.AnnotationNodeSubnets)
 			}
 			again, err := desired.ComputeCluster(bad, p, nil, after.Nodes)
 			if err != nil || !reflect.DeepEqual(again.LB, before.LB) {
@@ -528,7 +529,7 @@ func TestComputeNodeLastGoodNode(t *testing.T) {
 	bad := good
 	bad.Nodes = slices.Clone(good.Nodes)
 	bad.Nodes[i] = good.Nodes[i].DeepCopy()
-	bad.Nodes[i].Annotations[egress.AnnotationNodeSubnets] = "not json"
+	bad.Nodes[i].Annotations[ovnknode.AnnotationNodeSubnets] = "not json"
 
 	p.LastGood = before.Self
 	after, err := desired.ComputeNode(bad, p, "ovn-worker2")
@@ -551,7 +552,7 @@ func TestComputeNodeLastGoodNode(t *testing.T) {
 		if ev < 0 || ns.Events[ev].Object.Name != "ovn-worker2" {
 			t.Fatalf("events %v, want a %s event on ovn-worker2", ns.Events, desired.ReasonInvalidNode)
 		}
-		for _, w := range append(words, "ovn-worker2", egress.AnnotationNodeSubnets) {
+		for _, w := range append(words, "ovn-worker2", ovnknode.AnnotationNodeSubnets) {
 			if !strings.Contains(ns.Events[ev].Message, w) {
 				t.Errorf("event %q does not say %q", ns.Events[ev].Message, w)
 			}

@@ -19,8 +19,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/ovnedge/ovnedge/desired"
-	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // TestClusterIncrementalNB runs the leader's work against a real NB

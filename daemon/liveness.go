@@ -12,8 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/ovnedge/ovnedge/egress"
 	"github.com/ovnedge/ovnedge/egress/reach"
+	"github.com/ovnedge/ovnedge/ovnknode"
 )
 
 // mgmtTargets are the management port addresses (the second address of
@@ -21,14 +21,14 @@ import (
 // only with assignable, except skip: OVN-Kubernetes probes these, reached
 // through the cluster network whatever the node's external network does.
 func mgmtTargets(nodes []*corev1.Node, assignable bool, skip string) []reach.Target {
-	parsed, _ := egress.ParseNodes(nodes)
+	parsed, _ := ovnknode.ParseAll(nodes)
 	return targetsOf(parsed, assignable, skip)
 }
 
 // targetsOf is mgmtTargets of nodes already parsed (the leader's
 // ClusterState.Nodes: parsing 2,000 nodes' annotations again took 7-10
 // ms of every pass).
-func targetsOf(parsed []egress.Node, assignable bool, skip string) []reach.Target {
+func targetsOf(parsed []ovnknode.Node, assignable bool, skip string) []reach.Target {
 	var out []reach.Target
 	for _, n := range parsed {
 		if (assignable && !n.Assignable) || n.Name == skip {
@@ -41,7 +41,7 @@ func targetsOf(parsed []egress.Node, assignable bool, skip string) []reach.Targe
 	return out
 }
 
-func mgmtIP(n *egress.Node) (netip.Addr, bool) {
+func mgmtIP(n *ovnknode.Node) (netip.Addr, bool) {
 	for _, v6 := range []bool{false, true} {
 		if ip, ok := n.MgmtIP(v6); ok {
 			return ip, true
@@ -121,7 +121,7 @@ func serveNode(ctx context.Context, cfg *Config, c *Clients, l *nodeLiveness, le
 			if err != nil {
 				return err
 			}
-			parsed, err := egress.ParseNode(n)
+			parsed, err := ovnknode.Parse(n)
 			if err != nil {
 				return err
 			}

@@ -20,9 +20,9 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/ovnedge/ovnedge/desired"
-	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 	"github.com/ovnedge/ovnedge/ovsdbnb/nbdb"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // daemonArgs are the leader-only `ovnedge daemon` arguments of the NB

@@ -20,6 +20,7 @@ import (
 	"github.com/ovnedge/ovnedge/egress"
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
 	"github.com/ovnedge/ovnedge/event"
+	"github.com/ovnedge/ovnedge/ovnknode"
 	"github.com/ovnedge/ovnedge/ovsflow"
 	"github.com/ovnedge/ovnedge/ovsflow/brex"
 )
@@ -44,7 +45,7 @@ type nodeWork struct {
 	writers   []dataplane.Writer // in the order they write
 	// lastSelf is this node's last good parse of its k8s.ovn.org
 	// annotations (Params.LastGood).
-	lastSelf *egress.Node
+	lastSelf *ovnknode.Node
 	// fence silences the OVN-hosted egress IPs the node lost for a while
 	// (egress.Fence); fenceTimer asks for the pass that lifts the next
 	// fence.
@@ -68,7 +69,7 @@ func newNodeWork(cfg *Config, p desired.Params, clients *Clients, ev eventLog, m
 		Update: (*desired.NodeState).Update, Owns: brex.OwnedCookie, Verify: bridgeVerify, Logger: log})
 	n.host = dataplane.NewHostEgress(dataplane.HostOptions{Node: cfg.NodeName, Netns: cfg.HostNetns, Backend: cfg.HostBackend,
 		Confirm: confirmer(clients, cfg.NodeName), Fenced: h.isFenced, LinksChanged: h.kickNode, Logger: log,
-		Report: func(ctx context.Context, r egress.HostReport) error {
+		Report: func(ctx context.Context, r ovnknode.HostReport) error {
 			return status.reportHost(ctx, cfg.NodeName, n.snapshot(), r)
 		}})
 	n.writers = []dataplane.Writer{n.bridge, n.host}

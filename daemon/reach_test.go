@@ -11,8 +11,8 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/ovnedge/ovnedge/desired"
-	"github.com/ovnedge/ovnedge/egress"
 	"github.com/ovnedge/ovnedge/egress/reach"
+	"github.com/ovnedge/ovnedge/ovnknode"
 )
 
 // TestReachTargets: the egress-assignable nodes are probed on their
@@ -21,12 +21,12 @@ import (
 func TestReachTargets(t *testing.T) {
 	node := func(name, subnet, ip string, assignable bool) *corev1.Node {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}, Annotations: map[string]string{
-			egress.AnnotationNodeSubnets:     `{"default":["` + subnet + `"]}`,
-			egress.AnnotationPrimaryIfAddr:   `{"ipv4":"` + ip + `/24"}`,
-			egress.AnnotationGatewayJoinAddr: `{"ipv4":"100.64.0.3/16"}`,
+			ovnknode.AnnotationNodeSubnets:     `{"default":["` + subnet + `"]}`,
+			ovnknode.AnnotationPrimaryIfAddr:   `{"ipv4":"` + ip + `/24"}`,
+			ovnknode.AnnotationGatewayJoinAddr: `{"ipv4":"100.64.0.3/16"}`,
 		}}}
 		if assignable {
-			n.Labels[egress.LabelEgressAssignable] = ""
+			n.Labels[ovnknode.LabelEgressAssignable] = ""
 		}
 		return n
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/ovnedge/ovnedge/desired"
-	"github.com/ovnedge/ovnedge/internal/testbed"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // TestRun runs the daemon's loops on a manifests directory: both

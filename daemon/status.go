@@ -10,10 +10,10 @@ import (
 	"sync"
 
 	"github.com/ovnedge/ovnedge/desired"
-	"github.com/ovnedge/ovnedge/egress"
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
 	"github.com/ovnedge/ovnedge/event"
 	"github.com/ovnedge/ovnedge/lbsvc/kubeovn"
+	"github.com/ovnedge/ovnedge/ovnknode"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -311,10 +311,10 @@ func (ks *kubeStatus) syncLBSvc(ctx context.Context, plan *kubeovn.Plan, existin
 }
 
 // reportHost writes the node's report to its Node object (annotation
-// egress.AnnotationHostEgress) when it differs from what the object
+// ovnknode.AnnotationHostEgress) when it differs from what the object
 // holds; an empty report removes the annotation. In manifests mode
 // nothing is written.
-func (ks *kubeStatus) reportHost(ctx context.Context, node string, s desired.Snapshot, r egress.HostReport) error {
+func (ks *kubeStatus) reportHost(ctx context.Context, node string, s desired.Snapshot, r ovnknode.HostReport) error {
 	if ks.clients.FromManifests {
 		return nil
 	}
@@ -327,7 +327,7 @@ func (ks *kubeStatus) reportHost(ctx context.Context, node string, s desired.Sna
 	if cur == nil {
 		return nil
 	}
-	old, had := cur.Annotations[egress.AnnotationHostEgress]
+	old, had := cur.Annotations[ovnknode.AnnotationHostEgress]
 	var value any
 	if !r.Empty() {
 		value = r.String()
@@ -335,7 +335,7 @@ func (ks *kubeStatus) reportHost(ctx context.Context, node string, s desired.Sna
 	if (value == nil && !had) || (had && value == old) {
 		return nil
 	}
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{egress.AnnotationHostEgress: value}}})
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{ovnknode.AnnotationHostEgress: value}}})
 	if _, err := ks.clients.Typed.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("report host egress IPs on node %s: %w", node, err)
 	}

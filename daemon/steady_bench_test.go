@@ -19,9 +19,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/ovnedge/ovnedge/desired"
-	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 	"github.com/ovnedge/ovnedge/ovsdbnb/nbdb"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // writeManifests writes s as YAML files in dir, one file per kind.

@@ -11,11 +11,11 @@ import (
 	"testing"
 
 	"github.com/ovnedge/ovnedge/desired"
-	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/kubewatch"
 	"github.com/ovnedge/ovnedge/lbsvc"
 	"github.com/ovnedge/ovnedge/manifests"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // seed003Cluster is what seed 003's manifests need around them: three

@@ -15,6 +15,7 @@ import (
 	"github.com/ovnedge/ovnedge/egress"
 	"github.com/ovnedge/ovnedge/egress/hostnet"
 	"github.com/ovnedge/ovnedge/event"
+	"github.com/ovnedge/ovnedge/ovnknode"
 )
 
 // HostEgress keeps a node's egress IPs on secondary host networks
@@ -53,7 +54,7 @@ type HostOptions struct {
 	Fenced func() bool
 	// Report, when not nil, is given the node's report after every Write
 	// (the daemon writes it to the node's Node object).
-	Report func(ctx context.Context, r egress.HostReport) error
+	Report func(ctx context.Context, r ovnknode.HostReport) error
 	// LinksChanged, when not nil, is called on every change of a host
 	// link.
 	LinksChanged func()
@@ -108,8 +109,8 @@ func (h *HostEgress) Close() {
 // requirement still fails. While the node is fenced (its host lease lost)
 // it hosts none. The error is a failure to apply only. It returns the
 // node's report; Write is Converge and the report given to Report.
-func (h *HostEgress) Converge(ctx context.Context, host []egress.HostAssignment) ([]event.Event, egress.HostReport, error) {
-	var report egress.HostReport
+func (h *HostEgress) Converge(ctx context.Context, host []egress.HostAssignment) ([]event.Event, ovnknode.HostReport, error) {
+	var report ovnknode.HostReport
 	var mine []egress.HostAssignment
 	for _, a := range host {
 		if a.Node == h.opts.Node {
@@ -209,7 +210,7 @@ func (h *HostEgress) open(ctx context.Context) error {
 // report is the node's report after a converge of mine to state:
 // what it hosts, and what it refuses (rejected now, no link for the
 // network, or refused before and still failing its requirements).
-func (h *HostEgress) report(mine []egress.HostAssignment, state hostnet.State, rejected []*hostnet.RequirementError) egress.HostReport {
+func (h *HostEgress) report(mine []egress.HostAssignment, state hostnet.State, rejected []*hostnet.RequirementError) ovnknode.HostReport {
 	refused := map[netip.Addr]string{}
 	asked := map[netip.Addr]bool{}
 	for _, a := range mine {
@@ -248,7 +249,7 @@ func (h *HostEgress) report(mine []egress.HostAssignment, state hostnet.State, r
 		}
 	}
 	h.refused = next
-	var r egress.HostReport
+	var r ovnknode.HostReport
 	for _, a := range state {
 		if _, ok := refused[a.EgressIP]; !ok {
 			r.Hosted = append(r.Hosted, a.EgressIP)

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/ovnedge/ovnedge/egress/hostnet"
-	"github.com/ovnedge/ovnedge/internal/testbed"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // TestHostSNATWithoutBinaries opens the SNAT backend of egress IPs on host

@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/ovnedge/ovnedge/daemon"
-	"github.com/ovnedge/ovnedge/internal/testbed"
+	"github.com/ovnedge/ovnedge/testbed"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"

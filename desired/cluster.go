@@ -16,6 +16,7 @@ import (
 	"github.com/ovnedge/ovnedge/event"
 	"github.com/ovnedge/ovnedge/lbsvc"
 	"github.com/ovnedge/ovnedge/lbsvc/kubeovn"
+	"github.com/ovnedge/ovnedge/ovnknode"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 )
 
@@ -42,7 +43,7 @@ type ClusterState struct {
 	ReplyFallback ovsdbnb.State
 	// Nodes are the parsed nodes used (a broken node's last good parse
 	// included), for the next computation's prev.
-	Nodes  []egress.Node
+	Nodes  []ovnknode.Node
 	Events []event.Event
 	// Dirty, when not nil, are the owners of Egress and LB whose state
 	// may differ from the previous computation's (the incremental path's,
@@ -74,14 +75,14 @@ func (c *ClusterState) NB() map[ovsdbnb.Owner]ovsdbnb.State {
 // nothing programmed for it is lost (a Warning event on the node names the
 // annotation). Bad objects become
 // events and are skipped; the error is reserved for bad Params.
-func ComputeCluster(s Snapshot, p Params, reachable func(node string) bool, prev []egress.Node) (ClusterState, error) {
+func ComputeCluster(s Snapshot, p Params, reachable func(node string) bool, prev []ovnknode.Node) (ClusterState, error) {
 	cs := ClusterState{Status: map[string][]egressv1.EgressIPStatusItem{}, Ingress: map[string][]corev1.LoadBalancerIngress{}}
-	nodes, broken := egress.ParseNodes(s.Nodes)
+	nodes, broken := ovnknode.ParseAll(s.Nodes)
 	// Every consumer of the annotations (egress IPs, load balancers) gets
 	// a broken node's last good parse, so nothing programmed for it is
 	// lost; a node never parsed is skipped.
-	cs.Nodes = egress.KeepLastGood(prev, nodes, broken)
-	lastGood := map[string]egress.Node{}
+	cs.Nodes = ovnknode.KeepLastGood(prev, nodes, broken)
+	lastGood := map[string]ovnknode.Node{}
 	for _, n := range cs.Nodes {
 		if broken[n.Name] != nil {
 			lastGood[n.Name] = n
@@ -89,7 +90,7 @@ func ComputeCluster(s Snapshot, p Params, reachable func(node string) bool, prev
 	}
 	for _, n := range s.Nodes {
 		err := broken[n.Name]
-		if err == nil || (!p.EnableEgressIP && !hasOVNKAnnotations(n)) {
+		if err == nil || (!p.EnableEgressIP && !ovnknode.HasAnnotations(n)) {
 			// Without EgressIPs, a node that carries none of
 			// OVN-Kubernetes' annotations (a Kube-OVN node) is not broken:
 			// its load balancers use its status addresses.

@@ -20,6 +20,7 @@ import (
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
 	"github.com/ovnedge/ovnedge/event"
 	"github.com/ovnedge/ovnedge/lbsvc"
+	"github.com/ovnedge/ovnedge/ovnknode"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 )
 
@@ -32,7 +33,7 @@ func Supported(p Params) bool { return !p.LBSvc && !p.UnderlayOn() }
 // nodeParse is one node's parse of its k8s.ovn.org annotations.
 type nodeParse struct {
 	obj    *corev1.Node
-	parsed egress.Node
+	parsed ovnknode.Node
 	err    error
 }
 
@@ -78,8 +79,8 @@ type Index struct {
 	podEIPs   map[string]map[string]bool // pod -> EgressIPs serving it
 	statusRef map[string]int             // pod -> EgressIPs with status serving it
 	anyRef    map[netip.Addr]int         // served pod IP -> (EgressIP, pod) pairs
-	eNodes    []egress.Node
-	byName    map[string]*egress.Node
+	eNodes    []ovnknode.Node
+	byName    map[string]*ovnknode.Node
 	broken    map[string]error
 	nodeEvts  []event.Event
 	assignEvt []event.Event
@@ -104,7 +105,7 @@ type Index struct {
 	wide int
 }
 
-func NewIndex(p Params, reachable func(string) bool, prev []egress.Node) *Index {
+func NewIndex(p Params, reachable func(string) bool, prev []ovnknode.Node) *Index {
 	return &Index{p: p, reachable: reachable, eNodes: prev,
 		nodes: map[string]*nodeParse{}, namespaces: map[string]*corev1.Namespace{}, pods: map[string]*corev1.Pod{},
 		podsByNS: map[string]map[string]*corev1.Pod{}, svcs: map[string]*corev1.Service{},
@@ -248,13 +249,13 @@ func (x *Index) setNode(ps *pass, k string, n *corev1.Node) {
 		ps.changedNodes[k] = true
 		return
 	}
-	parsed, err := egress.ParseNode(n)
+	parsed, err := ovnknode.Parse(n)
 	np := &nodeParse{obj: n, parsed: parsed, err: err}
 	if old != nil && quietNodeUpdate(old, np) {
 		// Only the resourceVersion (a heartbeat, a condition's times):
 		// no other node, EgressIP or load balancer depends on it.
 		x.nodes[k] = np
-		if i, ok := slices.BinarySearchFunc(x.eNodes, k, func(n egress.Node, name string) int { return strings.Compare(n.Name, name) }); ok {
+		if i, ok := slices.BinarySearchFunc(x.eNodes, k, func(n ovnknode.Node, name string) int { return strings.Compare(n.Name, name) }); ok {
 			x.eNodes[i].Version = parsed.Version
 		}
 		return
@@ -285,7 +286,7 @@ func (x *Index) nodesChanged(ps *pass) {
 	if x.nodesUpdated(ps) {
 		return
 	}
-	var parsed []egress.Node
+	var parsed []ovnknode.Node
 	broken := map[string]error{}
 	for _, name := range slices.Sorted(maps.Keys(x.nodes)) {
 		np := x.nodes[name]
@@ -299,9 +300,9 @@ func (x *Index) nodesChanged(ps *pass) {
 		broken = nil
 	}
 	prevNodes := x.eNodes
-	x.eNodes = egress.KeepLastGood(prevNodes, parsed, broken)
+	x.eNodes = ovnknode.KeepLastGood(prevNodes, parsed, broken)
 	x.broken = broken
-	lastGood := map[string]egress.Node{}
+	lastGood := map[string]ovnknode.Node{}
 	for _, n := range x.eNodes {
 		if broken[n.Name] != nil {
 			lastGood[n.Name] = n
@@ -310,7 +311,7 @@ func (x *Index) nodesChanged(ps *pass) {
 	if !ps.first && !sameClusterNodes(prevNodes, x.eNodes) {
 		ps.clusterRows = true
 	}
-	x.byName = make(map[string]*egress.Node, len(x.eNodes))
+	x.byName = make(map[string]*ovnknode.Node, len(x.eNodes))
 	for i := range x.eNodes {
 		x.byName[x.eNodes[i].Name] = &x.eNodes[i]
 	}
@@ -325,7 +326,7 @@ func (x *Index) nodesChanged(ps *pass) {
 			lbNodes = append(lbNodes, lbsvc.NodeOf(n, last))
 		}
 		err := np.err
-		if err == nil || (!x.p.EnableEgressIP && !hasOVNKAnnotations(n)) {
+		if err == nil || (!x.p.EnableEgressIP && !ovnknode.HasAnnotations(n)) {
 			continue
 		}
 		msg := "node %s skipped for egress IPs and load balancers until its annotations are fixed: %v"
@@ -357,7 +358,7 @@ func (x *Index) nodesUpdated(ps *pass) bool {
 		if np == nil || np.err != nil {
 			return false
 		}
-		e, ok := slices.BinarySearchFunc(x.eNodes, k, func(n egress.Node, name string) int { return strings.Compare(n.Name, name) })
+		e, ok := slices.BinarySearchFunc(x.eNodes, k, func(n ovnknode.Node, name string) int { return strings.Compare(n.Name, name) })
 		lb, ok2 := slices.BinarySearchFunc(x.lbNodes, k, func(n lbsvc.Node, name string) int { return strings.Compare(n.Name, name) })
 		if !ok || !ok2 {
 			return false
@@ -369,7 +370,7 @@ func (x *Index) nodesUpdated(ps *pass) bool {
 	eNodes, lbNodes := slices.Clone(x.eNodes), slices.Clone(x.lbNodes)
 	for k, i := range idx {
 		np := x.nodes[k]
-		if !sameClusterNodes(eNodes[i.e:i.e+1], []egress.Node{np.parsed}) {
+		if !sameClusterNodes(eNodes[i.e:i.e+1], []ovnknode.Node{np.parsed}) {
 			ps.clusterRows = true
 		}
 		eNodes[i.e] = np.parsed
@@ -380,7 +381,7 @@ func (x *Index) nodesUpdated(ps *pass) bool {
 		lbNodes[i.lb] = lb
 	}
 	x.eNodes, x.lbNodes = eNodes, lbNodes
-	x.byName = make(map[string]*egress.Node, len(x.eNodes))
+	x.byName = make(map[string]*ovnknode.Node, len(x.eNodes))
 	for i := range x.eNodes {
 		x.byName[x.eNodes[i].Name] = &x.eNodes[i]
 	}
@@ -390,8 +391,8 @@ func (x *Index) nodesUpdated(ps *pass) bool {
 // sameClusterNodes reports whether two egress node lists give the same
 // ClusterState rows: the same names, subnets and addresses (readiness,
 // labels and capacity only count for the assignment).
-func sameClusterNodes(a, b []egress.Node) bool {
-	return slices.EqualFunc(a, b, func(m, n egress.Node) bool {
+func sameClusterNodes(a, b []ovnknode.Node) bool {
+	return slices.EqualFunc(a, b, func(m, n ovnknode.Node) bool {
 		return m.Name == n.Name && slices.Equal(m.Subnets, n.Subnets) && slices.Equal(m.Primary, n.Primary) &&
 			slices.Equal(m.HostCIDRs, n.HostCIDRs)
 	})

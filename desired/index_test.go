@@ -10,10 +10,10 @@ import (
 	"testing"
 
 	"github.com/ovnedge/ovnedge/desired"
-	"github.com/ovnedge/ovnedge/egress"
 	"github.com/ovnedge/ovnedge/event"
 	"github.com/ovnedge/ovnedge/internal/clustermodel"
 	"github.com/ovnedge/ovnedge/lbsvc/ipam"
+	"github.com/ovnedge/ovnedge/ovnknode"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 )
 
@@ -76,9 +76,9 @@ func TestIncrementalMatchesFull(t *testing.T) {
 			p := testParams(t, tc.args...)
 			m := clustermodel.New(tc.seed, 5, 4, 30, 12, 5)
 			x := desired.NewIndex(p, nil, nil)
-			var prev []egress.Node
+			var prev []ovnknode.Node
 			var last desired.ClusterState
-			var lastNodes struct{ at, copy []egress.Node }
+			var lastNodes struct{ at, copy []ovnknode.Node }
 			counts := map[string]int{}
 			for step := range tc.steps {
 				what := "initial"

@@ -1,11 +1,9 @@
 package desired
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -16,19 +14,13 @@ import (
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
 	"github.com/ovnedge/ovnedge/event"
 	"github.com/ovnedge/ovnedge/lbsvc"
+	"github.com/ovnedge/ovnedge/ovnknode"
 	"github.com/ovnedge/ovnedge/ovsflow"
 	"github.com/ovnedge/ovnedge/ovsflow/brex"
 )
 
-// AnnotationNodeChassisID is OVN-Kubernetes' node annotation naming the
-// node's chassis (its system-id).
-const AnnotationNodeChassisID = lbsvc.AnnotationNodeChassisID
-
 // lbNode is a node as its load balancers see it (lbsvc.ParseNode).
 func lbNode(n *corev1.Node) lbsvc.Node { return lbsvc.ParseNode(n) }
-
-// nodeIPs returns a node's InternalIP and ExternalIP addresses.
-func nodeIPs(n *corev1.Node) []netip.Addr { return lbsvc.StatusIPs(n) }
 
 // Flow program owners of the node work; each Service's flows are owned by
 // "service/<namespace>/<name>" (brex.Service.Owner).
@@ -42,11 +34,6 @@ const (
 	OwnerEgressFence = "egress-fence"
 	ownerServicePfx  = "service/"
 )
-
-// AnnotationL3Gateway is OVN-Kubernetes' node annotation describing the
-// node's gateway; its "default" network's "mac-address" is the bridge
-// MAC.
-const AnnotationL3Gateway = "k8s.ovn.org/l3-gateway-config"
 
 // NodeState is the desired state of one node's bridge.
 type NodeState struct {
@@ -85,7 +72,7 @@ type NodeState struct {
 	// were computed from: this snapshot's, or when they broke
 	// Params.LastGood; nil when there is neither (or the node carries
 	// none and needs none).
-	Self   *egress.Node
+	Self   *ovnknode.Node
 	Events []event.Event
 }
 
@@ -137,7 +124,7 @@ func ComputeNode(s Snapshot, p Params, node string) (NodeState, error) {
 	}
 	var healthy []string
 	for _, n := range s.Nodes {
-		if nodeReady(n) && (p.Alive == nil || p.Alive(n.Name)) {
+		if ovnknode.Ready(n) && (p.Alive == nil || p.Alive(n.Name)) {
 			healthy = append(healthy, n.Name)
 		}
 	}
@@ -163,13 +150,13 @@ func ComputeNode(s Snapshot, p Params, node string) (NodeState, error) {
 // flows stay as they are; broken is the parse error then, nil otherwise.
 // A node that carries none and needs none (a Kube-OVN node) has no Self:
 // its gateway flows use its status addresses.
-func selfNode(ns *NodeState, n *corev1.Node, p Params) (self *egress.Node, broken error) {
-	parsed, err := egress.ParseNode(n)
+func selfNode(ns *NodeState, n *corev1.Node, p Params) (self *ovnknode.Node, broken error) {
+	parsed, err := ovnknode.Parse(n)
 	if err == nil {
 		ns.Self = &parsed
 		return ns.Self, nil
 	}
-	if !p.EnableEgressIP && !hasOVNKAnnotations(n) {
+	if !p.EnableEgressIP && !ovnknode.HasAnnotations(n) {
 		return nil, nil
 	}
 	if p.LastGood != nil && p.LastGood.Name == n.Name {
@@ -227,7 +214,7 @@ func (ns *NodeState) UpdateProvider(p *ovsflow.Program) error {
 // p.BGPEgressIPs, the egress IPs its EgressIPs' status assigns to it.
 // A node that is not ready (or not alive) announces no VIP.
 func bgpRoutes(ns *NodeState, s Snapshot, p Params, n *corev1.Node, ready bool) {
-	for _, a := range nodeIPs(n) {
+	for _, a := range ovnknode.StatusIPs(n) {
 		if a.Is4() {
 			ns.RouterID = a
 			break
@@ -260,7 +247,7 @@ func bgpRoutes(ns *NodeState, s Snapshot, p Params, n *corev1.Node, ready bool) 
 // Service's. Without a bridge MAC or a node IP the base and the Services'
 // flows stay as they are (an event says why); a Service whose flows fail
 // stays as it is alone.
-func gatewayFlows(ns *NodeState, s Snapshot, p Params, n *corev1.Node, self *egress.Node) {
+func gatewayFlows(ns *NodeState, s Snapshot, p Params, n *corev1.Node, self *ovnknode.Node) {
 	g, node, err := nodeGateway(n, self, p)
 	var base []ovsflow.Flow
 	if err == nil {
@@ -289,7 +276,7 @@ func gatewayFlows(ns *NodeState, s Snapshot, p Params, n *corev1.Node, self *egr
 // (of self, n's parse or last good parse, when not nil), else its
 // InternalIP/ExternalIP; its host addresses (where host-network endpoints
 // live) add host-cidrs; the families are those of the bridge's addresses.
-func nodeGateway(n *corev1.Node, self *egress.Node, p Params) (brex.Gateway, lbsvc.Node, error) {
+func nodeGateway(n *corev1.Node, self *ovnknode.Node, p Params) (brex.Gateway, lbsvc.Node, error) {
 	g := brex.Gateway{Base: brex.Base{Uplink: p.Uplink, Patch: p.Patch, BridgeMAC: p.BridgeMAC, Zone: p.Zone}}
 	node := lbsvc.Node{Name: n.Name}
 	if parsed := self; parsed != nil {
@@ -300,7 +287,7 @@ func nodeGateway(n *corev1.Node, self *egress.Node, p Params) (brex.Gateway, lbs
 			node.IPs = append(node.IPs, pr.Addr())
 		}
 	}
-	status := nodeIPs(n)
+	status := ovnknode.StatusIPs(n)
 	for _, a := range status {
 		if !slices.ContainsFunc(g.NodeIPs, func(b netip.Addr) bool { return b.Is6() == a.Is6() }) {
 			g.NodeIPs = append(g.NodeIPs, a)
@@ -316,7 +303,7 @@ func nodeGateway(n *corev1.Node, self *egress.Node, p Params) (brex.Gateway, lbs
 		return g, node, fmt.Errorf("node %s has no address (node-primary-ifaddr, InternalIP or ExternalIP)", n.Name)
 	}
 	if g.BridgeMAC == nil {
-		mac, err := l3GatewayMAC(n)
+		mac, err := ovnknode.L3GatewayMAC(n)
 		if err != nil {
 			return g, node, err
 		}
@@ -325,39 +312,13 @@ func nodeGateway(n *corev1.Node, self *egress.Node, p Params) (brex.Gateway, lbs
 	return g, node, nil
 }
 
-// l3GatewayMAC is the bridge MAC in the node's l3-gateway-config annotation.
-func l3GatewayMAC(n *corev1.Node) (net.HardwareAddr, error) {
-	v, ok := n.Annotations[AnnotationL3Gateway]
-	if !ok {
-		return nil, fmt.Errorf("no bridge MAC: neither --bridge-mac, the bridge's mac_in_use nor the %s annotation", AnnotationL3Gateway)
-	}
-	var cfg map[string]struct {
-		MAC string `json:"mac-address"`
-	}
-	if err := json.Unmarshal([]byte(v), &cfg); err != nil {
-		return nil, fmt.Errorf("annotation %s: %w", AnnotationL3Gateway, err)
-	}
-	v = strings.TrimSpace(cfg["default"].MAC)
-	if v == "" {
-		return nil, fmt.Errorf("annotation %s: no default mac-address", AnnotationL3Gateway)
-	}
-	mac, err := net.ParseMAC(v)
-	if err == nil && len(mac) != 6 {
-		err = fmt.Errorf("%s is not a 6-byte MAC address", v)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("annotation %s: %w", AnnotationL3Gateway, err)
-	}
-	return mac, nil
-}
-
 // nodeEgressIPs are node's egress IPs as the EgressIPs' status (the
 // leader's assignment) says: host, those on its secondary host networks,
 // and held, the others (OVN-hosted, served by its gateway router),
 // sorted. self is the node's parse (or last good parse).
-func nodeEgressIPs(s Snapshot, p Params, node string, self *egress.Node) (host []egress.HostAssignment, held []netip.Addr) {
-	parsed, _ := egress.ParseNodes(s.Nodes)
-	nodes := make(map[string]*egress.Node, len(parsed))
+func nodeEgressIPs(s Snapshot, p Params, node string, self *ovnknode.Node) (host []egress.HostAssignment, held []netip.Addr) {
+	parsed, _ := ovnknode.ParseAll(s.Nodes)
+	nodes := make(map[string]*ovnknode.Node, len(parsed))
 	for i := range parsed {
 		nodes[parsed[i].Name] = &parsed[i]
 	}
@@ -404,15 +365,6 @@ func (ns *NodeState) Fence(patch string, fenced []netip.Addr) error {
 	return nil
 }
 
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 // Update makes p hold the state: every set of Sets, and no other owner of
 // the node work except those in Keep. Owners of others (not "egress",
 // "base" nor "service/...") are left alone. On error p may hold part of the update.
@@ -430,15 +382,4 @@ func (ns *NodeState) Update(p *ovsflow.Program) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// hasOVNKAnnotations reports whether n carries any of OVN-Kubernetes'
-// k8s.ovn.org/ annotations.
-func hasOVNKAnnotations(n *corev1.Node) bool {
-	for k := range n.Annotations {
-		if strings.HasPrefix(k, "k8s.ovn.org/") {
-			return true
-		}
-	}
-	return false
 }

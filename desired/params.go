@@ -12,6 +12,7 @@ import (
 	"github.com/ovnedge/ovnedge/lbsvc"
 	"github.com/ovnedge/ovnedge/lbsvc/ipam"
 	"github.com/ovnedge/ovnedge/lbsvc/kubeovn"
+	"github.com/ovnedge/ovnedge/ovnknode"
 )
 
 // Event reasons of objects the desired state cannot use.
@@ -92,7 +93,7 @@ type Params struct {
 	// annotations (NodeState.Self of the previous ComputeNode): when they
 	// break, ComputeNode keeps computing the node's egress and gateway
 	// flows from it, as ComputeCluster does with its prev.
-	LastGood *egress.Node
+	LastGood *ovnknode.Node
 }
 
 // UnderlayOn reports whether the underlay mode is on.

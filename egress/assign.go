@@ -8,6 +8,7 @@ import (
 
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
 	"github.com/ovnedge/ovnedge/event"
+	"github.com/ovnedge/ovnedge/ovnknode"
 )
 
 // Event reasons, as OVN-Kubernetes records them on the EgressIP.
@@ -56,7 +57,7 @@ type Result struct {
 // annotation never empties other EgressIPs' status. nodes may hold their
 // last good parse (KeepLastGood), so that their addresses still count as
 // conflicts and Compute keeps their rows.
-func Assign(eips []*egressv1.EgressIP, nodes []Node, reachable func(node string) bool, broken map[string]error) Result {
+func Assign(eips []*egressv1.EgressIP, nodes []ovnknode.Node, reachable func(node string) bool, broken map[string]error) Result {
 	eips = slices.Clone(eips)
 	slices.SortFunc(eips, func(a, b *egressv1.EgressIP) int { return cmp.Compare(a.Name, b.Name) })
 	a := newAssigner(nodes, reachable, broken)
@@ -71,7 +72,7 @@ func Assign(eips []*egressv1.EgressIP, nodes []Node, reachable func(node string)
 // slices, not maps.
 type assigner struct {
 	res       Result
-	nodes     []Node
+	nodes     []ovnknode.Node
 	reachable func(node string) bool
 	broken    map[string]error
 	index     map[string]int        // nodes by name
@@ -94,20 +95,20 @@ type request struct {
 // load is a node's use per family, counting what is kept.
 type load struct{ v4, v6 int }
 
-func newAssigner(nodes []Node, reachable func(node string) bool, broken map[string]error) *assigner {
+func newAssigner(nodes []ovnknode.Node, reachable func(node string) bool, broken map[string]error) *assigner {
 	a := &assigner{nodes: nodes, reachable: reachable, broken: broken, index: make(map[string]int, len(nodes)),
 		hostIPs: make(map[netip.Addr]string, 2*len(nodes)), loads: make([]load, len(nodes))}
 	for i := range nodes {
 		n := &nodes[i]
 		a.index[n.Name] = i
-		for h := range n.hostAddrs() {
+		for h := range n.HostAddrs() {
 			a.hostIPs[h] = n.Name
 		}
 	}
 	return a
 }
 
-func (a *assigner) byName(name string) *Node {
+func (a *assigner) byName(name string) *ovnknode.Node {
 	if i, ok := a.index[name]; ok {
 		return &a.nodes[i]
 	}

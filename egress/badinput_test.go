@@ -8,6 +8,8 @@ import (
 
 	"github.com/ovnedge/ovnedge/egress"
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
+	"github.com/ovnedge/ovnedge/ovnknode"
+	"github.com/ovnedge/ovnedge/ovnknode/ovnknodetest"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -17,7 +19,7 @@ import (
 // and returns the events as "<eip> <reason>", sorted.
 func pass(t *testing.T, eips []*egressv1.EgressIP, nodes []*corev1.Node) (egress.Desired, []string) {
 	t.Helper()
-	parsed, broken := egress.ParseNodes(nodes)
+	parsed, broken := ovnknode.ParseAll(nodes)
 	res := egress.Assign(eips, parsed, nil, broken)
 	served, evs := egress.Serve(eips, res.Status, seedNamespaces, seedPods)
 	d, err := egress.Compute(seedCluster, parsed, served)
@@ -56,10 +58,10 @@ func statusOf(e *egressv1.EgressIP) string {
 func TestBadInputRealNB(t *testing.T) {
 	nb := startRealNB(t, topologyOf("10.244.0.0/16", seedNodesPlusWorker3(t), "172.18.0.1"))
 	nodes := []*corev1.Node{
-		k8sNode("ovn-control-plane", "10.244.0.0/24", "172.18.0.4/16", "100.64.0.2/16", false),
-		k8sNode("ovn-worker", "10.244.1.0/24", "172.18.0.2/16", "100.64.0.3/16", true),
-		k8sNode("ovn-worker2", "10.244.2.0/24", "172.18.0.3/16", "100.64.0.4/16", true),
-		k8sNode("ovn-worker3", "10.244.3.0/24", "172.18.0.5/16", "100.64.0.5/16", true),
+		ovnknodetest.Node("ovn-control-plane", "10.244.0.0/24", "172.18.0.4/16", "100.64.0.2/16", false),
+		ovnknodetest.Node("ovn-worker", "10.244.1.0/24", "172.18.0.2/16", "100.64.0.3/16", true),
+		ovnknodetest.Node("ovn-worker2", "10.244.2.0/24", "172.18.0.3/16", "100.64.0.4/16", true),
+		ovnknodetest.Node("ovn-worker3", "10.244.3.0/24", "172.18.0.5/16", "100.64.0.5/16", true),
 	}
 	prod := seedEgressIP("172.18.0.33", "172.18.0.44")
 	prod.CreationTimestamp = metav1.NewTime(time.Unix(100, 0))
@@ -122,7 +124,7 @@ func TestBadInputRealNB(t *testing.T) {
 	// IPs there (egressip-dev's and nothing's) move to the least loaded
 	// candidates in the same pass; prod is untouched.
 	dev.Spec.NamespaceSelector = metav1.LabelSelector{MatchLabels: map[string]string{"environment": "development"}}
-	delete(nodes[1].Labels, egress.LabelEgressAssignable)
+	delete(nodes[1].Labels, ovnknode.LabelEgressAssignable)
 	d, events = pass(t, eips, nodes)
 	wantStatus[dev], wantStatus[nothing] = "ovn-worker2=172.18.0.66", "ovn-worker3=172.18.0.55"
 	for e, want := range wantStatus {

@@ -13,18 +13,19 @@ import (
 	"github.com/ovn-kubernetes/libovsdb/ovsdb"
 	"github.com/ovnedge/ovnedge/egress"
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
-	"github.com/ovnedge/ovnedge/internal/testbed"
+	"github.com/ovnedge/ovnedge/ovnknode"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 	"github.com/ovnedge/ovnedge/ovsdbnb/nbdb"
+	"github.com/ovnedge/ovnedge/testbed"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // benchNodes are n egress nodes on 172.16.0.0/12 (node i has 172.16.i/8.x).
-func benchNodes(n int) []egress.Node {
-	nodes := make([]egress.Node, n)
+func benchNodes(n int) []ovnknode.Node {
+	nodes := make([]ovnknode.Node, n)
 	for i := range nodes {
-		nodes[i] = egress.Node{
+		nodes[i] = ovnknode.Node{
 			Name:        fmt.Sprintf("node-%03d", i),
 			Subnets:     []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 128 + byte(i/256), byte(i), 0}), 24)},
 			Primary:     []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{172, 16, byte(i), 1}), 12)},
@@ -80,8 +81,8 @@ func BenchmarkAssign(b *testing.B) {
 // namespace) served by 1,000 assigned EgressIPs over 100 nodes.
 type labelChange struct {
 	cluster    egress.Cluster
-	nodes      []egress.Node
-	byName     map[string]*egress.Node
+	nodes      []ovnknode.Node
+	byName     map[string]*ovnknode.Node
 	eips       []*egressv1.EgressIP
 	selectors  []*egress.Selector
 	namespaces []*corev1.Namespace
@@ -97,7 +98,7 @@ func newLabelChange(b *testing.B) *labelChange {
 	f := &labelChange{
 		cluster:  egress.Cluster{ClusterSubnets: []netip.Prefix{netip.MustParsePrefix("10.128.0.0/9")}},
 		nodes:    benchNodes(labelNodes),
-		byName:   map[string]*egress.Node{},
+		byName:   map[string]*ovnknode.Node{},
 		nsByName: map[string]*corev1.Namespace{},
 	}
 	for i := range f.nodes {

@@ -6,6 +6,8 @@ import (
 
 	"github.com/ovnedge/ovnedge/egress"
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
+	"github.com/ovnedge/ovnedge/ovnknode"
+	"github.com/ovnedge/ovnedge/ovnknode/ovnknodetest"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -13,8 +15,8 @@ import (
 // exampleNodes are seed 002's two egress-assignable workers.
 func exampleNodes() []*corev1.Node {
 	return []*corev1.Node{
-		k8sNode("ovn-worker", "10.244.1.0/24", "172.18.0.2/16", "100.64.0.3/16", true),
-		k8sNode("ovn-worker2", "10.244.2.0/24", "172.18.0.3/16", "100.64.0.4/16", true),
+		ovnknodetest.Node("ovn-worker", "10.244.1.0/24", "172.18.0.2/16", "100.64.0.3/16", true),
+		ovnknodetest.Node("ovn-worker2", "10.244.2.0/24", "172.18.0.3/16", "100.64.0.4/16", true),
 	}
 }
 
@@ -22,7 +24,7 @@ func exampleNodes() []*corev1.Node {
 // least loaded first; an invalid IP and a node's own address are refused
 // with an event and do not stop the others.
 func ExampleAssign() {
-	nodes, broken := egress.ParseNodes(exampleNodes())
+	nodes, broken := ovnknode.ParseAll(exampleNodes())
 	eip := &egressv1.EgressIP{
 		ObjectMeta: metav1.ObjectMeta{Name: "egressip-prod"},
 		Spec:       egressv1.EgressIPSpec{EgressIPs: []string{"172.18.0.33", "172.18.0.44", "172.18.0.300", "172.18.0.3"}},
@@ -44,8 +46,8 @@ func ExampleAssign() {
 // The egress node ovn-worker stops answering its reachability probe: its
 // IP moves to the other candidate in the same pass.
 func ExampleAssign_failover() {
-	nodes, _ := egress.ParseNodes(append(exampleNodes(),
-		k8sNode("ovn-worker3", "10.244.3.0/24", "172.18.0.5/16", "100.64.0.5/16", true)))
+	nodes, _ := ovnknode.ParseAll(append(exampleNodes(),
+		ovnknodetest.Node("ovn-worker3", "10.244.3.0/24", "172.18.0.5/16", "100.64.0.5/16", true)))
 	eip := &egressv1.EgressIP{
 		ObjectMeta: metav1.ObjectMeta{Name: "egressip-prod"},
 		Spec:       egressv1.EgressIPSpec{EgressIPs: []string{"172.18.0.33", "172.18.0.44"}},
@@ -63,7 +65,7 @@ func ExampleAssign_failover() {
 // The NB rows of seed 002's EgressIP: the pod's reroute to both gateway
 // routers (ECMP) and one SNAT per egress node.
 func ExampleCompute() {
-	nodes, _ := egress.ParseNodes(exampleNodes())
+	nodes, _ := ovnknode.ParseAll(exampleNodes())
 	status := []egressv1.EgressIPStatusItem{{Node: "ovn-worker", EgressIP: "172.18.0.33"}, {Node: "ovn-worker2", EgressIP: "172.18.0.44"}}
 	pod := egress.Pod{Namespace: "default", Name: "web", Node: "ovn-worker", IPs: []netip.Addr{netip.MustParseAddr("10.244.1.3")}}
 	c := egress.Cluster{ClusterSubnets: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}}
@@ -101,12 +103,12 @@ func ExampleSelectPods() {
 // A node whose annotation turns bad keeps its last good parse: its egress
 // IPs and rows stay, and it gets no new egress IP until it parses again.
 func ExampleKeepLastGood() {
-	prev, _ := egress.ParseNodes(exampleNodes())
+	prev, _ := ovnknode.ParseAll(exampleNodes())
 	bad := exampleNodes()
-	bad[0].Annotations[egress.AnnotationNodeSubnets] = "{not json"
-	parsed, broken := egress.ParseNodes(bad)
+	bad[0].Annotations[ovnknode.AnnotationNodeSubnets] = "{not json"
+	parsed, broken := ovnknode.ParseAll(bad)
 	var names []string
-	for _, n := range egress.KeepLastGood(prev, parsed, broken) {
+	for _, n := range ovnknode.KeepLastGood(prev, parsed, broken) {
 		names = append(names, n.Name)
 	}
 	fmt.Println(len(parsed), names)

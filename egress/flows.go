@@ -3,6 +3,7 @@ package egress
 import (
 	"fmt"
 
+	"github.com/ovnedge/ovnedge/ovnknode"
 	"github.com/ovnedge/ovnedge/ovsflow/brex"
 )
 
@@ -10,7 +11,7 @@ import (
 // §1.2): its pod subnets, the cluster subnets and its primary address,
 // with the bridge's uplink and patch port names. brex.EgressFlows turns
 // it into the 109/105/104/100 flows.
-func NodeFlows(c Cluster, n *Node, uplink, patch string) (brex.Egress, error) {
+func NodeFlows(c Cluster, n *ovnknode.Node, uplink, patch string) (brex.Egress, error) {
 	if len(c.ClusterSubnets) == 0 {
 		return brex.Egress{}, fmt.Errorf("egress flows of node %s: no cluster subnet", n.Name)
 	}

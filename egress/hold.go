@@ -8,6 +8,7 @@ import (
 	"time"
 
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
+	"github.com/ovnedge/ovnedge/ovnknode"
 )
 
 // HostReleaseMargin is added to the nodes' host lease before a held
@@ -62,7 +63,7 @@ type Release struct {
 // eips, whose Status is the old one) and returns it, with how long until
 // the first hold runs out (0: none held): the leader computes again then.
 // nodes are Assign's.
-func (h *HostHold) Apply(eips []*egressv1.EgressIP, status map[string][]egressv1.EgressIPStatusItem, nodes []Node) (map[string][]egressv1.EgressIPStatusItem, time.Duration) {
+func (h *HostHold) Apply(eips []*egressv1.EgressIP, status map[string][]egressv1.EgressIPStatusItem, nodes []ovnknode.Node) (map[string][]egressv1.EgressIPStatusItem, time.Duration) {
 	if h.Lease <= 0 {
 		return status, 0
 	}
@@ -70,7 +71,7 @@ func (h *HostHold) Apply(eips []*egressv1.EgressIP, status map[string][]egressv1
 	if h.Now != nil {
 		now = h.Now()
 	}
-	byName := make(map[string]*Node, len(nodes))
+	byName := make(map[string]*ovnknode.Node, len(nodes))
 	for i := range nodes {
 		byName[nodes[i].Name] = &nodes[i]
 	}
@@ -129,7 +130,7 @@ func (h *HostHold) Apply(eips []*egressv1.EgressIP, status map[string][]egressv1
 
 // silent reports whether r's node has let ip go (see HostHold), left
 // being what remains of its lease.
-func (h *HostHold) silent(r Release, ip netip.Addr, n *Node, left time.Duration) bool {
+func (h *HostHold) silent(r Release, ip netip.Addr, n *ovnknode.Node, left time.Duration) bool {
 	switch {
 	case left <= 0:
 		return true

@@ -7,12 +7,13 @@ import (
 
 	"github.com/ovnedge/ovnedge/egress"
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
+	"github.com/ovnedge/ovnedge/ovnknode"
 )
 
 // hosts is the node report mod: the node hosts ips, reported in its
 // object's version v.
-func hosts(v string, ips ...string) func(*egress.Node) {
-	return func(n *egress.Node) {
+func hosts(v string, ips ...string) func(*ovnknode.Node) {
+	return func(n *ovnknode.Node) {
 		n.Reported, n.Version = true, v
 		n.Host.Hosted = nil
 		for _, ip := range ips {
@@ -29,14 +30,14 @@ func hosts(v string, ips ...string) func(*egress.Node) {
 func TestHostHold(t *testing.T) {
 	const lease = 3 * time.Second
 	hold := lease + egress.HostReleaseMargin
-	w1 := func(mods ...func(*egress.Node)) egress.Node {
-		return node("w1", 2, append([]func(*egress.Node){secondary("10.10.10.2/24"), hosts("1", "10.10.10.50")}, mods...)...)
+	w1 := func(mods ...func(*ovnknode.Node)) ovnknode.Node {
+		return node("w1", 2, append([]func(*ovnknode.Node){secondary("10.10.10.2/24"), hosts("1", "10.10.10.50")}, mods...)...)
 	}
 	w2 := node("w2", 3, secondary("10.10.10.3/24"))
 	moved := map[string][]egressv1.EgressIPStatusItem{"a": {{Node: "w2", EgressIP: "10.10.10.50"}}}
 	type step struct {
 		after  time.Duration // since the start
-		nodes  []egress.Node
+		nodes  []ovnknode.Node
 		status map[string][]egressv1.EgressIPStatusItem // Assign's
 		want   string                                   // "node=ip" of a, or ""
 		wake   time.Duration
@@ -51,43 +52,43 @@ func TestHostHold(t *testing.T) {
 			name: "held until the lease and margin have passed (the old node is silent: dead or cut off)",
 			old:  []string{"w1=10.10.10.50"}, lease: lease,
 			steps: []step{
-				{0, []egress.Node{w1(), w2}, moved, "", hold},
-				{time.Second, []egress.Node{w1(), w2}, moved, "", hold - time.Second},
-				{hold, []egress.Node{w1(), w2}, moved, "w2=10.10.10.50", 0},
+				{0, []ovnknode.Node{w1(), w2}, moved, "", hold},
+				{time.Second, []ovnknode.Node{w1(), w2}, moved, "", hold - time.Second},
+				{hold, []ovnknode.Node{w1(), w2}, moved, "w2=10.10.10.50", 0},
 			},
 		},
 		{
 			name: "moves once the old node reports, after the release, that it no longer hosts it",
 			old:  []string{"w1=10.10.10.50"}, lease: lease,
 			steps: []step{
-				{0, []egress.Node{w1(), w2}, moved, "", hold},
+				{0, []ovnknode.Node{w1(), w2}, moved, "", hold},
 				// a report of the same version is not an answer
-				{100 * time.Millisecond, []egress.Node{w1(hosts("1")), w2}, moved, "", hold - 100*time.Millisecond},
-				{200 * time.Millisecond, []egress.Node{w1(hosts("2")), w2}, moved, "w2=10.10.10.50", 0},
+				{100 * time.Millisecond, []ovnknode.Node{w1(hosts("1")), w2}, moved, "", hold - 100*time.Millisecond},
+				{200 * time.Millisecond, []ovnknode.Node{w1(hosts("2")), w2}, moved, "w2=10.10.10.50", 0},
 			},
 		},
 		{
 			name: "a node that refuses the IP is silent at once",
 			old:  []string{"w1=10.10.10.50"}, lease: lease,
-			steps: []step{{0, []egress.Node{w1(refuses("10.10.10.50")), w2}, moved, "w2=10.10.10.50", 0}},
+			steps: []step{{0, []ovnknode.Node{w1(refuses("10.10.10.50")), w2}, moved, "w2=10.10.10.50", 0}},
 		},
 		{
 			name: "back on the old node: nothing held",
 			old:  []string{"w1=10.10.10.50"}, lease: lease,
 			steps: []step{
-				{0, []egress.Node{w1(), w2}, moved, "", hold},
-				{time.Second, []egress.Node{w1(), w2}, map[string][]egressv1.EgressIPStatusItem{"a": {{Node: "w1", EgressIP: "10.10.10.50"}}}, "w1=10.10.10.50", 0},
+				{0, []ovnknode.Node{w1(), w2}, moved, "", hold},
+				{time.Second, []ovnknode.Node{w1(), w2}, map[string][]egressv1.EgressIPStatusItem{"a": {{Node: "w1", EgressIP: "10.10.10.50"}}}, "w1=10.10.10.50", 0},
 			},
 		},
 		{
 			name: "an OVN-hosted IP is not held",
 			old:  []string{"w1=172.18.0.50"}, lease: lease,
-			steps: []step{{0, []egress.Node{w1(), w2}, map[string][]egressv1.EgressIPStatusItem{"a": {{Node: "w2", EgressIP: "172.18.0.50"}}}, "w2=172.18.0.50", 0}},
+			steps: []step{{0, []ovnknode.Node{w1(), w2}, map[string][]egressv1.EgressIPStatusItem{"a": {{Node: "w2", EgressIP: "172.18.0.50"}}}, "w2=172.18.0.50", 0}},
 		},
 		{
 			name:  "no lease: nothing held",
 			old:   []string{"w1=10.10.10.50"},
-			steps: []step{{0, []egress.Node{w1(), w2}, moved, "w2=10.10.10.50", 0}},
+			steps: []step{{0, []ovnknode.Node{w1(), w2}, moved, "w2=10.10.10.50", 0}},
 		},
 	}
 	for _, tt := range tests {
@@ -128,7 +129,7 @@ func TestHostHoldClone(t *testing.T) {
 	w2 := node("w2", 3, secondary("10.10.10.3/24"))
 	moved := map[string][]egressv1.EgressIPStatusItem{"a": {{Node: "w2", EgressIP: "10.10.10.50"}}}
 	a := eip("a", []string{"10.10.10.50"}, "w1=10.10.10.50")
-	if _, wake := h.Apply([]*egressv1.EgressIP{a}, moved, []egress.Node{w1, w2}); wake == 0 {
+	if _, wake := h.Apply([]*egressv1.EgressIP{a}, moved, []ovnknode.Node{w1, w2}); wake == 0 {
 		t.Fatal("the original holds nothing")
 	}
 	c := h.Clone()
@@ -139,9 +140,9 @@ func TestHostHoldClone(t *testing.T) {
 	// after the release, that it hosts neither).
 	b := eip("b", []string{"10.10.10.51"}, "w1=10.10.10.51")
 	movedB := map[string][]egressv1.EgressIPStatusItem{"b": {{Node: "w2", EgressIP: "10.10.10.51"}}}
-	c.Apply([]*egressv1.EgressIP{b}, movedB, []egress.Node{w1, w2})
+	c.Apply([]*egressv1.EgressIP{b}, movedB, []ovnknode.Node{w1, w2})
 	now = start.Add(time.Second)
-	c.Apply([]*egressv1.EgressIP{a}, moved, []egress.Node{node("w1", 2, secondary("10.10.10.2/24"), hosts("2", "10.10.10.51")), w2})
+	c.Apply([]*egressv1.EgressIP{a}, moved, []ovnknode.Node{node("w1", 2, secondary("10.10.10.2/24"), hosts("2", "10.10.10.51")), w2})
 	if got := c.Held(); len(got) != 1 || got[0].IP != netip.MustParseAddr("10.10.10.51") {
 		t.Fatalf("the clone holds %v, want 10.10.10.51 alone", got)
 	}

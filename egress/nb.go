@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
+	"github.com/ovnedge/ovnedge/ovnknode"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 )
 
@@ -111,7 +112,7 @@ func (c Cluster) withDefaults() Cluster {
 		c.JoinSubnets = []netip.Prefix{netip.MustParsePrefix("100.64.0.0/16"), netip.MustParsePrefix("fd98::/64")}
 	}
 	c.Controller = cmp.Or(c.Controller, ovsdbnb.DefaultController)
-	c.Network = cmp.Or(c.Network, defaultNetwork)
+	c.Network = cmp.Or(c.Network, ovnknode.DefaultNetwork)
 	return c
 }
 
@@ -145,7 +146,7 @@ type Desired struct {
 // Compute returns the desired NB rows and host assignments for the nodes
 // and the served EgressIPs: ClusterState plus EgressIPState of each. It
 // fails only on a bad Cluster.
-func Compute(c Cluster, nodes []Node, served []Served) (Desired, error) {
+func Compute(c Cluster, nodes []ovnknode.Node, served []Served) (Desired, error) {
 	byName := nodeIndex(nodes)
 	var all []Pod
 	d := Desired{NB: map[ovsdbnb.Owner]ovsdbnb.State{}}
@@ -168,8 +169,8 @@ func Compute(c Cluster, nodes []Node, served []Served) (Desired, error) {
 }
 
 // nodeIndex maps node names to nodes.
-func nodeIndex(nodes []Node) map[string]*Node {
-	m := make(map[string]*Node, len(nodes))
+func nodeIndex(nodes []ovnknode.Node) map[string]*ovnknode.Node {
+	m := make(map[string]*ovnknode.Node, len(nodes))
 	for i := range nodes {
 		m[nodes[i].Name] = &nodes[i]
 	}
@@ -183,7 +184,7 @@ func nodeIndex(nodes []Node) map[string]*Node {
 // switch holds, marking the replies of the served pods' connections with
 // 42 (owned by ReplyQoSOwner). servedPods are the pods of every EgressIP
 // with an assignment.
-func ClusterState(c Cluster, nodes []Node, servedPods []Pod) (map[ovsdbnb.Owner]ovsdbnb.State, error) {
+func ClusterState(c Cluster, nodes []ovnknode.Node, servedPods []Pod) (map[ovsdbnb.Owner]ovsdbnb.State, error) {
 	c = c.withDefaults()
 	if len(c.ClusterSubnets) == 0 {
 		return nil, fmt.Errorf("egress cluster state: no cluster subnet")
@@ -202,7 +203,7 @@ func ClusterState(c Cluster, nodes []Node, servedPods []Pod) (map[ovsdbnb.Owner]
 			// One per host address of the family (the primary one and
 			// every other k8s.ovn.org/host-cidrs address), as
 			// OVN-Kubernetes' AddSameNodeIPPolicy does.
-			for _, ip := range n.hostIPs() {
+			for _, ip := range n.HostIPs() {
 				if ip.Is6() != v6 {
 					continue
 				}
@@ -218,7 +219,7 @@ func ClusterState(c Cluster, nodes []Node, servedPods []Pod) (map[ovsdbnb.Owner]
 				})
 			}
 		}
-		nodeIPs = append(nodeIPs, n.hostIPs()...)
+		nodeIPs = append(nodeIPs, n.HostIPs()...)
 		if len(st.Policies) > 0 {
 			out[ovsdbnb.Owner{Type: OwnerNode, Name: n.Name}] = st
 		}
@@ -306,10 +307,10 @@ func (c Cluster) noReroute(name, fam, match string, options map[string]string) o
 // GR_<node> for egress IPs on the primary network. Secondary host network
 // egress IPs come back as HostAssignments. Status items naming an unknown
 // node or an IP none of the node's networks holds are skipped.
-func EgressIPState(c Cluster, s Served, nodes map[string]*Node) (ovsdbnb.State, []HostAssignment) {
+func EgressIPState(c Cluster, s Served, nodes map[string]*ovnknode.Node) (ovsdbnb.State, []HostAssignment) {
 	c = c.withDefaults()
 	type hop struct {
-		node      *Node
+		node      *ovnknode.Node
 		eip       netip.Addr
 		network   netip.Prefix
 		secondary bool

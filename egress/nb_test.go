@@ -9,6 +9,8 @@ import (
 
 	"github.com/ovnedge/ovnedge/egress"
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
+	"github.com/ovnedge/ovnedge/ovnknode"
+	"github.com/ovnedge/ovnedge/ovnknode/ovnknodetest"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 	"github.com/ovnedge/ovnedge/ovsflow/brex"
 	"github.com/ovnedge/ovnedge/ovsflow/brex/brextest"
@@ -16,8 +18,8 @@ import (
 )
 
 // seedNodesPlusWorker3 adds an egress-assignable ovn-worker3.
-func seedNodesPlusWorker3(t *testing.T) []egress.Node {
-	w3, err := egress.ParseNode(k8sNode("ovn-worker3", "10.244.3.0/24", "172.18.0.5/16", "100.64.0.5/16", true))
+func seedNodesPlusWorker3(t *testing.T) []ovnknode.Node {
+	w3, err := ovnknode.Parse(ovnknodetest.Node("ovn-worker3", "10.244.3.0/24", "172.18.0.5/16", "100.64.0.5/16", true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,13 +132,13 @@ func TestFailoverSilenceFirst(t *testing.T) {
 // IPv4 pod IPs; several egress IPs of a family give ECMP nexthops.
 func TestDualStack(t *testing.T) {
 	mk := func(name, v4sub, v6sub, v4, v6, j4, j6 string) *corev1.Node {
-		return k8sNode(name, "", "", "", true,
-			egress.AnnotationNodeSubnets, `{"default":["`+v4sub+`","`+v6sub+`"]}`,
-			egress.AnnotationPrimaryIfAddr, `{"ipv4":"`+v4+`","ipv6":"`+v6+`"}`,
-			egress.AnnotationHostCIDRs, `["`+v4+`","`+v6+`"]`,
-			egress.AnnotationGatewayJoinAddr, `{"ipv4":"`+j4+`","ipv6":"`+j6+`"}`)
+		return ovnknodetest.Node(name, "", "", "", true,
+			ovnknode.AnnotationNodeSubnets, `{"default":["`+v4sub+`","`+v6sub+`"]}`,
+			ovnknode.AnnotationPrimaryIfAddr, `{"ipv4":"`+v4+`","ipv6":"`+v6+`"}`,
+			ovnknode.AnnotationHostCIDRs, `["`+v4+`","`+v6+`"]`,
+			ovnknode.AnnotationGatewayJoinAddr, `{"ipv4":"`+j4+`","ipv6":"`+j6+`"}`)
 	}
-	nodes, broken := egress.ParseNodes([]*corev1.Node{
+	nodes, broken := ovnknode.ParseAll([]*corev1.Node{
 		mk("w1", "10.244.1.0/24", "fd00:10:244:2::/64", "172.18.0.2/16", "fc00::2/64", "100.64.0.3/16", "fd98::3/64"),
 		mk("w2", "10.244.2.0/24", "fd00:10:244:3::/64", "172.18.0.3/16", "fc00::3/64", "100.64.0.4/16", "fd98::4/64"),
 		mk("w3", "10.244.3.0/24", "fd00:10:244:4::/64", "172.18.0.5/16", "fc00::5/64", "100.64.0.5/16", "fd98::5/64"),
@@ -181,7 +183,7 @@ func TestDualStack(t *testing.T) {
 // yield no rows; an EgressIP with no assignment has none either.
 func TestEgressIPStateSkipsBadItems(t *testing.T) {
 	nodes := seedNodes(t)
-	byName := map[string]*egress.Node{}
+	byName := map[string]*ovnknode.Node{}
 	for i := range nodes {
 		byName[nodes[i].Name] = &nodes[i]
 	}
@@ -225,7 +227,7 @@ func TestNodeFlowsSeed(t *testing.T) {
 
 // seedFailover is seed 002's EgressIP over the seed nodes plus
 // ovn-worker3, and its NB rows for a given status.
-func seedFailover(t *testing.T) (*egressv1.EgressIP, []egress.Node, func([]egressv1.EgressIPStatusItem) map[ovsdbnb.Owner]ovsdbnb.State) {
+func seedFailover(t *testing.T) (*egressv1.EgressIP, []ovnknode.Node, func([]egressv1.EgressIPStatusItem) map[ovsdbnb.Owner]ovsdbnb.State) {
 	t.Helper()
 	nodes := seedNodesPlusWorker3(t)
 	e := seedEgressIP("172.18.0.33", "172.18.0.44")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ovnedge/ovnedge/egress"
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
+	"github.com/ovnedge/ovnedge/ovnknode"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 	"github.com/ovnedge/ovnedge/ovsflow/flowtest"
 	corev1 "k8s.io/api/core/v1"
@@ -108,13 +109,13 @@ func ovnkRows(desired map[ovsdbnb.Owner]ovsdbnb.State) []string {
 // networks of its rtoj-GR_<node> port in the vector's NB.
 func ovnkNode(name, primary, subnets, hostCIDRs, join string, assignable bool) *corev1.Node {
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}, Annotations: map[string]string{
-		egress.AnnotationPrimaryIfAddr:   primary,
-		egress.AnnotationNodeSubnets:     subnets,
-		egress.AnnotationHostCIDRs:       hostCIDRs,
-		egress.AnnotationGatewayJoinAddr: join,
+		ovnknode.AnnotationPrimaryIfAddr:   primary,
+		ovnknode.AnnotationNodeSubnets:     subnets,
+		ovnknode.AnnotationHostCIDRs:       hostCIDRs,
+		ovnknode.AnnotationGatewayJoinAddr: join,
 	}}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
 	if assignable {
-		n.Labels[egress.LabelEgressAssignable] = ""
+		n.Labels[ovnknode.LabelEgressAssignable] = ""
 	}
 	return n
 }
@@ -265,7 +266,7 @@ func TestOVNKubernetesVectors(t *testing.T) {
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			nodes, broken := egress.ParseNodes(tc.nodes)
+			nodes, broken := ovnknode.ParseAll(tc.nodes)
 			if len(broken) > 0 {
 				t.Fatal(broken)
 			}
@@ -304,7 +305,7 @@ func TestOVNKubernetesVectors(t *testing.T) {
 // vector. The vector holds no cluster-wide rows (its node watcher is not
 // started): only the EgressIP's rows are compared.
 func TestOVNKubernetesVectorIPv6(t *testing.T) {
-	nodes, broken := egress.ParseNodes([]*corev1.Node{
+	nodes, broken := ovnknode.ParseAll([]*corev1.Node{
 		ovnkNode("node1", `{"ipv4": "", "ipv6": "0:0:0:0:0:fedf:c0a8:8e0c/64"}`, `{"default":"ae70::66/64"}`,
 			`["0:0:0:0:0:fedf:c0a8:8e0c/64"]`, `{"ipv6":"fd98::2/125"}`, false),
 		ovnkNode("node2", `{"ipv4": "", "ipv6": "0:0:0:0:0:feff:c0a8:8e0c/64"}`, `{"default":"ae70::66/64"}`,
@@ -313,7 +314,7 @@ func TestOVNKubernetesVectorIPv6(t *testing.T) {
 	if len(broken) > 0 {
 		t.Fatal(broken)
 	}
-	byName := map[string]*egress.Node{}
+	byName := map[string]*ovnknode.Node{}
 	for i := range nodes {
 		byName[nodes[i].Name] = &nodes[i]
 	}

@@ -11,16 +11,17 @@ import (
 
 	"github.com/ovnedge/ovnedge/egress"
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
-	"github.com/ovnedge/ovnedge/internal/testbed"
+	"github.com/ovnedge/ovnedge/ovnknode"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 	"github.com/ovnedge/ovnedge/ovsflow/flowtest"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // topologyOf is the OVN-Kubernetes NB topology of nodes: their pod
 // subnets, gateway routers with join IPs in 100.64.0.0/16 and external
 // addresses on the primary network, with gateway as external next hop
 // (none when empty).
-func topologyOf(clusterSubnet string, nodes []egress.Node, gateway string) ovsdbnb.Topology {
+func topologyOf(clusterSubnet string, nodes []ovnknode.Node, gateway string) ovsdbnb.Topology {
 	topo := ovsdbnb.Topology{ClusterSubnet: clusterSubnet, JoinRouterIP: "100.64.0.1/16"}
 	for _, n := range nodes {
 		topo.Nodes = append(topo.Nodes, ovsdbnb.Node{Name: n.Name, Subnet: n.Subnets[0].String(),

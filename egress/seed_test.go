@@ -12,6 +12,8 @@ import (
 
 	"github.com/ovnedge/ovnedge/egress"
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
+	"github.com/ovnedge/ovnedge/ovnknode"
+	"github.com/ovnedge/ovnedge/ovnknode/ovnknodetest"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 	"github.com/ovnedge/ovnedge/ovsflow/flowtest"
 	corev1 "k8s.io/api/core/v1"
@@ -24,32 +26,12 @@ import (
 // without environment=development.
 var seedCluster = egress.Cluster{ClusterSubnets: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}}
 
-// k8sNode builds a node with OVN-Kubernetes' annotations.
-func k8sNode(name, subnet, ifaddr, join string, assignable bool, extra ...string) *corev1.Node {
-	n := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}, Annotations: map[string]string{
-			egress.AnnotationNodeSubnets:     fmt.Sprintf(`{"default":[%q]}`, subnet),
-			egress.AnnotationPrimaryIfAddr:   fmt.Sprintf(`{"ipv4":%q}`, ifaddr),
-			egress.AnnotationGatewayJoinAddr: fmt.Sprintf(`{"ipv4":%q}`, join),
-			egress.AnnotationHostCIDRs:       fmt.Sprintf(`[%q]`, ifaddr),
-		}},
-		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
-	}
-	if assignable {
-		n.Labels[egress.LabelEgressAssignable] = ""
-	}
-	for i := 0; i+1 < len(extra); i += 2 {
-		n.Annotations[extra[i]] = extra[i+1]
-	}
-	return n
-}
-
-func seedNodes(t testing.TB, extraWorker ...string) []egress.Node {
+func seedNodes(t testing.TB, extraWorker ...string) []ovnknode.Node {
 	t.Helper()
-	nodes, broken := egress.ParseNodes([]*corev1.Node{
-		k8sNode("ovn-control-plane", "10.244.0.0/24", "172.18.0.4/16", "100.64.0.2/16", false),
-		k8sNode("ovn-worker", "10.244.1.0/24", "172.18.0.2/16", "100.64.0.3/16", true, extraWorker...),
-		k8sNode("ovn-worker2", "10.244.2.0/24", "172.18.0.3/16", "100.64.0.4/16", true, extraWorker...),
+	nodes, broken := ovnknode.ParseAll([]*corev1.Node{
+		ovnknodetest.Node("ovn-control-plane", "10.244.0.0/24", "172.18.0.4/16", "100.64.0.2/16", false),
+		ovnknodetest.Node("ovn-worker", "10.244.1.0/24", "172.18.0.2/16", "100.64.0.3/16", true, extraWorker...),
+		ovnknodetest.Node("ovn-worker2", "10.244.2.0/24", "172.18.0.3/16", "100.64.0.4/16", true, extraWorker...),
 	})
 	if len(broken) > 0 {
 		t.Fatal(broken)
@@ -100,7 +82,7 @@ var (
 
 // seedDesired runs the whole pipeline on the seed cluster: select, assign,
 // compute.
-func seedDesired(t testing.TB, nodes []egress.Node, ips ...string) (egress.Result, egress.Desired) {
+func seedDesired(t testing.TB, nodes []ovnknode.Node, ips ...string) (egress.Result, egress.Desired) {
 	t.Helper()
 	eip := seedEgressIP(ips...)
 	pods, err := egress.SelectPods(eip, seedNamespaces, seedPods)
@@ -214,7 +196,7 @@ func TestSeed002PrimaryNetwork(t *testing.T) {
 // seedSecondaryNodes are the seed's nodes with a secondary host network
 // 10.10.10.0/24 on the workers (ovn-worker 10.10.10.1, ovn-worker2
 // 10.10.10.2).
-func seedSecondaryNodes(t testing.TB) []egress.Node {
+func seedSecondaryNodes(t testing.TB) []ovnknode.Node {
 	t.Helper()
 	nodes := seedNodes(t)
 	for i := range nodes {

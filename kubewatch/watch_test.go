@@ -20,8 +20,8 @@ import (
 	"github.com/ovnedge/ovnedge/desired"
 	"github.com/ovnedge/ovnedge/egress"
 	"github.com/ovnedge/ovnedge/internal/scale"
-	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/manifests"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // TestWatcherRunLoop checks that a manifest change reaches the reconcile

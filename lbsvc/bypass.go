@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
-	"github.com/ovnedge/ovnedge/arp"
 	"github.com/ovnedge/ovnedge/ovsflow"
 	"github.com/ovnedge/ovnedge/ovsflow/brex"
 )
@@ -68,7 +67,7 @@ func BypassFlows(b brex.Bypass, svcs []*corev1.Service) (map[string][]ovsflow.Fl
 // namespace/name. Every node feeds the same list to its arp.Controller
 // (SetVIPs); arp.Owned then makes exactly one healthy node answer each
 // VIP, the node VIPOwners names.
-func L2VIPs(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, iface string) []arp.VIP {
+func L2VIPs(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, iface string) []VIP {
 	return l2VIPs(svcs, eps, iface, func(svc *corev1.Service) bool {
 		return svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
 	})
@@ -76,14 +75,14 @@ func L2VIPs(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, iface stri
 
 // l2VIPs is L2VIPs where only nodes with a ready endpoint are eligible
 // for the Services local says.
-func l2VIPs(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, iface string, local func(*corev1.Service) bool) []arp.VIP {
+func l2VIPs(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, iface string, local func(*corev1.Service) bool) []VIP {
 	bySvc := SlicesByService(eps)
 	sorted := slices.DeleteFunc(slices.Clone(svcs), func(s *corev1.Service) bool { return s == nil })
 	slices.SortFunc(sorted, func(a, b *corev1.Service) int {
 		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
 	})
 	seen := map[netip.Addr]bool{}
-	var out []arp.VIP
+	var out []VIP
 	for _, svc := range sorted {
 		if svc.Spec.Type == corev1.ServiceTypeExternalName {
 			continue
@@ -96,7 +95,7 @@ func l2VIPs(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, iface stri
 		for _, vip := range ips.external {
 			if !seen[vip] {
 				seen[vip] = true
-				out = append(out, arp.VIP{Addr: vip, Interface: iface, Eligible: eligible})
+				out = append(out, VIP{Addr: vip, Interface: iface, Eligible: eligible})
 			}
 		}
 	}
@@ -123,13 +122,13 @@ func VIPOwners(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, healthy
 // flows go through (and with PreferLocal the node serves the VIP itself).
 func UnderlayOwners(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, healthy []string, opts Options) map[string][]netip.Addr {
 	vips := l2VIPs(svcs, eps, "", func(*corev1.Service) bool { return true })
-	vips = slices.DeleteFunc(vips, func(v arp.VIP) bool { return !opts.UnderlayVIP(v.Addr) })
+	vips = slices.DeleteFunc(vips, func(v VIP) bool { return !opts.UnderlayVIP(v.Addr) })
 	return owners(vips, healthy)
 }
 
 // owners elects the owner of each VIP among the healthy nodes eligible
 // for it.
-func owners(vips []arp.VIP, healthy []string) map[string][]netip.Addr {
+func owners(vips []VIP, healthy []string) map[string][]netip.Addr {
 	healthy = slices.Clone(healthy)
 	slices.Sort(healthy)
 	healthy = slices.Compact(healthy)
@@ -139,7 +138,7 @@ func owners(vips []arp.VIP, healthy []string) map[string][]netip.Addr {
 		if v.Eligible != nil {
 			candidates = slices.DeleteFunc(slices.Clone(healthy), func(n string) bool { return !slices.Contains(v.Eligible, n) })
 		}
-		if node, ok := arp.Elect(v.Addr, candidates); ok {
+		if node, ok := Elect(v.Addr, candidates); ok {
 			out[node] = append(out[node], v.Addr)
 		}
 	}

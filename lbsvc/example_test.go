@@ -101,3 +101,16 @@ func ExampleBuildServices() {
 	// Service_default/web_TCP_node_router_node2 map[172.18.0.50:80:] skip_snat=false
 	// Service_default/web_TCP_node_switch_node1_merged map[172.18.0.50:80:10.244.1.3:8080] skip_snat=false
 }
+
+func ExampleElect() {
+	vip := netip.MustParseAddr("172.18.0.50")
+	nodes := []string{"ovn-control-plane", "ovn-worker", "ovn-worker2"}
+	owner, _ := lbsvc.Elect(vip, nodes)
+	fmt.Println("owner:", owner)
+	// Every node computes the same owner, whatever the order of its list.
+	again, _ := lbsvc.Elect(vip, []string{nodes[2], nodes[0], nodes[1]})
+	fmt.Println("same owner:", again == owner)
+	// Output:
+	// owner: ovn-control-plane
+	// same owner: true
+}

@@ -11,9 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
-	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/lbsvc"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // nbTopology is two nodes of the OVN-Kubernetes topology matching nodes():

@@ -1,33 +1,23 @@
 package lbsvc
 
 import (
-	"cmp"
 	"net/netip"
 	"slices"
 	"strings"
 
+	"github.com/ovnedge/ovnedge/ovnknode"
 	corev1 "k8s.io/api/core/v1"
-
-	"github.com/ovnedge/ovnedge/egress"
 )
-
-// AnnotationNodeChassisID is OVN-Kubernetes' node annotation naming the
-// node's chassis (its system-id).
-const AnnotationNodeChassisID = "k8s.ovn.org/node-chassis-id"
-
-// AnnotationKubeOVNChassis is Kube-OVN's node annotation naming the node's
-// chassis, read when OVN-Kubernetes' is missing.
-const AnnotationKubeOVNChassis = "ovn.kubernetes.io/chassis"
 
 // AnnotationExternalIPFromSubnet is Kube-OVN's Service annotation naming
 // the underlay Subnet of its LoadBalancer address; in ovnedge's standalone
 // underlay mode it picks the Subnet the address is allocated from.
 const AnnotationExternalIPFromSubnet = "ovn.kubernetes.io/service_external_ip_from_subnet"
 
-// The node models: egress.Node is a Kubernetes node parsed once from its
+// The node models: ovnknode.Node is a Kubernetes node parsed once from its
 // OVN-Kubernetes annotations (egress.ParseNode); Node here is what the
 // load balancers need of it, converted by NodeFrom, and ovsdbnb.Node the
-// topology's, converted by egress.Node.TopologyNode.
+// topology's, converted by ovnknode.Node.TopologyNode.
 
 // NodeFrom is a parsed node as its load balancers see it: chassis is its
 // k8s.ovn.org/node-chassis-id, and its host addresses are those of
@@ -37,7 +27,7 @@ const AnnotationExternalIPFromSubnet = "ovn.kubernetes.io/service_external_ip_fr
 // comes before "172.18.0.2"), as OVN-Kubernetes serves NodePorts on them.
 // Primary counts too when HostCIDRs lacks it (OVN-Kubernetes' node agent
 // always lists it there).
-func NodeFrom(n egress.Node, chassis string) Node {
+func NodeFrom(n ovnknode.Node, chassis string) Node {
 	node := Node{Name: n.Name, Chassis: chassis}
 	for _, pr := range slices.Concat(n.Primary, n.HostCIDRs) {
 		if !slices.Contains(node.IPs, pr.Addr()) {
@@ -52,9 +42,9 @@ func NodeFrom(n egress.Node, chassis string) Node {
 // of its parsed annotations, or, when they are missing or broken, its
 // InternalIP and ExternalIP addresses.
 func ParseNode(n *corev1.Node) Node {
-	parsed, err := egress.ParseNode(n)
+	parsed, err := ovnknode.Parse(n)
 	if err != nil {
-		parsed = egress.Node{}
+		parsed = ovnknode.Node{}
 	}
 	return NodeOf(n, parsed)
 }
@@ -63,25 +53,11 @@ func ParseNode(n *corev1.Node) Node {
 // parsed as parsed (for a node whose annotations broke, their last good
 // parse): NodeFrom(parsed) with n's name and chassis, or, without an
 // address, n's InternalIP and ExternalIP addresses.
-func NodeOf(n *corev1.Node, parsed egress.Node) Node {
+func NodeOf(n *corev1.Node, parsed ovnknode.Node) Node {
 	parsed.Name = n.Name
-	node := NodeFrom(parsed, cmp.Or(n.Annotations[AnnotationNodeChassisID], n.Annotations[AnnotationKubeOVNChassis]))
+	node := NodeFrom(parsed, ovnknode.Chassis(n))
 	if len(node.IPs) == 0 {
-		node.IPs = StatusIPs(n)
+		node.IPs = ovnknode.StatusIPs(n)
 	}
 	return node
-}
-
-// StatusIPs returns a node's InternalIP and ExternalIP addresses.
-func StatusIPs(n *corev1.Node) []netip.Addr {
-	var out []netip.Addr
-	for _, a := range n.Status.Addresses {
-		if a.Type != corev1.NodeInternalIP && a.Type != corev1.NodeExternalIP {
-			continue
-		}
-		if ip, err := netip.ParseAddr(a.Address); err == nil {
-			out = append(out, ip)
-		}
-	}
-	return out
 }

@@ -9,8 +9,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // exampleNB is the Northbound database ExampleClient_Sync writes to; set

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 	"github.com/ovnedge/ovnedge/ovsdbnb/nbdb"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 var qosOwner = ovsdbnb.Owner{Type: "ClusterPolicies", Name: "qos"}

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // TestSharedIndexIncremental edits the routers, switches and load

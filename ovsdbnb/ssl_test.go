@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // TestDialSSL writes through an ssl: endpoint, the server and the client

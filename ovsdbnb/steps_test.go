@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 var eipB = ovsdbnb.Owner{Type: "EgressIP", Name: "eip2"}

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // dial connects to nb and closes the client when the test ends.

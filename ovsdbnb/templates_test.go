@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // TestTemplateVarsRealNB writes chassis template variables of two owners

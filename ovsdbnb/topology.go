@@ -8,6 +8,7 @@ import (
 
 	"github.com/ovn-kubernetes/libovsdb/ovsdb"
 
+	"github.com/ovnedge/ovnedge/ovnknode"
 	"github.com/ovnedge/ovnedge/ovsdbnb/nbdb"
 )
 
@@ -318,4 +319,18 @@ func (t *topoBuilder) node(n Node, cluster netip.Prefix, joinRouter netip.Addr) 
 	// policy reroutes them.
 	t.route(ClusterRouter, subnet.String(), join.Addr().String(), "src-ip", "")
 	return nil
+}
+
+// NodeTopology is node n (the node model, ovnknode.Node) as
+// EnsureTopology builds it: its first pod
+// subnet, its first gateway join address in joinPrefix's length (e.g.
+// 100.64.0.0/16), its first primary address, and gateway as GR_<node>'s
+// default next hop ("" for none).
+func NodeTopology(n ovnknode.Node, joinPrefix netip.Prefix, gateway string) (Node, error) {
+	if len(n.Subnets) == 0 || len(n.GatewayJoin) == 0 || len(n.Primary) == 0 {
+		return Node{}, fmt.Errorf("node %s lacks a subnet, join or primary address", n.Name)
+	}
+	return Node{Name: n.Name, Subnet: n.Subnets[0].String(),
+		JoinIP:     netip.PrefixFrom(n.GatewayJoin[0], joinPrefix.Bits()).String(),
+		ExternalIP: n.Primary[0].String(), Gateway: gateway}, nil
 }

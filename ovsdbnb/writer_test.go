@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/ovnedge/ovnedge/egress"
-	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 	"github.com/ovnedge/ovnedge/ovsdbnb/nbdb"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // writer is a Writer of EgressIP owners to the NB at endpoint, written

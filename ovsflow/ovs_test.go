@@ -11,12 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/ovsflow"
 	"github.com/ovnedge/ovnedge/ovsflow/brex"
 	"github.com/ovnedge/ovnedge/ovsflow/brex/brextest"
 	"github.com/ovnedge/ovnedge/ovsflow/flowtest"
 	"github.com/ovnedge/ovnedge/ovsflow/flowtest/bridge"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // testLog sends an Applier's logs to the test's output.

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/ovnedge/ovnedge/daemon"
-	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
+	"github.com/ovnedge/ovnedge/testbed"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"

@@ -20,9 +20,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
-	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/lbsvc/ipam"
 	"github.com/ovnedge/ovnedge/lbsvc/kubeovn"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 const (

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ovnedge/ovnedge/desired"
-	"github.com/ovnedge/ovnedge/egress"
+	"github.com/ovnedge/ovnedge/ovnknode"
 )
 
 // TestDaemonRestartOrphansAndBrokenNode runs `ovnedge daemon` against the
@@ -76,7 +76,7 @@ func TestDaemonRestartOrphansAndBrokenNode(t *testing.T) {
 	if lb == "" {
 		t.Fatalf("no NodePort load balancer of %s:\n%s", otherNode, strings.Join(c.nbRows(), "\n"))
 	}
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"not json"}}}`, egress.AnnotationNodeSubnets)
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"not json"}}}`, ovnknode.AnnotationNodeSubnets)
 	if _, err := c.cs.CoreV1().Nodes().Patch(ctx, otherNode, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestDaemonRestartOrphansAndBrokenNode(t *testing.T) {
 		}
 		for _, e := range evs.Items {
 			if e.InvolvedObject.Kind == "Node" && e.InvolvedObject.Name == otherNode && e.Type == corev1.EventTypeWarning &&
-				e.Reason == desired.ReasonInvalidNode && strings.Contains(e.Message, egress.AnnotationNodeSubnets) &&
+				e.Reason == desired.ReasonInvalidNode && strings.Contains(e.Message, ovnknode.AnnotationNodeSubnets) &&
 				strings.Contains(e.Message, "load balancers") {
 				t.Logf("event on Node %s: %s", otherNode, e.Message)
 				return nil

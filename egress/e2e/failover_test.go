@@ -16,6 +16,7 @@ import (
 	"github.com/ovnedge/ovnedge/egress"
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
 	"github.com/ovnedge/ovnedge/egress/reach"
+	"github.com/ovnedge/ovnedge/ovnknode"
 )
 
 // report is one callback of the reachability checker.
@@ -74,7 +75,7 @@ func TestFailover(t *testing.T) {
 // failover runs the test with the checker's health port.
 func failover(t *testing.T, port int) {
 	sb := newSandbox(t)
-	nodes, broken := egress.ParseNodes(k8sNodes())
+	nodes, broken := ovnknode.ParseAll(k8sNodes())
 	if len(broken) > 0 {
 		t.Fatal(broken)
 	}

@@ -19,8 +19,9 @@ import (
 	"github.com/ovnedge/ovnedge/egress"
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
 	"github.com/ovnedge/ovnedge/egress/reach"
-	"github.com/ovnedge/ovnedge/internal/testbed"
+	"github.com/ovnedge/ovnedge/ovnknode"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // The sandbox: worker0 runs the pod, worker1 and worker2 are
@@ -44,13 +45,13 @@ func k8sNodes() []*corev1.Node {
 	for _, n := range topology.Nodes {
 		labels := map[string]string{}
 		if n.Name != "worker0" {
-			labels[egress.LabelEgressAssignable] = ""
+			labels[ovnknode.LabelEgressAssignable] = ""
 		}
 		out = append(out, &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: labels, Annotations: map[string]string{
-				egress.AnnotationNodeSubnets:     fmt.Sprintf(`{"default":[%q]}`, n.Subnet),
-				egress.AnnotationPrimaryIfAddr:   fmt.Sprintf(`{"ipv4":%q}`, n.ExternalIP),
-				egress.AnnotationGatewayJoinAddr: fmt.Sprintf(`{"ipv4":%q}`, n.JoinIP),
+				ovnknode.AnnotationNodeSubnets:     fmt.Sprintf(`{"default":[%q]}`, n.Subnet),
+				ovnknode.AnnotationPrimaryIfAddr:   fmt.Sprintf(`{"ipv4":%q}`, n.ExternalIP),
+				ovnknode.AnnotationGatewayJoinAddr: fmt.Sprintf(`{"ipv4":%q}`, n.JoinIP),
 			}},
 			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
 		})
@@ -122,7 +123,7 @@ func newSandbox(t *testing.T) *sandbox {
 // otherwise nothing listens and the DISCARD probe gets a refusal, which
 // means up. It returns the leader namespace and the nodes' namespaces by
 // name.
-func healthNodes(t *testing.T, nodes []egress.Node, grpcPort int) (*testbed.Netns, map[string]*testbed.Netns) {
+func healthNodes(t *testing.T, nodes []ovnknode.Node, grpcPort int) (*testbed.Netns, map[string]*testbed.Netns) {
 	t.Helper()
 	leader := testbed.NewNetns(t, "e2el")
 	out := map[string]*testbed.Netns{}
@@ -174,7 +175,7 @@ type leader struct {
 	t       *testing.T
 	sb      *sandbox
 	eip     *egressv1.EgressIP
-	nodes   []egress.Node
+	nodes   []ovnknode.Node
 	pods    []egress.Pod
 	applied map[ovsdbnb.Owner]ovsdbnb.State
 }

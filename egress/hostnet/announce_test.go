@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/ovnedge/ovnedge/arp"
-	"github.com/ovnedge/ovnedge/internal/testbed"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // TestAnnounceAfterAdd: with the arp package's Announcer wired in, the

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovnedge/ovnedge/internal/testbed"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // benchNode is a node namespace with eg0 ready for egress IPs, and a

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ovnedge/ovnedge/internal/testbed"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // nftReference is what the earlier nftables backend had nft run (through

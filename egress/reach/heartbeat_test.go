@@ -12,7 +12,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/ovnedge/ovnedge/egress/reach"
-	"github.com/ovnedge/ovnedge/internal/testbed"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // nsListenPacket opens the monitor's UDP socket inside ns.

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/ovnedge/ovnedge/egress/reach"
-	"github.com/ovnedge/ovnedge/internal/testbed"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // nsDialer dials from ns.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ovnedge/ovnedge/internal/testbed"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // TestRun applies the bypass to a real bridge and traces an ARP request

@@ -28,9 +28,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/ovnedge/ovnedge/daemon"
-	"github.com/ovnedge/ovnedge/egress"
-	"github.com/ovnedge/ovnedge/internal/testbed"
+	"github.com/ovnedge/ovnedge/ovnknode"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // Options say what the demo runs on.
@@ -79,11 +79,11 @@ func Run(ctx context.Context, t testbed.T, out io.Writer, o Options) {
 	if err != nil {
 		t.Fatalf("manifests: %v", err)
 	}
-	nodes, broken := egress.ParseNodes(s.Nodes)
+	nodes, broken := ovnknode.ParseAll(s.Nodes)
 	if len(broken) > 0 {
 		t.Fatalf("manifests: nodes without OVN-Kubernetes annotations: %v", broken)
 	}
-	i := slices.IndexFunc(nodes, func(n egress.Node) bool { return n.Name == o.Node })
+	i := slices.IndexFunc(nodes, func(n ovnknode.Node) bool { return n.Name == o.Node })
 	if i < 0 {
 		t.Fatalf("manifests: no node %s", o.Node)
 	}
@@ -138,7 +138,7 @@ func Run(ctx context.Context, t testbed.T, out io.Writer, o Options) {
 }
 
 // topology creates the OVN-Kubernetes topology of the nodes.
-func topology(ctx context.Context, nb string, nodes []egress.Node, o Options) error {
+func topology(ctx context.Context, nb string, nodes []ovnknode.Node, o Options) error {
 	c, err := ovsdbnb.Dial(ctx, ovsdbnb.Options{Endpoints: []string{nb}, Logger: o.Log})
 	if err != nil {
 		return err
@@ -146,7 +146,7 @@ func topology(ctx context.Context, nb string, nodes []egress.Node, o Options) er
 	defer c.Close()
 	topo := ovsdbnb.Topology{ClusterSubnet: o.ClusterSubnet, JoinRouterIP: "100.64.0.1/16"}
 	for _, n := range nodes {
-		tn, err := n.TopologyNode(netip.MustParsePrefix("100.64.0.0/16"), o.Gateway)
+		tn, err := ovsdbnb.NodeTopology(n, netip.MustParsePrefix("100.64.0.0/16"), o.Gateway)
 		if err != nil {
 			return err
 		}
@@ -209,7 +209,7 @@ const extMAC = "02:00:00:00:00:01"
 // gatewayMACBindings tells the gateway routers the external gateway's MAC:
 // ovn-trace does not resolve it (it ignores Static_MAC_Binding), and would
 // otherwise stop at an ARP request instead of showing the SNAT.
-func gatewayMACBindings(ovn *testbed.OVN, nodes []egress.Node, gateway string) {
+func gatewayMACBindings(ovn *testbed.OVN, nodes []ovnknode.Node, gateway string) {
 	for _, n := range nodes {
 		dp := ovn.Sbctl("--bare", "--columns=_uuid", "find", "Datapath_Binding", "external_ids:name=GR_"+n.Name)
 		ovn.Sbctl("create", "MAC_Binding", "datapath="+dp, "logical_port=rtoe-GR_"+n.Name, "ip="+gateway, "mac=\""+extMAC+"\"")

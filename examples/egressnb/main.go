@@ -27,6 +27,7 @@ import (
 
 	"github.com/ovnedge/ovnedge/egress"
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
+	"github.com/ovnedge/ovnedge/ovnknode"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 	"github.com/ovnedge/ovnedge/ovsdbnb/nbdb"
 )
@@ -46,12 +47,12 @@ func main() {
 func Objects() ([]*corev1.Node, []*corev1.Namespace, []*corev1.Pod, []*egressv1.EgressIP) {
 	node := func(name, subnet, ip, join string, assignable bool) *corev1.Node {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}, Annotations: map[string]string{
-			egress.AnnotationNodeSubnets:     `{"default":["` + subnet + `"]}`,
-			egress.AnnotationPrimaryIfAddr:   `{"ipv4":"` + ip + `"}`,
-			egress.AnnotationGatewayJoinAddr: `{"ipv4":"` + join + `"}`,
+			ovnknode.AnnotationNodeSubnets:     `{"default":["` + subnet + `"]}`,
+			ovnknode.AnnotationPrimaryIfAddr:   `{"ipv4":"` + ip + `"}`,
+			ovnknode.AnnotationGatewayJoinAddr: `{"ipv4":"` + join + `"}`,
 		}}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
 		if assignable {
-			n.Labels[egress.LabelEgressAssignable] = ""
+			n.Labels[ovnknode.LabelEgressAssignable] = ""
 		}
 		return n
 	}
@@ -75,7 +76,7 @@ func Objects() ([]*corev1.Node, []*corev1.Namespace, []*corev1.Pod, []*egressv1.
 // Desired computes the NB rows of the example's objects.
 func Desired() (map[ovsdbnb.Owner]ovsdbnb.State, map[string][]egressv1.EgressIPStatusItem, error) {
 	k8sNodes, namespaces, pods, eips := Objects()
-	nodes, broken := egress.ParseNodes(k8sNodes)
+	nodes, broken := ovnknode.ParseAll(k8sNodes)
 	assigned := egress.Assign(eips, nodes, nil, broken)
 	var served []egress.Served
 	for _, e := range eips {

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // TestRun applies the example's rows to a real NB holding the topology and

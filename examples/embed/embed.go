@@ -17,6 +17,7 @@ import (
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
 	"github.com/ovnedge/ovnedge/event"
 	"github.com/ovnedge/ovnedge/lbsvc"
+	"github.com/ovnedge/ovnedge/ovnknode"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 	"github.com/ovnedge/ovnedge/ovsflow"
 	"github.com/ovnedge/ovnedge/ovsflow/brex"
@@ -37,7 +38,7 @@ type Plan struct {
 // Build computes the plan of one EgressIP and one LoadBalancer Service on
 // two nodes built by hand (no annotations, zero Capacity: unlimited).
 func Build(egressIPs []string, svc lbsvc.Service) (Plan, error) {
-	nodes := []egress.Node{
+	nodes := []ovnknode.Node{
 		{Name: "node1", Primary: []netip.Prefix{netip.MustParsePrefix("172.18.0.2/16")}, Assignable: true, Ready: true},
 		{Name: "node2", Primary: []netip.Prefix{netip.MustParsePrefix("172.18.0.3/16")}, Assignable: true, Ready: true},
 	}

@@ -8,10 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ovnedge/ovnedge/lbsvc"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-
-	"github.com/ovnedge/ovnedge/arp"
 )
 
 // minKills is how many chassis kills a failover benchmark measures at
@@ -124,9 +123,9 @@ func BenchmarkL2Takeover(b *testing.B) {
 	var vip netip.Addr
 	for i := 172; i < 199; i++ {
 		a := netip.AddrFrom4([4]byte{172, 18, 0, byte(i)})
-		owner, _ := arp.Elect(a, nodes)
+		owner, _ := lbsvc.Elect(a, nodes)
 		rest := slices.DeleteFunc(slices.Clone(nodes), func(n string) bool { return n == owner })
-		next, _ := arp.Elect(a, rest)
+		next, _ := lbsvc.Elect(a, rest)
 		if owner != w1 && next != w1 {
 			vip = a
 			break
@@ -150,7 +149,7 @@ func BenchmarkL2Takeover(b *testing.B) {
 			}
 			return nil
 		})
-		owner, _ := arp.Elect(vip, nodes)
+		owner, _ := lbsvc.Elect(vip, nodes)
 		killed, sentAtKill := time.Now(), s.Sent()
 		e.KillNode(owner)
 		e.Eventually(60*time.Second, "stream reaching the sink after the kill", func() error {

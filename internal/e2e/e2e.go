@@ -70,7 +70,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/ovnedge/ovnedge/egress/reach"
-	"github.com/ovnedge/ovnedge/internal/testbed"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // clusterSubnets is --cluster-subnets of the dual-stack cluster.

@@ -11,7 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ovnedge/ovnedge/egress"
-	"github.com/ovnedge/ovnedge/internal/testbed"
+	"github.com/ovnedge/ovnedge/ovnknode"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // hostEgress gives the cluster its second host network (every node's
@@ -26,7 +27,7 @@ func hostEgress(t *testing.T, e *Env, ip netip.Addr) *testbed.Pod {
 	for _, n := range e.Nodes {
 		cidrs, _ := json.Marshal([]string{fmt.Sprintf("%s/%d", n.IP, testbed.ClusterExtPrefix),
 			fmt.Sprintf("%s/%d", n.IP6, testbed.ClusterExtPrefix6), n.HostIP.String() + "/24"})
-		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{egress.AnnotationHostCIDRs: string(cidrs)}}})
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{ovnknode.AnnotationHostCIDRs: string(cidrs)}}})
 		if _, err := e.CS.CoreV1().Nodes().Patch(e.Context(), n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			t.Fatalf("host-cidrs of %s: %v", n.Name, err)
 		}

@@ -15,9 +15,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/lbsvc"
 	"github.com/ovnedge/ovnedge/lbsvc/kubeovn"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // Seed 004's objects (daemon/testdata/kubeovn/seed004.yaml).

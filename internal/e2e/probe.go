@@ -13,7 +13,7 @@ import (
 
 	"github.com/mdlayher/arp"
 
-	"github.com/ovnedge/ovnedge/internal/testbed"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // Arrival is one probe packet as the receiver saw it.

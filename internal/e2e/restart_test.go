@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovnedge/ovnedge/internal/testbed"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // TestLeaderRestartKeepsEgress streams UDP from a pod served by an

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ovnedge/ovnedge/internal/testbed"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // LeaderArgs are deploy/deployment.yaml's arguments of the leader, in its

@@ -26,9 +26,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ovnedge/ovnedge/internal/e2e"
-	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 	"github.com/ovnedge/ovnedge/ovsdbnb/nbdb"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // Settings of BenchmarkScale, from the environment (make bench-scale sets

@@ -179,9 +179,9 @@ func (c Config) Args() []string {
 	return args
 }
 
-// complete returns c with defaults filled in, the address and gateway
+// Complete returns c with defaults filled in, the address and gateway
 // read from the annotations file when unset, and checked.
-func (c Config) complete() (Config, error) {
+func (c Config) Complete() (Config, error) {
 	c.External = cmp.Or(c.External, DefaultExternal)
 	c.Pod = cmp.Or(c.Pod, DefaultPod)
 	c.Table = cmp.Or(c.Table, DefaultTable)

@@ -1,7 +1,6 @@
 package agent_test
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"net/netip"
@@ -95,10 +94,10 @@ func TestApplyBadConfig(t *testing.T) {
 		{"annotations garbage", agent.Config{AnnotationsFile: garbage, Provider: "p"}, []string{`line 1: want key="value"`}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := agent.Apply(context.Background(), tt.cfg)
+			_, err := tt.cfg.Complete()
 			for _, w := range tt.want {
 				if err == nil || !strings.Contains(err.Error(), w) {
-					t.Errorf("Apply: %v; want an error with %q", err, w)
+					t.Errorf("Complete: %v; want an error with %q", err, w)
 				}
 			}
 		})

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 	"github.com/ovnedge/ovnedge/ovsdbnb/sbwait"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // TestWait: after a NB change and NextCfg, Wait returns once the named

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/ovsflow/openflow"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // bridge is a real OVS bridge (userspace datapath) for the test.

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/ovsflow"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // Options shape a throwaway bridge. The zero value gives br-ex with

@@ -1,4 +1,4 @@
-// Command clusterdemo is `make demo`: ovnedge on a real three-node
+// Command demo is `make demo`: ovnedge on a real three-node
 // cluster, shown the way a person would check it. With -flavor=kube-ovn
 // (`make demo FLAVOR=kube-ovn`) it shows Kube-OVN's LoadBalancer Services
 // instead (seed 004, see RunKubeOVN).
@@ -32,7 +32,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ovnedge/ovnedge/internal/e2e"
-	"github.com/ovnedge/ovnedge/internal/testbed"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 //go:embed demo.yaml

@@ -1,4 +1,4 @@
-package agent_test
+package pod_test
 
 import (
 	"context"
@@ -12,21 +12,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovnedge/ovnedge/internal/testbed"
 	"github.com/ovnedge/ovnedge/lbsvc/agent"
+	"github.com/ovnedge/ovnedge/lbsvc/agent/pod"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
-// pod is the lb-svc pod and its surroundings:
+// lbPod is the lb-svc pod and its surroundings:
 //
 //	ext (client, subnet gateway 172.18.0.1/24) --- net1 [pod] eth0 10.16.0.2/24 --- cluster (10.16.0.1/24, ClusterIP 10.96.0.10 on lo)
-type pod struct {
+type lbPod struct {
 	ext, pod, cluster *testbed.Netns
 }
 
-func newPod(t *testing.T) *pod {
+func newPod(t *testing.T) *lbPod {
 	t.Helper()
 	testbed.Require(t, "ip", "nft") // nft only to look at the rules
-	p := &pod{ext: testbed.NewNetns(t, "lbext"), pod: testbed.NewNetns(t, "lbpod"), cluster: testbed.NewNetns(t, "lbclu")}
+	p := &lbPod{ext: testbed.NewNetns(t, "lbext"), pod: testbed.NewNetns(t, "lbpod"), cluster: testbed.NewNetns(t, "lbclu")}
 	testbed.Link(t, p.ext, "eth0", []string{"172.18.0.1/24"}, p.pod, "net1", nil)
 	testbed.Link(t, p.cluster, "eth0", []string{"10.16.0.1/24"}, p.pod, "eth0", []string{"10.16.0.2/24"})
 	p.pod.Run(t, "ip", "route", "add", "default", "via", "10.16.0.1")
@@ -58,16 +59,16 @@ func newPod(t *testing.T) *pod {
 
 // get connects from the external namespace to addr and returns the
 // first line served.
-func (p *pod) get(t *testing.T, addr string) (string, error) {
+func (p *lbPod) get(t *testing.T, addr string) (string, error) {
 	t.Helper()
 	return p.ext.Greeting(addr)
 }
 
-func (p *pod) apply(t *testing.T, cfg agent.Config) (agent.Status, error) {
+func (p *lbPod) apply(t *testing.T, cfg agent.Config) (pod.Status, error) {
 	t.Helper()
-	var st agent.Status
+	var st pod.Status
 	err := p.pod.Do(func() (err error) {
-		st, err = agent.Apply(context.Background(), cfg)
+		st, err = pod.Apply(context.Background(), cfg)
 		return err
 	})
 	return st, err
@@ -133,7 +134,7 @@ func TestAgentInNamespaces(t *testing.T) {
 	if st, err := p.apply(t, cfg); err != nil || st.RulesRemoved != 1 || st.RulesAdded != 0 {
 		t.Errorf("Apply without 8443: %s, %v; want one rule removed", st, err)
 	}
-	if nat := p.pod.Run(t, "nft", "list", "chain", "ip", agent.Table, agent.ChainDNAT); strings.Contains(nat, "8443") {
+	if nat := p.pod.Run(t, "nft", "list", "chain", "ip", pod.Table, pod.ChainDNAT); strings.Contains(nat, "8443") {
 		t.Errorf("rule of the removed port is still there:\n%s", nat)
 	}
 	if got, err := p.get(t, "172.18.0.18:8443"); err == nil {
@@ -150,12 +151,12 @@ func TestAgentInNamespaces(t *testing.T) {
 	bad.Gateway = netip.MustParseAddr("172.18.0.254")
 	bad.ARPAttempts, bad.ARPTimeout = 2, 200*time.Millisecond
 	st, err = p.apply(t, bad)
-	if !errors.Is(err, agent.ErrGatewayUnreachable) || st.Gateway.Attempts != 2 || st.Gateway.Reachable {
+	if !errors.Is(err, pod.ErrGatewayUnreachable) || st.Gateway.Attempts != 2 || st.Gateway.Reachable {
 		t.Errorf("silent gateway: %+v, %v", st.Gateway, err)
 	} else {
 		t.Logf("silent gateway: %v", err)
 	}
-	if nat := p.pod.Run(t, "nft", "list", "chain", "ip", agent.Table, agent.ChainDNAT); !strings.Contains(nat, "dport 80 ") {
+	if nat := p.pod.Run(t, "nft", "list", "chain", "ip", pod.Table, pod.ChainDNAT); !strings.Contains(nat, "dport 80 ") {
 		t.Errorf("DNAT rule gone after the failed gateway check:\n%s", nat)
 	}
 	if _, err := p.apply(t, cfg); err != nil {
@@ -179,7 +180,7 @@ func TestRunResyncs(t *testing.T) {
 		Resync: 100 * time.Millisecond}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- p.pod.Do(func() error { return agent.Run(ctx, cfg) }) }()
+	go func() { done <- p.pod.Do(func() error { return pod.Run(ctx, cfg) }) }()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -195,7 +196,7 @@ func TestRunResyncs(t *testing.T) {
 		}
 	}
 	time.Sleep(300 * time.Millisecond)
-	if out, err := p.pod.RunErr("nft", "list", "table", "ip", agent.Table); err == nil {
+	if out, err := p.pod.RunErr("nft", "list", "table", "ip", pod.Table); err == nil {
 		t.Fatalf("rules programmed before the pod had its address:\n%s", out)
 	}
 	full, err := os.ReadFile(annotations(t))
@@ -207,11 +208,11 @@ func TestRunResyncs(t *testing.T) {
 	}
 	rule := `ip daddr 172.18.0.18 tcp dport 80 dnat to 10.96.0.10:80 comment "dnat 172.18.0.18 tcp/80 to 10.96.0.10:80"`
 	dnat := func() string {
-		out, _ := p.pod.RunErr("nft", "list", "chain", "ip", agent.Table, agent.ChainDNAT)
+		out, _ := p.pod.RunErr("nft", "list", "chain", "ip", pod.Table, pod.ChainDNAT)
 		return out
 	}
 	waitFor("the DNAT rule", func() bool { return strings.Contains(dnat(), rule) })
-	p.pod.Run(t, "nft", "flush", "chain", "ip", agent.Table, agent.ChainDNAT)
+	p.pod.Run(t, "nft", "flush", "chain", "ip", pod.Table, pod.ChainDNAT)
 	waitFor("the DNAT rule to come back", func() bool { return strings.Contains(dnat(), rule) })
 	if got, err := p.get(t, "172.18.0.18:80"); err != nil || got != "cluster-ip:80 from 10.16.0.2" {
 		t.Errorf("client -> LBIP:80: %q, %v", got, err)

@@ -1,6 +1,6 @@
 //go:build linux
 
-package agent
+package pod
 
 import (
 	"context"
@@ -11,10 +11,11 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/ovnedge/ovnedge/lbsvc/agent"
 	"github.com/vishvananda/netlink"
 )
 
-func apply(ctx context.Context, cfg Config) (Status, error) {
+func apply(ctx context.Context, cfg agent.Config) (Status, error) {
 	st := Status{Address: cfg.LBIP}
 	ext, err := netlink.LinkByName(cfg.External)
 	if err != nil {
@@ -61,7 +62,7 @@ func apply(ctx context.Context, cfg Config) (Status, error) {
 // that the current cfg no longer has: old on the external interface and
 // its subnet's table route (when the subnet changed too). The NAT rules
 // and the other routes were already replaced by the pass of cfg.
-func forget(cfg Config, old netip.Prefix) error {
+func forget(cfg agent.Config, old netip.Prefix) error {
 	ext, err := netlink.LinkByName(cfg.External)
 	if err != nil {
 		return fmt.Errorf("agent: external interface %s: %w", cfg.External, err)
@@ -118,7 +119,7 @@ func enableForwarding(v6 bool) error {
 
 // podGateway returns cfg.PodGateway, or the gateway of the main table's
 // default route via the pod interface.
-func podGateway(pod netlink.Link, cfg Config) (netip.Addr, error) {
+func podGateway(pod netlink.Link, cfg agent.Config) (netip.Addr, error) {
 	if cfg.PodGateway.IsValid() {
 		return cfg.PodGateway.Unmap(), nil
 	}
@@ -145,7 +146,7 @@ func maskOf(n *net.IPNet) (int, int) {
 }
 
 // ensureRules adds `ip rule iif <if> lookup <table>` for both interfaces.
-func ensureRules(cfg Config) (int, error) {
+func ensureRules(cfg agent.Config) (int, error) {
 	fam := family(cfg.LBIP.Addr())
 	rules, err := netlink.RuleList(fam)
 	if err != nil {
@@ -174,7 +175,7 @@ func ensureRules(cfg Config) (int, error) {
 
 // ensureRoutes sets table cfg.Table: default via the gateway on the
 // external interface, the ClusterIP via the pod gateway.
-func ensureRoutes(ext, pod netlink.Link, podGW netip.Addr, cfg Config) error {
+func ensureRoutes(ext, pod netlink.Link, podGW netip.Addr, cfg agent.Config) error {
 	def := netip.PrefixFrom(netip.IPv4Unspecified(), 0)
 	if cfg.LBIP.Addr().Is6() {
 		def = netip.PrefixFrom(netip.IPv6Unspecified(), 0)

@@ -1,4 +1,4 @@
-package arp
+package lbsvc
 
 import (
 	"net/netip"

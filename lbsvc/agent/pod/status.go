@@ -1,4 +1,4 @@
-package agent
+package pod
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/netip"
 	"time"
+
+	"github.com/ovnedge/ovnedge/lbsvc/agent"
 )
 
 // ErrGatewayUnreachable is wrapped by Apply's error when the gateway did
@@ -64,8 +66,8 @@ func (s Status) String() string {
 // silent gateway it returns the complete Status and an error wrapping
 // ErrGatewayUnreachable; any other error means a step failed, and the
 // steps before it stay programmed.
-func Apply(ctx context.Context, cfg Config) (Status, error) {
-	cfg, err := cfg.complete()
+func Apply(ctx context.Context, cfg agent.Config) (Status, error) {
+	cfg, err := cfg.Complete()
 	if err != nil {
 		return Status{}, err
 	}
@@ -77,10 +79,10 @@ func Apply(ctx context.Context, cfg Config) (Status, error) {
 // and tried again at the next resync, and so is an annotations file that
 // lacks the address yet (ErrNotAttached; the file is read again each
 // time); any other failure is returned.
-func Run(ctx context.Context, cfg Config) error {
+func Run(ctx context.Context, cfg agent.Config) error {
 	base := cfg
-	cfg, err := cfg.complete()
-	if err != nil && !errors.Is(err, ErrNotAttached) {
+	cfg, err := cfg.Complete()
+	if err != nil && !errors.Is(err, agent.ErrNotAttached) {
 		return err
 	}
 	log := cfg.Logger.With("cluster_ip", cfg.ClusterIP)
@@ -89,7 +91,7 @@ func Run(ctx context.Context, cfg Config) error {
 	var applied netip.Prefix // the address of the last pass that applied
 	for {
 		var st Status
-		if cfg, err = base.complete(); err == nil {
+		if cfg, err = base.Complete(); err == nil {
 			st, err = apply(ctx, cfg)
 			if err == nil || errors.Is(err, ErrGatewayUnreachable) {
 				if applied.IsValid() && applied != cfg.LBIP {
@@ -104,7 +106,7 @@ func Run(ctx context.Context, cfg Config) error {
 		switch {
 		case ctx.Err() != nil:
 			return nil
-		case errors.Is(err, ErrNotAttached):
+		case errors.Is(err, agent.ErrNotAttached):
 			log.Warn("lbsvc-agent: waiting for the pod's address annotations", "err", err)
 		case errors.Is(err, ErrGatewayUnreachable):
 			log.Warn("lbsvc-agent: applied, but the gateway does not answer", "status", st.String())

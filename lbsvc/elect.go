@@ -1,4 +1,4 @@
-package arp
+package lbsvc
 
 import (
 	"bytes"
@@ -7,6 +7,18 @@ import (
 	"slices"
 	"strings"
 )
+
+// VIP is one address to elect an owner for.
+type VIP struct {
+	// Addr is the address answered for.
+	Addr netip.Addr
+	// Interface is the link the owner answers on, e.g. "br-ex".
+	Interface string
+	// Eligible, when not nil, restricts the owner to these nodes (for
+	// externalTrafficPolicy=Local: the nodes with a ready local
+	// endpoint); a non-nil empty slice means no node answers.
+	Eligible []string
+}
 
 // Elect returns the node that answers for addr among the healthy
 // candidates: the first by sha256(node + "#" + addr), as MetalLB's layer2

@@ -1,6 +1,6 @@
 //go:build linux
 
-package agent
+package pod
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/google/nftables/userdata"
 	"github.com/mdlayher/arp"
 	"github.com/mdlayher/ethernet"
+	"github.com/ovnedge/ovnedge/lbsvc/agent"
 	"golang.org/x/sys/unix"
 )
 
@@ -37,7 +38,7 @@ type natRule struct {
 // natRules returns the wanted rules of each chain: per port `<ip|ip6>
 // daddr LBIP meta l4proto <proto> th dport <port> dnat to ClusterIP:port`
 // and `<ip|ip6> daddr ClusterIP masquerade`.
-func natRules(cfg Config) map[string][]natRule {
+func natRules(cfg agent.Config) map[string][]natRule {
 	v6 := cfg.LBIP.Addr().Is6()
 	natFamily := uint32(unix.NFPROTO_IPV4)
 	if v6 {
@@ -90,7 +91,7 @@ func protoNumber(p string) byte {
 // ensureNAT makes the agent's chains hold exactly natRules, through
 // nftables' netlink API (no nft or iptables binary), on the network
 // namespace of the calling thread. Rules are told apart by their comment.
-func ensureNAT(cfg Config) (added, removed int, err error) {
+func ensureNAT(cfg agent.Config) (added, removed int, err error) {
 	c, err := nftables.New()
 	if err != nil {
 		return 0, 0, fmt.Errorf("agent: nftables: %w", err)
@@ -161,7 +162,7 @@ func familyName(f nftables.TableFamily) string {
 
 // checkGateway asks for the gateway's MAC on the external interface,
 // cfg.ARPAttempts times at most, each waiting cfg.ARPTimeout.
-func checkGateway(ctx context.Context, cfg Config) GatewayStatus {
+func checkGateway(ctx context.Context, cfg agent.Config) GatewayStatus {
 	st := GatewayStatus{Addr: cfg.Gateway}
 	if !cfg.Gateway.Is4() {
 		return st
@@ -207,7 +208,7 @@ func checkGateway(ctx context.Context, cfg Config) GatewayStatus {
 // the first within its locktime takes a later one. Kube-OVN's
 // vpc-nat-gateway image does the same on start. Errors are only logged:
 // the neighbours learn the MAC anyway once their entries go stale.
-func announce(ctx context.Context, cfg Config) {
+func announce(ctx context.Context, cfg agent.Config) {
 	if !cfg.LBIP.Addr().Is4() {
 		return
 	}

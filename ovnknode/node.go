@@ -1,4 +1,4 @@
-package egress
+package ovnknode
 
 import (
 	"cmp"
@@ -10,8 +10,6 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
-
-	"github.com/ovnedge/ovnedge/ovsdbnb"
 )
 
 // Node annotations and the label of OVN-Kubernetes (reference §2.2).
@@ -29,8 +27,8 @@ const (
 	// reports of its egress IPs on host interfaces (HostReport, JSON),
 	// written by the node, read by the leader.
 	AnnotationHostEgress = "ovnedge.io/egress-host-ips"
-	// defaultNetwork is the network key of node-subnets.
-	defaultNetwork = "default"
+	// DefaultNetwork is the network key of node-subnets.
+	DefaultNetwork = "default"
 )
 
 // Limit is a maximum number of egress IPs. The zero value is no limit;
@@ -122,11 +120,11 @@ func (r HostReport) String() string {
 	return string(b)
 }
 
-// ParseNode reads a node's annotations. A missing or malformed annotation
+// Parse reads a node's annotations. A missing or malformed annotation
 // is an error naming the node and the annotation: the caller skips that
 // node (see Assign's broken parameter) and handles every other node as
 // usual.
-func ParseNode(n *corev1.Node) (Node, error) {
+func Parse(n *corev1.Node) (Node, error) {
 	if n == nil {
 		return Node{}, fmt.Errorf("parse node: nil node")
 	}
@@ -176,13 +174,13 @@ func ParseNode(n *corev1.Node) (Node, error) {
 	return out, nil
 }
 
-// ParseNodes parses every node; the nodes that fail are returned apart,
+// ParseAll parses every node; the nodes that fail are returned apart,
 // keyed by name, and never stop the others.
-func ParseNodes(nodes []*corev1.Node) ([]Node, map[string]error) {
+func ParseAll(nodes []*corev1.Node) ([]Node, map[string]error) {
 	out := make([]Node, 0, len(nodes))
 	var broken map[string]error
 	for _, n := range nodes {
-		p, err := ParseNode(n)
+		p, err := Parse(n)
 		if err != nil {
 			if broken == nil {
 				broken = map[string]error{}
@@ -279,11 +277,11 @@ func (n *Node) Network(ip netip.Addr) (network netip.Prefix, primary, ok bool) {
 	return best, false, best.IsValid()
 }
 
-// hostIPs are the node's own addresses (an egress IP must not be one),
+// HostIPs are the node's own addresses (an egress IP must not be one),
 // each once.
-func (n *Node) hostIPs() []netip.Addr {
+func (n *Node) HostIPs() []netip.Addr {
 	var out []netip.Addr
-	for a := range n.hostAddrs() {
+	for a := range n.HostAddrs() {
 		if !slices.Contains(out, a) {
 			out = append(out, a)
 		}
@@ -291,10 +289,10 @@ func (n *Node) hostIPs() []netip.Addr {
 	return out
 }
 
-// hostAddrs yields the node's own addresses, the primary ones then the
+// HostAddrs yields the node's own addresses, the primary ones then the
 // host CIDRs', an address as often as it is listed; nothing is
 // allocated (Assign reads every node's on each run).
-func (n *Node) hostAddrs() iter.Seq[netip.Addr] {
+func (n *Node) HostAddrs() iter.Seq[netip.Addr] {
 	return func(yield func(netip.Addr) bool) {
 		for _, ps := range [...][]netip.Prefix{n.Primary, n.HostCIDRs} {
 			for _, p := range ps {
@@ -316,9 +314,9 @@ func parseNodeSubnets(v string) ([]netip.Prefix, error) {
 	if err := json.Unmarshal([]byte(v), &m); err != nil {
 		return nil, fmt.Errorf("%q: %w", v, err)
 	}
-	raw, ok := m[defaultNetwork]
+	raw, ok := m[DefaultNetwork]
 	if !ok {
-		return nil, fmt.Errorf("%q: no %q network", v, defaultNetwork)
+		return nil, fmt.Errorf("%q: no %q network", v, DefaultNetwork)
 	}
 	var list []string
 	if err := json.Unmarshal(raw, &list); err != nil {
@@ -436,17 +434,4 @@ func parsePrefixes(list []string) ([]netip.Prefix, error) {
 		out = append(out, p)
 	}
 	return out, nil
-}
-
-// TopologyNode is n as ovsdbnb.EnsureTopology builds it: its first pod
-// subnet, its first gateway join address in joinPrefix's length (e.g.
-// 100.64.0.0/16), its first primary address, and gateway as GR_<node>'s
-// default next hop ("" for none).
-func (n Node) TopologyNode(joinPrefix netip.Prefix, gateway string) (ovsdbnb.Node, error) {
-	if len(n.Subnets) == 0 || len(n.GatewayJoin) == 0 || len(n.Primary) == 0 {
-		return ovsdbnb.Node{}, fmt.Errorf("node %s lacks a subnet, join or primary address", n.Name)
-	}
-	return ovsdbnb.Node{Name: n.Name, Subnet: n.Subnets[0].String(),
-		JoinIP:     netip.PrefixFrom(n.GatewayJoin[0], joinPrefix.Bits()).String(),
-		ExternalIP: n.Primary[0].String(), Gateway: gateway}, nil
 }

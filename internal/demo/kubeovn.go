@@ -13,9 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ovnedge/ovnedge/internal/e2e"
-	"github.com/ovnedge/ovnedge/internal/testbed"
-	"github.com/ovnedge/ovnedge/lbsvc/agent"
+	"github.com/ovnedge/ovnedge/lbsvc/agent/pod"
 	"github.com/ovnedge/ovnedge/lbsvc/kubeovn"
+	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // Seed 004's Service.
@@ -117,7 +117,7 @@ func RunKubeOVN(ctx context.Context, t testbed.T, out io.Writer) KubeOVNReport {
 	fmt.Fprintln(out, "Requests to the LoadBalancer IP (net1 DNATs to the ClusterIP; OVN's load balancer, written by ovnedge, picks a backend):")
 	request(2)
 	fmt.Fprintln(out, "\nInside the lb-svc pod, as `ovnedge lbsvc-agent` programmed it:")
-	for _, cmd := range [][]string{{"ip", "rule", "show"}, {"ip", "route", "show", "table", "100"}, {"nft", "list", "table", "ip", agent.Table}} {
+	for _, cmd := range [][]string{{"ip", "rule", "show"}, {"ip", "route", "show", "table", "100"}, {"nft", "list", "table", "ip", pod.Table}} {
 		fmt.Fprintf(out, "  # %s\n", strings.Join(cmd, " "))
 		for _, l := range strings.Split(lb.Pod.Run(t, cmd...), "\n") {
 			if cmd[0] == "ip" && cmd[1] == "rule" && !strings.Contains(l, "lookup 100") {
