@@ -37,22 +37,6 @@ type nodeParse struct {
 	err    error
 }
 
-// eipEntry is one EgressIP as the incremental path keeps it: its object,
-// parse, selector, the namespaces it selects, the pods it serves and its
-// rows.
-type eipEntry struct {
-	obj    *unstructured.Unstructured
-	eip    *egressv1.EgressIP // nil: does not parse
-	events []event.Event      // parse or selector errors
-	sel    *egress.Selector   // nil: invalid selector (or no parse)
-	nss    map[string]bool    // selected namespaces
-	pods   map[string]egress.Pod
-	status []egressv1.EgressIPStatusItem
-	st     ovsdbnb.State
-	host   []egress.HostAssignment
-	served bool // has rows (parses, valid selector)
-}
-
 // Index is the leader's incremental desired state: the objects of
 // the last reconcile, indexes from each object to what depends on it, and
 // the desired pieces by owner. apply recomputes only the pieces the
@@ -64,57 +48,67 @@ type Index struct {
 	// giveWay, when not nil, is called between objects (an audit's
 	// index: it waits while a cluster pass runs).
 	giveWay func()
+	built   bool // the first apply is done
+	nodeIndex
+	egressIndex
+	lbIndex
+}
 
-	nodes      map[string]*nodeParse
-	namespaces map[string]*corev1.Namespace
-	pods       map[string]*corev1.Pod
-	podsByNS   map[string]map[string]*corev1.Pod
-	svcs       map[string]*corev1.Service
-	slices     map[string]*discoveryv1.EndpointSlice
-	slicesBy   map[string]map[string]*discoveryv1.EndpointSlice // by "<namespace>/<service>"
+// nodeIndex are the nodes as the index keeps them.
+type nodeIndex struct {
+	nodes    map[string]*nodeParse
+	eNodes   []ovnknode.Node
+	byName   map[string]*ovnknode.Node
+	broken   map[string]error
+	nodeEvts []event.Event
+}
 
-	// Egress.
-	eips      map[string]*eipEntry
-	nsEIPs    map[string]map[string]bool // namespace -> EgressIPs selecting it
-	podEIPs   map[string]map[string]bool // pod -> EgressIPs serving it
-	statusRef map[string]int             // pod -> EgressIPs with status serving it
-	anyRef    map[netip.Addr]int         // served pod IP -> (EgressIP, pod) pairs
-	eNodes    []ovnknode.Node
-	byName    map[string]*ovnknode.Node
-	broken    map[string]error
-	nodeEvts  []event.Event
+// egressIndex is the EgressIPs' part: the pods they serve (egress.Selection),
+// their assignment and rows.
+type egressIndex struct {
+	sel       *egress.Selection
+	hosts     map[string][]egress.HostAssignment // by EgressIP
+	statusRef map[string]int                     // pod -> EgressIPs with status serving it
+	anyRef    map[netip.Addr]int                 // served pod IP -> (EgressIP, pod) pairs
 	assignEvt []event.Event
 	status    map[string][]egressv1.EgressIPStatusItem
 	cluster   map[ovsdbnb.Owner]ovsdbnb.State // ClusterState's owners
 	reply     ovsdbnb.State
-	local     map[string]bool // external Services with externalTrafficPolicy=Local
-	vipSvcs   map[string]bool // Services with VIPs (hasVIPs)
-	eipNames  []string        // sorted; nil after an EgressIP came or went
+	egressNB  map[ovsdbnb.Owner]ovsdbnb.State
+}
 
-	// Load balancers.
+// lbIndex is the load balancers' part.
+type lbIndex struct {
+	svcs     map[string]*corev1.Service
+	slices   map[string]*discoveryv1.EndpointSlice
+	slicesBy map[string]map[string]*discoveryv1.EndpointSlice // by "<namespace>/<service>"
+	local    map[string]bool                                  // external Services with externalTrafficPolicy=Local
+	vipSvcs  map[string]bool                                  // Services with VIPs (hasVIPs)
 	lbNodes  []lbsvc.Node
 	view     map[string]*corev1.Service // Services as IPAM and the VIP dedup changed them
 	ingress  map[string][]corev1.LoadBalancerIngress
 	vipEvts  []event.Event
 	lbEvents map[ovsdbnb.Owner][]event.Event
 	lb       map[ovsdbnb.Owner]ovsdbnb.State
-	egressNB map[ovsdbnb.Owner]ovsdbnb.State
-	built    bool // the first apply is done
-	// Wide counts the applies that recomputed every Service's load
+	// wide counts the applies that recomputed every Service's load
 	// balancers (a node's addresses changed).
 	wide int
 }
 
+// NewIndex returns an empty Index computing with p (reachable nil: every
+// node is reachable); prev are the egress nodes of a previous computation
+// (ClusterState.Nodes), whose last good parses broken nodes keep. Given
+// SnapshotChanges, its first Apply computes everything.
 func NewIndex(p Params, reachable func(string) bool, prev []ovnknode.Node) *Index {
-	return &Index{p: p, reachable: reachable, eNodes: prev,
-		nodes: map[string]*nodeParse{}, namespaces: map[string]*corev1.Namespace{}, pods: map[string]*corev1.Pod{},
-		podsByNS: map[string]map[string]*corev1.Pod{}, svcs: map[string]*corev1.Service{},
-		slices: map[string]*discoveryv1.EndpointSlice{}, slicesBy: map[string]map[string]*discoveryv1.EndpointSlice{},
-		eips: map[string]*eipEntry{}, nsEIPs: map[string]map[string]bool{}, podEIPs: map[string]map[string]bool{},
-		statusRef: map[string]int{}, anyRef: map[netip.Addr]int{}, status: map[string][]egressv1.EgressIPStatusItem{},
-		cluster: map[ovsdbnb.Owner]ovsdbnb.State{}, local: map[string]bool{}, vipSvcs: map[string]bool{}, view: map[string]*corev1.Service{},
-		ingress: map[string][]corev1.LoadBalancerIngress{}, lbEvents: map[ovsdbnb.Owner][]event.Event{},
-		lb: map[ovsdbnb.Owner]ovsdbnb.State{}, egressNB: map[ovsdbnb.Owner]ovsdbnb.State{}}
+	return &Index{p: p, reachable: reachable,
+		nodeIndex: nodeIndex{nodes: map[string]*nodeParse{}, eNodes: prev},
+		egressIndex: egressIndex{sel: egress.NewSelection(), hosts: map[string][]egress.HostAssignment{},
+			statusRef: map[string]int{}, anyRef: map[netip.Addr]int{}, status: map[string][]egressv1.EgressIPStatusItem{},
+			cluster: map[ovsdbnb.Owner]ovsdbnb.State{}, egressNB: map[ovsdbnb.Owner]ovsdbnb.State{}},
+		lbIndex: lbIndex{svcs: map[string]*corev1.Service{}, slices: map[string]*discoveryv1.EndpointSlice{},
+			slicesBy: map[string]map[string]*discoveryv1.EndpointSlice{}, local: map[string]bool{}, vipSvcs: map[string]bool{},
+			view: map[string]*corev1.Service{}, ingress: map[string][]corev1.LoadBalancerIngress{},
+			lbEvents: map[ovsdbnb.Owner][]event.Event{}, lb: map[ovsdbnb.Owner]ovsdbnb.State{}}}
 }
 
 // pass is the work one apply collects before computing.
@@ -218,13 +212,13 @@ func (x *Index) state(holdWake time.Duration) ClusterState {
 	if x.p.EnableEgressIP {
 		cs.Egress, cs.ReplyFallback = x.egressNB, x.reply
 		cs.Events = append(cs.Events, x.assignEvt...)
-		for _, name := range x.names() {
-			e := x.eips[name]
-			cs.Events = append(cs.Events, e.events...)
-			if !e.served {
+		for _, name := range x.sel.Names() {
+			e := x.sel.Get(name)
+			cs.Events = append(cs.Events, e.Events...)
+			if !e.Valid {
 				cs.Keep = append(cs.Keep, ovsdbnb.Owner{Type: egress.OwnerEgressIP, Name: name})
 			}
-			cs.Host = append(cs.Host, e.host...)
+			cs.Host = append(cs.Host, x.hosts[name]...)
 		}
 	} else {
 		cs.Status = map[string][]egressv1.EgressIPStatusItem{}
@@ -401,69 +395,25 @@ func sameClusterNodes(a, b []ovnknode.Node) bool {
 // setNamespace records a namespace's change: the EgressIPs whose
 // selection of it changes serve its pods, or stop serving them.
 func (x *Index) setNamespace(ps *pass, k string, ns *corev1.Namespace) {
-	if x.namespaces[k] == ns {
-		return
-	}
-	if ns == nil {
-		delete(x.namespaces, k)
-	} else {
-		x.namespaces[k] = ns
-	}
-	for name, e := range x.eips {
-		if e.sel == nil {
-			continue
-		}
-		sel := ns != nil && e.sel.SelectsNamespace(ns)
-		if sel == e.nss[k] {
-			continue
-		}
-		x.selectNamespace(ps, name, e, k, sel)
-	}
+	x.sel.SetNamespace(k, ns, x.served(ps))
 }
 
-// selectNamespace makes EgressIP e select namespace ns or not, and
-// serve its pods accordingly.
-func (x *Index) selectNamespace(ps *pass, name string, e *eipEntry, ns string, sel bool) {
-	if sel {
-		e.nss[ns] = true
-		addTo(x.nsEIPs, ns, name)
-	} else {
-		delete(e.nss, ns)
-		removeFrom(x.nsEIPs, ns, name)
-	}
-	for pk, pod := range x.podsByNS[ns] {
-		x.servePod(ps, name, e, pk, pod)
-	}
-}
-
-// servePod makes e serve pod (key pk) when its selectors select it and
-// egress handles it, or not.
-func (x *Index) servePod(ps *pass, name string, e *eipEntry, pk string, pod *corev1.Pod) {
-	var want egress.Pod
-	ok := false
-	if pod != nil && e.sel != nil && e.nss[pod.Namespace] {
-		if ns := x.namespaces[pod.Namespace]; ns != nil && e.sel.Selects(ns, pod) {
-			want, ok = egress.PodFromK8s(pod)
+// served returns the pass's observer of changes of the served pods: the
+// EgressIP's rows are computed again, the pod counted in or out of the
+// served pods and, with an assignment, the cluster-wide address set.
+func (x *Index) served(ps *pass) func(egress.PodChange) {
+	return func(c egress.PodChange) {
+		ps.eips[c.EgressIP] = true
+		withStatus := len(x.status[c.EgressIP]) > 0
+		if c.Had && c.Has && withStatus && !slices.Equal(c.Old.IPs, c.New.IPs) {
+			ps.clusterRows = true // the pod's count does not change, its addresses do
 		}
-	}
-	have, had := e.pods[pk]
-	if ok == had && (!ok || reflect.DeepEqual(have, want)) {
-		return
-	}
-	ps.eips[name] = true
-	withStatus := len(x.status[name]) > 0
-	if had && ok && withStatus && !slices.Equal(have.IPs, want.IPs) {
-		ps.clusterRows = true // the pod's count does not change, its addresses do
-	}
-	if had {
-		delete(e.pods, pk)
-		removeFrom(x.podEIPs, pk, name)
-		x.refPod(ps, have, -1, withStatus)
-	}
-	if ok {
-		e.pods[pk] = want
-		addTo(x.podEIPs, pk, name)
-		x.refPod(ps, want, 1, withStatus)
+		if c.Had {
+			x.refPod(ps, c.Old, -1, withStatus)
+		}
+		if c.Has {
+			x.refPod(ps, c.New, 1, withStatus)
+		}
 	}
 }
 
@@ -517,116 +467,22 @@ func (x *Index) servedChanged(ps *pass) {
 }
 
 // setEIP records an EgressIP's change: parsed, its selector compiled and
-// its pods selected again.
+// its pods selected again (unless only its status changed).
 func (x *Index) setEIP(ps *pass, k string, u *unstructured.Unstructured) {
-	old := x.eips[k]
-	if old != nil && old.obj == u {
+	switch x.sel.SetEgressIP(k, u, x.served(ps)) {
+	case egress.SetUnchanged:
 		return
+	case egress.SetReplaced:
+		ps.dirty[ovsdbnb.Owner{Type: egress.OwnerEgressIP, Name: k}] = true
 	}
 	ps.eips[k] = true
 	ps.assign = true
-	var eip *egressv1.EgressIP
-	var parseErr error
-	if u != nil {
-		eip, parseErr = egressv1.FromUnstructured(u)
-	}
-	if old != nil && old.served && parseErr == nil && eip != nil && equality.Semantic.DeepEqual(eip.Spec, old.eip.Spec) {
-		// Its spec as before (a status written, the leader's own
-		// among them): the assignment runs again with the new object,
-		// the selection of namespaces and pods stands. After a node
-		// going NotReady at 150,000 pods, the pass of the 5 statuses
-		// shown back selected 150 pods each again, 1 ms.
-		old.obj, old.eip = u, eip
-		return
-	}
-	if old == nil || u == nil {
-		x.eipNames = nil
-	}
-	// Out with the old: its pods and namespaces.
-	if old != nil {
-		for pk := range old.pods {
-			x.servePod(ps, k, old, pk, nil)
-		}
-		for ns := range old.nss {
-			removeFrom(x.nsEIPs, ns, k)
-		}
-		ps.dirty[ovsdbnb.Owner{Type: egress.OwnerEgressIP, Name: k}] = true
-	}
-	if u == nil {
-		delete(x.eips, k)
-		return
-	}
-	e := &eipEntry{obj: u, nss: map[string]bool{}, pods: map[string]egress.Pod{}}
-	x.eips[k] = e
-	if parseErr != nil {
-		e.events = []event.Event{event.Warningf(event.Ref(u.GetAPIVersion(), u.GetKind(), u),
-			ReasonInvalidObject, "EgressIP skipped, its rows stay as they are: %v", parseErr)}
-		return
-	}
-	e.eip = eip
-	sel, err := egress.NewSelector(&eip.Spec)
-	if err != nil {
-		e.events = []event.Event{event.Warningf(event.Ref(egressv1.SchemeGroupVersion.String(), egressv1.Kind, eip),
-			egress.ReasonInvalidSelector, "%v", fmt.Errorf("egressip %s: %w", eip.Name, err))}
-		return
-	}
-	e.sel, e.served = sel, true
-	for name, ns := range x.namespaces {
-		if sel.SelectsNamespace(ns) {
-			x.selectNamespace(ps, k, e, name, true)
-		}
-	}
 }
 
 // setPod records a pod's change: the EgressIPs of its namespace, and
 // those serving it, select it again.
 func (x *Index) setPod(ps *pass, k string, pod *corev1.Pod) {
-	old := x.pods[k]
-	if old == pod {
-		return
-	}
-	ns := ""
-	if old != nil {
-		ns = old.Namespace
-		delete(x.podsByNS[ns], k)
-		if len(x.podsByNS[ns]) == 0 {
-			delete(x.podsByNS, ns)
-		}
-	}
-	if pod == nil {
-		delete(x.pods, k)
-	} else {
-		x.pods[k] = pod
-		ns = pod.Namespace
-		addPod(x.podsByNS, ns, k, pod)
-	}
-	for name := range x.podEIPs[k] {
-		x.servePod(ps, name, x.eips[name], k, pod)
-	}
-	for name := range x.nsEIPs[ns] {
-		x.servePod(ps, name, x.eips[name], k, pod)
-	}
-}
-
-func addPod(m map[string]map[string]*corev1.Pod, ns, k string, pod *corev1.Pod) {
-	if m[ns] == nil {
-		m[ns] = map[string]*corev1.Pod{}
-	}
-	m[ns][k] = pod
-}
-
-func addTo(m map[string]map[string]bool, k, v string) {
-	if m[k] == nil {
-		m[k] = map[string]bool{}
-	}
-	m[k][v] = true
-}
-
-func removeFrom(m map[string]map[string]bool, k, v string) {
-	delete(m[k], v)
-	if len(m[k]) == 0 {
-		delete(m, k)
-	}
+	x.sel.SetPod(k, pod, x.served(ps))
 }
 
 // hasVIPs reports whether svc takes part in LB IPAM or the VIP dedup: a
@@ -719,29 +575,31 @@ func (x *Index) computeEgress(ps *pass, cs *ClusterState) error {
 	for name := range ps.eips {
 		x.yield()
 		owner := ovsdbnb.Owner{Type: egress.OwnerEgressIP, Name: name}
-		e := x.eips[name]
-		if e == nil || !e.served {
+		e := x.sel.Get(name)
+		if e == nil || !e.Valid {
 			if _, ok := x.egressNB[owner]; ok || e == nil {
 				delete(x.egressNB, owner)
 				ps.dirty[owner] = true
 			}
-			if e != nil {
-				e.st, e.host = ovsdbnb.State{}, nil
-			}
+			delete(x.hosts, name)
 			continue
 		}
-		pods := slices.SortedFunc(maps.Values(e.pods), func(a, b egress.Pod) int {
+		pods := slices.SortedFunc(maps.Values(e.Pods), func(a, b egress.Pod) int {
 			return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 		})
-		e.status = x.status[name]
-		e.st, e.host = egress.EgressIPState(x.p.Egress, egress.Served{Name: name, Status: e.status, Pods: pods}, x.byName)
-		x.egressNB[owner] = e.st
+		st, host := egress.EgressIPState(x.p.Egress, egress.Served{Name: name, Status: x.status[name], Pods: pods}, x.byName)
+		x.egressNB[owner] = st
+		if len(host) > 0 {
+			x.hosts[name] = host
+		} else {
+			delete(x.hosts, name)
+		}
 		ps.dirty[owner] = true
 	}
 	if ps.clusterRows {
 		all := make([]egress.Pod, 0, len(x.statusRef))
 		for k := range x.statusRef {
-			all = append(all, x.podOf(k))
+			all = append(all, x.sel.ServedAs(k))
 		}
 		cl, err := egress.ClusterState(x.p.Egress, x.eNodes, all)
 		if err != nil {
@@ -769,11 +627,11 @@ func (x *Index) computeEgress(ps *pass, cs *ClusterState) error {
 // EgressIP and node, no pod) and marks those whose status changed, or
 // whose status names a node whose parse changed.
 func (x *Index) assign(ps *pass, cs *ClusterState) {
-	names := x.names()
+	names := x.sel.Names()
 	eips := make([]*egressv1.EgressIP, 0, len(names))
 	for _, name := range names {
-		if e := x.eips[name]; e.eip != nil {
-			eips = append(eips, e.eip)
+		if e := x.sel.Get(name); e.EgressIP != nil {
+			eips = append(eips, e.EgressIP)
 		}
 	}
 	res := egress.Assign(eips, x.eNodes, x.reachable, x.broken)
@@ -783,20 +641,20 @@ func (x *Index) assign(ps *pass, cs *ClusterState) {
 		status, cs.HoldWake = x.p.Hold.Apply(eips, res.Status, x.eNodes)
 	}
 	for _, name := range names {
-		e := x.eips[name]
-		if e.eip == nil {
+		e := x.sel.Get(name)
+		if e.EgressIP == nil {
 			continue
 		}
 		old, had := x.status[name]
 		st := status[name]
 		if !had || !slices.Equal(old, st) {
 			ps.eips[name] = true
-			if e.served && (len(old) > 0) != (len(st) > 0) {
+			if e.Valid && (len(old) > 0) != (len(st) > 0) {
 				d := 1
 				if len(st) == 0 {
 					d = -1
 				}
-				for k := range e.pods {
+				for k := range e.Pods {
 					x.refStatus(ps, k, d)
 				}
 			}
@@ -816,24 +674,6 @@ func (x *Index) assign(ps *pass, cs *ClusterState) {
 		}
 	}
 	x.status = status
-}
-
-// names are the EgressIPs' names, sorted.
-func (x *Index) names() []string {
-	if x.eipNames == nil {
-		x.eipNames = slices.Sorted(maps.Keys(x.eips))
-	}
-	return x.eipNames
-}
-
-// podOf is the served pod of key k, as an EgressIP serving it holds it.
-func (x *Index) podOf(k string) egress.Pod {
-	for name := range x.podEIPs[k] {
-		if p, ok := x.eips[name].pods[k]; ok {
-			return p
-		}
-	}
-	return egress.Pod{}
 }
 
 // localPorts is servedLocalPorts over the index: the ports of the
