@@ -4,14 +4,14 @@ GO ?= go
 STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo $(shell $(GO) env GOPATH)/bin/staticcheck)
 BENCH ?= .
 BENCHTIME ?= 1s
-# FLAVOR=kube-ovn: make demo shows Kube-OVN's LoadBalancer Services (seed 004).
+# FLAVOR=kube-ovn: make demo shows Kube-OVN's LoadBalancer Services.
 FLAVOR ?=
 
 .PHONY: help deps e2e-deps mod-deps test-deps test e2e demo demo-nb bench bench-scale lint update-golden embed image deploy docs
 
 help:
 	@echo "make demo           ovnedge on a 3-node OVN cluster with a real kube-apiserver: requests to VIPs, egress source, failover gap"
-	@echo "make demo FLAVOR=kube-ovn   the same, Kube-OVN-shaped: seed 004's lb-svc Deployment and requests through its pod"
+	@echo "make demo FLAVOR=kube-ovn   the same, Kube-OVN-shaped: the lb-svc Deployment and requests through its pod"
 	@echo "make demo-nb        ovnedge sync on examples/demo/*.yaml in a one-bridge OVN/OVS sandbox: NB rows, flows, traces"
 	@echo "make test           install dependencies, run every test with -race (real OVS/OVN, etcd + kube-apiserver)"
 	@echo "make e2e            only the end-to-end tests (daemon against a real kube-apiserver, egress packets)"

@@ -27,13 +27,10 @@
 // such peers from MetalLB's BGPPeer and BFDProfile objects.
 //
 // Startup: GoBGP v4.8.0 makes its first active connection attempt
-// 1.5-2 s after a peer is added (minConnectRetryInterval, 2 s, with
-// jitter, in pkg/server/fsm.go; not configurable: osrg/gobgp#2878 proposed
-// an immediate first attempt and was closed for #2885, which lowered the
-// interval). A first start therefore reaches a router in under a second
-// only when the router dials (Config.ListenPort; FRR "timers connect 1" or
-// "bgp listen range"). A restart does not depend on it: with graceful
-// restart the router keeps the routes while the speaker is away.
+// 1.5-2 s after a peer is added (osrg/gobgp, pkg/server/fsm.go,
+// minConnectRetryInterval; not configurable). A first start reaches a
+// router sooner only when the router dials ([Config].ListenPort); with
+// graceful restart a restart does not depend on it.
 //
 // [Speaker.Peers] and [Speaker.Stats] report sessions, announced prefixes
 // and updates for export; [Config.OnPeerState] is called on every session

@@ -118,7 +118,7 @@ type Config struct {
 	// Open_vSwitch database (the bridge interface's mac_in_use).
 	BridgeMAC net.HardwareAddr
 
-	// EnableLBSvc runs Kube-OVN's LoadBalancer Services (seed 004) on the
+	// EnableLBSvc runs Kube-OVN's LoadBalancer Services on the
 	// leader: Services annotated ovn.kubernetes.io/attachmentprovider get
 	// their address from the provider's Subnet and an lb-svc-<service>
 	// Deployment running `ovnedge lbsvc-agent`. It watches Kube-OVN's
@@ -128,7 +128,8 @@ type Config struct {
 	// key image of ConfigMap kube-system/ovn-vpc-nat-config.
 	LBSvcImage string
 
-	// Seed 003, Kube-OVN underlay subnets with enableExternalLBAddress.
+	// Kube-OVN underlay subnets with enableExternalLBAddress (Kube-OVN's
+	// MetalLB integration).
 	// UnderlayLBMode is UnderlayOff, UnderlayMetalLB (MetalLB assigns
 	// and announces the VIPs; ovnedge programs them) or
 	// UnderlayStandalone (ovnedge also allocates them from the Subnets'
@@ -311,7 +312,7 @@ var options = []option{
 		"a node that hears neither the leader's heartbeat nor the API server for this long removes its egress IPs from host interfaces (0: never)",
 		func(c *Config, v string) (err error) { c.HostLease, err = parseDurationOrZero(v); return err }},
 	{"egressip-host-backend", "ovnedge", "egressip-host-backend", "auto",
-		"SNAT of egress IPs on host interfaces: iptables (chain OVN-KUBE-EGRESS-IP-MULTI-NIC, as seed 002), nftables (through netlink: no binary needed), or auto (nftables, else iptables when the kernel's nftables API does not answer); iptables runs the iptables commands, which the ovnedge image lacks",
+		"SNAT of egress IPs on host interfaces: iptables (chain OVN-KUBE-EGRESS-IP-MULTI-NIC, as OVN-Kubernetes), nftables (through netlink: no binary needed), or auto (nftables, else iptables when the kernel's nftables API does not answer); iptables runs the iptables commands, which the ovnedge image lacks",
 		func(c *Config, v string) error {
 			switch v {
 			case "iptables", "nftables", "auto":
@@ -335,7 +336,7 @@ var options = []option{
 	{"lb-svc-image", "ovnedge", "lb-svc-image", "", "image (holding the ovnedge binary) of the lb-svc Deployments; empty: the key image of ConfigMap kube-system/ovn-vpc-nat-config",
 		func(c *Config, v string) error { c.LBSvcImage = v; return nil }},
 	{"underlay-lb-mode", "kubeovn", "underlay-lb-mode", UnderlayOff,
-		"LoadBalancer VIPs inside kubeovn.io Subnets with enableExternalLBAddress (seed 003): off; metallb (MetalLB assigns and announces them, ovnedge programs the underlay switch's load balancers and the provider bridge's steering flows); standalone (ovnedge also assigns them from the Subnets' excludeIps and answers ARP for each from one node on --underlay-interface). Needs the Subnet CRD",
+		"LoadBalancer VIPs inside kubeovn.io Subnets with enableExternalLBAddress: off; metallb (MetalLB assigns and announces them, ovnedge programs the underlay switch's load balancers and the provider bridge's steering flows); standalone (ovnedge also assigns them from the Subnets' excludeIps and answers ARP for each from one node on --underlay-interface). Needs the Subnet CRD",
 		func(c *Config, v string) error {
 			switch v {
 			case UnderlayOff, UnderlayMetalLB, UnderlayStandalone:
@@ -348,7 +349,7 @@ var options = []option{
 		"as kube-ovn-controller's flag: an underlay VIP of an externalTrafficPolicy=Local Service goes to the entering node's own endpoints (all when it has none), client address kept (per-chassis template load balancers on stock OVN)",
 		func(c *Config, v string) (err error) { c.PreferLocal, err = strconv.ParseBool(v); return err }},
 	{"ls-ct-skip-dst-lport-ips", "kubeovn", "ls-ct-skip-dst-lport-ips", "true",
-		"as kube-ovn-controller's flag (seed 003 sets it false): Kube-OVN's patched OVN then skips conntrack to logical port IPs, which breaks underlay VIPs; stock OVN has no such skip, so it only makes ovnedge warn (an event per affected Service)",
+		"as kube-ovn-controller's flag (Kube-OVN's MetalLB underlay guide sets it false): Kube-OVN's patched OVN then skips conntrack to logical port IPs, which breaks underlay VIPs; stock OVN has no such skip, so it only makes ovnedge warn (an event per affected Service)",
 		func(c *Config, v string) (err error) { c.LSCtSkipDstLportIPs, err = strconv.ParseBool(v); return err }},
 	{"provider-bridge", "kubeovn", "provider-bridge", "", "the node's provider bridge of the underlay (Kube-OVN's br-<provider network>): it gets the flows steering underlay VIP traffic from --provider-nic into OVN; empty: none",
 		func(c *Config, v string) error { c.ProviderBridge = v; return nil }},

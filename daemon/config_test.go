@@ -310,7 +310,8 @@ local-pref = public=300
 	}
 }
 
-// TestParseConfigUnderlay: seed 003's settings from flags (spelled as
+// TestParseConfigUnderlay: the settings of Kube-OVN's MetalLB underlay
+// guide from flags (spelled as
 // kube-ovn-controller spells them) and the [kubeovn] section; defaults are
 // Kube-OVN's (prefer-local off, ls-ct-skip-dst-lport-ips on) and the
 // underlay off.

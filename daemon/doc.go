@@ -10,7 +10,7 @@
 // health, and the configuration (flags and a gcfg/ini file, Config).
 //
 // Main is the `ovnedge` command line (daemon/cmd/ovnedge); Run runs the
-// loops for a caller that wires its own Reconcilers. docs/architecture.md
-// follows a Service and an EgressIP from the informers to the rows and
-// flows; docs/flags.md lists every flag.
+// loops for a caller that wires its own Reconcilers. docs/manual.md is the
+// user's manual; docs/architecture.md follows a Service and an EgressIP
+// from the informers to the rows and flows; docs/flags.md lists every flag.
 package daemon

@@ -17,10 +17,11 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// TestKubeOVNSeedManifests loads seeds 003 and 004 as their documentation
-// writes them: the manifests mode holds every object (no "unsupported
-// kind"), the watcher yields the Subnets and the NetworkAttachmentDefinition
-// typed, and `ovnedge render` accepts the directory.
+// TestKubeOVNSeedManifests loads Kube-OVN's underlay LoadBalancer and
+// LoadBalancer Service examples as Kube-OVN's documentation writes them:
+// the manifests mode holds every object (no "unsupported kind"), the
+// watcher yields the Subnets and the NetworkAttachmentDefinition typed,
+// and `ovnedge render` accepts the directory.
 func TestKubeOVNSeedManifests(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	src := manifests.NewSource("testdata/kubeovn", log)
@@ -59,7 +60,7 @@ func TestKubeOVNSeedManifests(t *testing.T) {
 }
 
 // TestLBSvcFromManifests runs the leader's work with --enable-lb-svc on
-// seeds 003 and 004: test-service gets its static address from
+// the Kube-OVN examples: test-service gets its static address from
 // attach-subnet and its lb-svc Deployment is created through the client
 // (the manifests' in-memory API here, a real one in daemon/e2e); a second
 // pass changes nothing.

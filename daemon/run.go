@@ -106,7 +106,7 @@ type Clients struct {
 // --enable-lb-svc what Kube-OVN's LoadBalancer Services need (kubewatch.WatchLBSvc),
 // with --underlay-lb-mode the Subnets;
 // the manifests always hold Kube-OVN's Subnets and
-// NetworkAttachmentDefinitions (seeds 003 and 004) when they have any.
+// NetworkAttachmentDefinitions when they have any.
 // With --bgp-peer-crds on a node instance, MetalLB's BGP peers too.
 func (c *Clients) watchOptions(cfg *Config) []kubewatch.WatchOption {
 	var out []kubewatch.WatchOption

@@ -18,7 +18,8 @@ import (
 	"github.com/ovnedge/ovnedge/testbed"
 )
 
-// seed003Cluster is what seed 003's manifests need around them: three
+// seed003Cluster is what the manifests of Kube-OVN's MetalLB underlay
+// guide need around them: three
 // Kube-OVN nodes (chassis in ovn.kubernetes.io/chassis, no OVN-Kubernetes
 // annotations), the U2O interconnection MAC Kube-OVN's controller writes
 // in the Subnet's status, and the Deployment's pods as the endpoint
@@ -55,7 +56,7 @@ status:
 `, name, i, i+1)
 }
 
-// seed003Snapshot loads seed 003's manifests with the cluster around
+// seed003Snapshot loads the MetalLB underlay guide's manifests with the cluster around
 // them; status, when not empty, is the Subnet's status and ingress
 // nginx-lb's LoadBalancer IP (MetalLB's).
 func seed003Snapshot(t *testing.T, status, ingress string) desired.Snapshot {

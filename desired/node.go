@@ -53,7 +53,7 @@ type NodeState struct {
 	// egress.Fence is told the node holds.
 	Held []netip.Addr
 	// Provider are the provider bridge's flow sets by owner (the
-	// underlay steering flows of each Service, seed 003);
+	// underlay steering flows of each Service);
 	// ProviderMissing the patch ports they wait for (no flows through a
 	// port the bridge lacks yet).
 	Provider        map[string][]ovsflow.Flow

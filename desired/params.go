@@ -75,7 +75,7 @@ type Params struct {
 	// interfaces until their old node has let them go (the leader's,
 	// with the nodes' --egressip-host-lease).
 	Hold *egress.HostHold
-	// Underlay is --underlay-lb-mode (seed 003): with UnderlayMetalLB or
+	// Underlay is --underlay-lb-mode (Kube-OVN underlay subnets with enableExternalLBAddress): with UnderlayMetalLB or
 	// UnderlayStandalone the snapshot's Subnets with
 	// enableExternalLBAddress are underlay subnets (LB.Underlay), whose
 	// VIPs are served on their switches and steered into OVN on the

@@ -32,7 +32,8 @@ type Result struct {
 	Events []event.Event
 }
 
-// Assign decides which node hosts each egress IP (reference §2.5). It is
+// Assign decides which node hosts each egress IP (as OVN-Kubernetes' cluster manager does:
+// go-controller/pkg/clustermanager/egressip_controller.go). It is
 // a pure, deterministic function of its inputs, run by the leader on
 // every change and reachability report:
 //

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// exampleNodes are seed 002's two egress-assignable workers.
+// exampleNodes are the example cluster's two egress-assignable workers.
 func exampleNodes() []*corev1.Node {
 	return []*corev1.Node{
 		ovnknodetest.Node("ovn-worker", "10.244.1.0/24", "172.18.0.2/16", "100.64.0.3/16", true),
@@ -62,7 +62,7 @@ func ExampleAssign_failover() {
 	// [{ovn-worker3 172.18.0.33} {ovn-worker2 172.18.0.44}]
 }
 
-// The NB rows of seed 002's EgressIP: the pod's reroute to both gateway
+// The NB rows of the example EgressIP: the pod's reroute to both gateway
 // routers (ECMP) and one SNAT per egress node.
 func ExampleCompute() {
 	nodes, _ := ovnknode.ParseAll(exampleNodes())

@@ -8,7 +8,7 @@ import (
 )
 
 // MakeBeforeBreak returns the states to apply, in order, to go from old to
-// new without losing a packet when egress IPs move (reference §2.4):
+// new without losing a packet when egress IPs move:
 //
 //  1. old policies and QoS rules with the NATs and address sets of both:
 //     the new egress node's SNAT exists before traffic is sent there;

@@ -7,8 +7,8 @@ import (
 	"github.com/ovnedge/ovnedge/ovsflow/brex"
 )
 
-// NodeFlows returns the br-ex egress configuration of a node (reference
-// §1.2): its pod subnets, the cluster subnets and its primary address,
+// NodeFlows returns the br-ex egress configuration of a node (the
+// shared gateway's EgressIP flows): its pod subnets, the cluster subnets and its primary address,
 // with the bridge's uplink and patch port names. brex.EgressFlows turns
 // it into the 109/105/104/100 flows.
 func NodeFlows(c Cluster, n *ovnknode.Node, uplink, patch string) (brex.Egress, error) {

@@ -13,7 +13,8 @@ import (
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 )
 
-// Router and row constants of reference §2.3 and §2.4.
+// Router and row constants of OVN-Kubernetes' EgressIP controller
+// (go-controller/pkg/ovn/egressip.go).
 const (
 	ClusterRouter = "ovn_cluster_router"
 	// PriorityNodeReroute reroutes pod -> own host traffic to the

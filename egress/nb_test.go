@@ -201,7 +201,7 @@ func TestEgressIPStateSkipsBadItems(t *testing.T) {
 	}
 }
 
-// The br-ex egress configuration computed from seed 002's ovn-worker2 is
+// The br-ex egress configuration computed from the example cluster's ovn-worker2 is
 // the one the ovsflow goldens (testdata/flows/egress-seed.flows) hold.
 func TestNodeFlowsSeed(t *testing.T) {
 	nodes := seedNodes(t)
@@ -225,7 +225,7 @@ func TestNodeFlowsSeed(t *testing.T) {
 	}
 }
 
-// seedFailover is seed 002's EgressIP over the seed nodes plus
+// seedFailover is the example EgressIP over the example nodes plus
 // ovn-worker3, and its NB rows for a given status.
 func seedFailover(t *testing.T) (*egressv1.EgressIP, []ovnknode.Node, func([]egressv1.EgressIPStatusItem) map[ovsdbnb.Owner]ovsdbnb.State) {
 	t.Helper()

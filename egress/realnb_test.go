@@ -30,7 +30,7 @@ func topologyOf(clusterSubnet string, nodes []ovnknode.Node, gateway string) ovs
 	return topo
 }
 
-// realNB is a real OVN central (NB, SB, northd) holding seed 002's
+// realNB is a real OVN central (NB, SB, northd) holding the example cluster's
 // topology, and an ovsdbnb client on it. Its NB schema has the QoS "mark"
 // action of OVN 24.03 (testbed.OVNOptions.QoSMark), so the reply-traffic
 // QoS rules are written too.
@@ -158,7 +158,7 @@ func (r *realNB) trace(t testing.TB) string {
 }
 
 // TestSeed002RealNB runs the whole pipeline (ParseNodes, SelectPods,
-// Assign, Compute) on seed 002's cluster and writes the result with
+// Assign, Compute) on the example cluster and writes the result with
 // ovsdbnb.Sync into a real NB with northd: `lr-policy-list` is exactly the
 // seed's table, `lr-nat-list` shows its two SNATs, and ovn-trace of the
 // pod's first packet shows the reroute and ct_snat to an egress IP. Then

@@ -20,7 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// seedCluster is seed 002's kind cluster: ovn-control-plane, ovn-worker and
+// seedCluster is the example kind cluster of OVN-Kubernetes' EgressIP docs: ovn-control-plane, ovn-worker and
 // ovn-worker2 (the workers egress-assignable), cluster subnet
 // 10.244.0.0/16, and the pod 10.244.1.3 labelled app=web in a namespace
 // without environment=development.
@@ -151,7 +151,7 @@ func natList(d map[ovsdbnb.Owner]ovsdbnb.State) []string {
 
 // seedSets maps the seed's address set names (OVN-Kubernetes before the
 // k8s.ovn.org/id scheme hashed "<name>_v4") to the names the id scheme of
-// reference §2.3 gives.
+// OVN-Kubernetes writes (go-controller/pkg/ovn/egressip.go).
 var seedSets = strings.NewReplacer(
 	"$a12749576804119081385", "$"+ovsdbnb.AddressSetName("default-network-controller:EgressIP:egressip-served-pods:v4:default"),
 	"$a16335301576733828072", "$"+ovsdbnb.AddressSetName("default-network-controller:EgressService:egresssvc-served-pods:v4"),

@@ -246,7 +246,7 @@ func WatchKubeOVN() WatchOption {
 }
 
 // WatchSubnets also watches kubeovn.io/v1 Subnets (the underlay subnets of
-// seed 003). Their CRD must exist.
+// Kube-OVN's MetalLB integration). Their CRD must exist.
 func WatchSubnets() WatchOption {
 	return func(w *Watcher) {
 		if w.subnets == nil {

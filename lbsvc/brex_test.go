@@ -26,7 +26,7 @@ import (
 	"github.com/ovnedge/ovnedge/ovsflow/flowtest/bridge"
 )
 
-// brEx is the seed node's bridge (breth0, uplink eth0 at ofport 1)
+// brEx is the example node's bridge (breth0, uplink eth0 at ofport 1)
 // running the base flows and the bypass of every VIP of cluster().
 func brEx(t *testing.T) (*bridge.Bridge, *ovsflow.Program) {
 	t.Helper()

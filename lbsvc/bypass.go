@@ -14,7 +14,7 @@ import (
 )
 
 // BypassServices returns the ARP/NDP bypass input of every Service with
-// ExternalIPs or LoadBalancer ingress IPs (reference §1.1): its VIPs and
+// ExternalIPs or LoadBalancer ingress IPs: its VIPs and
 // service port numbers, sorted by namespace and name. Every node installs
 // the same bypass; brex.ARPBypass turns each into flows.
 func BypassServices(svcs []*corev1.Service) []brex.Service {
@@ -64,9 +64,9 @@ func BypassFlows(b brex.Bypass, svcs []*corev1.Service) (map[string][]ovsflow.Fl
 // externalTrafficPolicy=Local Service only the nodes with a ready endpoint
 // of it are Eligible (a non-nil empty slice when there is none: no node
 // answers). A VIP two Services share goes with the first by
-// namespace/name. Every node feeds the same list to its arp.Controller
-// (SetVIPs); arp.Owned then makes exactly one healthy node answer each
-// VIP, the node VIPOwners names.
+// namespace/name. Every node computes the same owners from it (Elect),
+// so exactly one healthy node answers each VIP, the node VIPOwners names
+// (its dataplane.L2 writer hands them to an arp.Responder).
 func L2VIPs(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, iface string) []VIP {
 	return l2VIPs(svcs, eps, iface, func(svc *corev1.Service) bool {
 		return svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
@@ -102,11 +102,11 @@ func l2VIPs(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, iface stri
 	return out
 }
 
-// VIPOwners is the opt-in VIP reachability the seeds leave to the
+// VIPOwners is the opt-in VIP reachability OVN-Kubernetes leaves to the
 // administrator (default off, as upstream): for every ExternalIP and
 // LoadBalancer ingress VIP, the one node that announces it (answers ARP/NDP
 // for it in L2 mode, or holds it on its host stack), elected with
-// arp.Elect among the healthy nodes; for an externalTrafficPolicy=Local
+// Elect among the healthy nodes; for an externalTrafficPolicy=Local
 // Service only among healthy nodes with a ready endpoint of it (see
 // L2VIPs). The result maps each owner node to its sorted VIPs; a VIP
 // without a candidate has no owner.

@@ -107,7 +107,7 @@ func slicePort(sp corev1.ServicePort, ports []discoveryv1.EndpointPort) (int32, 
 
 // selectBackends returns the backends of family v6 among eps for which
 // keep is true: the ready ones, or when none is ready the serving and
-// terminating ones (reference §3), as a comma-joined vips value.
+// terminating ones, as a comma-joined vips value.
 func selectBackends(eps []endpoint, v6 bool, keep func(endpoint) bool) string {
 	var ready, fallback []string
 	for _, e := range eps {

@@ -58,7 +58,7 @@ func ExampleCache() {
 	// map[10.96.0.10:80:10.244.1.3:8080,10.244.2.3:8080]
 }
 
-// The L2 mode: every node feeds the same VIPs to its arp.Controller;
+// The L2 mode: every node computes the same VIPs and owners (Elect);
 // exactly one healthy node answers each.
 func ExampleL2VIPs() {
 	web := svc("web", corev1.ServiceTypeLoadBalancer, []string{"10.96.0.10"}, port("http", corev1.ProtocolTCP, 80, 0, "8080"))

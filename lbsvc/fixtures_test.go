@@ -78,7 +78,7 @@ func nodes() []lbsvc.Node {
 	}
 }
 
-// cluster is the golden scenario: every kind of Service the seeds name.
+// cluster is the golden scenario: every kind of Service the peers' examples name.
 func cluster() lbsvc.Input {
 	web := svc("web", corev1.ServiceTypeClusterIP, []string{"10.96.0.10"}, port("http", corev1.ProtocolTCP, 80, 0, "http"))
 

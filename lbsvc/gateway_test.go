@@ -1,7 +1,6 @@
 package lbsvc_test
 
 import (
-	"net"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -14,8 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/ovnedge/ovnedge/lbsvc"
-	"github.com/ovnedge/ovnedge/ovsflow"
-	"github.com/ovnedge/ovnedge/ovsflow/brex"
+	"github.com/ovnedge/ovnedge/ovsflow/brex/brextest"
 	"github.com/ovnedge/ovnedge/ovsflow/flowtest"
 )
 
@@ -49,32 +47,6 @@ func ovnkSlice(endpoints []discoveryv1.Endpoint, ports []discoveryv1.EndpointPor
 }
 
 var ovnkNode = lbsvc.Node{Name: "node", IPs: []netip.Addr{netip.MustParseAddr("192.168.18.15")}}
-
-func ovnkGateway() brex.Gateway {
-	mac, _ := net.ParseMAC("0a:0b:0c:0d:0e:0f")
-	return brex.Gateway{
-		Base:    brex.Base{Uplink: "eth0", Patch: "patch-breth0_ov", BridgeMAC: mac, IPv4: true},
-		NodeIPs: []netip.Addr{netip.MustParseAddr("10.244.0.1")},
-	}
-}
-
-// canonical renders OVN-Kubernetes' add-flow text in this package's
-// canonical form, with ovnedge's marked cookies (brex.MarkedCookie), sorted ("ct(zone=Z nat,...)": ovs-ofctl reads the space
-// as a comma).
-func canonical(t *testing.T, ovnk []string) []string {
-	t.Helper()
-	var out []string
-	for _, s := range ovnk {
-		f, err := ovsflow.ParseFlow(strings.ReplaceAll(s, " nat,", ",nat,"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.Cookie = brex.MarkedCookie(f.Cookie)
-		out = append(out, f.String())
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
-}
 
 // TestGatewayFlowsMatchOVNKubernetes builds the SGW test cases of
 // gateway_localnet_linux_test.go from their Service and EndpointSlice and
@@ -158,7 +130,7 @@ func TestGatewayFlowsMatchOVNKubernetes(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			res := lbsvc.NodeGatewayFlows(ovnkGateway(), []*corev1.Service{c.svc}, []*discoveryv1.EndpointSlice{c.eps}, ovnkNode)
+			res := lbsvc.NodeGatewayFlows(brextest.OVNKGateway(), []*corev1.Service{c.svc}, []*discoveryv1.EndpointSlice{c.eps}, ovnkNode)
 			if len(res.Failed) > 0 || len(res.Events) > 0 || len(res.Sets) != 1 {
 				t.Fatalf("sets %v, failed %v, events %v", res.Sets, res.Failed, res.Events)
 			}
@@ -167,7 +139,7 @@ func TestGatewayFlowsMatchOVNKubernetes(t *testing.T) {
 				got = append(got, f.String())
 			}
 			slices.Sort(got)
-			if want := canonical(t, c.want); !slices.Equal(got, want) {
+			if want := brextest.Canonical(t, c.want); !slices.Equal(got, want) {
 				t.Errorf("flows differ from OVN-Kubernetes':\n%s", flowtest.Diff(strings.Join(want, "\n"), strings.Join(got, "\n")))
 			}
 		})
@@ -263,7 +235,7 @@ func TestNodeGatewayFlowsClash(t *testing.T) {
 		ready("fd00::15", "node")))
 	node := ovnkNode
 	node.IPs = append(node.IPs, netip.MustParseAddr("fd00::15")) // but the gateway has no IPv6 address
-	res := lbsvc.NodeGatewayFlows(ovnkGateway(), []*corev1.Service{b, v6, a}, eps, node)
+	res := lbsvc.NodeGatewayFlows(brextest.OVNKGateway(), []*corev1.Service{b, v6, a}, eps, node)
 	if _, ok := res.Sets["service/default/a"]; !ok {
 		t.Errorf("service a lost its flows: %v", res.Sets)
 	}

@@ -107,28 +107,28 @@ type Options struct {
 	// its gateway router), as OVN-Kubernetes does. None: every endpoint
 	// counts as a pod.
 	ClusterSubnets []netip.Prefix
-	// PreferLocal is Kube-OVN's --enable-ovn-lb-prefer-local (seed 003).
+	// PreferLocal is Kube-OVN's --enable-ovn-lb-prefer-local.
 	// Kube-OVN's patched OVN honours externalTrafficPolicy=Local for VIPs
 	// of an underlay subnet (enableExternalLBAddress) by preferring local
 	// backends on the switch; without the flag those VIPs reach every
 	// backend. Here, on stock OVN: with PreferLocal, an underlay IPv4 VIP
 	// of an externalTrafficPolicy=Local Service is a template load
 	// balancer on the underlay switch whose backends are, per chassis, the
-	// node's own endpoints (all of them where it has none); see the
-	// package documentation. VIPs outside underlay subnets are not
+	// node's own endpoints (all of them where it has none); see
+	// docs/deviations.md. VIPs outside underlay subnets are not
 	// affected.
 	PreferLocal bool
 	// LSCtSkipDstLportIPs is Kube-OVN's --ls-ct-skip-dst-lport-ips (on by
 	// default there): its patched OVN skips conntrack on a logical switch
 	// for traffic to a logical port's IP. An underlay VIP is an address of
 	// the switch's subnet, so with the skip its packets miss the load
-	// balancer; seed 003 therefore sets it false. Stock OVN has no such
+	// balancer; Kube-OVN's MetalLB underlay guide therefore sets it false. Stock OVN has no such
 	// skip and ovnedge never requests one: the field only records the
 	// setting, and true together with an underlay subnet that enables
 	// external LB addresses yields a warning event (the combination breaks
 	// VIPs on Kube-OVN's OVN).
 	LSCtSkipDstLportIPs bool
-	// Underlay are the underlay subnets (seed 003).
+	// Underlay are the underlay subnets (Kube-OVN's MetalLB integration).
 	Underlay []UnderlaySubnet
 	// UnderlayNodes are the nodes whose chassis get the underlay
 	// template variables: every node with a chassis, OVN-Kubernetes'
@@ -180,7 +180,7 @@ func ServiceOwner(namespace, name string) ovsdbnb.Owner {
 // Build returns the desired load balancers of every Service (an owner per
 // Service, with an empty State for a Service that needs none, so its old
 // rows go) and the cluster Load_Balancer_Group attached to every node
-// switch and gateway router (reference §3). EndpointSlices belong to the
+// switch and gateway router. EndpointSlices belong to the
 // Service their kubernetes.io/service-name label names in their namespace.
 // A Cache builds again faster.
 func Build(in Input, opts Options) (map[ovsdbnb.Owner]ovsdbnb.State, []event.Event) {

@@ -192,7 +192,8 @@ func TestServiceStateMatchesBuild(t *testing.T) {
 	}
 }
 
-// TestUnderlayPreferLocal: seed 003's nginx-lb (externalTrafficPolicy=
+// TestUnderlayPreferLocal: the nginx-lb of Kube-OVN's MetalLB underlay
+// guide (externalTrafficPolicy=
 // Local, VIP 10.180.204.252 of underlay-subnet) is on a load balancer of
 // the underlay switch only. Without prefer-local every endpoint serves
 // it; with it, a template load balancer whose per-chassis backends are the

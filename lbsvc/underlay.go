@@ -20,10 +20,11 @@ import (
 )
 
 // PrioritySteering is the priority of the provider-bridge flows steering
-// underlay VIP traffic into OVN (reference §5).
+// underlay VIP traffic into OVN, as Kube-OVN's
+// (pkg/daemon/flow_rules_linux.go).
 const PrioritySteering = 10000
 
-// UnderlaySubnet is a Kube-OVN underlay subnet (seed 003): one family's
+// UnderlaySubnet is a Kube-OVN underlay subnet: one family's
 // block of a kubeovn.io/v1 Subnet.
 type UnderlaySubnet struct {
 	// Subnet is the subnet's CIDR and excludeIps; its Name is the

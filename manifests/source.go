@@ -38,8 +38,8 @@ var customKinds = map[schema.GroupVersionKind]schema.GroupVersionResource{
 	{Group: "k8s.ovn.org", Version: "v1", Kind: "EgressIP"}:                        egressv1.Resource,
 	{Group: "kubeovn.io", Version: "v1", Kind: "Subnet"}:                           kubeovn.SubnetResource,
 	{Group: "k8s.cni.cncf.io", Version: "v1", Kind: "NetworkAttachmentDefinition"}: kubeovn.NADResource,
-	// MetalLB's pools and L2 advertisements are held (seed 003 lists
-	// them) but not read: MetalLB assigns and announces; ovnedge reads
+	// MetalLB's pools and L2 advertisements are held (Kube-OVN's MetalLB
+	// underlay guide lists them) but not read: MetalLB assigns and announces; ovnedge reads
 	// the Services' status. Its BGP peers are read with --bgp-peer-crds.
 	{Group: "metallb.io", Version: "v1beta1", Kind: "IPAddressPool"}:   {Group: "metallb.io", Version: "v1beta1", Resource: "ipaddresspools"},
 	{Group: "metallb.io", Version: "v1beta1", Kind: "L2Advertisement"}: {Group: "metallb.io", Version: "v1beta1", Resource: "l2advertisements"},

@@ -12,7 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// Node annotations and the label of OVN-Kubernetes (reference §2.2).
+// Node annotations and the label of OVN-Kubernetes
+// (go-controller/pkg/util/node_annotations.go).
 const (
 	AnnotationNodeSubnets     = "k8s.ovn.org/node-subnets"
 	AnnotationPrimaryIfAddr   = "k8s.ovn.org/node-primary-ifaddr"

@@ -7,8 +7,8 @@ import (
 	"strconv"
 )
 
-// External_ids keys of the OVN-Kubernetes ownership scheme (reference §2.3
-// and §3). Rows written with them are indistinguishable from the rows
+// External_ids keys of the OVN-Kubernetes ownership scheme
+// (go-controller/pkg/libovsdb/ops/db_object_ids.go). Rows written with them are indistinguishable from the rows
 // OVN-Kubernetes writes.
 const (
 	KeyOwnerController = "k8s.ovn.org/owner-controller"

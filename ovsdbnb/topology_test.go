@@ -12,7 +12,7 @@ import (
 	"github.com/ovnedge/ovnedge/testbed"
 )
 
-// seedTopology is seed 002's cluster: three nodes, 10.244.0.0/16 pods,
+// seedTopology is the cluster of OVN-Kubernetes' EgressIP example: three nodes, 10.244.0.0/16 pods,
 // 100.64.0.0/16 join network, 172.18.0.0/16 external network.
 var seedTopology = ovsdbnb.Topology{
 	ClusterSubnet: "10.244.0.0/16", JoinRouterIP: "100.64.0.1/16",
@@ -23,14 +23,14 @@ var seedTopology = ovsdbnb.Topology{
 	},
 }
 
-// Address set ids of reference §2.3.
+// Address set ids as OVN-Kubernetes builds them.
 const (
 	eipPodsID  = "default-network-controller:EgressIP:egressip-served-pods:v4:default"
 	esvcPodsID = "default-network-controller:EgressService:egresssvc-served-pods:v4"
 	nodeIPsID  = "default-network-controller:ClusterNodeIPs:node-ips:v4"
 )
 
-// seedState is seed 002's NB rows: the cluster-wide policies (1004, 102)
+// seedState is the NB rows of OVN-Kubernetes' EgressIP example: the cluster-wide policies (1004, 102)
 // with their address sets, the EgressIP's reroute (100) and SNATs, and a
 // Service for the load balancer trace.
 func seedState() map[ovsdbnb.Owner]ovsdbnb.State {
@@ -120,7 +120,7 @@ func TestSeed002(t *testing.T) {
 102 ip4.src == 10.244.0.0/16 && ip4.dst == 100.64.0.0/16 allow
 100 ip4.src == 10.244.1.3 reroute 100.64.0.3, 100.64.0.4`
 	if got := testbed.Blanks(o.Nbctl("lr-policy-list", ovsdbnb.ClusterRouter)); got != wantPolicies {
-		t.Errorf("lr-policy-list %s:\n%s\nwant (seed 002):\n%s", ovsdbnb.ClusterRouter, got, wantPolicies)
+		t.Errorf("lr-policy-list %s:\n%s\nwant (OVN-Kubernetes' EgressIP example):\n%s", ovsdbnb.ClusterRouter, got, wantPolicies)
 	}
 	for gr, eip := range map[string]string{"GR_ovn-worker": "172.18.0.33", "GR_ovn-worker2": "172.18.0.44"} {
 		want := "TYPE GATEWAY_PORT EXTERNAL_IP EXTERNAL_PORT LOGICAL_IP EXTERNAL_MAC LOGICAL_PORT\nsnat " + eip + " 10.244.1.3"

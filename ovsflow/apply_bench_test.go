@@ -17,7 +17,7 @@ import (
 	"github.com/ovnedge/ovnedge/ovsflow/flowtest/bridge"
 )
 
-// bigProgram is the seed node's base and egress flows plus n dual-stack
+// bigProgram is the example node's base and egress flows plus n dual-stack
 // services' ARP/NDP bypass (2n flows).
 func bigProgram(b testing.TB, n int) *ovsflow.Program {
 	p := brextest.MustProgram(b, brextest.Parts{Base: true, Egress: true})

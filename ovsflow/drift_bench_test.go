@@ -15,7 +15,7 @@ import (
 
 // BenchmarkDriftRepair measures how long a real bridge misses flows
 // deleted by hand (`ovs-ofctl del-flows <bridge> cookie=0xdeff105/-1`,
-// the base and egress flows of the seed node's program, with 1,000
+// the base and egress flows of the example node's program, with 1,000
 // services beside them) while an Applier's Run keeps it: from the
 // del-flows returning to a dump holding the program again, per deletion.
 // The native transport repairs on the flow monitor's report; the baseline

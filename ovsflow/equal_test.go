@@ -8,7 +8,7 @@ import (
 )
 
 // Flows compare equal field by field exactly when they render to the same
-// text: every flow of the seed programs (base, egress, ARP bypass, the
+// text: every flow of the example programs (base, egress, ARP bypass, the
 // gateway's Service flows with CT, NAT and exec, IPv4 and IPv6) against
 // every other and against its own copy parsed back from text (new
 // pointers for CT's table and NAT).

@@ -52,7 +52,7 @@ func perOp(b *testing.B, d time.Duration, unit string) float64 {
 }
 
 // BenchmarkNativeVsOfctl compares the native OpenFlow transport with
-// ovs-ofctl on one real bridge, in one run, on the seed node's program
+// ovs-ofctl on one real bridge, in one run, on the example node's program
 // plus 10,000 dual-stack services (20,000 flows):
 //
 //   - OneChangedService: one service changes its VIPs (2 deletes, 2 adds):

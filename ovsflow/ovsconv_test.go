@@ -20,7 +20,7 @@ import (
 // hold and the field the conversion names. "built" is a flow as the
 // builders return it, with port names: an ovs.Flow names ports by number
 // (in_port is checked before the actions). "resolved" is the same flow
-// resolved against the seed node's ports, as it goes to a bridge: every
+// resolved against the example node's ports, as it goes to a bridge: every
 // golden flow converts and comes back equal (its ports as numbers, as the
 // bridge holds them), so no row has that stage.
 var ovsLoss = []struct {

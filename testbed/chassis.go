@@ -91,7 +91,7 @@ var chassisBins = []string{"ovn-controller", "ovn-sbctl", "ethtool"}
 //
 // One chassis per OVN central: its tunnel endpoint is 127.0.0.1, and a
 // second chassis would need its own encap IP on an underlay bridge
-// (testbed.md, "Two chassis"), which this helper does not build.
+// (StartCluster builds that), which this helper does not build.
 func StartChassis(t T, n *OVN, ext *External, o ChassisOptions) *Chassis {
 	t.Helper()
 	Require(t, chassisBins...)

@@ -307,7 +307,7 @@ func (c *Cluster) startNode(i int, name string) *ClusterNode {
 	// No userspace TSO: it breaks TCP over geneve in OVS 3.1; the
 	// non-OVS veth ends have tx offload off instead.
 	nd.startVswitchd()
-	t.Cleanup(nd.stopVswitchd)
+	t.Cleanup(func() { stopVswitchd(t, nd.vswitchd, nd.Dir) })
 
 	ns := nd.NS.Name
 	// Underlay: the tunnel endpoint sits on br-phy's LOCAL port.
@@ -393,29 +393,11 @@ func (n *ClusterNode) Mgmt(bridge string) string {
 }
 
 func (n *ClusterNode) startVswitchd() {
-	file := filepath.Join(n.Dir, "ovs-vswitchd")
-	n.vswitchd = startDaemon(n.c.T(), "ovs-vswitchd", file+".log", []string{"OVS_RUNDIR=" + n.RunDir},
-		"ip", "netns", "exec", n.NS.Name, "ovs-vswitchd", n.DB,
-		"--pidfile="+file+".pid", "--log-file="+file+".log", "--unixctl="+file+".ctl",
-		"--no-chdir", "--disable-system", "-vconsole:off")
-	if err := n.vswitchd.waitSocket(file + ".ctl"); err != nil {
+	d, err := startVswitchd(n.c.T(), n.Dir, n.RunDir, n.NS.Name, n.DB)
+	if err != nil {
 		n.c.T().Fatalf("testbed: node %s: start ovs-vswitchd: %v", n.Name, err)
 	}
-}
-
-// stopVswitchd stops ovs-vswitchd gracefully (removing its taps) at
-// cleanup, or kills it.
-func (n *ClusterNode) stopVswitchd() {
-	d := n.vswitchd
-	if d == nil || !d.alive() {
-		return
-	}
-	if _, err := run("ovs-appctl", "--timeout=5", "-t", filepath.Join(n.Dir, "ovs-vswitchd.ctl"), "exit", "--cleanup"); err == nil && d.exited(stopTimeout) {
-		return
-	}
-	if err := d.kill(); err != nil {
-		n.c.T().Errorf("testbed: %v", err)
-	}
+	n.vswitchd = d
 }
 
 func (n *ClusterNode) startController() {
@@ -695,11 +677,10 @@ func (n *ClusterNode) Alive() bool {
 // kernel answers no ARP.
 func (n *ClusterNode) Kill() {
 	n.c.T().Helper()
-	for _, d := range []*daemon{n.ctl, n.vswitchd, n.ovsdb} {
-		if d.alive() {
-			if err := d.kill(); err != nil {
-				n.c.T().Fatalf("testbed: node %s: %v", n.Name, err)
-			}
+	kills := []func() error{n.ctl.kill, func() error { return killVswitchd(n.vswitchd, n.Dir) }, n.ovsdb.kill}
+	for _, kill := range kills {
+		if err := kill(); err != nil {
+			n.c.T().Fatalf("testbed: node %s: %v", n.Name, err)
 		}
 	}
 	if n.HostMAC != "" {
@@ -783,7 +764,8 @@ func (n *ClusterNode) String() string {
 	return fmt.Sprintf("%s (%s, netns %s)", n.Name, n.IP, n.NS.Name)
 }
 
-// The second host network (seed 002's host-interface case): a segment of
+// The second host network (the secondary host interface case of
+// OVN-Kubernetes' EgressIP feature page): a segment of
 // its own on which every node has a plain kernel link, not part of OVN,
 // and a host to send to. Node i gets ClusterHostLink with 172.19.0.<i+1>
 // and MAC 02:00:ac:13:00:<i+1>.

@@ -2,6 +2,7 @@ package testbed
 
 import (
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -33,13 +34,33 @@ func TestCluster(t *testing.T) {
 	}
 }
 
-// TestClusterNodeRestart kills a node's chassis and restarts it: its
-// pods are reachable again over geneve.
+// TestClusterNodeRestart crashes a node's ovs-vswitchd (its monitor
+// restarts it), then kills the node's chassis and restarts it: each time
+// its pods and management port are reachable again over geneve.
 func TestClusterNodeRestart(t *testing.T) {
 	c := StartCluster(t, ClusterOptions{Nodes: 2})
 	a := c.AddPod("ovn-worker", "default", "a", ClusterPodOptions{})
 	b := c.AddPod("ovn-worker2", "default", "b", ClusterPodOptions{})
 	n := c.Node("ovn-worker2")
+	reachable := func() {
+		t.Helper()
+		for _, dst := range []string{b.IP.String(), n.MgmtIP.String()} {
+			Eventually(t, 10*time.Second, func() error {
+				_, err := a.RunErr("ping", "-c1", "-W1", dst)
+				return err
+			})
+		}
+	}
+
+	crashed := pids(t, n.Dir, "ovs-vswitchd")[0]
+	if err := syscall.Kill(crashed, syscall.SIGABRT); err != nil {
+		t.Fatal(err)
+	}
+	reachable()
+	if pids(t, n.Dir, "ovs-vswitchd")[0] == crashed || !n.Alive() {
+		t.Fatal("ovs-vswitchd not restarted by its monitor")
+	}
+
 	n.Kill()
 	if n.Alive() {
 		t.Fatal("alive after Kill")
@@ -48,13 +69,7 @@ func TestClusterNodeRestart(t *testing.T) {
 		t.Error("pod on a killed node answers")
 	}
 	n.Restart()
-	Eventually(t, 10*time.Second, func() error {
-		_, err := a.RunErr("ping", "-c1", "-W1", b.IP.String())
-		return err
-	})
-	if out, err := a.RunErr("ping", "-c1", "-W1", n.MgmtIP.String()); err != nil {
-		t.Errorf("management port after restart: %v\n%s", err, out)
-	}
+	reachable()
 }
 
 // TestClusterIPv6 checks the IPv6 half of the dual-stack plan: pod to pod

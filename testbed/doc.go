@@ -29,8 +29,7 @@
 // unrelated process.
 //
 // The helpers need root and the OVS/OVN binaries (see Require): without
-// them tests are skipped, or fail when CI=true. The recipe they follow is
-// /work/shared/docs/testbed.md.
+// them tests are skipped, or fail when CI=true.
 //
 // The helpers call t.Fatalf on failure and must therefore be used from the
 // test's own goroutine.

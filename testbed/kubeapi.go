@@ -40,7 +40,7 @@ const (
 // KubeAPI is a running etcd and kube-apiserver, made by StartKubeAPI.
 // Nothing else of Kubernetes runs: no controller-manager, scheduler or
 // kubelet, so tests create EndpointSlices and set pod and node status
-// themselves (see /work/shared/docs/kube-apiserver.md for the gotchas).
+// themselves.
 type KubeAPI struct {
 	// Dir holds etcd's data, the certificates, keys, tokens, kubeconfigs
 	// and logs.

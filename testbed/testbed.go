@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -348,4 +349,32 @@ func YAMLFiles(path string) []string {
 		return files
 	}
 	return []string{path}
+}
+
+// readPidfile returns the pid an OVS daemon wrote to path.
+func readPidfile(path string) (int, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		return 0, fmt.Errorf("pidfile %s: %w", path, err)
+	}
+	return pid, nil
+}
+
+// parentOf returns pid's parent pid, or 0 if pid is gone.
+func parentOf(pid int) int {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "PPid:"); ok {
+			ppid, _ := strconv.Atoi(strings.TrimSpace(v))
+			return ppid
+		}
+	}
+	return 0
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -59,13 +58,9 @@ func pids(t *testing.T, dir string, daemons ...string) []int {
 	t.Helper()
 	var out []int
 	for _, d := range daemons {
-		data, err := os.ReadFile(filepath.Join(dir, d+".pid"))
+		pid, err := readPidfile(filepath.Join(dir, d+".pid"))
 		if err != nil {
 			t.Fatal(err)
-		}
-		pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-		if err != nil {
-			t.Fatalf("pidfile of %s: %v", d, err)
 		}
 		out = append(out, pid)
 	}
@@ -113,12 +108,33 @@ func TestOVS(t *testing.T) {
 	if !strings.Contains(trace, "NORMAL") || !strings.Contains(trace, "Datapath actions:") {
 		t.Errorf("unexpected trace:\n%s", trace)
 	}
-	if got, want := pids(t, s.Dir, "ovs-vswitchd")[0], s.vswitchd.cmd.Process.Pid; got != want {
-		t.Errorf("pidfile says %d, child is %d", got, want)
+	if got, want := parentOf(pids(t, s.Dir, "ovs-vswitchd")[0]), s.vswitchd.cmd.Process.Pid; got != want {
+		t.Errorf("the pidfile's ovs-vswitchd is a child of %d, want the monitor %d", got, want)
 	}
 	ping(t, s, "172.18.0.2")
 
+	// A crash (an assertion aborts) is survived: the monitor restarts
+	// the daemon, which serves the bridge and its LOCAL port again.
 	begin := time.Now()
+	crashed := pids(t, s.Dir, "ovs-vswitchd")[0]
+	if err := syscall.Kill(crashed, syscall.SIGABRT); err != nil {
+		t.Fatal(err)
+	}
+	err := waitFor(readyTimeout, func() error {
+		pid, err := readPidfile(filepath.Join(s.Dir, "ovs-vswitchd.pid"))
+		if err != nil || pid == crashed || parentOf(pid) != s.vswitchd.cmd.Process.Pid {
+			return fmt.Errorf("no restarted daemon yet (pidfile %d, %v)", pid, err)
+		}
+		_, err = run("ovs-ofctl", "-O", "OpenFlow13", "dump-ports-desc", s.Mgmt())
+		return err
+	})
+	if err != nil {
+		t.Fatalf("ovs-vswitchd not restarted after a crash: %v", err)
+	}
+	t.Logf("crash/restart of ovs-vswitchd took %v", time.Since(begin).Round(time.Millisecond))
+	ping(t, s, "172.18.0.2")
+
+	begin = time.Now()
 	s.StopVswitchd()
 	s.StartVswitchd()
 	t.Logf("stop/start of ovs-vswitchd took %v", time.Since(begin).Round(time.Millisecond))

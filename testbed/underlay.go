@@ -8,11 +8,12 @@ import (
 	"time"
 )
 
-// The Kube-OVN underlay of seed 003, as AddUnderlay builds it: subnet
+// The Kube-OVN underlay of Kube-OVN's MetalLB underlay guide (kubeovn/docs,
+// docs/advance/with-metallb.en.md), as AddUnderlay builds it: subnet
 // underlay-subnet (10.180.204.0/24, gateway .1) on VLAN 341 of provider
 // network "provider", whose bridge on every node is br-provider with the
 // NIC underlay0 and the host's VLAN interface underlay0.341 (MetalLB's
-// interface in seed 003); the U2O interconnection port of router
+// interface in the guide); the U2O interconnection port of router
 // ovn-cluster on the subnet (.254); the external client at .100 on the
 // VLAN.
 const (
@@ -47,7 +48,7 @@ type Underlay struct {
 	nextPod         int
 }
 
-// AddUnderlay adds seed 003's underlay to the cluster, as Kube-OVN's
+// AddUnderlay adds that underlay to the cluster, as Kube-OVN's
 // controller and daemon build it for a Subnet with a Vlan on a
 // ProviderNetwork: on every node the provider bridge br-provider
 // (userspace datapath) holding the NIC underlay0 (a veth into the VLAN

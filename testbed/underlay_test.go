@@ -30,7 +30,8 @@ func serveAddr(t *testing.T, ns *Netns, name string, port int) {
 	}()
 }
 
-// TestUnderlay builds seed 003's underlay on two nodes: the client on the
+// TestUnderlay builds the underlay of Kube-OVN's MetalLB underlay guide on two
+// nodes: the client on the
 // VLAN reaches underlay pods of both nodes directly (localnet, VLAN 341
 // tag), and a VIP of the subnet through the mechanism ovnedge programs: a
 // template load balancer on the underlay switch whose backends are each

@@ -11,11 +11,11 @@
 // object that cannot be used. A bad object refuses only itself: the other
 // peers are kept.
 //
-// Validation follows MetalLB's (internal/config peerFromCR, parseTimers,
-// bfdProfileFromCR): a missing local or peer ASN, an invalid address,
-// hold time under 3 s (0 is allowed), a keepalive above the hold time,
-// ebgpMultiHop with an iBGP peer, duplicate node selectors, BFD values
-// out of MetalLB's ranges. Deliberate differences, because the embedded
+// Validation follows MetalLB's (metallb/metallb v0.16,
+// internal/config/config.go: peerFromCR, parseTimers, bfdProfileFromCR): a
+// missing local or peer ASN, an invalid address, hold time under 3 s (0 is
+// allowed), a keepalive above the hold time, ebgpMultiHop with an iBGP
+// peer, duplicate node selectors, BFD values out of MetalLB's ranges. Deliberate differences, because the embedded
 // GoBGP speaker has no equivalent or because ovnedge keeps one setting per
 // node:
 //   - dynamicASN, vrf, passwordSecret (the node agent is not given access

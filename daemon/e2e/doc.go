@@ -1,5 +1,5 @@
 // Package e2e runs ovnedge end to end against a real kube-apiserver and
-// etcd (internal/testbed.StartKubeAPI, built by scripts/kube-apiserver.sh)
+// etcd (testbed.StartKubeAPI, built by scripts/kube-apiserver.sh)
 // and real OVN Northbound, ovn-northd and Open vSwitch (testbed.StartOVN,
 // testbed.StartOVS). It holds tests only.
 //

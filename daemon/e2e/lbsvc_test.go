@@ -32,7 +32,7 @@ const (
 	lbNamespace = "default"
 )
 
-// TestLBSvc runs seed 004 end to end on a real API server: `ovnedge daemon
+// TestLBSvc runs Kube-OVN's LoadBalancer Service example end to end on a real API server: `ovnedge daemon
 // --enable-lb-svc`, started as the leader is (deploy/rbac.yaml's
 // ovnedge-leader, no node), creates the lb-svc Deployments with the image
 // and node selector of Kube-OVN's ovn-vpc-nat-config ConfigMap, writes the
@@ -78,7 +78,7 @@ func TestLBSvc(t *testing.T) {
 		"--kubeconfig", k.KubeconfigFor(t, "ovnedge-leader", tr.Status.Token), "--enable-lb-svc",
 		"--metrics-address", "127.0.0.1:0", "--egressip-reachability-total-timeout", "0")
 
-	// Seed 004's test-service: its static 172.18.0.18, its Deployment.
+	// The example's test-service: its static 172.18.0.18, its Deployment.
 	svc, err := k.cs.CoreV1().Services(lbNamespace).Get(ctx, "test-service", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -100,7 +100,8 @@ func names[O metav1.Object](objs []O) []string {
 	return out
 }
 
-// TestWatcherKubeOVN applies seed 004's objects (daemon/testdata/kubeovn)
+// TestWatcherKubeOVN applies the objects of Kube-OVN's LoadBalancer
+// Service example (daemon/testdata/kubeovn)
 // through a real API server with deploy/crds' Subnet and
 // NetworkAttachmentDefinition CRDs, and checks that the informers of
 // kubewatch.WatchKubeOVN yield them typed and follow an excludeIps update.

@@ -14,7 +14,8 @@
 //
 //	failover detect=... reprogram=... total=...
 //
-// One chassis hosts every gateway router: testbed.md verified that it
-// behaves as one chassis per node does for this purpose, and it keeps the
-// test within a second of bring-up. The package has no non-test code.
+// One chassis hosts every gateway router: for this purpose it behaves as
+// one chassis per node does, and it keeps the test within a second of
+// bring-up (internal/e2e runs a chassis per node). The package has no
+// non-test code.
 package e2e

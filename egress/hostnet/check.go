@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// check tests an assignment against the requirements of seed 002 and
+// check tests an assignment against the host-interface requirements and
 // returns its link and the prefix length to add the egress IP with: that
 // of the link's global network containing it (as upstream), so that the
 // kernel adds it as a secondary address of that network: the node's own

@@ -22,7 +22,7 @@ type (
 	RequirementError = hostspec.RequirementError
 )
 
-// The requirements of seed 002 (hostspec's).
+// The host-interface requirements (hostspec's).
 const (
 	ReasonInvalid            = hostspec.ReasonInvalid
 	ReasonLinkNotFound       = hostspec.ReasonLinkNotFound

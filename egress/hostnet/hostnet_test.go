@@ -54,7 +54,7 @@ func (r *recorder) get() []string {
 	return slices.Clone(r.calls)
 }
 
-// topology is seed 002's host-interface case in namespaces: a pod behind a
+// topology is the host-interface egress IP case in namespaces: a pod behind a
 // node that forwards, the node's secondary link eg0 on 192.168.100.0/24
 // to a far host that also owns 203.0.113.10 (on lo). The node's main table
 // has no route to 203.0.113.10, so only the egress IP's rule and table
@@ -202,7 +202,7 @@ func (tp *topology) leftovers(t *testing.T, b backend) []string {
 	return left
 }
 
-// TestSeed002HostInterface reproduces seed 002's host-interface egress IP
+// TestSeed002HostInterface reproduces the host-interface egress IP of OVN-Kubernetes' example
 // in real namespaces, for each SNAT backend: the pod's TCP connection
 // reaches the far host with the egress IP as source; converging again
 // changes nothing; a restarted Manager converging to an empty State
@@ -325,7 +325,7 @@ func settled(t *testing.T, n *testbed.Netns) string {
 	return ""
 }
 
-// TestRequirements checks each requirement of seed 002 against real links:
+// TestRequirements checks each host-interface requirement against real links:
 // every failing assignment is rejected with its reason, the host is left
 // exactly as it was, and a valid assignment next to them still converges.
 func TestRequirements(t *testing.T) {

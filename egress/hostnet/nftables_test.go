@@ -206,7 +206,7 @@ func emptyPath(t *testing.T) (restore func()) {
 	return func() { os.Setenv("PATH", orig) }
 }
 
-// TestSeed002WithoutBinaries runs seed 002's host-interface egress IP
+// TestSeed002WithoutBinaries runs the host-interface egress IP
 // with the nftables backend and PATH emptied, so that no command can run:
 // the backend and the Manager open, converge, and the pod's connection
 // reaches the far host from the egress IP; nft, back on PATH, shows the

@@ -31,7 +31,8 @@ type State []Assignment
 // Reason says which requirement an assignment fails.
 type Reason string
 
-// The requirements of seed 002 for a non-OVN link, plus malformed input.
+// The requirements of OVN-Kubernetes for an egress IP on a non-OVN link
+// (go-controller/pkg/node/controllers/egressip/egressip.go), plus malformed input.
 const (
 	ReasonInvalid            Reason = "Invalid"
 	ReasonLinkNotFound       Reason = "LinkNotFound"

@@ -1,5 +1,5 @@
-// Command seed prints the br-ex flow program of the seed documents' node
-// (ovn-worker2: base flows, the EgressIP flows 109/105/104/100 and the ARP/NDP
+// Command seed prints the br-ex flow program of the example node of
+// OVN-Kubernetes' EgressIP feature page (ovn-worker2: base flows, the EgressIP flows 109/105/104/100 and the ARP/NDP
 // bypass of two services' VIPs), exactly as `ovs-ofctl -O OpenFlow13
 // --no-stats dump-flows` shows it once installed. `make demo` runs it.
 package main

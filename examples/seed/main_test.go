@@ -9,7 +9,7 @@ import (
 )
 
 // TestDemoMatchesGolden checks that `make demo` prints the reviewed golden
-// program of the seed node.
+// program of the example node.
 func TestDemoMatchesGolden(t *testing.T) {
 	r, w, err := os.Pipe()
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 	"github.com/ovnedge/ovnedge/testbed"
 )
 
-// Seed 004's Service.
+// The Service of Kube-OVN's LoadBalancer Service example.
 const (
 	lbSvcNS, lbSvcName = "default", "test-service"
 	lbSvcIP            = "172.18.0.18"
@@ -41,11 +41,13 @@ type KubeOVNReport struct {
 	Resumed time.Duration
 }
 
-// RunKubeOVN is `make demo FLAVOR=kube-ovn`: seed 004 (Kube-OVN's
-// LoadBalancer Services in the default VPC) on the same cluster, with a
+// RunKubeOVN is `make demo FLAVOR=kube-ovn`: Kube-OVN's LoadBalancer
+// Services in the default VPC on the same cluster, with a
 // Kube-OVN-shaped topology (the router ovn-cluster, the subnet
-// ovn-default) and the leader run with --enable-lb-svc. It applies seed
-// 004's manifests as Kube-OVN's documentation writes them and two
+// ovn-default) and the leader run with --enable-lb-svc. It applies the
+// manifests of Kube-OVN's LoadBalancer Service example (kubeovn/docs,
+// docs/guide/loadbalancer-service.en.md) as Kube-OVN's documentation
+// writes them and two
 // backends on ovn-default, shows the lb-svc Deployment ovnedge creates,
 // its pod (run by the harness as kubelet: eth0 on ovn-default, net1 on
 // the external segment, the Deployment's command `ovnedge lbsvc-agent`),
@@ -72,7 +74,7 @@ func RunKubeOVN(ctx context.Context, t testbed.T, out io.Writer) KubeOVNReport {
 	for _, b := range []struct{ name, node string }{{"dynamic-1", w2}, {"dynamic-2", w3}} {
 		e.CreatePod(e2e.KubeOVNPod(lbSvcNS, b.name, b.node, map[string]string{"app": "dynamic"}, 80))
 	}
-	fmt.Fprintln(out, "Applied seed 004 ("+e2e.Seed004+") and two backends:")
+	fmt.Fprintln(out, "Applied Kube-OVN's LoadBalancer Service example ("+e2e.Seed004+") and two backends:")
 	fmt.Fprintln(out, "  NetworkAttachmentDefinition kube-system/lb-svc-attachment (macvlan)")
 	fmt.Fprintln(out, "  Subnet attach-subnet: provider lb-svc-attachment.kube-system, 172.18.0.0/16, gateway 172.18.0.1, excludeIps 172.18.0.0..172.18.0.10")
 	fmt.Fprintf(out, "  Service %s/%s: LoadBalancer, loadBalancerIP %s, port 80, ovn.kubernetes.io/attachmentprovider=lb-svc-attachment.kube-system\n",

@@ -1,7 +1,7 @@
 // Command demo is `make demo`: ovnedge on a real three-node
 // cluster, shown the way a person would check it. With -flavor=kube-ovn
 // (`make demo FLAVOR=kube-ovn`) it shows Kube-OVN's LoadBalancer Services
-// instead (seed 004, see RunKubeOVN).
+// instead (see RunKubeOVN).
 //
 // It starts the cluster of internal/e2e (three OVN chassis in network
 // namespaces on a shared external segment, geneve between them, a real
@@ -47,7 +47,7 @@ const (
 
 func main() {
 	verbose := flag.Bool("v", false, "show the testbed's progress")
-	flavor := flag.String("flavor", "ovn-kubernetes", "ovn-kubernetes (VIPs, egress IP, failover) or kube-ovn (seed 004: lb-svc Deployment, requests through its pod)")
+	flavor := flag.String("flavor", "ovn-kubernetes", "ovn-kubernetes (VIPs, egress IP, failover) or kube-ovn (Kube-OVN's LoadBalancer Services: lb-svc Deployment, requests through its pod)")
 	flag.Parse()
 	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
@@ -90,7 +90,7 @@ func Run(ctx context.Context, t testbed.T, out io.Writer) Report {
 	fmt.Fprintf(out, "  pods prod/web-1 on %s, prod/web-2 on %s (app=web, port 8080), prod/client-1 on %s\n\n", w2, w3, w1)
 
 	var r Report
-	fmt.Fprintln(out, "Requests from the external client (each VIP routed through a node, as seed 001 advises):")
+	fmt.Fprintln(out, "Requests from the external client (each VIP routed through a node, as OVN-Kubernetes advises):")
 	lbIP := e.LoadBalancerIP("prod", "web").String()
 	np, err := e.CS.CoreV1().Services("prod").Get(ctx, "web", metav1.GetOptions{})
 	if err != nil {

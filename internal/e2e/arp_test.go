@@ -47,7 +47,7 @@ func nodeOfMAC(e *Env, mac string) string {
 
 // TestARPBypass: without L2 announce, nobody answers ARP for a VIP (the
 // bypass flows keep OVN's gateway routers from answering) until the admin
-// puts the VIP on a node's host stack (seed 001's guidance); then that
+// puts the VIP on a node's host stack (OVN-Kubernetes' guidance, docs/design/external-ip-and-loadbalancer-ingress.md); then that
 // node alone answers and the client reaches the Service through it.
 func TestARPBypass(t *testing.T) {
 	e := shared.With(t)

@@ -106,7 +106,7 @@ spec:
 // BenchmarkL2Takeover measures the loss window of an L2-announced VIP
 // when its owner's chassis dies: the external client sends a UDP packet
 // every 10 ms to VIP:5000, served by a pod on ovn-worker; the VIP is one
-// whose owner (arp.Elect) is ovn-worker2 or ovn-worker3 and whose next
+// whose owner (lbsvc.Elect) is ovn-worker2 or ovn-worker3 and whose next
 // owner is not ovn-worker, so the backend survives. The node stays Ready
 // (the node lifecycle controller takes 40 s by default in Kubernetes):
 // the surviving nodes find it dead by its missed heartbeats

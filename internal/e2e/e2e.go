@@ -120,7 +120,7 @@ type Env struct {
 	// leader is the Leader field of the Env Start made (With copies
 	// update it through this).
 	leader **Instance
-	// underlay is seed 003's underlay once a test asked for it
+	// underlay is the underlay of Kube-OVN's MetalLB underlay guide once a test asked for it
 	// (Underlay), shared by every With copy.
 	underlay **testbed.Underlay
 	// kubeovn is the state of the Kube-OVN parts (StartKubeOVN).
@@ -621,7 +621,8 @@ func (e *Env) runPod(p *corev1.Pod) {
 // (logical switch) the pod is plugged into.
 const annotationLogicalSwitch = "ovn.kubernetes.io/logical_switch"
 
-// Underlay returns seed 003's underlay (testbed's AddUnderlay), adding it
+// Underlay returns the underlay of Kube-OVN's MetalLB underlay guide
+// (testbed's AddUnderlay), adding it
 // to the cluster the first time: from then on pods annotated
 // ovn.kubernetes.io/logical_switch=underlay-subnet are plugged into it.
 func (e *Env) Underlay() *testbed.Underlay {

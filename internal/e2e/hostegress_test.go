@@ -74,7 +74,8 @@ var hostFailures = []failure{
 	{"Partitioned", partition},
 }
 
-// TestHostEgressFailover proves seed 002's host-interface egress IP on
+// TestHostEgressFailover proves an egress IP on a host interface (the
+// secondary-interface case of OVN-Kubernetes' EgressIP feature page) on
 // the cluster with --egressip-fast-failover: the pod's packets reach the
 // host on the second network from the egress IP, through the egress
 // node's eth2 (its ip rules and SNAT); for each way of losing that node

@@ -99,7 +99,9 @@ func KubeOVNPod(namespace, name, node string, labels map[string]string, ports ..
 	return p
 }
 
-// Seed004 is seed 004's manifests (a NetworkAttachmentDefinition, the
+// Seed004 is the manifests of Kube-OVN's LoadBalancer Service example
+// (kubeovn/docs, docs/guide/loadbalancer-service.en.md: a
+// NetworkAttachmentDefinition, the
 // Subnet attach-subnet and the Service test-service, as Kube-OVN's
 // documentation writes them), relative to the repository root.
 const Seed004 = "daemon/testdata/kubeovn/seed004.yaml"

@@ -20,7 +20,8 @@ import (
 	"github.com/ovnedge/ovnedge/testbed"
 )
 
-// Seed 004's objects (daemon/testdata/kubeovn/seed004.yaml).
+// The objects of Kube-OVN's LoadBalancer Service example
+// (daemon/testdata/kubeovn/seed004.yaml).
 const (
 	seed004LBIP  = "172.18.0.18"
 	seed004Svc   = "test-service"
@@ -30,11 +31,11 @@ const (
 	seed004Label = "dynamic"
 )
 
-// TestKubeOVNLBSvc proves seed 004 over real packets on a Kube-OVN-shaped
+// TestKubeOVNLBSvc proves Kube-OVN's LoadBalancer Service example over real packets on a Kube-OVN-shaped
 // topology (the router ovn-cluster, the subnet ovn-default; the
 // attachment network is the external segment): the leader, restarted
 // with --enable-lb-svc against the real API server, creates
-// lb-svc-test-service from seed 004's objects; the harness runs its pod
+// lb-svc-test-service from the example's objects; the harness runs its pod
 // (eth0 on ovn-default, net1 on the segment) with the Deployment's exact
 // command, `ovnedge lbsvc-agent ...`. A routed client and a client on the
 // attachment subnet reach 172.18.0.18:80: the pod DNATs to the ClusterIP,

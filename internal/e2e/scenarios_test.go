@@ -50,7 +50,8 @@ func createService(t testing.TB, e *Env, s *corev1.Service) *corev1.Service {
 }
 
 // via routes dst from the external client through node (the static
-// route of seed 001's guidance).
+// route OVN-Kubernetes' docs/design/external-ip-and-loadbalancer-ingress.md
+// advises).
 func via(t *testing.T, e *Env, dst netip.Addr, node string) {
 	t.Helper()
 	e.Client.Run(t, "ip", "route", "replace", dst.String()+"/32", "via", e.Node(node).IP.String())
@@ -94,7 +95,7 @@ func TestMain(m *testing.M) {
 	p := &testbed.Program{}
 	code := 1
 	err := p.Run(func() {
-		// Nodes serve the gRPC health check (seed 002) and answer
+		// Nodes serve the gRPC health check (as OVN-Kubernetes' do) and answer
 		// heartbeats; the leader probes over gRPC every second, and
 		// fast failover tests restart it with --egressip-fast-failover.
 		shared = Start(p, Options{EgressNodes: []string{w2, w3},
@@ -192,7 +193,7 @@ func TestServices(t *testing.T) {
 // egressIP is the EgressIP of the scenarios, for namespace prod.
 const egressIP = "172.18.0.44"
 
-// TestEgress proves seed 002 over real packets: app-1 on ovn-worker, in
+// TestEgress proves OVN-Kubernetes' EgressIP example over real packets: app-1 on ovn-worker, in
 // namespace prod, leaves with the EgressIP living on ovn-worker2 or
 // ovn-worker3.
 func TestEgress(t *testing.T) {
@@ -232,7 +233,7 @@ spec:
 	})
 
 	t.Run("PodToNodeIP", func(t *testing.T) {
-		// Seed 002: pod -> node IP is not rerouted (102 + pkt_mark 1008)
+		// As OVN-Kubernetes' EgressIP page says: pod -> node IP is not rerouted (102 + pkt_mark 1008)
 		// and leaves its own node SNATed to that node's IP (br-ex 105).
 		e := env.With(t)
 		n3 := e.Node(w3)

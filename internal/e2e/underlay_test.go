@@ -17,7 +17,8 @@ import (
 	"github.com/ovnedge/ovnedge/testbed"
 )
 
-// seed003Subnet is seed 003's Subnet as its documentation writes it.
+// seed003Subnet is the Subnet of Kube-OVN's MetalLB underlay guide
+// (kubeovn/docs, docs/advance/with-metallb.en.md) as it writes it.
 const seed003Subnet = `apiVersion: kubeovn.io/v1
 kind: Subnet
 metadata:
@@ -35,12 +36,12 @@ spec:
   enableExternalLBAddress: true
 `
 
-// nginxOn are the seed's pods by node (seed003).
+// nginxOn are the guide's pods by node (seed003).
 var nginxOn = map[string][]string{w2: {"nginx-1", "nginx-2"}, w3: {"nginx-3"}}
 
 var subnetGVR = schema.GroupVersionResource{Group: "kubeovn.io", Version: "v1", Resource: "subnets"}
 
-// seed003 sets up seed 003 on the shared cluster: the underlay, the
+// seed003 sets up Kube-OVN's MetalLB underlay guide on the shared cluster: the underlay, the
 // Subnet (with the U2O interconnection MAC in its status, as Kube-OVN's
 // controller writes it), the Deployment's pods (ovn.kubernetes.io/
 // logical_switch=underlay-subnet, serving port 80: two on ovn-worker2,
@@ -78,7 +79,7 @@ func seed003(t *testing.T, e *Env, leaderArgs, nodeArgs []string) *testbed.Under
 	return u
 }
 
-// nginxLB is seed 003's Service (externalTrafficPolicy=Local, port 80),
+// nginxLB is the guide's Service (externalTrafficPolicy=Local, port 80),
 // with annotations.
 func nginxLB(annotations map[string]string) *corev1.Service {
 	s := service("default", "nginx-lb", "nginx", corev1.ServiceTypeLoadBalancer, corev1.ServiceExternalTrafficPolicyLocal)
@@ -114,9 +115,8 @@ func underlayDiagnose(e *Env) string {
 	return b.String()
 }
 
-// seed003MetalLB is seed 003's MetalLB configuration as its
-// documentation writes it, the L2Advertisement limited to the underlay's
-// VLAN interface (seed 003's Notes: "MetalLB must use the same network
+// seed003MetalLB is the guide's MetalLB configuration as it writes it, the L2Advertisement limited to the underlay's
+// VLAN interface (the guide's Notes: "MetalLB must use the same network
 // interface as the Kube-OVN Underlay subnet (e.g., underlay0.341)").
 const seed003MetalLB = `apiVersion: metallb.io/v1beta1
 kind: IPAddressPool
@@ -144,12 +144,12 @@ var (
 	l2AdvertisementGVR = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "l2advertisements"}
 )
 
-// TestUnderlayMetalLB is seed 003 as written, with the ovnedge binary in
+// TestUnderlayMetalLB is Kube-OVN's MetalLB underlay guide as written, with the ovnedge binary in
 // kube-ovn-controller's and kube-ovn-cni's place (--underlay-lb-mode=
 // metallb, --enable-ovn-lb-prefer-local, --ls-ct-skip-dst-lport-ips=false
 // on the leader, the provider bridge on the nodes) and MetalLB itself
 // (StartMetalLB: its controller and a speaker per node, native L2 mode)
-// with the seed's IPAddressPool and L2Advertisement. MetalLB's controller
+// with the guide's IPAddressPool and L2Advertisement. MetalLB's controller
 // gives nginx-lb its VIP (first in the pool: 10.180.204.250, not the
 // documentation's example .252), and the speaker MetalLB elects among the
 // nodes with a local endpoint answers the client's ARP on its

@@ -35,7 +35,7 @@
 // go test -bench] the largest size; SCALE_SIZES the sweep
 // (1000,10000,50000,150000, cut at the maximum); SCALE_REPORT [a new
 // bench-report/scale-<date>/] the report directory: README.md (tables,
-// the aims), results.csv, samples.csv, latency-p50.png,
+// the aims), results.csv, samples.csv, latency-p50.png,
 // latency-p99.png, memory.png, sync.png (gonum.org/v1/plot) and the CPU
 // profiles; SCALE_SYNC_TIMEOUT, SCALE_EVENT_TIMEOUT, SCALE_WORKERS;
 // SCALE_LOG_LEVEL the daemon's --log-level (debug logs each pass's
@@ -45,5 +45,5 @@
 // SCALE_DAEMON_GODEBUG the daemon's GODEBUG (gctrace=1: its GC
 // cycles in its log; not GODEBUG on go test, which the compiler reads).
 // -benchtime Nx [SCALE_ROUNDS] is the number of rounds of the four events
-// per size.
+// per size. docs/benchmarks.md has the results, dated.
 package scale

@@ -303,8 +303,8 @@ func ExampleAllocator_Allocate() {
 }
 
 // TestComplement: the pool of a subnet's excluded addresses hands out
-// exactly those (seed 003: MetalLB's pool is the underlay subnet's
-// excludeIps), never the gateway nor the CIDR's first and last.
+// exactly those (Kube-OVN's MetalLB underlay guide: MetalLB's pool is
+// the underlay subnet's excludeIps), never the gateway nor the CIDR's first and last.
 func TestComplement(t *testing.T) {
 	tests := []struct {
 		name, cidr, gateway string

@@ -84,7 +84,7 @@ func NewSubnetPools(name, cidrBlock, gateway string, excludeIPs []string) ([]*Po
 // CIDR and gateway, handing out exactly the addresses of p's usable
 // range that p's excluded ranges hold. In Kube-OVN the excludeIps of an
 // enableExternalLBAddress subnet are where its LoadBalancer VIPs come
-// from (seed 003's MetalLB pool).
+// from (the MetalLB pool of Kube-OVN's MetalLB underlay guide).
 func (p *Pool) Complement() *Pool {
 	out := &Pool{Name: p.Name, CIDR: p.CIDR, Gateway: p.Gateway}
 	r, ok := p.Range()

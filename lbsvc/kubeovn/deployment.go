@@ -22,7 +22,8 @@ import (
 	"github.com/ovnedge/ovnedge/lbsvc/agent"
 )
 
-// Annotations and names of reference §4.
+// Annotations and names of Kube-OVN's LoadBalancer Services
+// (pkg/controller/service_lb.go, pkg/util).
 const (
 	// AnnotationAttachmentProvider selects a Service: <nad>.<namespace>.
 	AnnotationAttachmentProvider = "ovn.kubernetes.io/attachmentprovider"

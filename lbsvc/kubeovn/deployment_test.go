@@ -27,7 +27,8 @@ const provider = "lb-svc-attachment.kube-system"
 
 var nads = []kubeovn.NAD{{Namespace: "kube-system", Name: "lb-svc-attachment"}}
 
-// testService is seed 004's test-service.
+// testService is the test-service of Kube-OVN's LoadBalancer Service
+// example.
 func testService() *corev1.Service {
 	return &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "test-service", UID: "161edee1-7f6e-40f5-9e09-5a52c44267d0",

@@ -17,7 +17,7 @@ import (
 	"github.com/ovnedge/ovnedge/lbsvc/kubeovn"
 )
 
-// attachSubnet is seed 004's Subnet.
+// attachSubnet is the Subnet of Kube-OVN's LoadBalancer Service example.
 func attachSubnet() *kubeovn.Subnet {
 	s := &kubeovn.Subnet{Spec: kubeovn.SubnetSpec{Protocol: "IPv4", Provider: provider, CIDRBlock: "172.18.0.0/16",
 		Gateway: "172.18.0.1", ExcludeIps: []string{"172.18.0.0..172.18.0.10"}}}
@@ -25,7 +25,7 @@ func attachSubnet() *kubeovn.Subnet {
 	return s
 }
 
-// dynService is seed 004's Service without spec.loadBalancerIP, created
+// dynService is that example's Service without spec.loadBalancerIP, created
 // age seconds after the epoch.
 func dynService(name string, age int) *corev1.Service {
 	s := testService()

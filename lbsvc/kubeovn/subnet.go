@@ -39,8 +39,8 @@ type Subnet struct {
 // SubnetStatus holds the status fields used.
 type SubnetStatus struct {
 	// U2OInterconnectionMAC is the MAC of the VPC router's port on an
-	// underlay subnet with u2oInterconnection (seed 003 steers VIP
-	// traffic to it).
+	// underlay subnet with u2oInterconnection (underlay VIP traffic is
+	// steered to it).
 	U2OInterconnectionMAC string `json:"u2oInterconnectionMAC,omitempty"`
 }
 
@@ -60,7 +60,7 @@ type SubnetSpec struct {
 	// Vlan names the kubeovn.io Vlan of an underlay subnet.
 	Vlan string `json:"vlan,omitempty"`
 	// EnableExternalLBAddress lets LoadBalancer VIPs (MetalLB's) lie in
-	// the CIDR (seed 003).
+	// the CIDR.
 	EnableExternalLBAddress bool `json:"enableExternalLBAddress,omitempty"`
 	// NatOutgoing masquerades traffic leaving the cluster.
 	NatOutgoing bool `json:"natOutgoing"`

@@ -148,7 +148,8 @@ type Bypass struct {
 
 // ARPBypass returns the flows sending ARP requests (IPv4) and neighbour
 // solicitations (IPv6) for the service's VIPs from the uplink to LOCAL, so
-// they never reach OVN (reference §1.1). One flow per VIP: a VIP on several
+// they never reach OVN (see OVN-Kubernetes'
+// docs/design/external-ip-and-loadbalancer-ingress.md). One flow per VIP: a VIP on several
 // ports gets the cookie of its lowest port.
 func ARPBypass(b Bypass, svc Service) ([]ovsflow.Flow, error) {
 	if b.Uplink == "" {
@@ -200,7 +201,7 @@ func checkUnicast(a netip.Addr) error {
 	return nil
 }
 
-// Egress describes a node for its EgressIP flows (reference §1.2).
+// Egress describes a node for its EgressIP flows.
 type Egress struct {
 	// Uplink and Patch are the bridge ports of the NIC and of the patch
 	// port to br-int.
@@ -216,7 +217,9 @@ type Egress struct {
 	Zone uint16
 }
 
-// EgressFlows returns the egress flows of seed 002, per IP family:
+// EgressFlows returns the egress flows of OVN-Kubernetes' EgressIP feature
+// page (docs/features/cluster-egress-controls/egress-ip.md before commit
+// 28c67eac6), per IP family:
 //
 //	109 ip,in_port=<patch>,nw_src=<node subnet>   -> ct(commit,zone,exec(ct_mark=1)),output:<uplink>
 //	105 pkt_mark=0x3f0,ip,in_port=<patch>          -> ct(commit,zone,nat(src=<node IP>),exec(load ct_mark=1)),output:<uplink>
@@ -307,8 +310,7 @@ type Base struct {
 // BaseFlows returns the shared gateway's common flows of the bridge
 // (OVN-Kubernetes' commonFlows and flowsForDefaultBridge for the default
 // network in shared gateway mode, reduced to what the Service and egress
-// flows need; reference §1.2, the package documentation lists what is
-// left out). Per family:
+// flows need; docs/deviations.md lists what is left out). Per family:
 //
 //	table 0
 //	100 ip,in_port=LOCAL             -> ct(commit,zone,exec(ct_mark=2)),output:<uplink>  host traffic leaves
@@ -331,7 +333,7 @@ type Base struct {
 //	  0                              -> NORMAL
 //
 // The priority-100 flow from the patch port is exactly the one
-// [EgressFlows] emits (seed 002's layout, no dl_src match): the two owners
+// [EgressFlows] emits (the EgressIP feature page's layout, no dl_src match): the two owners
 // share one bridge flow, the base keeping it when the egress flows are
 // absent. The priority-0 flow replaces the `priority=0 actions=NORMAL`
 // flow (cookie 0) a new bridge holds: same key, so installing the base

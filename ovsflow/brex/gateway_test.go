@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -16,37 +15,6 @@ import (
 	"github.com/ovnedge/ovnedge/ovsflow/brex/brextest"
 	"github.com/ovnedge/ovnedge/ovsflow/flowtest"
 )
-
-// ovnkGateway is the bridge of OVN-Kubernetes' gateway_localnet_linux_test.go
-// (initFakeNodePortWatcher): ofportPhys "eth0", the default network's patch
-// port "patch-breth0_ov", gwMAC 0a:0b:0c:0d:0e:0f, gateway IP 10.244.0.1,
-// IPv4 only.
-func ovnkGateway() brex.Gateway {
-	mac, _ := net.ParseMAC("0a:0b:0c:0d:0e:0f")
-	return brex.Gateway{
-		Base:    brex.Base{Uplink: "eth0", Patch: "patch-breth0_ov", BridgeMAC: mac, IPv4: true},
-		NodeIPs: []netip.Addr{netip.MustParseAddr("10.244.0.1")},
-	}
-}
-
-// canonical renders flows written as OVN-Kubernetes writes them (ovs-ofctl
-// add-flow syntax: ", " separators, "actions=" as the last field, "ct(zone=Z
-// nat,...)" with a space, which ovs-ofctl reads as a comma) as this
-// package's canonical text, sorted: the two must then be equal.
-func canonical(t *testing.T, ovnk []string) []string {
-	t.Helper()
-	var out []string
-	for _, s := range ovnk {
-		f, err := ovsflow.ParseFlow(strings.ReplaceAll(s, " nat,", ",nat,"))
-		if err != nil {
-			t.Fatalf("OVN-Kubernetes flow: %v", err)
-		}
-		f.Cookie = brex.MarkedCookie(f.Cookie)
-		out = append(out, f.String())
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
-}
 
 func rendered(flows []ovsflow.Flow) []string {
 	var out []string
@@ -132,11 +100,11 @@ var ovnkSGWCases = []struct {
 func TestServiceFlowsMatchOVNKubernetes(t *testing.T) {
 	for _, c := range ovnkSGWCases {
 		t.Run(c.name, func(t *testing.T) {
-			flows, err := brex.ServiceFlows(ovnkGateway(), c.svc)
+			flows, err := brex.ServiceFlows(brextest.OVNKGateway(), c.svc)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, want := rendered(flows), canonical(t, c.want)
+			got, want := rendered(flows), brextest.Canonical(t, c.want)
 			if !slices.Equal(got, want) {
 				t.Errorf("flows differ from OVN-Kubernetes':\n%s", flowtest.Diff(strings.Join(want, "\n"), strings.Join(got, "\n")))
 			}
@@ -180,7 +148,7 @@ func TestServiceCookies(t *testing.T) {
 // ipv6_dst/ipv6_src matches and the ICMPv6 packet-too-big flow, a v6 host
 // target the bracketed DNAT address.
 func TestServiceFlowsIPv6(t *testing.T) {
-	g := ovnkGateway()
+	g := brextest.OVNKGateway()
 	g.IPv6 = true
 	g.NodeIPs = append(g.NodeIPs, netip.MustParseAddr("fd00:96:1::1"))
 	flows, err := brex.ServiceFlows(g, brex.GatewayService{Namespace: "ns", Name: "svc",
@@ -231,7 +199,7 @@ func TestServiceFlowsErrors(t *testing.T) {
 		{"bad VIP", nil, func(s *brex.GatewayService) { s.VIPs = []netip.Addr{netip.MustParseAddr("224.0.0.1")} }, "not a unicast"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			g, svc := ovnkGateway(), ok
+			g, svc := brextest.OVNKGateway(), ok
 			svc.Ports = slices.Clone(ok.Ports)
 			if c.g != nil {
 				c.g(&g)
@@ -281,7 +249,7 @@ func TestBaseEgressAndServicesShareFlows(t *testing.T) {
 	}
 }
 
-// The seed node's shared gateway program on a real bridge, applied as the
+// The example node's shared gateway program on a real bridge, applied as the
 // daemon applies it (native transport, KeepForeign): the new bridge's
 // cookie-0 NORMAL flow is taken over, and ofproto/trace follows Service
 // traffic from the uplink to OVN and back, and to the host.

@@ -1,7 +1,8 @@
 // Package v1 holds the Go types of the k8s.ovn.org/v1 EgressIP custom
-// resource (reference §2.1), the same group, version, kind and JSON field
-// names OVN-Kubernetes uses, so the objects an OVN-Kubernetes cluster already
-// has are read unchanged.
+// resource, with the group, version, kind and JSON field names
+// OVN-Kubernetes uses (ovn-kubernetes/ovn-kubernetes at 8871cd9,
+// go-controller/pkg/crd/egressip/v1/types.go), so the objects an
+// OVN-Kubernetes cluster already has are read unchanged.
 //
 // The deep-copy functions are written by hand in the shape controller-gen
 // produces, [AddToScheme] registers the kinds with a runtime.Scheme, and

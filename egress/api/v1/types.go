@@ -6,7 +6,7 @@ import (
 
 // EgressIP is a cluster-scoped request that the pods selected by its
 // selectors leave the cluster with one of its egress IPs as their source
-// address (seed 002).
+// address.
 type EgressIP struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -75,7 +75,7 @@ func (p *lbPod) apply(t *testing.T, cfg agent.Config) (pod.Status, error) {
 }
 
 // annotations writes the downward-API file Kube-OVN's pod annotations
-// give the lb-svc pod (seed 004).
+// give the lb-svc pod.
 func annotations(t *testing.T) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "annotations")

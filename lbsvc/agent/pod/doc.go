@@ -1,6 +1,7 @@
 // Package pod is the in-pod agent of Kube-OVN's LoadBalancer Service
 // mode, `ovnedge lbsvc-agent`, in Go instead of Kube-OVN's exec'd
-// lb-svc.sh (kubeovn/kube-ovn, dist/images/lb-svc.sh). Running in the
+// lb-svc.sh (kubeovn/kube-ovn at 1533681,
+// dist/images/vpcnatgateway/lb-svc.sh). Running in the
 // lb-svc-<service> pod, whose
 // second interface net1 sits on the external (macvlan) network, [Apply]
 // makes the pod forward LBIP:port to ClusterIP:port:

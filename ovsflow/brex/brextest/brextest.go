@@ -1,8 +1,3 @@
-// Package seed holds the seed documents' example node as typed ovsflow
-// inputs: node ovn-worker2 of seed 002 (bridge breth0, node subnet
-// 10.244.2.0/24 in cluster subnet 10.244.0.0/16, node IP 172.18.0.3) and
-// the two services of the issue's golden files. The golden tests, the
-// real-OVS tests, the benchmarks and `make demo` all build from it.
 package brextest
 
 import (
@@ -10,6 +5,8 @@ import (
 	"net/netip"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/ovnedge/ovnedge/ovsflow"
@@ -17,7 +14,7 @@ import (
 	"github.com/ovnedge/ovnedge/ovsflow/flowtest/bridge"
 )
 
-// Bridge, node and port names of the seed node.
+// Bridge, node and port names of the example node.
 const (
 	Bridge       = "breth0"
 	Node         = "ovn-worker2"
@@ -27,13 +24,13 @@ const (
 	PatchOFPort  = 2
 )
 
-// Ports are the seed node's ofports.
+// Ports are the example node's ofports.
 var Ports = ovsflow.PortMap{Uplink: UplinkOFPort, Patch: PatchOFPort}
 
-// BridgeMAC is the MAC address of the seed node's breth0.
+// BridgeMAC is the MAC address of the example node's breth0.
 var BridgeMAC = net.HardwareAddr{0x02, 0x42, 0xac, 0x12, 0x00, 0x03}
 
-// Egress is the seed node's egress configuration.
+// Egress is the example node's egress configuration.
 func Egress() brex.Egress {
 	return brex.Egress{
 		Uplink:         Uplink,
@@ -44,7 +41,7 @@ func Egress() brex.Egress {
 	}
 }
 
-// Base is the seed node's base configuration.
+// Base is the example node's base configuration.
 func Base() brex.Base {
 	return brex.Base{Uplink: Uplink, Patch: Patch, BridgeMAC: BridgeMAC, IPv4: true}
 }
@@ -61,7 +58,7 @@ func Services() []brex.Service {
 	}
 }
 
-// Gateway is the seed node's shared gateway configuration for its
+// Gateway is the example node's shared gateway configuration for its
 // Service flows.
 func Gateway() brex.Gateway {
 	return brex.Gateway{Base: Base(), NodeIPs: []netip.Addr{netip.MustParseAddr("172.18.0.3")}}
@@ -102,7 +99,7 @@ type Parts struct {
 	DualStack bool
 }
 
-// Program builds the seed node's program from the selected parts, one owner
+// Program builds the example node's program from the selected parts, one owner
 // per part and service.
 func Program(parts Parts) (*ovsflow.Program, error) {
 	p := &ovsflow.Program{}
@@ -196,4 +193,37 @@ func MustProgram(t testing.TB, parts Parts) *ovsflow.Program {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// OVNKGateway is the bridge of OVN-Kubernetes' gateway_localnet_linux_test.go
+// (go-controller/pkg/node, initFakeNodePortWatcher): ofportPhys "eth0", the
+// default network's patch port "patch-breth0_ov", gwMAC 0a:0b:0c:0d:0e:0f,
+// gateway IP 10.244.0.1, IPv4 only; tests porting its cases build on it.
+func OVNKGateway() brex.Gateway {
+	mac, _ := net.ParseMAC("0a:0b:0c:0d:0e:0f")
+	return brex.Gateway{
+		Base:    brex.Base{Uplink: "eth0", Patch: "patch-breth0_ov", BridgeMAC: mac, IPv4: true},
+		NodeIPs: []netip.Addr{netip.MustParseAddr("10.244.0.1")},
+	}
+}
+
+// Canonical renders flows written as OVN-Kubernetes writes them (ovs-ofctl
+// add-flow syntax: ", " separators, "actions=" as the last field,
+// "ct(zone=Z nat,...)" with a space, which ovs-ofctl reads as a comma) as
+// ovsflow's canonical text with ovnedge's marked cookies
+// (brex.MarkedCookie), sorted and without repeats: a port of their test
+// compares it with the rendered flows.
+func Canonical(t testing.TB, ovnk []string) []string {
+	t.Helper()
+	var out []string
+	for _, s := range ovnk {
+		f, err := ovsflow.ParseFlow(strings.ReplaceAll(s, " nat,", ",nat,"))
+		if err != nil {
+			t.Fatalf("OVN-Kubernetes flow %q: %v", s, err)
+		}
+		f.Cookie = brex.MarkedCookie(f.Cookie)
+		out = append(out, f.String())
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
