@@ -33,7 +33,7 @@ import (
 // objects changing before and after it lists, a correct incremental
 // state matches and is kept; an incremental state that went wrong (an
 // egress IP's SNAT lost from the index, and so from the NB) is found
-// (errDiverged, the owner named), and the full pass Run then asks for
+// (errDiverged, the owner named), and the full pass run then asks for
 // writes the rows back.
 func TestClusterAudit(t *testing.T) {
 	ctx := context.Background()
@@ -146,7 +146,7 @@ func TestClusterAudit(t *testing.T) {
 	if msg := missing(logs.String(), `msg="audit: the incremental state differs from a full recompute of the informers' caches; the cluster loop recomputes everything" owners=1 first=[EgressIP/egress-prod]`); msg != "" {
 		t.Fatal(msg)
 	}
-	// As Run does then: a full pass.
+	// As run does then: a full pass.
 	if err := d.Cluster(ctx, s); err != nil {
 		t.Fatal(err)
 	}

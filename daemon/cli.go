@@ -169,7 +169,7 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer, log *slog.L
 	defer stop()
 	d := NewDataplane(cfg, c, rec, m, log)
 	defer d.Close()
-	env := Env{Log: log, Metrics: m, ManifestPoll: cfg.ManifestsPoll, FullRecompute: cfg.FullRecompute}
+	env := runEnv{Log: log, Metrics: m, ManifestPoll: cfg.ManifestsPoll, FullRecompute: cfg.FullRecompute}
 	if err := wireReachability(ctx, cfg, c, d, &env, log); err != nil {
 		return err
 	}
@@ -181,7 +181,7 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer, log *slog.L
 			lead(leading)
 		}
 	}
-	return Run(ctx, cfg, c, d.Reconcilers(), env)
+	return run(ctx, cfg, c, d.reconcilers(), env)
 }
 
 func runRender(ctx context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger, level *slog.LevelVar) error {

@@ -77,10 +77,10 @@ func NewDataplane(cfg *Config, clients *Clients, rec record.EventRecorder, m *Me
 	return d
 }
 
-// Reconcilers returns the Dataplane's cluster and node work for Run. The
+// reconcilers returns the Dataplane's cluster and node work for run. The
 // node work is left out without a node name.
-func (d *Dataplane) Reconcilers() Reconcilers {
-	r := Reconcilers{Cluster: d.Cluster, Audit: d.Audit}
+func (d *Dataplane) reconcilers() reconcilers {
+	r := reconcilers{Cluster: d.Cluster, Audit: d.Audit}
 	if d.node != nil {
 		r.Node = d.Node
 	}

@@ -9,8 +9,9 @@
 // election, the egress nodes' reachability checks, events, metrics and
 // health, and the configuration (flags and a gcfg/ini file, Config).
 //
-// Main is the `ovnedge` command line (daemon/cmd/ovnedge); Run runs the
-// loops for a caller that wires its own Reconcilers. docs/manual.md is the
-// user's manual; docs/architecture.md follows a Service and an EgressIP
-// from the informers to the rows and flows; docs/flags.md lists every flag.
+// Main is the `ovnedge` command line (daemon/cmd/ovnedge); a CNI that
+// embeds ovnedge wires the packages it needs itself (desired, the
+// writers) rather than this package. docs/manual.md is the user's
+// manual; docs/architecture.md follows a Service and an EgressIP from the
+// informers to the rows and flows; docs/flags.md lists every flag.
 package daemon

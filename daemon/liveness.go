@@ -156,7 +156,7 @@ func serveNode(ctx context.Context, cfg *Config, c *Clients, l *nodeLiveness, le
 // lease; on a leader candidate the checker (with the [ovnnorth] TLS files
 // for gRPC) and, with fast failover, the heartbeat of the egress nodes,
 // sent while leading.
-func wireReachability(ctx context.Context, cfg *Config, c *Clients, d *Dataplane, env *Env, log *slog.Logger) error {
+func wireReachability(ctx context.Context, cfg *Config, c *Clients, d *Dataplane, env *runEnv, log *slog.Logger) error {
 	h := d.hooks
 	wake, nodeWake := make(chan struct{}, 1), make(chan struct{}, 1)
 	env.Wake, env.NodeWake = wake, nodeWake

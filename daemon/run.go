@@ -42,13 +42,13 @@ func relay[T any](ctx context.Context, c <-chan T, f func()) {
 
 // fullRecompute is how often the leader recomputes its whole desired
 // state from the informers' caches, whatever changed, by default
-// (Env.FullRecompute): the safety net of the incremental path (see the
+// (runEnv.FullRecompute): the safety net of the incremental path (see the
 // package doc).
 const fullRecompute = 10 * time.Minute
 
-// Reconcilers are the daemon's two jobs, each given the informers' current
+// reconcilers are the daemon's two jobs, each given the informers' current
 // view of the cluster.
-type Reconcilers struct {
+type reconcilers struct {
 	// Cluster does the cluster-wide work (EgressIP assignment and status,
 	// Northbound sync, LB IPAM); it runs on the elected leader only.
 	Cluster func(ctx context.Context, s desired.Snapshot) error
@@ -61,13 +61,13 @@ type Reconcilers struct {
 	// state against a full recompute of list's Snapshot (see
 	// Dataplane.Audit) and returns an error when the cluster loop must
 	// recompute everything itself instead (as it does every
-	// Env.FullRecompute without an Audit): the states differ, or it
+	// runEnv.FullRecompute without an Audit): the states differ, or it
 	// could not tell.
 	Audit func(ctx context.Context, list func() (desired.Snapshot, error)) error
 }
 
-// Env is what Run needs from its caller besides the Config.
-type Env struct {
+// runEnv is what run needs from its caller besides the Config.
+type runEnv struct {
 	Log     *slog.Logger
 	Metrics *Metrics
 	// Lease elects the leader; its Identity defaults to the node name and
@@ -166,11 +166,11 @@ func Connect(cfg *Config, log *slog.Logger) (*Clients, error) {
 	return &Clients{Typed: typed, Dynamic: dyn}, nil
 }
 
-// Run watches the cluster through c and runs r until ctx ends: Node on
+// run watches the cluster through c and runs r until ctx ends: Node on
 // every change, Cluster on every change while this instance leads. It
 // serves metrics and health on cfg.MetricsAddr. On return the dataplane is
 // left as it was: nothing is torn down on shutdown.
-func Run(ctx context.Context, cfg *Config, c *Clients, r Reconcilers, env Env) error {
+func run(ctx context.Context, cfg *Config, c *Clients, r reconcilers, env runEnv) error {
 	if cfg.MetricsAddr != "" {
 		stop, err := serveMetrics(cfg, env)
 		if err != nil {
@@ -216,7 +216,7 @@ func Run(ctx context.Context, cfg *Config, c *Clients, r Reconcilers, env Env) e
 }
 
 // serveMetrics serves metrics and health on cfg.MetricsAddr until stop.
-func serveMetrics(cfg *Config, env Env) (stop func(), err error) {
+func serveMetrics(cfg *Config, env runEnv) (stop func(), err error) {
 	ln, err := net.Listen("tcp", cfg.MetricsAddr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics address: %w", err)
@@ -231,11 +231,11 @@ func serveMetrics(cfg *Config, env Env) (stop func(), err error) {
 	return func() { srv.Close() }, nil
 }
 
-// loops are Run's node and cluster loops over one Watcher.
+// loops are run's node and cluster loops over one Watcher.
 type loops struct {
 	cfg             *Config
-	r               Reconcilers
-	env             Env
+	r               reconcilers
+	env             runEnv
 	log             *slog.Logger
 	w               *kubewatch.Watcher
 	nodeQ, clusterQ workqueue.TypedRateLimitingInterface[string]

@@ -13,7 +13,7 @@ import (
 
 // TestRun runs the daemon's loops on a manifests directory: both
 // reconcilers see the objects, a file change reaches them, and cancelling
-// the context stops Run.
+// the context stops run.
 func TestRun(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	dir := t.TempDir()
@@ -24,7 +24,7 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	node, cluster := make(chan desired.Snapshot, 64), make(chan desired.Snapshot, 64)
-	r := Reconcilers{
+	r := reconcilers{
 		Node:    func(_ context.Context, s desired.Snapshot) error { node <- s; return nil },
 		Cluster: func(_ context.Context, s desired.Snapshot) error { cluster <- s; return nil },
 	}
@@ -32,7 +32,7 @@ func TestRun(t *testing.T) {
 	stopped := make(chan error, 1)
 	m := NewMetrics()
 	go func() {
-		stopped <- Run(ctx, cfg, c, r, Env{Log: log, Metrics: m, ManifestPoll: 10 * time.Millisecond,
+		stopped <- run(ctx, cfg, c, r, runEnv{Log: log, Metrics: m, ManifestPoll: 10 * time.Millisecond,
 			Lease: Lease{Namespace: "kube-system", Name: "ovnedge", Identity: "test",
 				Duration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 100 * time.Millisecond}})
 	}()
@@ -41,10 +41,10 @@ func TestRun(t *testing.T) {
 		select {
 		case err := <-stopped:
 			if err != nil {
-				t.Errorf("Run: %v", err)
+				t.Errorf("run: %v", err)
 			}
 		case <-time.After(10 * time.Second):
-			t.Error("Run did not stop")
+			t.Error("run did not stop")
 		}
 	})
 	wait := func(what string, ch chan desired.Snapshot, cond func(desired.Snapshot) bool) {

@@ -91,9 +91,17 @@ func TestWriterRefusedRetried(t *testing.T) {
 	}
 	waitHolds(t, c, map[ovsdbnb.Owner]ovsdbnb.State{eip: want[eip]}, "the owner not refused")
 	o.Nbctl("lr-add", "gr2")
-	// Nothing dirty: the refused owner is sent again all the same.
-	if _, err := w.Write(ctx, ovsdbnb.Desired{Stepped: want, Dirty: map[ovsdbnb.Owner]bool{}}); err != nil {
-		t.Fatal(err)
+	// Nothing dirty: the refused owner is sent again all the same, by
+	// every Write until the writer's cache has seen gr2 (its monitor
+	// update may come after ovn-nbctl returns).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		_, err := w.Write(ctx, ovsdbnb.Desired{Stepped: want, Dirty: map[ovsdbnb.Owner]bool{}})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
 	}
 	waitHolds(t, c, want, "both")
 	delete(want, eip)

@@ -100,14 +100,14 @@ type instance struct {
 }
 
 // identity is the start of the instance's leader election identity
-// (daemon.Run's default: node name, host name, a per-process suffix).
+// (the daemon's default: node name, host name, a per-process suffix).
 func (i *instance) identity() string {
 	host, _ := os.Hostname()
 	return i.node + "_" + host + "_"
 }
 
 // holds reports whether a Lease holder identity is the instance's: its
-// node and host name, then a suffix of its own process (daemon.Run makes
+// node and host name, then a suffix of its own process (the daemon makes
 // every process's identity unique).
 func (i *instance) holds(holder string) bool { return strings.HasPrefix(holder, i.identity()) }
 
