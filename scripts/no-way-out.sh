@@ -11,7 +11,7 @@
 #
 # Installing packages, modules and tools needs the network: the Makefile
 # does it before, outside (make test-deps). The command sees
-# OVNEDGE_NO_WAY_OUT=1, which internal/testbed's TestNoWayOut checks.
+# OVNEDGE_NO_WAY_OUT=1, which testbed's TestNoWayOut checks.
 #
 #   scripts/no-way-out.sh go test ./...
 set -euo pipefail
