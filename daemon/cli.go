@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"runtime/debug"
 	"strings"
 
@@ -173,6 +174,11 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer, log *slog.L
 	if err := wireReachability(ctx, cfg, c, d, &env, log); err != nil {
 		return err
 	}
+	// Readiness goes to the instance's own Pod too, when it runs in one.
+	if p := newPodReporter(c.Typed, rec, os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME"), log); p != nil && !c.FromManifests {
+		go p.run(ctx)
+		env.Ready = p.report
+	}
 	// A former leader forgets what it wrote (see Dataplane.Leading).
 	lead := env.Leading
 	env.Leading = func(leading bool) {
@@ -202,6 +208,9 @@ func runRender(ctx context.Context, args []string, stdout, stderr io.Writer, log
 	s, _, err := LoadSnapshot(ctx, cfg, log)
 	if err != nil {
 		return err
+	}
+	if cfg.Uplink == "" {
+		cfg.Uplink = "eth0" // render reads no bridge to find it on
 	}
 	p := ParamsFrom(cfg)
 	var out []byte

@@ -272,7 +272,7 @@ var options = []option{
 		func(c *Config, v string) error { c.OVSRunDir = v; return nil }},
 	{"bridge", "ovnedge", "bridge", "br-ex", "the external bridge (br-ex or breth0)",
 		func(c *Config, v string) error { c.Bridge = v; return nil }},
-	{"uplink", "ovnedge", "uplink", "eth0", "the bridge port of the physical NIC",
+	{"uplink", "ovnedge", "uplink", "", "the bridge port of the physical NIC; empty: found from the bridge as ovnkube-node finds it (render: eth0)",
 		func(c *Config, v string) error { c.Uplink = v; return nil }},
 	{"patch-port", "ovnedge", "patch-port", "", "the bridge's patch port to br-int; empty: patch-<bridge>_<node>-to-br-int",
 		func(c *Config, v string) error { c.PatchPort = v; return nil }},

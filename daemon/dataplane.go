@@ -113,6 +113,15 @@ func (d *Dataplane) Audit(ctx context.Context, list func() (desired.Snapshot, er
 // clusterWork.leading).
 func (d *Dataplane) Leading(leading bool) { d.cluster.leading(leading) }
 
+// uplink is the node's uplink as its last pass found it ("" without a
+// node or before the first pass).
+func (d *Dataplane) uplink() string {
+	if d.node == nil {
+		return ""
+	}
+	return d.node.uplinkName()
+}
+
 // Hosting reports whether the node was last asked to host egress IPs on
 // host interfaces (whether or not it is fenced).
 func (d *Dataplane) Hosting() bool { return d.node != nil && d.node.hosting() }

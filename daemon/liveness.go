@@ -66,12 +66,12 @@ func uplinkUp(name string) bool {
 // nodes' (the heartbeat, with --egressip-fast-failover and L2 announce).
 type nodeLiveness struct {
 	self   string
-	uplink string
+	uplink func() string    // the uplink the node's last pass used
 	hb     *reach.Heartbeat // nil: no heartbeat among nodes
 }
 
 // serving is the node's status for the leader's checks: its uplink is up.
-func (l *nodeLiveness) serving() bool { return uplinkUp(l.uplink) }
+func (l *nodeLiveness) serving() bool { return uplinkUp(l.uplink()) }
 
 // Alive is Params.Alive: the node itself is alive while its uplink is
 // up and it hears at least half of the other nodes (a node that hears
@@ -173,7 +173,7 @@ func wireReachability(ctx context.Context, cfg *Config, c *Clients, d *Dataplane
 	requeue.Stop()
 	h.after = func(after time.Duration) { requeue.Reset(after) }
 	if cfg.NodeName != "" {
-		l := &nodeLiveness{self: cfg.NodeName, uplink: cfg.Uplink}
+		l := &nodeLiveness{self: cfg.NodeName, uplink: d.uplink}
 		if cfg.EnableEgressIP {
 			lease := hostLease(cfg, c, d.Hosting, log)
 			h.fenced = lease.Fenced

@@ -31,6 +31,7 @@ type Metrics struct {
 	Audits *prometheus.CounterVec
 
 	ready atomic.Bool
+	why   atomic.Pointer[string] // why not ready, for /readyz
 	arp   arpCollector
 	bgp   bgpCollector
 	flows flowCollector
@@ -238,8 +239,19 @@ func (c *nbCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // SetReady sets what /readyz answers: 200 once the informers have synced
-// and the first reconcile is done, 503 before and during shutdown.
+// and the instance's own work last succeeded, 503 before, while it fails
+// and during shutdown.
 func (m *Metrics) SetReady(ready bool) { m.ready.Store(ready) }
+
+// setReadiness is SetReady with the reason /readyz gives when not ready.
+func (m *Metrics) setReadiness(s readyState) {
+	why := s.reason
+	if s.message != "" {
+		why += ": " + s.message
+	}
+	m.why.Store(&why)
+	m.ready.Store(s.ready)
+}
 
 // Handler serves /metrics, /healthz, /readyz and, when pprof is true,
 // /debug/pprof/.
@@ -251,7 +263,11 @@ func (m *Metrics) Handler(withPprof bool) http.Handler {
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !m.ready.Load() {
-			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			msg := "not ready"
+			if why := m.why.Load(); why != nil {
+				msg += ": " + *why
+			}
+			http.Error(w, msg, http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte("ok\n"))

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,6 +55,9 @@ type nodeWork struct {
 	// current is the Snapshot of the pass under way (the host report is
 	// written against its Node).
 	current desired.Snapshot
+	// uplink is the uplink the last pass used: --uplink, or found from
+	// the bridge.
+	uplink atomic.Value // string
 }
 
 // newNodeWork returns the node's work for cfg; its writers connect on
@@ -213,6 +217,16 @@ func (n *nodeWork) pass(ctx context.Context, s desired.Snapshot) error {
 func (n *nodeWork) compute(ctx context.Context, s desired.Snapshot) (desired.NodeState, error) {
 	p := n.params
 	p.Alive = n.hooks.alive
+	if p.Uplink == "" {
+		uplink, err := n.bridge.Uplink(ctx)
+		if err != nil {
+			return desired.NodeState{}, fmt.Errorf("uplink not set: %w", err)
+		}
+		p.Uplink = uplink
+	}
+	if old, _ := n.uplink.Swap(p.Uplink).(string); old != p.Uplink {
+		n.log.Info("uplink", "bridge", n.cfg.Bridge, "port", p.Uplink, "found", n.params.Uplink == "")
+	}
 	if n.hooks.nodeTargets != nil {
 		n.hooks.nodeTargets(mgmtTargets(s.Nodes, false, n.cfg.NodeName))
 	}
@@ -282,6 +296,12 @@ func (n *nodeWork) close() {
 		w.Close()
 	}
 	_ = n.transport.Close()
+}
+
+// uplinkName is the uplink of the last pass, "" before the first.
+func (n *nodeWork) uplinkName() string {
+	s, _ := n.uplink.Load().(string)
+	return s
 }
 
 // hosting reports whether the node was last asked to host egress IPs on

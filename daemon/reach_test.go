@@ -97,7 +97,7 @@ func TestClusterSetsTargets(t *testing.T) {
 // TestAliveWithoutHeartbeat: without a heartbeat every node is alive; a
 // node whose uplink cannot be found counts as alive.
 func TestAliveWithoutHeartbeat(t *testing.T) {
-	l := &nodeLiveness{self: "n1", uplink: "no-such-link"}
+	l := &nodeLiveness{self: "n1", uplink: func() string { return "no-such-link" }}
 	if !l.Alive("n1") || !l.Alive("n2") {
 		t.Error("without a heartbeat every node is alive")
 	}

@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -89,6 +91,9 @@ type runEnv struct {
 	// Leading, when not nil, is told when this instance starts and stops
 	// leading.
 	Leading func(bool)
+	// Ready, when not nil, is told every change of the instance's
+	// readiness (besides /readyz): the Pod's condition and events.
+	Ready func(readyState)
 }
 
 // Clients are the API clients the daemon watches through.
@@ -186,12 +191,13 @@ func run(ctx context.Context, cfg *Config, c *Clients, r reconcilers, env runEnv
 	}
 	l := &loops{cfg: cfg, r: r, env: env, log: env.Log,
 		w: kubewatch.NewWatcher(c.Typed, c.Dynamic, env.Log, c.watchOptions(cfg)...)}
+	l.ready = newReadiness(r.Node != nil, l.publish)
 	l.nodeQ, l.clusterQ = l.w.Queue("node"), l.w.Queue("cluster")
 	if err := l.w.Start(ctx); err != nil {
 		return err
 	}
-	env.Metrics.SetReady(true)
 	l.log.Info("informers synced", "node", cfg.NodeName, "manifests", cfg.Manifests)
+	l.ready.setSynced()
 	var done sync.WaitGroup
 	done.Go(func() { kubewatch.RunLoop(ctx, l.nodeQ, "node", l.log, l.node, l.observe("node")) })
 	done.Go(func() { kubewatch.RunLoop(ctx, l.clusterQ, "cluster", l.log, l.cluster, l.observe("cluster")) })
@@ -240,6 +246,24 @@ type loops struct {
 	w               *kubewatch.Watcher
 	nodeQ, clusterQ workqueue.TypedRateLimitingInterface[string]
 	leading         atomic.Bool
+	ready           *readiness
+}
+
+// publish makes the readiness known: /readyz always, a change of it or of
+// its reason to the log and env.Ready.
+func (l *loops) publish(s readyState, changed bool) {
+	l.env.Metrics.setReadiness(s)
+	if !changed {
+		return
+	}
+	if s.ready {
+		l.log.Info("ready", "reason", s.reason)
+	} else {
+		l.log.Warn("not ready", "reason", s.reason, "err", s.message)
+	}
+	if l.env.Ready != nil {
+		l.env.Ready(s)
+	}
 }
 
 // observe records a loop's reconciles in the metrics.
@@ -255,10 +279,13 @@ func (l *loops) node(ctx context.Context) error {
 		return nil // a leader-only instance: no listing of every object per change
 	}
 	s, err := l.w.Snapshot()
-	if err != nil {
-		return err
+	if err == nil {
+		err = l.r.Node(ctx, s)
 	}
-	return l.r.Node(ctx, s)
+	if ctx.Err() == nil {
+		l.ready.nodeDone(err)
+	}
+	return err
 }
 
 // cluster is the cluster loop's reconcile: on the leader only, with the
@@ -273,9 +300,13 @@ func (l *loops) cluster(ctx context.Context) error {
 	s, err := l.w.SnapshotFor(changed)
 	if err != nil {
 		l.w.RequestFull()
-		return err
+	} else {
+		err = l.r.Cluster(ctx, s)
 	}
-	return l.r.Cluster(ctx, s)
+	if ctx.Err() == nil && l.leading.Load() {
+		l.ready.clusterDone(err)
+	}
+	return err
 }
 
 // recompute is the periodic safety net: the audit, or a full pass.
@@ -313,7 +344,7 @@ func (l *loops) elect(ctx context.Context, c *Clients) {
 		// restarted under its old name) must not both think they hold
 		// the Lease.
 		host, _ := os.Hostname()
-		lease = DefaultLease(l.cfg.NodeName + "_" + host + "_" + rand.Text()[:8])
+		lease = DefaultLease(leaseIdentity(l.cfg.NodeName, host, rand.Text()[:8]))
 	}
 	err := RunLeader(ctx, c.Typed, lease, l.log, func(lctx context.Context) {
 		l.lead(true)
@@ -327,8 +358,16 @@ func (l *loops) elect(ctx context.Context, c *Clients) {
 	}
 }
 
+// leaseIdentity joins the non-empty parts of a candidate's identity with
+// "_": node_host_random, host_random for a leader without a node (its
+// host name is its Pod's name).
+func leaseIdentity(parts ...string) string {
+	return strings.Join(slices.DeleteFunc(parts, func(p string) bool { return p == "" }), "_")
+}
+
 func (l *loops) lead(leading bool) {
 	l.leading.Store(leading)
+	l.ready.setLeading(leading)
 	if l.env.Leading != nil {
 		l.env.Leading(leading)
 	}

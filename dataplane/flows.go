@@ -108,6 +108,17 @@ func (f *Flows) MAC(ctx context.Context) (net.HardwareAddr, error) {
 	return mac, nil
 }
 
+// Uplink is the bridge port of the physical NIC, found from the database
+// (ovsflow.Uplink) on every call.
+func (f *Flows) Uplink(ctx context.Context) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.open(ctx); err != nil {
+		return "", err
+	}
+	return f.ports.Uplink(ctx, f.opts.Bridge)
+}
+
 // Ports are the ports of the bridge's database, by name.
 func (f *Flows) Ports(ctx context.Context) (ovsflow.PortMap, error) {
 	f.mu.Lock()

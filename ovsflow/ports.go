@@ -17,8 +17,24 @@ import (
 type ovsInterface struct {
 	UUID     string  `ovsdb:"_uuid"`
 	Name     string  `ovsdb:"name"`
+	Type     string  `ovsdb:"type"`
 	Ofport   *int    `ovsdb:"ofport"`
 	MacInUse *string `ovsdb:"mac_in_use"`
+}
+
+// ovsPort and ovsBridge are the parts of the Port and Bridge rows that
+// [OVSDBPorts.Uplink] reads.
+type ovsPort struct {
+	UUID       string   `ovsdb:"_uuid"`
+	Name       string   `ovsdb:"name"`
+	Interfaces []string `ovsdb:"interfaces"`
+}
+
+type ovsBridge struct {
+	UUID        string            `ovsdb:"_uuid"`
+	Name        string            `ovsdb:"name"`
+	Ports       []string          `ovsdb:"ports"`
+	ExternalIDs map[string]string `ovsdb:"external_ids"`
 }
 
 // OVSDBPorts reads ofports from the Open_vSwitch database and watches them,
@@ -31,9 +47,11 @@ type OVSDBPorts struct {
 
 // DialOVSDBPorts connects to the Open_vSwitch database at endpoint (for
 // example "unix:/var/run/openvswitch/db.sock") and monitors the Interface
-// table's names, ofports and MAC addresses, reconnecting when the connection drops.
+// table's names, types, ofports and MAC addresses (and the bridges' ports,
+// for [OVSDBPorts.Uplink]), reconnecting when the connection drops.
 func DialOVSDBPorts(ctx context.Context, endpoint string) (*OVSDBPorts, error) {
-	dbModel, err := model.NewClientDBModel("Open_vSwitch", map[string]model.Model{"Interface": &ovsInterface{}})
+	dbModel, err := model.NewClientDBModel("Open_vSwitch", map[string]model.Model{
+		"Interface": &ovsInterface{}, "Port": &ovsPort{}, "Bridge": &ovsBridge{}})
 	if err != nil {
 		return nil, fmt.Errorf("ovsdb model: %w", err)
 	}
@@ -54,16 +72,20 @@ func DialOVSDBPorts(ctx context.Context, endpoint string) (*OVSDBPorts, error) {
 		}
 	}
 	c.Cache().AddEventHandler(&cache.EventHandlerFuncs{
-		AddFunc:    func(string, model.Model) { notify() },
-		DeleteFunc: func(string, model.Model) { notify() },
-		UpdateFunc: func(_ string, old, cur model.Model) {
-			if o, n := old.(*ovsInterface), cur.(*ovsInterface); ofport(o) != ofport(n) || o.Name != n.Name {
+		AddFunc:    func(table string, _ model.Model) { notifyIf(table == "Interface", notify) },
+		DeleteFunc: func(table string, _ model.Model) { notifyIf(table == "Interface", notify) },
+		UpdateFunc: func(table string, old, cur model.Model) {
+			o, ok := old.(*ovsInterface)
+			n, _ := cur.(*ovsInterface)
+			if ok && n != nil && (ofport(o) != ofport(n) || o.Name != n.Name) {
 				notify()
 			}
 		},
 	})
-	iface := &ovsInterface{}
-	if _, err := c.Monitor(ctx, c.NewMonitor(client.WithTable(iface, &iface.Name, &iface.Ofport, &iface.MacInUse))); err != nil {
+	iface, port, br := &ovsInterface{}, &ovsPort{}, &ovsBridge{}
+	if _, err := c.Monitor(ctx, c.NewMonitor(client.WithTable(iface, &iface.Name, &iface.Type, &iface.Ofport, &iface.MacInUse),
+		client.WithTable(port, &port.Name, &port.Interfaces),
+		client.WithTable(br, &br.Name, &br.Ports, &br.ExternalIDs))); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("monitor Interface on %s: %w", endpoint, err)
 	}
@@ -73,6 +95,12 @@ func DialOVSDBPorts(ctx context.Context, endpoint string) (*OVSDBPorts, error) {
 	default:
 	}
 	return p, nil
+}
+
+func notifyIf(cond bool, notify func()) {
+	if cond {
+		notify()
+	}
 }
 
 func ofport(i *ovsInterface) int {
@@ -115,6 +143,34 @@ func (p *OVSDBPorts) MAC(ctx context.Context, iface string) (net.HardwareAddr, e
 		return nil, fmt.Errorf("interface %s: mac_in_use %q is not a MAC address", iface, *ifaces[0].MacInUse)
 	}
 	return mac, nil
+}
+
+// Uplink is the bridge port of the physical NIC of the bridge named
+// bridge, chosen by [Uplink] from the database's rows.
+func (p *OVSDBPorts) Uplink(ctx context.Context, bridge string) (string, error) {
+	var brs []ovsBridge
+	if err := p.c.WhereCache(func(b *ovsBridge) bool { return b.Name == bridge }).List(ctx, &brs); err != nil {
+		return "", fmt.Errorf("bridge %s: %w", bridge, err)
+	}
+	if len(brs) == 0 {
+		return "", fmt.Errorf("bridge %s: not in the Open_vSwitch database", bridge)
+	}
+	ports := make([]BridgePort, 0, len(brs[0].Ports))
+	for _, uuid := range brs[0].Ports {
+		port := &ovsPort{UUID: uuid}
+		if err := p.c.Get(ctx, port); err != nil {
+			continue // a port the cache does not hold yet
+		}
+		bp := BridgePort{Name: port.Name}
+		for _, iu := range port.Interfaces {
+			i := &ovsInterface{UUID: iu}
+			if err := p.c.Get(ctx, i); err == nil {
+				bp.Types = append(bp.Types, i.Type)
+			}
+		}
+		ports = append(ports, bp)
+	}
+	return Uplink(bridge, brs[0].ExternalIDs["bridge-uplink"], ports)
 }
 
 // Changed receives a value after an interface appears, vanishes or gets a

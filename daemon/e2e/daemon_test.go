@@ -146,6 +146,14 @@ func startCluster(t testing.TB) *cluster {
 // until it serves /readyz.
 func (c *cluster) start(t testing.TB, node string, ovs *testbed.OVS) *instance {
 	t.Helper()
+	return c.startWith(t, node, ovs, nil, true)
+}
+
+// startWith is start with env added to the daemon's environment and args
+// to its arguments (later ones win); unless ready it waits only for the
+// metrics server, not for /readyz.
+func (c *cluster) startWith(t testing.TB, node string, ovs *testbed.OVS, env []string, ready bool, extra ...string) *instance {
+	t.Helper()
 	if ovs == nil {
 		host := topology.Nodes[slices.IndexFunc(topology.Nodes, func(n ovsdbnb.Node) bool { return n.Name == node })].ExternalIP
 		ovs = testbed.StartOVS(t, testbed.OVSOptions{Node: node, HostIP: host})
@@ -159,7 +167,8 @@ func (c *cluster) start(t testing.TB, node string, ovs *testbed.OVS) *instance {
 		"--nb-address", c.ovn.NB, "--ovs-db", ovs.DB, "--ovs-rundir", ovs.RunDir, "--bridge", ovs.Bridge,
 		"--metrics-address", "127.0.0.1:0", "--cluster-subnets", clusterSubnets, "--join-subnet", joinSubnet,
 		"--egressip-reachability-total-timeout", "0"}, c.extraArgs...)
-	i.Process = testbed.StartProcess(t, "ovnedge "+node, log, nil, append([]string{c.bin}, args...)...)
+	args = append(args, extra...)
+	i.Process = testbed.StartProcess(t, "ovnedge "+node, log, env, append([]string{c.bin}, args...)...)
 	c.poll(t, "ovnedge "+node+" /readyz", func(ctx context.Context) error {
 		data, err := os.ReadFile(log)
 		if err != nil {
@@ -173,7 +182,9 @@ func (c *cluster) start(t testing.TB, node string, ovs *testbed.OVS) *instance {
 		if !i.Alive() {
 			return fmt.Errorf("ovnedge %s (pid %d) exited", node, i.Pid())
 		}
-		_, err = i.get(ctx, "/readyz")
+		if _, err = i.get(ctx, "/readyz"); !ready && err != nil && strings.Contains(err.Error(), "503") {
+			return nil
+		}
 		return err
 	})
 	return i

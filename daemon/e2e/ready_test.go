@@ -1,0 +1,120 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ovnedge/ovnedge/daemon"
+)
+
+// TestReadiness runs `ovnedge daemon` as a Pod's process would (POD_NAME,
+// POD_NAMESPACE) and checks that it is ready only while its own work
+// succeeds, with the reason on /readyz, in the Pod's ovnedge.io/Reconciled
+// condition and in an event:
+//   - an uplink that is not on the bridge: not ready (NodeReconcileFailed);
+//   - no uplink given: found from the bridge, ready;
+//   - a leader whose NB cannot be reached: not ready (ClusterReconcileFailed).
+//
+// The Pod is an object only (no kubelet here); its status is what the
+// daemon writes.
+func TestReadiness(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := startCluster(t)
+	const ns, name = "kube-system", "ovnedge-node-test"
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.PodSpec{NodeName: egressNode, Containers: []corev1.Container{{Name: "ovnedge", Image: "ovnedge:test"}}}}
+	if _, err := c.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"POD_NAME=" + name, "POD_NAMESPACE=" + ns}
+
+	a := c.startWith(t, egressNode, nil, env, false, "--uplink", "nope")
+	c.notReady(t, a, daemonReason("NodeReconcileFailed"), `"nope"`)
+	c.podReady(t, ns, name, corev1.ConditionFalse, "NodeReconcileFailed", "NotReady")
+	if err := a.Terminate(); err != nil {
+		t.Fatal(err)
+	}
+
+	a = c.startWith(t, egressNode, a.ovs, env, true)
+	c.podReady(t, ns, name, corev1.ConditionTrue, "Reconciled", "Ready")
+	if log, _ := os.ReadFile(a.log); !strings.Contains(string(log), `msg=uplink bridge=br-ex port=eth0 found=true`) {
+		t.Errorf("the uplink found from the bridge is not logged:\n%s", a.Log())
+	}
+	c.waitLeader(t, a)
+	if err := a.Terminate(); err != nil {
+		t.Fatal(err)
+	}
+
+	dead := fmt.Sprintf("tcp:127.0.0.1:%d", freePort(t))
+	a = c.startWith(t, egressNode, a.ovs, env, false, "--nb-address", dead)
+	c.waitLeader(t, a)
+	c.notReady(t, a, daemonReason("ClusterReconcileFailed"), "127.0.0.1")
+	c.podReady(t, ns, name, corev1.ConditionFalse, "ClusterReconcileFailed", "NotReady")
+}
+
+// daemonReason is a readiness reason as /readyz gives it.
+func daemonReason(r string) string { return "not ready: " + r }
+
+// notReady waits until the instance's /readyz answers 503 with all of want
+// in its body.
+func (c *cluster) notReady(t testing.TB, i *instance, want ...string) {
+	t.Helper()
+	c.poll(t, "ovnedge "+i.node+" not ready with "+strings.Join(want, ", "), func(ctx context.Context) error {
+		body, err := i.get(ctx, "/readyz")
+		if err == nil {
+			return fmt.Errorf("ready: %s", body)
+		}
+		for _, w := range want {
+			if !strings.Contains(body, w) {
+				return fmt.Errorf("/readyz says %q", body)
+			}
+		}
+		return nil
+	})
+}
+
+// podReady waits until the Pod's ovnedge.io/Reconciled condition has
+// status and reason and an event of eventReason is recorded on the Pod.
+func (c *cluster) podReady(t testing.TB, ns, name string, status corev1.ConditionStatus, reason, eventReason string) {
+	t.Helper()
+	c.poll(t, fmt.Sprintf("Pod %s/%s %s=%s (%s)", ns, name, daemon.ReadyCondition, status, reason), func(ctx context.Context) error {
+		p, err := c.cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == daemon.ReadyCondition {
+				if cond.Status != status || cond.Reason != reason || (status == corev1.ConditionTrue) != (cond.Message == "") {
+					return fmt.Errorf("%s %s: %s", cond.Status, cond.Reason, cond.Message)
+				}
+				t.Logf("Pod %s/%s: %s=%s %s: %s", ns, name, cond.Type, cond.Status, cond.Reason, cond.Message)
+				return nil
+			}
+		}
+		return fmt.Errorf("no %s condition: %v", daemon.ReadyCondition, p.Status.Conditions)
+	})
+	c.poll(t, "a "+eventReason+" event on Pod "+name, func(ctx context.Context) error {
+		evs, err := c.cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, e := range evs.Items {
+			if e.InvolvedObject.Kind == "Pod" && e.InvolvedObject.Name == name && e.Reason == eventReason &&
+				(status == corev1.ConditionTrue || strings.Contains(e.Message, reason)) {
+				return nil
+			}
+		}
+		var seen []string
+		for _, e := range evs.Items {
+			seen = append(seen, fmt.Sprintf("%s/%s %s: %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message))
+		}
+		return fmt.Errorf("none among %q", seen)
+	})
+}
