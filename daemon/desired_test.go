@@ -68,7 +68,7 @@ func demoSnapshot(t *testing.T, edits map[string]string) desired.Snapshot {
 
 func demoParams(t *testing.T, args ...string) desired.Params {
 	t.Helper()
-	cfg, _, err := ParseConfig("test", append([]string{"--cluster-subnets", "10.244.0.0/16/24"}, args...))
+	cfg, _, err := ParseConfig("test", append([]string{"--cluster-subnets", "10.244.0.0/16/24", "--uplink", "eth0"}, args...))
 	if err != nil {
 		t.Fatal(err)
 	}

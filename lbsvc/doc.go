@@ -31,7 +31,9 @@
 //     with local preference on stock OVN through chassis templates.
 //
 // The deliberate differences from OVN-Kubernetes (one central NB, no
-// unidling, per-node NodePorts without a chassis, ...) and from Kube-OVN's
+// unidling, per-node NodePorts without a chassis, a gateway router load
+// balancer beside a template NodePort on the nodes hosting its backends,
+// ...) and from Kube-OVN's
 // underlay mode (no patched OVN) are in docs/deviations.md.
 //
 // Subpackages: lbsvc/ipam (address pools), lbsvc/kubeovn (Kube-OVN's

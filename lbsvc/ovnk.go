@@ -218,6 +218,7 @@ func serviceState(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, nodes [
 	if len(templates) > 0 && len(unchassied) > 0 {
 		lbs = append(lbs, perNodeLBs(svc, templates, unchassied, opts)...)
 	}
+	lbs = append(lbs, localGatewayLBs(svc, templates, nodes, opts)...)
 
 	var st ovsdbnb.State
 	for _, lb := range lbs {
@@ -441,6 +442,76 @@ func templateLBs(svc *corev1.Service, cfgs []lbConfig, nodes []Node, opts Option
 		}
 	}
 	return mergeLBs(out), vars
+}
+
+// localGatewayLBs are the gateway router load balancers a template
+// NodePort needs beside its template ones: for every node with a chassis
+// hosting one of the NodePort's router targets, one per protocol on
+// GR_<node> only ("Service_<ns>/<name>_<PROTO>_nodeport_router_<node>";
+// node_router_<node> may be the Service's per-node ClusterIP one), its VIPs the node's addresses and its targets those the
+// template expands to there (so the two give the gateway router the same
+// flows), for the families with such a target. A deviation from
+// OVN-Kubernetes, which serves template NodePorts by the template load
+// balancers alone: ovn-northd skips the gateway router's unSNAT stage
+// (lr_in_unsnat, priority 120) for a load balancer VIP only when the VIP
+// is literally one of the router's NAT external IPs, which a template VIP
+// (^NODEIP_IPv4_0) never is. A NodePort packet to the node IP then goes
+// through ct_snat in the router's SNAT zone before its DNAT, and when the
+// chosen backend is on the same chassis the connection's later packets
+// reach it DNATed but not SNATed (the pod answers them with a reset);
+// ovn-northd's comment on that flow names the conntrack issue. A one-node
+// cluster, where every backend is local, served no NodePort at all. A
+// node without a local target keeps the template alone (its backends are
+// reached through a tunnel, which works).
+func localGatewayLBs(svc *corev1.Service, cfgs []lbConfig, nodes []Node, opts Options) []ovnLB {
+	if len(cfgs) == 0 {
+		return nil
+	}
+	cbp := byProto(cfgs)
+	var out []ovnLB
+	for _, n := range sortedNodes(nodes) {
+		if n.Chassis == "" {
+			continue // per-node load balancers already (serviceState)
+		}
+		for _, proto := range protoOrder {
+			var rules []lbRule
+			for _, c := range cbp[proto] {
+				for _, a := range n.IPs {
+					if !a.IsValid() {
+						continue
+					}
+					a = a.Unmap()
+					if _, rt, _, _ := nodeTargets(c, n, a.Is6(), opts); hostsTarget(c, n, rt, opts) {
+						rules = append(rules, lbRule{source: joinHostPort(a.String(), c.inport), targets: rt})
+					}
+				}
+			}
+			if len(rules) > 0 {
+				out = append(out, ovnLB{name: lbName(svc, proto, "nodeport_router_"+n.Name), proto: proto,
+					opts: lbOpts{affinity: sessionAffinity(svc)}, rules: rules, routers: []string{GatewayRouter(n.Name)}})
+			}
+		}
+	}
+	return out
+}
+
+// hostsTarget reports whether one of the router targets rt of config c on
+// node n is on n: an endpoint of n, or the host masquerade address an
+// endpoint on one of n's own addresses became.
+func hostsTarget(c lbConfig, n Node, rt []string, opts Options) bool {
+	for _, e := range c.eps {
+		switch {
+		case slices.Contains(n.IPs, e.addr):
+			if slices.Contains(rt, hostPort(opts.masq(e.addr.Is6(), 2), e.port)) {
+				return true
+			}
+		case e.node == n.Name:
+			if slices.Contains(rt, e.backend()) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // appendTemplate appends a comma-separated value to a template's chassis

@@ -189,12 +189,16 @@ func TestOVNKNodePortMultipleIPsTemplates(t *testing.T) {
 		got = append(got, lbString(lb))
 	}
 	v4, v6 := "10.128.0.2:3456,10.128.0.3:3456", "[fe00::5555:0:0:2]:3456,[fe00::5555:0:0:3]:3456"
+	// OVN-Kubernetes' vector plus node-a's gateway router load balancer
+	// (the backends are on node-a: localGatewayLBs).
 	want := []string{
 		"Service_testns/foo_TCP_cluster tcp routers= switches= groups=clusterLBGroup 192.168.1.1:80=" + v4 + " [fd00::7777:0:0:1]:80=" + v6,
 		"Service_testns/foo_TCP_node_switch_template_IPv4_merged tcp routers= switches= groups=clusterSwitchLBGroup,clusterRouterLBGroup" +
 			" ^NODEIP_IPv4_0:30123=" + v4 + " ^NODEIP_IPv4_1:30123=" + v4 + " ^NODEIP_IPv4_2:30123=" + v4 + " template ipv4",
 		"Service_testns/foo_TCP_node_switch_template_IPv6_merged tcp routers= switches= groups=clusterSwitchLBGroup,clusterRouterLBGroup" +
 			" ^NODEIP_IPv6_0:30123=" + v6 + " ^NODEIP_IPv6_1:30123=" + v6 + " template ipv6",
+		"Service_testns/foo_TCP_nodeport_router_node-a tcp routers=GR_node-a switches= groups= 10.0.0.1:30123=" + v4 + " 10.2.2.2:30123=" + v4 +
+			" 10.3.3.3:30123=" + v4 + " [fd00::1:0:0:1]:30123=" + v6 + " [fd00::2:0:0:2]:30123=" + v6,
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -209,6 +213,14 @@ func TestOVNKNodePortMultipleIPsTemplates(t *testing.T) {
 	}
 	if o := st.LoadBalancers[1].Options; o["hairpin_snat_ip"] != "169.254.169.5 fd69::5" || o["neighbor_responder"] != "none" || o["reject"] != "true" {
 		t.Errorf("options %v, want servicesOptions()", o)
+	}
+	// The gateway router load balancer gives GR_node-a the flows the
+	// template gives it: the same options but the template's own.
+	rt, tpl := maps.Clone(st.LoadBalancers[3].Options), maps.Clone(st.LoadBalancers[1].Options)
+	delete(tpl, "template")
+	delete(tpl, "address-family")
+	if !maps.Equal(rt, tpl) {
+		t.Errorf("gateway router load balancer options %v, template's %v", rt, tpl)
 	}
 }
 

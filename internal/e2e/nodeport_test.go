@@ -26,8 +26,17 @@ func TestNodePortTemplates(t *testing.T) {
 		}
 		return nil
 	})
-	if out := e.OVN.Nbctl("--bare", "--columns=name", "find", "Load_Balancer", "external_ids:k8s.ovn.org/owner=shop/np-tpl"); strings.Contains(out, "node_router") {
-		t.Errorf("per-node load balancers beside the template one:\n%s", out)
+	// Beside the template one, a gateway router load balancer on the nodes
+	// hosting a backend only (lbsvc's localGatewayLBs): web-1 on
+	// ovn-worker2, web-2 on ovn-worker3.
+	out := e.OVN.Nbctl("--bare", "--columns=name", "find", "Load_Balancer", "external_ids:k8s.ovn.org/owner=shop/np-tpl")
+	for node, want := range map[string]bool{w1: false, w2: true, w3: true} {
+		if got := strings.Contains(out, "_TCP_nodeport_router_"+node+"\n") || strings.HasSuffix(out, "_TCP_nodeport_router_"+node); got != want {
+			t.Errorf("gateway router load balancer of %s: %v, want %v, among\n%s", node, got, want, out)
+		}
+	}
+	if strings.Contains(out, "node_switch_ovn") {
+		t.Errorf("per-node switch load balancers beside the template one:\n%s", out)
 	}
 	vars := e.OVN.Nbctl("--columns=chassis,variables", "list", "Chassis_Template_Var")
 	for _, n := range e.Nodes {
@@ -41,6 +50,15 @@ func TestNodePortTemplates(t *testing.T) {
 		t.Logf("template NodePort %s: answered by %s, which saw %s", addr, pod, client)
 		if !strings.HasPrefix(pod, "web-") {
 			t.Errorf("%s answered by %q", addr, pod)
+		}
+		// Every connection, not the first to succeed: on ovn-worker2
+		// and ovn-worker3 about half of them go to the node's own
+		// backend, which the template alone reset.
+		for i := range 6 {
+			if _, err := Reply(e.Client, addr, payload, 5*time.Second); err != nil {
+				t.Errorf("%s: connection %d after the first answered: %v", addr, i+2, err)
+				break
+			}
 		}
 	}
 }
