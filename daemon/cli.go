@@ -11,12 +11,18 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/ovnedge/ovnedge/desired"
 	"github.com/ovnedge/ovnedge/event"
 	"github.com/ovnedge/ovnedge/lbsvc/agent"
 	"github.com/ovnedge/ovnedge/lbsvc/agent/pod"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
 )
 
 const usage = `ovnedge makes Kubernetes edge traffic work on OVN/Open vSwitch: EgressIPs out,
@@ -34,6 +40,9 @@ Commands:
             --what nb     the Northbound rows (one JSON object per line)
   sync      apply the desired state of a manifests directory once and exit 0 when the
             dataplane matches it (--once is required).
+  uninstall ask every instance (the Pods in --namespace) to remove what it wrote, the
+            Northbound rows, flows, host egress IPs, announcements and the Lease, and
+            wait until they did (the chart runs it before helm uninstall deletes them).
   lbsvc-agent
             inside a Kube-OVN LoadBalancer Service pod: forward LBIP:port on net1 to the
             ClusterIP (address, rules and NAT as Kube-OVN's lb-svc.sh sets them).
@@ -72,6 +81,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runRender(ctx, args, stdout, stderr, log, level)
 	case "sync":
 		err = runSync(ctx, args, stderr, log, level)
+	case "uninstall":
+		err = runUninstall(ctx, args, stderr, log, level)
 	case "lbsvc-agent":
 		err = runLBSvcAgent(ctx, args, stderr, log)
 	case "version":
@@ -100,9 +111,10 @@ type usageError struct{ error }
 
 // summaries head each command's -h.
 var summaries = map[string]string{
-	"daemon": "keep the dataplane programmed from Kubernetes (--kubeconfig, in-cluster by default) or --manifests DIR",
-	"render": "print the desired flows (--what flows --node NAME) or Northbound rows (--what nb) of --manifests DIR",
-	"sync":   "apply --manifests DIR once to --nb-address (and, with --node-name, to --bridge) and check it",
+	"daemon":    "keep the dataplane programmed from Kubernetes (--kubeconfig, in-cluster by default) or --manifests DIR",
+	"render":    "print the desired flows (--what flows --node NAME) or Northbound rows (--what nb) of --manifests DIR",
+	"sync":      "apply --manifests DIR once to --nb-address (and, with --node-name, to --bridge) and check it",
+	"uninstall": "ask the instances in --namespace to remove what they wrote (the chart's pre-delete hook) and wait for them",
 }
 
 // parse parses a command's flags and sets level from --log-level.
@@ -174,10 +186,20 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer, log *slog.L
 	if err := wireReachability(ctx, cfg, c, d, &env, log); err != nil {
 		return err
 	}
-	// Readiness goes to the instance's own Pod too, when it runs in one.
-	if p := newPodReporter(c.Typed, rec, os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME"), log); p != nil && !c.FromManifests {
+	// Readiness goes to the instance's own Pod too, when it runs in one;
+	// there the uninstall marker stops the work and removes what it wrote.
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	var uninstalling atomic.Bool
+	p := newPodReporter(c.Typed, rec, os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME"), log)
+	if p != nil && !c.FromManifests {
 		go p.run(ctx)
 		env.Ready = p.report
+		go watchUninstall(ctx, c.Typed, p.namespace, func() {
+			log.Warn("uninstall: stopping and removing what this instance wrote", "marker", p.namespace+"/"+UninstallMarker)
+			uninstalling.Store(true)
+			stopRun()
+		})
 	}
 	// A former leader forgets what it wrote (see Dataplane.Leading).
 	lead := env.Leading
@@ -187,7 +209,30 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer, log *slog.L
 			lead(leading)
 		}
 	}
-	return run(ctx, cfg, c, d.reconcilers(), env)
+	err = run(runCtx, cfg, c, d.reconcilers(), env)
+	if !uninstalling.Load() || ctx.Err() != nil {
+		return err
+	}
+	return uninstallInstance(ctx, cfg, c, d, rec, m, p, log)
+}
+
+// uninstallInstance removes what the instance wrote, reports it on its
+// Pod and stays idle until ctx ends (a restarted process would program
+// again).
+func uninstallInstance(ctx context.Context, cfg *Config, c *Clients, d *Dataplane, rec record.EventRecorder, m *Metrics, p *podReporter, log *slog.Logger) error {
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	err := d.cleanup(cctx, cfg, c, rec, m, log)
+	cancel()
+	s := readyState{reason: reasonUninstalled, message: "removed what it wrote; idle until deleted"}
+	if err != nil {
+		log.Error("uninstall: not everything was removed", "err", err)
+		s.message = "removing what it wrote failed: " + err.Error()
+	} else {
+		log.Info("uninstall: removed what this instance wrote; idle until stopped")
+	}
+	p.report(s)
+	<-ctx.Done()
+	return nil
 }
 
 func runRender(ctx context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger, level *slog.LevelVar) error {
@@ -276,6 +321,43 @@ func runLBSvcAgent(ctx context.Context, args []string, stderr io.Writer, log *sl
 	return pod.Run(ctx, cfg)
 }
 
+// runUninstall creates the uninstall marker in the instances' namespace,
+// waits (up to --uninstall-timeout) until every instance reported that it
+// removed what it wrote, and deletes the marker. It never fails an
+// uninstall over an instance that does not answer: it logs it.
+func runUninstall(ctx context.Context, args []string, stderr io.Writer, log *slog.Logger, level *slog.LevelVar) error {
+	var namespace string
+	var timeout time.Duration
+	cfg, err := parse("uninstall", args, stderr, level, uninstallFlags(&namespace, &timeout))
+	if err != nil {
+		return err
+	}
+	if namespace == "" {
+		return usageError{errors.New("--namespace is required (or $POD_NAMESPACE)")}
+	}
+	c, err := Connect(cfg, log)
+	if err != nil {
+		return err
+	}
+	cms := c.Typed.CoreV1().ConfigMaps(namespace)
+	marker := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: UninstallMarker, Namespace: namespace}}
+	if _, err := cms.Create(ctx, marker, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create %s/%s: %w", namespace, UninstallMarker, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	waiting, err := waitUninstalled(wctx, c.Typed, namespace, log)
+	cancel()
+	if len(waiting) > 0 || err != nil {
+		log.Warn("uninstall: some instances did not report; what they wrote may remain", "pods", waiting, "err", err)
+	} else {
+		log.Info("uninstall: every instance removed what it wrote", "namespace", namespace)
+	}
+	if err := cms.Delete(ctx, UninstallMarker, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete %s/%s: %w", namespace, UninstallMarker, err)
+	}
+	return nil
+}
+
 // SyncOnce applies the desired state of cfg's manifests once, the way
 // `ovnedge sync --once` does: the NB rows and EgressIP statuses, and with
 // cfg.NodeName the bridge flows of that node. It returns nil when the
@@ -300,6 +382,14 @@ func SyncOnce(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	}
 	log.Info("dataplane matches the manifests", "manifests", cfg.Manifests, "node", cfg.NodeName)
 	return nil
+}
+
+// uninstallFlags registers uninstall's own flags beside the shared ones.
+func uninstallFlags(namespace *string, timeout *time.Duration) func(*flag.FlagSet) {
+	return func(fs *flag.FlagSet) {
+		fs.StringVar(namespace, "namespace", os.Getenv("POD_NAMESPACE"), "the instances' namespace (default $POD_NAMESPACE)")
+		fs.DurationVar(timeout, "uninstall-timeout", time.Minute, "how long to wait for the instances to report")
+	}
 }
 
 // renderFlags registers render's own flags beside the shared ones: --what

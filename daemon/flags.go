@@ -3,6 +3,7 @@ package daemon
 import (
 	"flag"
 	"slices"
+	"time"
 
 	"github.com/ovnedge/ovnedge/lbsvc/agent"
 )
@@ -39,7 +40,7 @@ func Flags() []Flag {
 // "lbsvc-agent") takes besides (or, for lbsvc-agent, instead of) Flags.
 func CommandFlags(command string) []Flag {
 	register := map[string]func(*flag.FlagSet){"render": renderFlags(new(string)), "sync": syncFlags(new(bool)),
-		"lbsvc-agent": new(agent.Config).RegisterFlags}[command]
+		"uninstall": uninstallFlags(new(string), new(time.Duration)), "lbsvc-agent": new(agent.Config).RegisterFlags}[command]
 	if register == nil {
 		return nil
 	}

@@ -286,7 +286,7 @@ func TestChart(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if h := ptr.Deref(lease.Spec.HolderIdentity, ""); !strings.HasPrefix(h, "_"+hostname+"_") {
+		if h := ptr.Deref(lease.Spec.HolderIdentity, ""); !strings.HasPrefix(h, hostname+"_") {
 			return fmt.Errorf("Lease held by %q", h)
 		}
 		return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -11,24 +12,29 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ovnedge/ovnedge/daemon"
+	"github.com/ovnedge/ovnedge/ovsflow"
+	"github.com/ovnedge/ovnedge/ovsflow/brex"
 )
 
-// TestReadiness runs `ovnedge daemon` as a Pod's process would (POD_NAME,
-// POD_NAMESPACE) and checks that it is ready only while its own work
-// succeeds, with the reason on /readyz, in the Pod's ovnedge.io/Reconciled
-// condition and in an event:
+// TestReadinessAndUninstall runs `ovnedge daemon` as a Pod's process
+// would (POD_NAME, POD_NAMESPACE) and checks that it is ready only while
+// its own work succeeds, with the reason on /readyz, in the Pod's
+// ovnedge.io/Reconciled condition and in an event:
 //   - an uplink that is not on the bridge: not ready (NodeReconcileFailed);
 //   - no uplink given: found from the bridge, ready;
-//   - a leader whose NB cannot be reached: not ready (ClusterReconcileFailed).
+//   - a leader whose NB cannot be reached: not ready (ClusterReconcileFailed);
+//
+// then that `ovnedge uninstall` has it remove everything it wrote: the NB
+// rows it owns, its flows, the Lease, and leaves it idle.
 //
 // The Pod is an object only (no kubelet here); its status is what the
 // daemon writes.
-func TestReadiness(t *testing.T) {
+func TestReadinessAndUninstall(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	c := startCluster(t)
 	const ns, name = "kube-system", "ovnedge-node-test"
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app.kubernetes.io/name": "ovnedge"}},
 		Spec: corev1.PodSpec{NodeName: egressNode, Containers: []corev1.Container{{Name: "ovnedge", Image: "ovnedge:test"}}}}
 	if _, err := c.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -57,6 +63,50 @@ func TestReadiness(t *testing.T) {
 	c.waitLeader(t, a)
 	c.notReady(t, a, daemonReason("ClusterReconcileFailed"), "127.0.0.1")
 	c.podReady(t, ns, name, corev1.ConditionFalse, "ClusterReconcileFailed", "NotReady")
+	if err := a.Terminate(); err != nil {
+		t.Fatal(err)
+	}
+
+	a = c.startWith(t, egressNode, a.ovs, env, true)
+	c.poll(t, "the Northbound rows of the demo", func(context.Context) error { return wantNB(c.nbRows(), podIP) })
+	c.reconciled(t, a, "node")
+	if owned := ownedFlowLines(flows(a.ovs)); len(owned) == 0 {
+		t.Fatal("no ovnedge flow on the bridge before the uninstall")
+	}
+	uninstall := exec.Command(c.bin, "uninstall", "--kubeconfig", c.kubeconfig, "--namespace", ns, "--uninstall-timeout", "60s")
+	out, err := uninstall.CombinedOutput()
+	t.Logf("ovnedge uninstall:\n%s", out)
+	if err != nil || !strings.Contains(string(out), "every instance removed what it wrote") {
+		t.Fatalf("ovnedge uninstall: %v", err)
+	}
+	c.podReady(t, ns, name, corev1.ConditionFalse, "Uninstalled", "NotReady")
+	if rows := c.nbRows(); len(rows) != 0 {
+		t.Errorf("NB rows left after the uninstall:\n%s", strings.Join(rows, "\n"))
+	}
+	if owned := ownedFlowLines(flows(a.ovs)); len(owned) != 0 {
+		t.Errorf("ovnedge flows left after the uninstall:\n%s", strings.Join(owned, "\n"))
+	}
+	if l, err := c.lease(ctx); err == nil {
+		t.Errorf("the Lease is still there, held by %q", l.holder)
+	}
+	if _, err := c.cs.CoreV1().ConfigMaps(ns).Get(ctx, daemon.UninstallMarker, metav1.GetOptions{}); err == nil {
+		t.Error("the uninstall marker is still there")
+	}
+	if !a.Alive() {
+		t.Errorf("the instance exited after the uninstall instead of staying idle:%s", a.Log())
+	}
+}
+
+// ownedFlowLines are the flows of lines (a dump) that carry one of
+// ovnedge's cookies.
+func ownedFlowLines(lines []string) []string {
+	var out []string
+	for _, l := range lines {
+		if f, err := ovsflow.ParseFlow(l); err == nil && brex.OwnedCookie(f.Cookie) {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // daemonReason is a readiness reason as /readyz gives it.

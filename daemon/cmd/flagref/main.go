@@ -51,6 +51,7 @@ func write(w io.Writer) error {
 	}
 	writeCommandFlags(&b, "render", "`ovnedge render` also takes:", daemon.CommandFlags("render"))
 	writeCommandFlags(&b, "sync", "`ovnedge sync` also takes:", daemon.CommandFlags("sync"))
+	writeCommandFlags(&b, "uninstall", "`ovnedge uninstall` also takes:", daemon.CommandFlags("uninstall"))
 	writeCommandFlags(&b, "lbsvc-agent", "`ovnedge lbsvc-agent` runs inside a Kube-OVN LoadBalancer Service pod (the lb-svc "+
 		"Deployments of `--enable-lb-svc`). Its flags are its own (package lbsvc/agent) and have no config-file keys:",
 		daemon.CommandFlags("lbsvc-agent"))

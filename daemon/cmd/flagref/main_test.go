@@ -53,7 +53,7 @@ func firstDiff(got, want string) error {
 }
 
 // TestFlagReferenceComplete checks that the reference names every flag
-// the commands parse: the shared FlagSet, render's, sync's and
+// the commands parse: the shared FlagSet, render's, sync's, uninstall's and
 // lbsvc-agent's own.
 func TestFlagReferenceComplete(t *testing.T) {
 	var doc bytes.Buffer
@@ -69,7 +69,7 @@ func TestFlagReferenceComplete(t *testing.T) {
 			t.Errorf("the flag reference lacks --%s", f.Name)
 		}
 	})
-	for _, cmd := range []string{"render", "sync", "lbsvc-agent"} {
+	for _, cmd := range []string{"render", "sync", "uninstall", "lbsvc-agent"} {
 		flags := daemon.CommandFlags(cmd)
 		if len(flags) == 0 {
 			t.Errorf("ovnedge %s: no flags", cmd)
