@@ -7,7 +7,7 @@ BENCHTIME ?= 1s
 # FLAVOR=kube-ovn: make demo shows Kube-OVN's LoadBalancer Services.
 FLAVOR ?=
 
-.PHONY: help deps e2e-deps mod-deps test-deps test e2e demo demo-nb bench bench-scale lint update-golden embed image deploy docs
+.PHONY: help deps e2e-deps real-node-deps mod-deps test-deps test e2e demo demo-nb bench bench-scale lint update-golden embed image deploy docs
 
 help:
 	@echo "make demo           ovnedge on a 3-node OVN cluster with a real kube-apiserver: requests to VIPs, egress source, failover gap"
@@ -42,11 +42,22 @@ e2e-deps: deps
 # the pinned tools (helm, kubeconform, crane) and every module.
 NOWAYOUT = scripts/no-way-out.sh
 
+# testbed's real Kubernetes nodes (StartKubeCluster, AddNode): containerd,
+# runc and the CNI plugins from Debian; kubelet, kube-proxy,
+# kube-controller-manager and kube-scheduler built with kube-apiserver by one
+# go build (scripts/kube-build.sh) and cached: ~15-25 min on a fresh 2-core
+# machine (24 min for the four when another build shared the CPUs), then
+# 0 s; the local sandbox image (scripts/pause-image.sh); helm.
+real-node-deps: deps
+	@scripts/kube-build.sh kube-apiserver kubelet kube-controller-manager kube-scheduler kube-proxy >/dev/null
+	@scripts/pause-image.sh >/dev/null
+	@scripts/tool.sh helm >/dev/null
+
 mod-deps:
 	$(GO) mod download
 	cd examples/embed && $(GO) mod download
 
-test-deps: e2e-deps mod-deps
+test-deps: real-node-deps e2e-deps mod-deps
 	@for t in helm kubeconform crane; do scripts/tool.sh $$t >/dev/null; done
 
 test: test-deps

@@ -7,15 +7,10 @@
 #                                        tests must be given KUBE_APISERVER=path)
 #
 # etcd comes from Debian's etcd-server (installed as root when missing). No
-# apiserver is packaged for Debian, so it is built from the Go module proxy in a
-# wrapper module OUTSIDE this repository (kubernetes' go.mod replaces every
-# staging repo with ./staging/..., which `go install pkg@version` refuses; the
-# wrapper replaces each one with its published v0.x.y instead). The binary is
-# cached by version under ${XDG_CACHE_HOME:-$HOME/.cache}/ovnedge/kapi-<version>:
-# only a fresh machine pays the cold build (~5-7 min on 2 cores, ~2 GB RAM).
-# KAPI_GCFLAGS (default "all=-N -l": no optimisation, a faster build for a ~1 s
-# slower start) is passed to go build -gcflags; set it empty for an optimised
-# binary.
+# apiserver is packaged for Debian: scripts/kube-build.sh builds it from the Go
+# module proxy and caches it by version under
+# ${XDG_CACHE_HOME:-$HOME/.cache}/ovnedge/kapi-<version> (only a fresh machine
+# pays the cold build, ~5-7 min on 2 cores, ~2 GB RAM; KAPI_GCFLAGS as there).
 set -euo pipefail
 
 version=${KUBE_APISERVER_VERSION:-v1.34.4}
@@ -23,11 +18,6 @@ version=${KUBE_APISERVER_VERSION:-v1.34.4}
   echo "kube-apiserver.sh: KUBE_APISERVER_VERSION=$version is not v1.MINOR.PATCH" >&2
   exit 2
 }
-minor=${BASH_REMATCH[1]}
-staging_version=v0.${minor}.${BASH_REMATCH[2]}
-gcflags=${KAPI_GCFLAGS-all=-N -l}
-dir=${XDG_CACHE_HOME:-$HOME/.cache}/ovnedge/kapi-$version
-bin=$dir/kube-apiserver
 log() { echo "kube-apiserver.sh: $*" >&2; }
 
 if ! command -v etcd >/dev/null; then
@@ -44,60 +34,4 @@ if ! command -v etcd >/dev/null; then
   fi
 fi
 
-if [[ -x $bin ]]; then
-  echo "$bin"
-  exit 0
-fi
-
-mkdir -p "$dir"
-# One build at a time per version: a second caller waits for the first.
-exec 9>"$dir/.lock"
-flock 9
-if [[ -x $bin ]]; then
-  echo "$bin"
-  exit 0
-fi
-
-start=$SECONDS
-log "building kube-apiserver $version in $dir (cold: several minutes)"
-mod=$dir/module
-mkdir -p "$mod"
-gomod=$(cd "$mod" && GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@$version" |
-  sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')
-[[ -f $gomod ]] || {
-  log "could not download k8s.io/kubernetes@$version's go.mod"
-  exit 1
-}
-replaces=$(sed -n 's#^[[:space:]]*\(k8s\.io/[^ ]*\) => \./staging/src/.*$#\t\1 => \1 '"$staging_version"'#p' "$gomod")
-[[ -n $replaces ]] || {
-  log "no staging replace directives found in $gomod"
-  exit 1
-}
-cat >"$mod/go.mod" <<EOF
-module kapi-build
-
-go 1.24.0
-
-require k8s.io/kubernetes $version
-
-replace (
-$replaces
-)
-EOF
-cat >"$mod/tools.go" <<'EOF'
-//go:build tools
-
-package tools
-
-import _ "k8s.io/kubernetes/cmd/kube-apiserver"
-EOF
-(cd "$mod" && GOFLAGS=-mod=mod go mod tidy >&2)
-ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$version"
-ldflags+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
-ldflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
-ldflags+=" -X k8s.io/component-base/version.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-(cd "$mod" && GOFLAGS=-mod=mod go build -trimpath -tags tools -gcflags="$gcflags" -ldflags "$ldflags" \
-  -o "$bin.tmp" k8s.io/kubernetes/cmd/kube-apiserver)
-mv "$bin.tmp" "$bin"
-log "built $bin in $((SECONDS - start)) s"
-echo "$bin"
+KUBE_VERSION=$version exec "$(dirname "$0")/kube-build.sh" kube-apiserver

@@ -22,7 +22,12 @@
 // pod a macvlan-like second interface on the external segment. They take
 // the small T interface, so a program (make
 // demo) can run them too. StartKubeAPI runs etcd and a kube-apiserver
-// (built by scripts/kube-apiserver.sh) for end-to-end tests.
+// (built by scripts/kube-apiserver.sh) for end-to-end tests;
+// StartKubeCluster adds kube-controller-manager and kube-scheduler to it,
+// and KubeCluster.AddNode (AddClusterNode) runs a real node in a network
+// namespace: containerd, kubelet and kube-proxy in a mount namespace of
+// the node's own, where /var/run/openvswitch is that node's OVS (make
+// real-node-deps builds and caches what they need).
 //
 // The daemons run as child processes of the test binary (no --detach), so
 // they are reaped by the test and killing them by PID cannot hit an

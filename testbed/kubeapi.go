@@ -1,6 +1,7 @@
 package testbed
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
@@ -16,8 +17,6 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // KubeAPIVersion is the kube-apiserver version scripts/kube-apiserver.sh
@@ -61,21 +60,9 @@ type KubeAPI struct {
 
 // KubeAPIServerPath returns where the kube-apiserver binary is expected:
 // $KUBE_APISERVER if set, else scripts/kube-apiserver.sh's cache,
-// ${XDG_CACHE_HOME:-$HOME/.cache}/ovnedge/kapi-<version>/kube-apiserver.
-func KubeAPIServerPath() string {
-	if p := os.Getenv("KUBE_APISERVER"); p != "" {
-		return p
-	}
-	version := os.Getenv("KUBE_APISERVER_VERSION")
-	if version == "" {
-		version = KubeAPIVersion
-	}
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		cache = filepath.Join(os.Getenv("HOME"), ".cache")
-	}
-	return filepath.Join(cache, "ovnedge", "kapi-"+version, "kube-apiserver")
-}
+// ${XDG_CACHE_HOME:-$HOME/.cache}/ovnedge/kapi-<version>/kube-apiserver
+// (KubeBinPath).
+func KubeAPIServerPath() string { return KubeBinPath("kube-apiserver") }
 
 // StartKubeAPI starts etcd (Debian's etcd-server, without fsync) and the
 // kube-apiserver built by scripts/kube-apiserver.sh on free loopback
@@ -85,6 +72,30 @@ func KubeAPIServerPath() string {
 // when CI=true.
 func StartKubeAPI(t T) *KubeAPI {
 	t.Helper()
+	return StartKubeAPIWith(t, KubeAPIOptions{})
+}
+
+// KubeAPIOptions shape StartKubeAPIWith; zero fields take the defaults
+// noted.
+type KubeAPIOptions struct {
+	// AdvertiseAddress is the address the apiserver advertises as the
+	// endpoint of the `kubernetes` Service (default 127.0.0.1, which the
+	// API rejects as an endpoint: the Service then has none). It still
+	// listens on 127.0.0.1 only; the address is in the serving
+	// certificate. StartKubeCluster advertises KubeAPIAddress, which each
+	// of its nodes forwards to the apiserver.
+	AdvertiseAddress string
+	// ServiceAccounts enables the ServiceAccount admission plugin: pods
+	// get the projected token volume of rest.InClusterConfig, and a pod
+	// is refused until its ServiceAccount exists (kube-controller-manager
+	// creates each namespace's default one: StartKubeCluster runs it).
+	ServiceAccounts bool
+}
+
+// StartKubeAPIWith is StartKubeAPI with options.
+func StartKubeAPIWith(t T, o KubeAPIOptions) *KubeAPI {
+	t.Helper()
+	advertise := cmp.Or(o.AdvertiseAddress, "127.0.0.1")
 	apiserver := KubeAPIServerPath()
 	if missing := missingBins("etcd", apiserver); len(missing) > 0 {
 		t.Logf("testbed: StartKubeAPI needs %v: run scripts/kube-apiserver.sh (installs etcd-server, builds and caches kube-apiserver %s)",
@@ -114,14 +125,14 @@ func StartKubeAPI(t T) *KubeAPI {
 	}
 	api := startDaemon(t, "kube-apiserver", filepath.Join(dir, "kube-apiserver.log"), nil,
 		apiserver, "--etcd-servers="+etcdURL, "--etcd-prefix=/registry",
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		"--bind-address=127.0.0.1", "--advertise-address="+advertise,
 		"--secure-port="+strconv.Itoa(ports[2]), "--cert-dir="+filepath.Join(dir, "certs"),
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file="+filepath.Join(dir, "sa.pub"),
 		"--service-account-signing-key-file="+filepath.Join(dir, "sa.key"),
 		"--token-auth-file="+filepath.Join(dir, "tokens.csv"), "--authorization-mode=RBAC",
 		"--service-cluster-ip-range=10.96.0.0/16,fd00:10:96::/112", "--allow-privileged=true",
-		"--disable-admission-plugins=ServiceAccount")
+		disableAdmission(o.ServiceAccounts))
 	stopOnCleanup(t, api) // registered after etcd's: the apiserver stops first
 	k.etcd, k.apiserver = etcd, api
 
@@ -143,6 +154,16 @@ func StartKubeAPI(t T) *KubeAPI {
 	k.Kubeconfig, k.UserKubeconfig = k.KubeconfigFor(t, KubeAdmin, tokens[KubeAdmin]), k.KubeconfigFor(t, KubeUser, tokens[KubeUser])
 	t.Logf("testbed: kube-apiserver %s ready in %v (dir %s)", k.URL, time.Since(begin).Round(time.Millisecond), dir)
 	return k
+}
+
+// disableAdmission is the apiserver's --disable-admission-plugins: the
+// ServiceAccount plugin unless serviceAccounts (without a controller-manager
+// no namespace has its default ServiceAccount, which the plugin requires).
+func disableAdmission(serviceAccounts bool) string {
+	if serviceAccounts {
+		return "--disable-admission-plugins="
+	}
+	return "--disable-admission-plugins=ServiceAccount"
 }
 
 // missingBins returns the binaries (names on PATH, or paths) that are not
@@ -215,13 +236,8 @@ func readyz(c *rest.Config) error {
 func (k *KubeAPI) KubeconfigFor(t T, user, token string) string {
 	t.Helper()
 	path := filepath.Join(k.Dir, user+".kubeconfig")
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["testbed"] = &clientcmdapi.Cluster{Server: k.URL, CertificateAuthority: k.Config.CAFile}
-	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: token}
-	cfg.Contexts["testbed"] = &clientcmdapi.Context{Cluster: "testbed", AuthInfo: user}
-	cfg.CurrentContext = "testbed"
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatalf("testbed: write kubeconfig %s: %v", path, err)
+	if err := writeKubeconfig(path, k.URL, k.Config.CAFile, user, token); err != nil {
+		t.Fatalf("testbed: %v", err)
 	}
 	return path
 }

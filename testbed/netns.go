@@ -104,9 +104,16 @@ func (n *Netns) Do(f func() error) error {
 // stops at cleanup.
 func (n *Netns) Forward(t T, addr string) {
 	t.Helper()
+	n.ForwardTo(t, addr, addr)
+}
+
+// ForwardTo is Forward to another address: connections to listen (an
+// address of the namespace) lead to target in the test's own namespace.
+func (n *Netns) ForwardTo(t T, listen, target string) {
+	t.Helper()
 	var ln net.Listener
-	if err := n.Do(func() (err error) { ln, err = net.Listen("tcp", addr); return err }); err != nil {
-		t.Fatalf("testbed: forward %s in %s: %v", addr, n.Name, err)
+	if err := n.Do(func() (err error) { ln, err = net.Listen("tcp", listen); return err }); err != nil {
+		t.Fatalf("testbed: forward %s in %s: %v", listen, n.Name, err)
 	}
 	t.Cleanup(func() { _ = ln.Close() })
 	go func() {
@@ -117,7 +124,7 @@ func (n *Netns) Forward(t T, addr string) {
 			}
 			go func() {
 				defer in.Close()
-				out, err := net.Dial("tcp", addr)
+				out, err := net.Dial("tcp", target)
 				if err != nil {
 					return
 				}
