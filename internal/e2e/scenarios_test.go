@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -88,13 +87,7 @@ var shared *Env
 // over gRPC.
 // Without root (outside CI) the package is skipped.
 func TestMain(m *testing.M) {
-	if os.Geteuid() != 0 && os.Getenv("CI") != "true" {
-		fmt.Println("SKIP (not CI): the e2e cluster needs root")
-		os.Exit(0)
-	}
-	p := &testbed.Program{}
-	code := 1
-	err := p.Run(func() {
+	Main(m, "e2e", func(p testbed.T) {
 		// Nodes serve the gRPC health check (as OVN-Kubernetes' do) and answer
 		// heartbeats; the leader probes over gRPC every second, and
 		// fast failover tests restart it with --egressip-fast-failover.
@@ -104,13 +97,7 @@ func TestMain(m *testing.M) {
 				"--egressip-node-healthcheck-port=9107"}})
 		shared.CreatePod(ServerPod("shop", "web-1", w2, map[string]string{"app": "web"}, 8080))
 		shared.CreatePod(ServerPod("shop", "web-2", w3, map[string]string{"app": "web"}, 8080))
-		code = m.Run()
 	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-		code = 1
-	}
-	os.Exit(code)
 }
 
 // TestStart: every instance runs and serves /readyz, the leader from a

@@ -3,7 +3,6 @@ package onenode
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -26,22 +25,10 @@ var shared *e2e.Env
 // TestMain starts the shared cluster. Without root (outside CI) the
 // package is skipped.
 func TestMain(m *testing.M) {
-	if os.Geteuid() != 0 && os.Getenv("CI") != "true" {
-		fmt.Println("SKIP (not CI): the e2e cluster needs root")
-		os.Exit(0)
-	}
-	p := &testbed.Program{}
-	code := 1
-	err := p.Run(func() {
+	e2e.Main(m, "onenode", func(p testbed.T) {
 		shared = e2e.Start(p, e2e.Options{Nodes: 1, LeaderArgs: []string{"--lb-pools=default=" + lbPool}})
 		shared.CreatePod(e2e.ServerPod("shop", "web-1", shared.Nodes[0].Name, map[string]string{"app": "web"}, 8080))
-		code = m.Run()
 	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "onenode:", err)
-		code = 1
-	}
-	os.Exit(code)
 }
 
 // TestServices connects from the external client to every kind of
