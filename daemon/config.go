@@ -152,6 +152,10 @@ type Config struct {
 	// LeaderElect campaigns for the Lease and runs the cluster-wide
 	// work when elected; off for node-only instances (the DaemonSet).
 	LeaderElect bool
+	// LeaderStepDown is how long a leader's cluster pass may keep failing
+	// (an NB it cannot reach) before it releases the Lease for another
+	// candidate; 0 never.
+	LeaderStepDown time.Duration
 
 	// BGP announces the VIPs a node can serve (and, with BGPEgressIPs,
 	// the egress IPs assigned to it) to its BGP peers: see package bgp.
@@ -361,6 +365,9 @@ var options = []option{
 		func(c *Config, v string) error { c.UnderlayInterface = v; return nil }},
 	{"leader-elect", "ovnedge", "leader-elect", "true", "campaign for the kube-system/ovnedge Lease and do the cluster-wide work (EgressIP assignment, NB, LB IPAM) while leading",
 		func(c *Config, v string) (err error) { c.LeaderElect, err = strconv.ParseBool(v); return err }},
+	{"leader-step-down-after", "ovnedge", "leader-step-down-after", "30s",
+		"release the Lease, for another candidate, once the leader's cluster pass has failed this long (an NB it cannot reach); it campaigns again after a lease duration; 0 never",
+		func(c *Config, v string) (err error) { c.LeaderStepDown, err = parseDurationOrZero(v); return err }},
 	{"enable-bgp", "bgp", "enable", "false",
 		"announce ExternalIPs and LoadBalancer ingress VIPs over BGP from every node that can serve them (externalTrafficPolicy=Local: nodes with a ready local endpoint), from an embedded speaker (node instances)",
 		func(c *Config, v string) (err error) { c.EnableBGP, err = strconv.ParseBool(v); return err }},
@@ -592,6 +599,7 @@ type rawSection struct {
 	EnableLBSvc                      *string `gcfg:"enable-lb-svc"`
 	LBSvcImage                       *string `gcfg:"lb-svc-image"`
 	LeaderElect                      *string `gcfg:"leader-elect"`
+	LeaderStepDownAfter              *string `gcfg:"leader-step-down-after"`
 	MetricsAddress                   *string `gcfg:"metrics-address"`
 	EnablePprof                      *string `gcfg:"enable-pprof"`
 	GCAhead                          *string `gcfg:"gc-ahead"`

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -36,8 +37,32 @@ func DefaultLease(identity string) Lease {
 
 // RunLeader calls lead with a context that is cancelled when this
 // instance loses the Lease, and campaigns again, until ctx ends. On ctx's
-// end a held Lease is released so a successor takes over at once.
+// end a held Lease is released so a successor takes over at once. A lead
+// that returns while its context is still alive steps down: the Lease is
+// released, and this instance campaigns again only after l.Duration, so
+// another candidate can take it.
 func RunLeader(ctx context.Context, cs kubernetes.Interface, l Lease, log *slog.Logger, lead func(context.Context)) error {
+	for ctx.Err() == nil {
+		stepped, err := leaderTerm(ctx, cs, l, log, lead)
+		if err != nil {
+			return err
+		}
+		if stepped {
+			select {
+			case <-ctx.Done():
+			case <-time.After(l.Duration):
+			}
+		}
+	}
+	return nil
+}
+
+// leaderTerm campaigns until this instance has led once and lost or left
+// the Lease (or ctx ends); stepped says whether lead stepped down.
+func leaderTerm(ctx context.Context, cs kubernetes.Interface, l Lease, log *slog.Logger, lead func(context.Context)) (stepped bool, err error) {
+	term, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var down atomic.Bool
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: l.Namespace, Name: l.Name},
 		Client:     cs.CoordinationV1(),
@@ -51,9 +76,14 @@ func RunLeader(ctx context.Context, cs kubernetes.Interface, l Lease, log *slog.
 		ReleaseOnCancel: true,
 		Name:            l.Name,
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
+			OnStartedLeading: func(lctx context.Context) {
 				log.Info("became the cluster-wide leader", "lease", l.Namespace+"/"+l.Name, "identity", l.Identity)
-				lead(ctx)
+				lead(lctx)
+				if lctx.Err() == nil {
+					log.Warn("stepping down: releasing the Lease for another candidate", "lease", l.Namespace+"/"+l.Name, "for", l.Duration)
+					down.Store(true)
+					cancel()
+				}
 			},
 			OnStoppedLeading: func() {
 				log.Info("no longer the leader", "lease", l.Namespace+"/"+l.Name, "identity", l.Identity)
@@ -66,12 +96,10 @@ func RunLeader(ctx context.Context, cs kubernetes.Interface, l Lease, log *slog.
 		},
 	})
 	if err != nil {
-		return fmt.Errorf("leader election on %s/%s: %w", l.Namespace, l.Name, err)
+		return false, fmt.Errorf("leader election on %s/%s: %w", l.Namespace, l.Name, err)
 	}
-	for ctx.Err() == nil {
-		elector.Run(ctx) // returns when leadership is lost or ctx ends
-	}
-	return nil
+	elector.Run(term) // returns when leadership is lost or left, or ctx ends
+	return down.Load(), nil
 }
 
 // NewRecorder returns an event recorder for component "ovnedge". Events

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -52,5 +53,39 @@ func TestRunLeaderTakeover(t *testing.T) {
 		t.Logf("b took over %v after a released the lease", time.Since(began))
 	case <-time.After(5 * time.Second):
 		t.Fatal("b did not take over")
+	}
+}
+
+// A lead that returns while it still holds the Lease steps down: the
+// Lease is released at once and another candidate takes it, while the
+// one that stepped down waits a lease duration before campaigning again.
+func TestRunLeaderStepDown(t *testing.T) {
+	t.Parallel()
+	cs := fake.NewClientset()
+	log := slog.New(slog.DiscardHandler)
+	l := func(id string) Lease {
+		return Lease{Namespace: "kube-system", Name: "ovnedge", Identity: id,
+			Duration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 100 * time.Millisecond}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	leading := make(chan string, 10)
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	wg.Go(func() {
+		_ = RunLeader(ctx, cs, l("a"), log, func(context.Context) { leading <- "a" }) // steps down at once
+	})
+	if id := <-leading; id != "a" {
+		t.Fatalf("first leader %s, want a", id)
+	}
+	wg.Go(func() {
+		_ = RunLeader(ctx, cs, l("b"), log, func(lctx context.Context) { leading <- "b"; <-lctx.Done() })
+	})
+	select {
+	case id := <-leading:
+		if id != "b" {
+			t.Fatalf("after a stepped down %s leads, want b", id)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("b never took the Lease a stepped down from")
 	}
 }

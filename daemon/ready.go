@@ -49,8 +49,11 @@ type readiness struct {
 	leading bool
 	node    error // the node pass's last error; errNotYet before the first
 	cluster error // the cluster pass's, since this instance leads
-	last    readyState
-	publish func(s readyState, changed bool)
+	// failingSince is when the cluster pass began failing while leading
+	// (zero while it succeeds).
+	failingSince time.Time
+	last         readyState
+	publish      func(s readyState, changed bool)
 }
 
 var errNotYet = errors.New("no pass has finished yet")
@@ -93,14 +96,35 @@ func (r *readiness) update(f func()) {
 	}
 }
 
-func (r *readiness) setSynced()            { r.update(func() { r.synced = true }) }
-func (r *readiness) nodeDone(err error)    { r.update(func() { r.node = err }) }
-func (r *readiness) clusterDone(err error) { r.update(func() { r.cluster = err }) }
+func (r *readiness) setSynced()         { r.update(func() { r.synced = true }) }
+func (r *readiness) nodeDone(err error) { r.update(func() { r.node = err }) }
+func (r *readiness) clusterDone(err error) {
+	r.update(func() {
+		r.cluster = err
+		switch {
+		case err == nil:
+			r.failingSince = time.Time{}
+		case r.failingSince.IsZero():
+			r.failingSince = time.Now()
+		}
+	})
+}
 
 // setLeading starts or stops counting the cluster pass; a new leader is
 // not ready until its first cluster pass succeeds.
 func (r *readiness) setLeading(leading bool) {
-	r.update(func() { r.leading, r.cluster = leading, errNotYet })
+	r.update(func() { r.leading, r.cluster, r.failingSince = leading, errNotYet, time.Time{} })
+}
+
+// clusterFailing is how long the leader's cluster pass has been failing
+// (0 while it succeeds or before its first pass ends).
+func (r *readiness) clusterFailing() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.failingSince.IsZero() {
+		return 0
+	}
+	return time.Since(r.failingSince)
 }
 
 // podReporter writes readiness changes to the instance's own Pod: the

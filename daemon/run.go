@@ -348,13 +348,36 @@ func (l *loops) elect(ctx context.Context, c *Clients) {
 	}
 	err := RunLeader(ctx, c.Typed, lease, l.log, func(lctx context.Context) {
 		l.lead(true)
+		defer l.lead(false)
 		l.w.RequestFull() // what changed while following was not kept
 		l.clusterQ.Add("cluster")
-		<-lctx.Done()
-		l.lead(false)
+		l.leadUntil(lctx)
 	})
 	if err != nil {
 		l.log.Error("leader election stopped", "err", err)
+	}
+}
+
+// leadUntil returns when ctx ends or, with --leader-step-down-after, once
+// the cluster pass has failed that long: RunLeader then releases the Lease
+// for another candidate (one that reaches the NB, say).
+func (l *loops) leadUntil(ctx context.Context) {
+	if l.cfg.LeaderStepDown <= 0 {
+		<-ctx.Done()
+		return
+	}
+	tick := time.NewTicker(cmp.Or(l.cfg.LeaderStepDown/10, time.Second))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if d := l.ready.clusterFailing(); d >= l.cfg.LeaderStepDown {
+				l.log.Warn("the cluster pass has failed too long", "for", d.Round(time.Millisecond), "limit", l.cfg.LeaderStepDown)
+				return
+			}
+		}
 	}
 }
 

@@ -22,7 +22,8 @@ import (
 // ovnedge.io/Reconciled condition and in an event:
 //   - an uplink that is not on the bridge: not ready (NodeReconcileFailed);
 //   - no uplink given: found from the bridge, ready;
-//   - a leader whose NB cannot be reached: not ready (ClusterReconcileFailed);
+//   - a leader whose NB cannot be reached: not ready (ClusterReconcileFailed),
+//     and with --leader-step-down-after it releases the Lease;
 //
 // then that `ovnedge uninstall` has it remove everything it wrote: the NB
 // rows it owns, its flows, the Lease, and leaves it idle.
@@ -63,6 +64,26 @@ func TestReadinessAndUninstall(t *testing.T) {
 	c.waitLeader(t, a)
 	c.notReady(t, a, daemonReason("ClusterReconcileFailed"), "127.0.0.1")
 	c.podReady(t, ns, name, corev1.ConditionFalse, "ClusterReconcileFailed", "NotReady")
+	if err := a.Terminate(); err != nil {
+		t.Fatal(err)
+	}
+
+	// With --leader-step-down-after the leader that cannot reach the NB
+	// releases the Lease for another candidate.
+	a = c.startWith(t, egressNode, a.ovs, env, false, "--nb-address", dead, "--leader-step-down-after", "1s")
+	c.poll(t, "the leader to step down and release the Lease", func(ctx context.Context) error {
+		log, _ := os.ReadFile(a.log)
+		l, err := c.lease(ctx)
+		switch {
+		case err != nil:
+			return err
+		case !strings.Contains(string(log), "stepping down"):
+			return fmt.Errorf("not stepped down; Lease held by %q", l.holder)
+		case l.holder != "" && a.holds(l.holder):
+			return fmt.Errorf("stepped down, but the Lease is still held by %q", l.holder)
+		}
+		return nil
+	})
 	if err := a.Terminate(); err != nil {
 		t.Fatal(err)
 	}
