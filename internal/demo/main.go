@@ -74,8 +74,11 @@ func Run(ctx context.Context, t testbed.T, out io.Writer) Report {
 	t.Helper()
 	begin := time.Now()
 	fmt.Fprintln(out, "Starting 3 OVN chassis, OVN central, etcd + kube-apiserver and ovnedge (leader + one per node)...")
+	// The chart's egress.fastFailover=true: heartbeats among the nodes
+	// and the leader instead of polling each node's health port.
 	e := e2e.Start(t, e2e.Options{EgressNodes: []string{w2, w3},
-		LeaderArgs: []string{"--lb-pools=demo=172.18.0.200/29", "--egressip-check-interval=1s"}})
+		NodeArgs:   []string{"--egressip-fast-failover"},
+		LeaderArgs: []string{"--lb-pools=demo=172.18.0.200/29", "--egressip-check-interval=1s", "--egressip-fast-failover"}})
 	fmt.Fprintf(out, "Cluster up in %v: nodes %s (%s), %s (%s), %s (%s); external client %s.\n\n", time.Since(begin).Round(100*time.Millisecond),
 		w1, e.Node(w1).IP, w2, e.Node(w2).IP, w3, e.Node(w3).IP, testbed.ClusterClientIP)
 
@@ -153,7 +156,8 @@ func Run(ctx context.Context, t testbed.T, out io.Writer) Report {
 	wait(t, 30*time.Second, func() error { return s.ArrivedAfter(sentAtKill+5, eip) })
 	time.Sleep(200 * time.Millisecond)
 	r.Gap, _ = s.Gap(killed)
-	fmt.Fprintf(out, "  killed %s's chassis (ovn-controller, ovs-vswitchd, ovsdb-server) and its ovnedge: the egress IP moved to %s;\n", node, to)
+	fmt.Fprintf(out, "  killed %s's chassis (ovn-controller, ovs-vswitchd, ovsdb-server) and its ovnedge: the egress IP moved to %s\n", node, to)
+	fmt.Fprintf(out, "  (fast failover: the chart's egress.fastFailover, heartbeats instead of polling each node);\n")
 	fmt.Fprintf(out, "  a 10 ms UDP stream from prod/client-1 to the external host stopped for %d ms, then arrived again from %s\n",
 		r.Gap.Milliseconds(), s.LastFrom())
 	fmt.Fprintf(out, "\nDone in %v; everything is removed now.\n", time.Since(begin).Round(100*time.Millisecond))
