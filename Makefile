@@ -67,7 +67,7 @@ test: test-deps
 	$(NOWAYOUT) $(GO) test -count=1 -run '^TestGracefulRestart$$' ./bgp
 
 e2e: test-deps
-	$(NOWAYOUT) $(GO) test -race -count=1 -v ./daemon/e2e ./egress/e2e ./internal/e2e
+	$(NOWAYOUT) $(GO) test -race -count=1 -v ./daemon/e2e ./egress/e2e ./internal/e2e/...
 
 demo: test-deps
 	$(NOWAYOUT) $(GO) run ./internal/demo $(if $(FLAVOR),-flavor=$(FLAVOR))

@@ -344,7 +344,7 @@ func (l *loops) elect(ctx context.Context, c *Clients) {
 		// restarted under its old name) must not both think they hold
 		// the Lease.
 		host, _ := os.Hostname()
-		lease = DefaultLease(leaseIdentity(l.cfg.NodeName, host, rand.Text()[:8]))
+		lease = DefaultLease(leaseIdentity(l.cfg.NodeName, cmp.Or(os.Getenv("POD_NAME"), host), rand.Text()[:8]))
 	}
 	err := RunLeader(ctx, c.Typed, lease, l.log, func(lctx context.Context) {
 		l.lead(true)
@@ -382,8 +382,9 @@ func (l *loops) leadUntil(ctx context.Context) {
 }
 
 // leaseIdentity joins the non-empty parts of a candidate's identity with
-// "_": node_host_random, host_random for a leader without a node (its
-// host name is its Pod's name).
+// "_": node_pod_random, pod_random for a leader without a node (the Pod's
+// name from POD_NAME, else the host name: a hostNetwork Pod's host name is
+// the node's).
 func leaseIdentity(parts ...string) string {
 	return strings.Join(slices.DeleteFunc(parts, func(p string) bool { return p == "" }), "_")
 }

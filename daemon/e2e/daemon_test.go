@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -96,6 +97,7 @@ type cluster struct {
 type instance struct {
 	*testbed.Process
 	node, log, metrics string
+	pod                string // POD_NAME given, "" for none
 	ovs                *testbed.OVS
 }
 
@@ -103,7 +105,7 @@ type instance struct {
 // (the daemon's default: node name, host name, a per-process suffix).
 func (i *instance) identity() string {
 	host, _ := os.Hostname()
-	return i.node + "_" + host + "_"
+	return i.node + "_" + cmp.Or(i.pod, host) + "_"
 }
 
 // holds reports whether a Lease holder identity is the instance's: its
@@ -162,6 +164,11 @@ func (c *cluster) startWith(t testing.TB, node string, ovs *testbed.OVS, env []s
 	// when the test fails; a restart appends to it.
 	log := filepath.Join(ovs.Dir, "ovnedge.log")
 	i := &instance{node: node, log: log, ovs: ovs}
+	for _, e := range env {
+		if pod, ok := strings.CutPrefix(e, "POD_NAME="); ok {
+			i.pod = pod
+		}
+	}
 	args := append([]string{"daemon",
 		"--kubeconfig", c.kubeconfig, "--node-name", node,
 		"--nb-address", c.ovn.NB, "--ovs-db", ovs.DB, "--ovs-rundir", ovs.RunDir, "--bridge", ovs.Bridge,

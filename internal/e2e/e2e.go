@@ -73,8 +73,11 @@ import (
 	"github.com/ovnedge/ovnedge/testbed"
 )
 
-// clusterSubnets is --cluster-subnets of the dual-stack cluster.
-const clusterSubnets = testbed.ClusterSubnet + "/24," + testbed.ClusterSubnet6 + "/64"
+// ClusterSubnets is --cluster-subnets (the chart's clusterSubnets) of
+// the dual-stack cluster.
+const ClusterSubnets = testbed.ClusterSubnet + "/24," + testbed.ClusterSubnet6 + "/64"
+
+const clusterSubnets = ClusterSubnets
 
 // Timeout bounds the harness's waits.
 const Timeout = 60 * time.Second
@@ -464,22 +467,31 @@ func (e *Env) apply(u *unstructured.Unstructured) error {
 	return err
 }
 
+// NodeAnnotations are the annotations ovnkube-node writes on the Node of
+// n (its subnets, addresses, gateway router port and chassis), which
+// ovnedge reads: createNode creates Nodes with them, and a test whose
+// Nodes a real kubelet registers patches them on.
+func NodeAnnotations(n *testbed.ClusterNode) map[string]string {
+	ip, ip6 := n.IP.String(), n.IP6.String()
+	return map[string]string{
+		"k8s.ovn.org/node-subnets": fmt.Sprintf(`{"default":["%s","%s"]}`, n.Subnet, n.Subnet6),
+		"k8s.ovn.org/node-primary-ifaddr": fmt.Sprintf(`{"ipv4":"%s/%d","ipv6":"%s/%d"}`,
+			ip, testbed.ClusterExtPrefix, ip6, testbed.ClusterExtPrefix6),
+		"k8s.ovn.org/host-cidrs":                     fmt.Sprintf(`["%s/%d","%s/%d"]`, ip, testbed.ClusterExtPrefix, ip6, testbed.ClusterExtPrefix6),
+		"k8s.ovn.org/node-gateway-router-lrp-ifaddr": fmt.Sprintf(`{"ipv4":"%s/16","ipv6":"%s/64"}`, n.JoinIP, n.JoinIP6),
+		// The chassis is named after the node (its system-id).
+		"k8s.ovn.org/node-chassis-id": n.Name,
+	}
+}
+
 // createNode creates the Node object of n with the annotations
-// ovnkube-node writes, Ready.
+// ovnkube-node writes (NodeAnnotations), Ready.
 func (e *Env) createNode(n *testbed.ClusterNode, egress bool) {
 	e.t.Helper()
 	ip, ip6 := n.IP.String(), n.IP6.String()
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name,
-		Labels: map[string]string{"kubernetes.io/hostname": n.Name},
-		Annotations: map[string]string{
-			"k8s.ovn.org/node-subnets": fmt.Sprintf(`{"default":["%s","%s"]}`, n.Subnet, n.Subnet6),
-			"k8s.ovn.org/node-primary-ifaddr": fmt.Sprintf(`{"ipv4":"%s/%d","ipv6":"%s/%d"}`,
-				ip, testbed.ClusterExtPrefix, ip6, testbed.ClusterExtPrefix6),
-			"k8s.ovn.org/host-cidrs":                     fmt.Sprintf(`["%s/%d","%s/%d"]`, ip, testbed.ClusterExtPrefix, ip6, testbed.ClusterExtPrefix6),
-			"k8s.ovn.org/node-gateway-router-lrp-ifaddr": fmt.Sprintf(`{"ipv4":"%s/16","ipv6":"%s/64"}`, n.JoinIP, n.JoinIP6),
-			// The chassis is named after the node (its system-id).
-			"k8s.ovn.org/node-chassis-id": n.Name,
-		}}}
+		Labels:      map[string]string{"kubernetes.io/hostname": n.Name},
+		Annotations: NodeAnnotations(n)}}
 	if egress {
 		node.Labels["k8s.ovn.org/egress-assignable"] = ""
 	}

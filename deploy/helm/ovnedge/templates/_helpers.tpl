@@ -8,7 +8,17 @@
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end }}
 
-{{/* Flags node and leader share: the networks, the metrics address,
+{{/* The leader's /metrics, /healthz and /readyz port: metricsPort, or
+on the host network (leader.hostNetwork) leader.hostNetworkMetricsPort,
+since every node's DaemonSet pod holds metricsPort there (a hostNetwork
+pod's containerPort is a host port: the scheduler would never place the
+leader next to a node pod). */}}
+{{- define "ovnedge.leaderMetricsPort" -}}
+{{ if .Values.leader.hostNetwork }}{{ .Values.leader.hostNetworkMetricsPort }}{{ else }}{{ .Values.metricsPort }}{{ end }}
+{{- end }}
+
+{{/* Flags node and leader share: the networks, the metrics address
+(of the metricsPort given: dict "Values" .Values "metricsPort" PORT),
 the EgressIP health check and heartbeat (node and leader must agree), the
 LB pools (the node's BGP communities are per pool), TLS. */}}
 {{- define "ovnedge.commonArgs" -}}
@@ -17,7 +27,7 @@ LB pools (the node's BGP communities are per pool), TLS. */}}
 - --gateway-v6-join-subnet={{ .Values.joinSubnetV6 }}
 - --gateway-v4-masquerade-subnet={{ .Values.masqueradeSubnetV4 }}
 - --gateway-v6-masquerade-subnet={{ .Values.masqueradeSubnetV6 }}
-- --metrics-address=:{{ .Values.metricsPort }}
+- --metrics-address=:{{ .metricsPort }}
 - --log-level={{ .Values.logLevel }}
 - --kube-api-qps={{ .Values.kubeAPI.qps }}
 - --kube-api-burst={{ .Values.kubeAPI.burst }}
@@ -46,10 +56,13 @@ LB pools (the node's BGP communities are per pool), TLS. */}}
 {{- end }}
 {{- end }}
 
-{{/* The probes and the TLS mount of both. */}}
+{{/* The probes of both, on the metrics port given. */}}
 {{- define "ovnedge.probes" -}}
 readinessProbe:
-  httpGet: {path: /readyz, port: {{ .Values.metricsPort }}}
+  httpGet: {path: /readyz, port: {{ . }}}
+  # /readyz is the instance's own state, cheap to ask: ready within a few
+  # seconds of the first reconcile, not up to the default 10 s
+  periodSeconds: 3
 livenessProbe:
-  httpGet: {path: /healthz, port: {{ .Values.metricsPort }}}
+  httpGet: {path: /healthz, port: {{ . }}}
 {{- end }}

@@ -1,0 +1,59 @@
+// Package helm proves ovnedge as users install it: the real `helm install`
+// of deploy/helm/ovnedge, from the image scripts/image.sh builds (the
+// same OCI archive `make image` makes), running only as containers that
+// real kubelets start, on a cluster whose nodes are real OVN chassis.
+//
+// TestHelm brings up, once for every step:
+//
+//   - testbed.StartCluster: an OVN central (NB, SB, ovn-northd) and two
+//     chassis (ovsdb-server, ovs-vswitchd, ovn-controller) in network
+//     namespaces, breth0 on an external segment with a client host;
+//   - testbed.StartKubeCluster: kube-apiserver, kube-controller-manager
+//     and kube-scheduler, and AddClusterNode: containerd, kubelet and
+//     kube-proxy in each chassis's network namespace, where
+//     /var/run/openvswitch is that chassis's OVS run directory;
+//
+// builds the image (scripts/image.sh, afresh each run, while the chassis
+// and nodes come up: a cache by git revision would be stale in a dirty
+// tree), imports it into every node's containerd and installs the chart
+// with `helm install --wait` (node DaemonSet on the host network, two
+// leader replicas with leader.hostNetwork=true, one per node). It then
+// checks, in order: every pod Running and Ready (readiness is the instance's first
+// successful reconcile), the leader holding the kube-system/ovnedge Lease,
+// each pod's ovnedge.io/Reconciled condition True; an ExternalIP Service
+// getting its NB load balancer and breth0 flows and answering a real TCP
+// connection from the external client; the kubelet restarting a killed
+// node instance, which becomes Ready again without touching the
+// Service's flows or NB rows; and `helm uninstall --wait`, whose
+// pre-delete hook Job has every instance remove what it wrote (NB load
+// balancers, flows with ovnedge's cookies, the Lease) before the pods go.
+//
+// Where the harness still stands in for real components:
+//
+//   - ovnkube-master/ovnkube-node: StartCluster creates the OVN topology
+//     (routers, switches, gateway routers, management ports, breth0) and
+//     the test patches the annotations ovnkube-node would write
+//     (e2e.NodeAnnotations) onto the Nodes the kubelets registered;
+//   - the OVN central's Service: the NB listens on the test's loopback;
+//     each node namespace reaches it at testbed.KubeAPIAddress:<port>
+//     through a forwarder of the test process (Netns.ForwardTo), which is
+//     ovn.nbAddress. The SB is served on a unix socket only, so
+//     ovn.sbAddress is empty (it is optional: EgressIP make-before-break
+//     only, which this test does not exercise);
+//   - the backend pod and the endpoint controller: the Service's backend
+//     is a testbed pod (a network namespace on a node's br-int, bound to
+//     its logical switch port, serving TCP from the test process), not a
+//     kubelet-run Pod, so the Service has no selector and the test writes
+//     its EndpointSlice, as for any selectorless Service;
+//   - the external router: the client reaches the ExternalIP through a
+//     static route via a node (OVN-Kubernetes' documented setup);
+//   - kube-proxy runs on the nodes (the testbed needs it for the
+//     `kubernetes` Service the pods' in-cluster clients use), which an
+//     OVN-Kubernetes cluster would not: the traffic check therefore also
+//     requires that ovnedge's breth0 flow for the ExternalIP counted the
+//     packets (they go to OVN before the host's iptables see them).
+//
+// It needs root, the OVS/OVN binaries, `make real-node-deps` (Kubernetes
+// binaries, the pause image) and the pinned helm and crane of
+// scripts/tool.sh; without them it is skipped, or fails with CI=true.
+package helm
