@@ -90,6 +90,9 @@ type Config struct {
 	ReachabilityTotalTimeout int // seconds; 0 = always reachable
 	HealthCheckPort          int // 0 = DISCARD probe, else gRPC
 	CheckInterval            time.Duration
+	// AgentRestartGrace is how long a node whose gRPC health port refuses
+	// connections (its agent restarting) stays reachable.
+	AgentRestartGrace time.Duration
 	// FastFailover adds the heartbeat detector (egress/reach.Heartbeat):
 	// the leader heartbeats the egress nodes, and with L2 announce every
 	// node heartbeats the others, each HeartbeatInterval on UDP
@@ -300,6 +303,9 @@ var options = []option{
 		func(c *Config, v string) (err error) { c.HealthCheckPort, err = parseUint(v, 0, 65535); return err }},
 	{"egressip-check-interval", "ovnedge", "egressip-check-interval", "5s", "interval between egress node reachability checks",
 		func(c *Config, v string) (err error) { c.CheckInterval, err = parseDuration(v); return err }},
+	{"egressip-agent-restart-grace", "ovnedge", "egressip-agent-restart-grace", "30s",
+		"how long an egress node whose gRPC health port refuses connections (its host answers, its ovnedge restarts or is rolled out) stays reachable; 0: unreachable at once, as OVN-Kubernetes",
+		func(c *Config, v string) (err error) { c.AgentRestartGrace, err = parseDurationOrZero(v); return err }},
 	{"egressip-fast-failover", "ovnedge", "egressip-fast-failover", "false",
 		"detect dead egress nodes with a UDP heartbeat (every --egressip-heartbeat-interval, down after --egressip-heartbeat-misses) beside the reachability checks, and give the L2 VIP election the same liveness",
 		func(c *Config, v string) (err error) { c.FastFailover, err = strconv.ParseBool(v); return err }},
@@ -585,6 +591,7 @@ type rawSection struct {
 	EgressIPReachabilityTotalTimeout *string `gcfg:"egressip-reachability-total-timeout"`
 	EgressIPNodeHealthcheckPort      *string `gcfg:"egressip-node-healthcheck-port"`
 	EgressIPCheckInterval            *string `gcfg:"egressip-check-interval"`
+	EgressIPAgentRestartGrace        *string `gcfg:"egressip-agent-restart-grace"`
 	EnableEgressIP                   *string `gcfg:"enable-egress-ip"`
 	EgressIPFastFailover             *string `gcfg:"egressip-fast-failover"`
 	EgressIPHeartbeatInterval        *string `gcfg:"egressip-heartbeat-interval"`

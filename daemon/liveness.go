@@ -215,7 +215,7 @@ func wireReachability(ctx context.Context, cfg *Config, c *Clients, d *Dataplane
 		var err error
 		chk, err = reach.NewChecker(reach.Config{Interval: cfg.CheckInterval,
 			Timeout: time.Duration(cfg.ReachabilityTotalTimeout) * time.Second, Port: cfg.HealthCheckPort,
-			TLS: cfg.HealthTLS(), Logger: log}, changed("check"))
+			TLS: cfg.HealthTLS(), RestartGrace: cfg.AgentRestartGrace, Logger: log}, changed("check"))
 		if err != nil {
 			return fmt.Errorf("reachability checker: %w", err)
 		}

@@ -30,6 +30,10 @@ type Config struct {
 	Port int
 	// TLS is for the gRPC session.
 	TLS TLSFiles
+	// RestartGrace is how long a node whose gRPC health port refuses
+	// connections still counts as up (Client.SetRestartGrace); 0: down
+	// at once, as OVN-Kubernetes counts it.
+	RestartGrace time.Duration
 	// Dial opens the sockets, a net.Dialer when nil.
 	Dial DialFunc
 	// Logger, slog.Default when nil.
@@ -107,6 +111,7 @@ func NewChecker(cfg Config, onChange func(node string, up bool)) (*Checker, erro
 		if c.client, err = NewClient(cfg.Port, cfg.TLS, cfg.Dial); err != nil {
 			return nil, fmt.Errorf("reachability checker: %w", err)
 		}
+		c.client.SetRestartGrace(cfg.RestartGrace)
 	}
 	return c, nil
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
@@ -122,9 +124,30 @@ type Client struct {
 	port  int
 	creds credentials.TransportCredentials
 	dial  DialFunc
+	grace time.Duration
 
 	mu    sync.Mutex
 	conns map[netip.Addr]*grpc.ClientConn
+	// refused is when each node's health port began refusing
+	// connections (see RestartGrace).
+	refused map[netip.Addr]time.Time
+}
+
+// DefaultRestartGrace is the restart grace ovnedge's daemon gives
+// (--egressip-agent-restart-grace): a node agent restarted by its kubelet,
+// or replaced by a rolling update, listens again within seconds.
+const DefaultRestartGrace = 30 * time.Second
+
+// SetRestartGrace sets how long a node whose health port refuses
+// connections still counts as up: its host answers (the path to its
+// management address works, as the DISCARD probe counts a refusal) while
+// its agent does not listen, restarting or being replaced, which moves no
+// egress IP. A node refusing longer is down; 0 counts it down at once, as
+// OVN-Kubernetes' gRPC check does (the default).
+func (c *Client) SetRestartGrace(d time.Duration) {
+	c.mu.Lock()
+	c.grace = d
+	c.mu.Unlock()
 }
 
 // NewClient returns a client for the nodes' health port. dial nil uses a
@@ -144,13 +167,17 @@ func NewClient(port int, files TLSFiles, dial DialFunc) (*Client, error) {
 	if dial == nil {
 		dial = (&net.Dialer{}).DialContext
 	}
-	return &Client{port: port, creds: creds, dial: dial, conns: map[netip.Addr]*grpc.ClientConn{}}, nil
+	return &Client{port: port, creds: creds, dial: dial,
+		conns: map[netip.Addr]*grpc.ClientConn{}, refused: map[netip.Addr]time.Time{}}, nil
 }
 
 // Check reports whether addr serves ServiceName within timeout. A failure
 // on a session that existed is retried once on a fresh session in the
 // remaining time (half the timeout is kept for it): a bounced session does
-// not mark the node down, a dead node is down after one timeout.
+// not mark the node down, a dead node is down after one timeout. A fresh
+// session first connects by hand: a refused connection is the node's
+// host answering while its agent does not listen, up for RestartGrace
+// (SetRestartGrace).
 func (c *Client) Check(ctx context.Context, addr netip.Addr, timeout time.Duration) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -158,28 +185,59 @@ func (c *Client) Check(ctx context.Context, addr netip.Addr, timeout time.Durati
 	if err != nil {
 		return false, err
 	}
-	first := ctx
 	if existed {
-		var cancelFirst context.CancelFunc
-		first, cancelFirst = context.WithTimeout(ctx, timeout/2)
-		defer cancelFirst()
+		first, cancelFirst := context.WithTimeout(ctx, timeout/2)
+		err = check(first, conn)
+		cancelFirst()
+		if err == nil {
+			return true, nil
+		}
+		c.drop(addr, conn)
+		if ctx.Err() != nil {
+			return false, fmt.Errorf("health check %s: %w", addr, err)
+		}
+		if conn, _, err = c.conn(addr); err != nil {
+			return false, err
+		}
 	}
-	err = check(first, conn)
-	if err == nil {
-		return true, nil
-	}
-	c.drop(addr, conn)
-	if !existed || ctx.Err() != nil {
-		return false, fmt.Errorf("health check %s: %w", addr, err)
-	}
-	if conn, _, err = c.conn(addr); err != nil {
-		return false, err
+	if up, refusing, err := c.connect(ctx, addr); refusing || err != nil {
+		c.drop(addr, conn)
+		return up, err
 	}
 	if err := check(ctx, conn); err != nil {
 		c.drop(addr, conn)
-		return false, fmt.Errorf("health check %s (on a new session): %w", addr, err)
+		return false, fmt.Errorf("health check %s: %w", addr, err)
 	}
+	c.mu.Lock()
+	delete(c.refused, addr)
+	c.mu.Unlock()
 	return true, nil
+}
+
+// connect dials the node's health port: refusing says it refused (up
+// says whether that is still within the restart grace), err that it
+// could not be reached at all.
+func (c *Client) connect(ctx context.Context, addr netip.Addr) (up, refusing bool, err error) {
+	target := hostPort(addr, c.port)
+	conn, err := c.dial(ctx, "tcp", target)
+	if err == nil {
+		conn.Close()
+		return true, false, nil
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		return false, false, fmt.Errorf("health check %s: %w", target, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	since, ok := c.refused[addr]
+	if !ok {
+		since = time.Now()
+		c.refused[addr] = since
+	}
+	if d := time.Since(since); d >= c.grace {
+		return false, true, fmt.Errorf("health check %s: refused for %v: %w", target, d.Round(time.Millisecond), err)
+	}
+	return true, true, nil
 }
 
 func check(ctx context.Context, conn *grpc.ClientConn) error {
@@ -228,6 +286,11 @@ func (c *Client) Forget(keep map[netip.Addr]bool) {
 		if !keep[a] {
 			stale = append(stale, conn)
 			delete(c.conns, a)
+		}
+	}
+	for a := range c.refused {
+		if !keep[a] {
+			delete(c.refused, a)
 		}
 	}
 	c.mu.Unlock()

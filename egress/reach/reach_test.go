@@ -136,10 +136,12 @@ func TestHealthCheck(t *testing.T) {
 		name           string
 		server, client reach.TLSFiles
 		noServer       bool
+		grace          time.Duration
 		up             bool
 	}{
 		{name: "insecure", up: true},
-		{name: "no server: refused", noServer: true},
+		{name: "no server: refused, within the restart grace", noServer: true, grace: time.Minute, up: true},
+		{name: "no server: refused, no restart grace", noServer: true},
 		{name: "TLS", server: certs.server, client: certs.client, up: true},
 		{name: "TLS with server name", server: certs.server, client: withName(certs.client, "node.egress"), up: true},
 		{name: "TLS, wrong server name", server: certs.server, client: withName(certs.client, "other")},
@@ -160,6 +162,7 @@ func TestHealthCheck(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
+			c.SetRestartGrace(tc.grace)
 			up, err := c.Check(context.Background(), lo, 500*time.Millisecond)
 			if up != tc.up {
 				t.Errorf("up = %v (%v), want %v", up, err, tc.up)
@@ -196,6 +199,45 @@ func TestHealthCheckBouncedSession(t *testing.T) {
 	defer c2.Close()
 	if up, err := c2.Check(ctx, netip.MustParseAddr("127.0.0.9"), time.Second); up {
 		t.Errorf("nothing listens on 127.0.0.9 but it is up (%v)", err)
+	}
+}
+
+// A node whose agent stops listening (its host refuses the health port:
+// a restart, a rolling update) stays up for the restart grace, then is
+// down; listening again resets it. A silent host is down at once.
+func TestHealthCheckRestartGrace(t *testing.T) {
+	t.Parallel()
+	lo := netip.MustParseAddr("127.0.0.1")
+	stop, port := serveHealth(t, "127.0.0.1", belowEphemeral, reach.TLSFiles{})
+	c, err := reach.NewClient(port, reach.TLSFiles{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const grace = 400 * time.Millisecond
+	c.SetRestartGrace(grace)
+	ctx := context.Background()
+	check := func(what string, want bool) {
+		t.Helper()
+		if up, err := c.Check(ctx, lo, 200*time.Millisecond); up != want {
+			t.Errorf("%s: up %v (%v), want %v", what, up, err, want)
+		}
+	}
+	check("serving", true)
+	stop()
+	check("refusing, just stopped", true)
+	time.Sleep(grace)
+	check("refusing for the whole grace", false)
+	serveHealth(t, "127.0.0.1", port, reach.TLSFiles{})
+	check("serving again", true)
+	a, _ := twoHosts(t)
+	silent, err := reach.NewClient(port, reach.TLSFiles{}, nsDialer(a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	if up, err := silent.Check(ctx, netip.MustParseAddr("198.51.100.1"), 200*time.Millisecond); up {
+		t.Errorf("a blackholed host is up (%v)", err)
 	}
 }
 

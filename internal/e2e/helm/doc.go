@@ -24,9 +24,20 @@
 // getting its NB load balancer and breth0 flows and answering a real TCP
 // connection from the external client; the kubelet restarting a killed
 // node instance, which becomes Ready again without touching the
-// Service's flows or NB rows; and `helm uninstall --wait`, whose
-// pre-delete hook Job has every instance remove what it wrote (NB load
-// balancers, flows with ovnedge's cookies, the Lease) before the pods go.
+// Service's flows or NB rows; `helm upgrade --reuse-values --set
+// image.tag=<new> --wait` to the same image under a second tag (`ctr
+// images tag` on every node: no rebuild, pullPolicy Never), which rolls
+// the DaemonSet and the Deployment (every pod replaced, of the new tag,
+// Ready and Reconciled; the times measured) while the external client
+// opens a connection to the ExternalIP every 20 ms and keeps a second
+// one echoing every 20 ms (none may fail), and a pod sends a UDP packet
+// every 10 ms to the client through an EgressIP (k8s.ovn.org/v1, its
+// one egress-assignable node the second one; the loss window measured,
+// aim < 1 s) — no owned flow re-added or changed and no NB load
+// balancer, router policy, NAT or address set changed or re-inserted;
+// and `helm uninstall --wait`, whose pre-delete hook Job has every
+// instance remove what it wrote (NB load balancers, flows with ovnedge's
+// cookies, the Lease) before the pods go.
 //
 // Where the harness still stands in for real components:
 //
@@ -45,6 +56,10 @@
 //     its logical switch port, serving TCP from the test process), not a
 //     kubelet-run Pod, so the Service has no selector and the test writes
 //     its EndpointSlice, as for any selectorless Service;
+//   - the EgressIP's pod: a testbed pod too, whose Pod object (which
+//     the leader selects) is never scheduled (a scheduling gate) and
+//     gets its status (Running, the testbed pod's IPs) from the test, as
+//     from a kubelet;
 //   - the external router: the client reaches the ExternalIP through a
 //     static route via a node (OVN-Kubernetes' documented setup);
 //   - kube-proxy runs on the nodes (the testbed needs it for the

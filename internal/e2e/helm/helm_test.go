@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -23,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
@@ -79,11 +81,21 @@ type harness struct {
 	env   []string // helm's environment
 	ctx   context.Context
 	times []string // measured durations, reported at the end
+	// tag is the image tag installed (Install), then upgraded to
+	// (Upgrade).
+	tag string
+	dyn dynamic.Interface // for the EgressIP (Upgrade)
 }
 
 func (h *harness) measured(what string, d time.Duration) {
-	h.times = append(h.times, fmt.Sprintf("%-48s %v", what, d.Round(time.Millisecond)))
-	h.t.Logf("TIME %s: %v", what, d.Round(time.Millisecond))
+	h.note(what, d.Round(time.Millisecond).String())
+}
+
+// note reports a measurement that is not a duration (counts) with the
+// durations.
+func (h *harness) note(what, value string) {
+	h.times = append(h.times, fmt.Sprintf("%-48s %s", what, value))
+	h.t.Logf("TIME %s: %s", what, value)
 }
 
 // TestHelm: see the package documentation. The steps share one cluster
@@ -148,6 +160,7 @@ func TestHelm(t *testing.T) {
 		{"Ready", h.ready},
 		{"ExternalIP", h.externalIP},
 		{"RestartNode", h.restartNode},
+		{"Upgrade", h.upgrade},
 		{"Uninstall", h.uninstall},
 	}
 	for _, s := range steps {
@@ -209,6 +222,7 @@ func (h *harness) nbAddress() string {
 
 // install imports the image on every node and runs `helm install --wait`.
 func (h *harness) install(t *testing.T, archive, tag string) {
+	h.tag = tag
 	begin := time.Now()
 	for _, n := range h.nodes {
 		n.ImportImage(t, archive, imageRepo)
@@ -524,6 +538,9 @@ func containerPID(n *testbed.KubeNode, p *corev1.Pod) (int, error) {
 type snapshot struct {
 	flows map[string][]string // node -> owned breth0 flows, no stats
 	lbs   []string
+	// rows are every NB router policy, NAT and address set ("uuid
+	// columns" lines): the EgressIP rows (Upgrade) and the topology's.
+	rows []string
 }
 
 func (h *harness) snapshot(t *testing.T) snapshot {
@@ -539,7 +556,103 @@ func (h *harness) snapshot(t *testing.T) snapshot {
 	if s.lbs, err = h.lbRows(); err != nil {
 		t.Fatal(err)
 	}
+	for _, q := range [][]string{
+		{"--columns=_uuid,priority,match,action,nexthops,options,external_ids", "find", nbdb.LogicalRouterPolicyTable},
+		{"--columns=_uuid,type,external_ip,logical_ip,logical_port,options,external_ids", "find", nbdb.NATTable},
+		{"--columns=_uuid,name,addresses", "find", nbdb.AddressSetTable},
+	} {
+		out, err := h.cl.OVN.NbctlErr(append([]string{"--format=csv", "--no-headings", "--data=bare"}, q...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.rows = append(s.rows, strings.Split(strings.TrimSpace(out), "\n")...)
+	}
+	slices.Sort(s.rows)
 	return s
+}
+
+// kept is what a step must leave as it is: a snapshot, and the churn of
+// the NB tables ovnedge writes, counted from then on.
+type kept struct {
+	before snapshot
+	watch  map[string]*testbed.NBWatch // table -> rows by key
+}
+
+// keep snapshots the flows and NB rows and starts watching the NB
+// tables' churn.
+func (h *harness) keep(t *testing.T) *kept {
+	nb := h.cl.OVN.NB
+	return &kept{before: h.snapshot(t), watch: map[string]*testbed.NBWatch{
+		nbdb.LoadBalancerTable: testbed.WatchNB(t, nb, nbdb.LoadBalancerTable, &nbdb.LoadBalancer{},
+			func(lb *nbdb.LoadBalancer) string { return lb.Name }),
+		nbdb.LogicalRouterPolicyTable: testbed.WatchNB(t, nb, nbdb.LogicalRouterPolicyTable, &nbdb.LogicalRouterPolicy{},
+			func(p *nbdb.LogicalRouterPolicy) string { return strconv.Itoa(p.Priority) + " " + p.Match }),
+		nbdb.NATTable: testbed.WatchNB(t, nb, nbdb.NATTable, &nbdb.NAT{},
+			func(n *nbdb.NAT) string { return n.Type + " " + n.LogicalIP + " " + n.ExternalIP }),
+	}}
+}
+
+// check fails t unless, across what, every node's owned flows and the
+// NB rows are as k's snapshot has them, no row of a watched table was
+// inserted or deleted, and no owned flow of the nodes given is younger
+// than since (none was re-added). It returns a summary.
+func (h *harness) check(t *testing.T, k *kept, what string, since time.Time, nodes ...*testbed.ClusterNode) string {
+	t.Helper()
+	changed := false
+	errorf := func(format string, args ...any) {
+		t.Helper()
+		changed = true
+		t.Errorf(format, args...)
+	}
+	after := h.snapshot(t)
+	for _, n := range h.cl.Nodes {
+		if !slices.Equal(k.before.flows[n.Name], after.flows[n.Name]) {
+			errorf("%s's owned flows changed across %s:\nbefore:\n%s\nafter:\n%s", n.Name, what,
+				strings.Join(k.before.flows[n.Name], "\n"), strings.Join(after.flows[n.Name], "\n"))
+		}
+	}
+	if !slices.Equal(k.before.lbs, after.lbs) {
+		errorf("NB load balancers changed across %s:\nbefore %q\nafter %q", what, k.before.lbs, after.lbs)
+	}
+	if !slices.Equal(k.before.rows, after.rows) {
+		gone := slices.DeleteFunc(slices.Clone(k.before.rows), func(r string) bool { return slices.Contains(after.rows, r) })
+		added := slices.DeleteFunc(slices.Clone(after.rows), func(r string) bool { return slices.Contains(k.before.rows, r) })
+		errorf("NB router policies, NATs or address sets changed across %s:\ngone:\n%s\nnew:\n%s", what,
+			strings.Join(gone, "\n"), strings.Join(added, "\n"))
+	}
+	for table, w := range k.watch {
+		if ins, del := w.Churn(); ins != 0 || del != 0 {
+			errorf("NB %s churn across %s: %d inserted, %d deleted", table, what, ins, del)
+		}
+	}
+	// No flow was re-added: every owned flow of the nodes is older than
+	// since.
+	age := time.Since(since).Seconds()
+	var total int
+	for _, n := range nodes {
+		flows, err := ownedFlows(n, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += len(flows)
+		var young []string
+		for _, l := range flows {
+			if m := durationRE.FindStringSubmatch(l); m != nil {
+				if d, _ := strconv.ParseFloat(m[1], 64); d < age-0.5 {
+					young = append(young, l)
+				}
+			}
+		}
+		if len(young) > 0 {
+			errorf("%d of %d owned flows on %s were (re)installed across %s, %.1fs ago:\n%s", len(young), len(flows),
+				n.Name, what, age, strings.Join(young, "\n"))
+		}
+	}
+	if changed {
+		return "CHANGED: see the errors"
+	}
+	return fmt.Sprintf("%d owned flows on %d node(s) unchanged and older than %s (%.1fs), NB load balancers %q and %d router policy/NAT/address set rows unchanged (same UUIDs), no %s insert or delete",
+		total, len(nodes), what, age, after.lbs, len(after.rows), strings.Join(slices.Sorted(maps.Keys(k.watch)), "/"))
 }
 
 // durationRE finds a dumped flow's age.
@@ -561,11 +674,10 @@ func (h *harness) restartNode(t *testing.T) {
 	}
 	pod := pods[i]
 	restarts := pod.Status.ContainerStatuses[0].RestartCount
-	before := h.snapshot(t)
-	if len(vipFlows(before.flows[node.Name])) == 0 || len(before.lbs) == 0 {
-		t.Fatalf("nothing to keep: flows %v, NB %v", before.flows[node.Name], before.lbs)
+	k := h.keep(t)
+	if len(vipFlows(k.before.flows[node.Name])) == 0 || len(k.before.lbs) == 0 {
+		t.Fatalf("nothing to keep: flows %v, NB %v", k.before.flows[node.Name], k.before.lbs)
 	}
-	lbs := testbed.WatchNB(t, h.cl.OVN.NB, nbdb.LoadBalancerTable, &nbdb.LoadBalancer{}, func(lb *nbdb.LoadBalancer) string { return lb.Name })
 	pid, err := containerPID(node, &pod)
 	if err != nil {
 		t.Fatal(err)
@@ -602,40 +714,7 @@ func (h *harness) restartNode(t *testing.T) {
 	h.measured("node instance killed -> container running again", restarted)
 	h.measured("node instance killed -> pod Ready again", time.Since(killed))
 
-	after := h.snapshot(t)
-	for _, n := range h.cl.Nodes {
-		if !slices.Equal(before.flows[n.Name], after.flows[n.Name]) {
-			t.Errorf("%s's owned flows changed across the restart:\nbefore:\n%s\nafter:\n%s", n.Name,
-				strings.Join(before.flows[n.Name], "\n"), strings.Join(after.flows[n.Name], "\n"))
-		}
-	}
-	if !slices.Equal(before.lbs, after.lbs) {
-		t.Errorf("NB load balancers changed across the restart:\nbefore %q\nafter %q", before.lbs, after.lbs)
-	}
-	if ins, del := lbs.Churn(); ins != 0 || del != 0 {
-		t.Errorf("NB Load_Balancer churn across the restart: %d inserted, %d deleted", ins, del)
-	}
-	// No flow was re-added: every owned flow of the node is older than
-	// the kill.
-	flows, err := ownedFlows(h.cl.Nodes[0], true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	age := time.Since(killed).Seconds()
-	var young []string
-	for _, l := range flows {
-		if m := durationRE.FindStringSubmatch(l); m != nil {
-			if d, _ := strconv.ParseFloat(m[1], 64); d < age-0.5 {
-				young = append(young, l)
-			}
-		}
-	}
-	if len(young) > 0 {
-		t.Errorf("%d of %d owned flows on %s were (re)installed after the kill %.1fs ago:\n%s", len(young), len(flows),
-			h.cl.Nodes[0].Name, age, strings.Join(young, "\n"))
-	}
-	t.Logf("across the restart: %d owned flows on %s unchanged (all older than the kill), NB load balancers %q unchanged, no Load_Balancer churn",
-		len(flows), h.cl.Nodes[0].Name, after.lbs)
+	t.Logf("across the restart: %s", h.check(t, k, "the kill", killed, h.cl.Nodes[0]))
 	// Still served.
 	if line, err := e2e.Reply(h.cl.Client, vip.String()+":80", payload, 3*time.Second); err != nil || !strings.HasPrefix(line, backendName+" ") {
 		t.Errorf("after the restart, %s:80 answered %q, %v", vip, line, err)
