@@ -347,9 +347,7 @@ func (c *KubeCluster) AddNode(t T, ns *Netns, o KubeNodeOptions) *KubeNode {
 	n.ImportImage(t, pause, "localhost/pause")
 	ctrdUp := time.Since(begin)
 
-	n.kubelet = n.start(t, "kubelet", kubelet, "--config="+filepath.Join(dir, "kubelet-config.yaml"),
-		"--kubeconfig="+filepath.Join(dir, "node.kubeconfig"), "--root-dir="+filepath.Join(dir, "kubelet"),
-		"--hostname-override="+n.Name, "--node-ip="+n.IP.String())
+	n.kubelet = n.startKubelet(t)
 	n.proxy = n.start(t, "kube-proxy", proxy, "--kubeconfig="+filepath.Join(dir, "node.kubeconfig"),
 		"--hostname-override="+n.Name, "--proxy-mode=iptables", "--conntrack-max-per-core=0",
 		"--conntrack-tcp-timeout-established=0", "--conntrack-tcp-timeout-close-wait=0",
@@ -395,6 +393,58 @@ func (c *KubeCluster) AddNode(t T, ns *Netns, o KubeNodeOptions) *KubeNode {
 func (c *KubeCluster) AddClusterNode(t T, cn *ClusterNode) *KubeNode {
 	t.Helper()
 	return c.AddNode(t, cn.NS, KubeNodeOptions{Name: cn.Name, IP: cn.IP, OVSRunDir: cn.RunDir})
+}
+
+// startKubelet starts the node's kubelet.
+func (n *KubeNode) startKubelet(t T) *daemon {
+	t.Helper()
+	return n.start(t, "kubelet", KubeBinPath("kubelet"), "--config="+filepath.Join(n.Dir, "kubelet-config.yaml"),
+		"--kubeconfig="+filepath.Join(n.Dir, "node.kubeconfig"), "--root-dir="+filepath.Join(n.Dir, "kubelet"),
+		"--hostname-override="+n.Name, "--node-ip="+n.IP.String())
+}
+
+// KillKubelet kills the node's kubelet (SIGKILL, by its PID) and waits
+// until it is reaped, as a machine dying would stop it: nothing restarts
+// the node's containers or reports their status any more, while
+// containerd, kube-proxy and the containers still run (a test kills what
+// it wants of them). It returns the PID.
+func (n *KubeNode) KillKubelet(t T) int {
+	t.Helper()
+	if err := n.kubelet.kill(); err != nil {
+		t.Fatalf("testbed: node %s: %v", n.Name, err)
+	}
+	return n.kubelet.cmd.Process.Pid
+}
+
+// RestartKubelet starts a killed kubelet (KillKubelet) again, with the
+// same configuration and state directory, as a rebooted machine would;
+// it returns once the Node is Ready again, by a status the new kubelet
+// posted.
+func (n *KubeNode) RestartKubelet(t T) {
+	t.Helper()
+	if n.kubelet.alive() {
+		t.Fatalf("testbed: node %s: RestartKubelet of a running kubelet", n.Name)
+	}
+	started := time.Now()
+	n.kubelet = n.startKubelet(t)
+	err := waitFor(kubeNodeTimeout, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		node, err := n.c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			return n.kubelet.check(err)
+		}
+		for _, cond := range node.Status.Conditions {
+			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue &&
+				cond.LastHeartbeatTime.After(started.Add(-time.Second)) {
+				return n.kubelet.check(nil)
+			}
+		}
+		return n.kubelet.check(fmt.Errorf("node %s not Ready since the restart: %+v", n.Name, node.Status.Conditions))
+	})
+	if err != nil {
+		t.Fatalf("testbed: node %s: restarted kubelet: %v%s", n.Name, err, tails(logPaths(n.Dir, "kubelet")))
+	}
 }
 
 // mountScript sets the node's mount namespace up (see KubeNode), then

@@ -35,6 +35,23 @@
 // one egress-assignable node the second one; the loss window measured,
 // aim < 1 s) — no owned flow re-added or changed and no NB load
 // balancer, router policy, NAT or address set changed or re-inserted;
+// a chassis-kill failover (both nodes egress-assignable): the node the
+// EgressIP's status names dies as a machine would, its kubelet killed
+// by PID (testbed's KubeNode.KillKubelet: nothing restarts or reports
+// its pods), its chassis killed (ClusterNode.Kill) and the kubelet-run
+// ovnedge containers on it killed by PID (the node pod, and the leader
+// pod there, which may hold the Lease), while the sender pod on the
+// other node streams UDP every 10 ms: the status must name the
+// surviving node, the stream arrive from the egress IP again, and the
+// leader's reachability check (its "egress node reachability" log line,
+// read from the container log files) must have moved the IP while the
+// dead kubelet's Node was still Ready (before the node-monitor grace
+// period); the loss window, the time to the status moving, to the
+// leader's line and, if the dead node's leader held it, to the Lease's
+// takeover are measured; the node is then restored (the chassis
+// restarted, the kubelet restarted, KubeNode.RestartKubelet, which
+// restarts the killed containers) until every ovnedge pod is Ready and
+// Reconciled again;
 // and `helm uninstall --wait`, whose pre-delete hook Job has every
 // instance remove what it wrote (NB load balancers, flows with ovnedge's
 // cookies, the Lease) before the pods go.

@@ -161,6 +161,7 @@ func TestHelm(t *testing.T) {
 		{"ExternalIP", h.externalIP},
 		{"RestartNode", h.restartNode},
 		{"Upgrade", h.upgrade},
+		{"Failover", h.failover},
 		{"Uninstall", h.uninstall},
 	}
 	for _, s := range steps {
