@@ -277,45 +277,13 @@ func (c *KubeCluster) AddNode(t T, ns *Netns, o KubeNodeOptions) *KubeNode {
 	if ovsRun == "" {
 		ovsRun = filepath.Join(dir, "openvswitch")
 	}
-	for _, d := range []string{ovsRun, "cni-conf", "cni-lib", "log", "kubelet", "volume-plugins", "containerd"} {
-		if !filepath.IsAbs(d) {
-			d = filepath.Join(dir, d)
-		}
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return fail("%v", err)
-		}
+	if err := n.makeDirs(ovsRun); err != nil {
+		return fail("%v", err)
 	}
-	// Mount points for the node's own directories (what installing CNI
-	// plugins makes on a host).
-	for _, d := range []string{"/etc/cni/net.d", "/var/lib/cni"} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return fail("%v", err)
-		}
-	}
-
-	// The apiserver, forwarded: KubeAPIAddress on a link of its own (with the
-	// node IP when it has none of its own) and, unless the namespace
-	// routes it, the service network there too, so that a connection to
-	// a ClusterIP has a route for kube-proxy's DNAT to rewrite.
-	// (a veth whose peer is down: no dummy module in some kernels)
-	mustRun(t, nil, "ip", "-n", ns.Name, "link", "add", kubeAPILink, "type", "veth", "peer", "name", kubeAPILink+"p")
-	mustRun(t, nil, "ip", "-n", ns.Name, "addr", "add", KubeAPIAddress+"/32", "dev", kubeAPILink)
-	if !n.IP.IsValid() {
-		b := netip.MustParseAddr(KubeNodeAddressBase).As4()
-		b[3] = byte(index)
-		n.IP = netip.AddrFrom4(b)
-		mustRun(t, nil, "ip", "-n", ns.Name, "addr", "add", n.IP.String()+"/32", "dev", kubeAPILink)
-	}
-	mustRun(t, nil, "ip", "-n", ns.Name, "link", "set", kubeAPILink, "up")
-	if _, err := run("ip", "-n", ns.Name, "route", "get", KubeServiceIP); err != nil {
-		mustRun(t, nil, "ip", "-n", ns.Name, "route", "add", kubeServiceNet, "dev", kubeAPILink)
-	}
-	u, err := url.Parse(c.URL)
+	server, err := n.linkAPI(t, index)
 	if err != nil {
-		return fail("apiserver URL %s: %v", c.URL, err)
+		return fail("%v", err)
 	}
-	ns.ForwardTo(t, KubeAPIAddress+":"+u.Port(), u.Host)
-	server := "https://" + KubeAPIAddress + ":" + u.Port()
 
 	if err := n.writeConfig(server, subnet); err != nil {
 		return fail("%v", err)
@@ -353,7 +321,66 @@ func (c *KubeCluster) AddNode(t T, ns *Netns, o KubeNodeOptions) *KubeNode {
 		"--conntrack-tcp-timeout-established=0", "--conntrack-tcp-timeout-close-wait=0",
 		"--metrics-bind-address=127.0.0.1:10249", "--healthz-bind-address=127.0.0.1:10256")
 
-	var registered time.Duration
+	registered, err := n.waitReady(begin)
+	if err != nil {
+		return fail("%v", err)
+	}
+	t.Logf("testbed: node %s (%s, netns %s) Ready in %v (containerd and pause image %v, registered %v; dir %s)",
+		n.Name, n.IP, ns.Name, time.Since(begin).Round(time.Millisecond), ctrdUp.Round(time.Millisecond),
+		registered.Round(time.Millisecond), dir)
+	return n
+}
+
+// makeDirs makes the node's directories (its OVS run directory among
+// them) and the host's mount points for the node's own (what installing
+// CNI plugins makes on a host).
+func (n *KubeNode) makeDirs(ovsRun string) error {
+	for _, d := range []string{ovsRun, "cni-conf", "cni-lib", "log", "kubelet", "volume-plugins", "containerd",
+		"/etc/cni/net.d", "/var/lib/cni"} {
+		if !filepath.IsAbs(d) {
+			d = filepath.Join(n.Dir, d)
+		}
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// linkAPI gives the node's namespace the apiserver, forwarded, and
+// returns its URL there: KubeAPIAddress on a link of its own (with the
+// node IP, the index-th of KubeNodeAddressBase, when it has none of its
+// own) and, unless the namespace routes it, the service network there
+// too, so that a connection to a ClusterIP has a route for kube-proxy's
+// DNAT to rewrite. (A veth whose peer is down: no dummy module in some
+// kernels.)
+func (n *KubeNode) linkAPI(t T, index int) (string, error) {
+	t.Helper()
+	ns := n.NS.Name
+	mustRun(t, nil, "ip", "-n", ns, "link", "add", kubeAPILink, "type", "veth", "peer", "name", kubeAPILink+"p")
+	mustRun(t, nil, "ip", "-n", ns, "addr", "add", KubeAPIAddress+"/32", "dev", kubeAPILink)
+	if !n.IP.IsValid() {
+		b := netip.MustParseAddr(KubeNodeAddressBase).As4()
+		b[3] = byte(index)
+		n.IP = netip.AddrFrom4(b)
+		mustRun(t, nil, "ip", "-n", ns, "addr", "add", n.IP.String()+"/32", "dev", kubeAPILink)
+	}
+	mustRun(t, nil, "ip", "-n", ns, "link", "set", kubeAPILink, "up")
+	if _, err := run("ip", "-n", ns, "route", "get", KubeServiceIP); err != nil {
+		mustRun(t, nil, "ip", "-n", ns, "route", "add", kubeServiceNet, "dev", kubeAPILink)
+	}
+	u, err := url.Parse(n.c.URL)
+	if err != nil {
+		return "", fmt.Errorf("apiserver URL %s: %w", n.c.URL, err)
+	}
+	n.NS.ForwardTo(t, KubeAPIAddress+":"+u.Port(), u.Host)
+	return "https://" + KubeAPIAddress + ":" + u.Port(), nil
+}
+
+// waitReady waits until the node's Node is Ready while its containerd,
+// kubelet and kube-proxy run, and returns when (since begin) the Node was
+// first registered.
+func (n *KubeNode) waitReady(begin time.Time) (registered time.Duration, err error) {
 	err = waitFor(kubeNodeTimeout, func() error {
 		for _, d := range []*daemon{n.containerd, n.kubelet, n.proxy} {
 			if err := d.check(nil); err != nil {
@@ -362,7 +389,7 @@ func (c *KubeCluster) AddNode(t T, ns *Netns, o KubeNodeOptions) *KubeNode {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		node, err := c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		node, err := n.c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -379,13 +406,7 @@ func (c *KubeCluster) AddNode(t T, ns *Netns, o KubeNodeOptions) *KubeNode {
 		}
 		return fmt.Errorf("node %s has no Ready condition", n.Name)
 	})
-	if err != nil {
-		return fail("%v", err)
-	}
-	t.Logf("testbed: node %s (%s, netns %s) Ready in %v (containerd and pause image %v, registered %v; dir %s)",
-		n.Name, n.IP, ns.Name, time.Since(begin).Round(time.Millisecond), ctrdUp.Round(time.Millisecond),
-		registered.Round(time.Millisecond), dir)
-	return n
+	return registered, err
 }
 
 // AddClusterNode makes a StartCluster node a Kubernetes node: its name,

@@ -290,23 +290,15 @@ func (h *harness) restore(t *testing.T, kn *testbed.KubeNode, node string) {
 	kn.RestartKubelet(t)
 	kubelet := time.Since(begin)
 	h.eventually(t, 120*time.Second, "every ovnedge pod Running, Ready and Reconciled after the restore", func() error {
-		pods, err := h.pods(h.ctx)
-		if err != nil {
-			return err
-		}
-		if len(pods) != len(h.nodes)+leaderReplicas {
-			return fmt.Errorf("%d pods, want %d", len(pods), len(h.nodes)+leaderReplicas)
-		}
-		for i := range pods {
-			p := &pods[i]
-			if err := podReady(p); err != nil {
-				return err
+		return h.everyPodReady(func(p *corev1.Pod) error {
+			if p.Spec.NodeName != node {
+				return nil
 			}
-			if c := condition(p, corev1.PodReady); p.Spec.NodeName == node && !c.LastTransitionTime.After(begin.Add(-time.Second)) {
+			if c := condition(p, corev1.PodReady); c != nil && !c.LastTransitionTime.After(begin.Add(-time.Second)) {
 				return fmt.Errorf("pod %s Ready since %s, before the restore", p.Name, c.LastTransitionTime)
 			}
-		}
-		return nil
+			return nil
+		})
 	})
 	h.measured("restore: chassis restarted", chassis)
 	h.measured("restore: + kubelet restarted, Node Ready", kubelet)

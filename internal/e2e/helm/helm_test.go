@@ -285,6 +285,27 @@ func (h *harness) pods(ctx context.Context) ([]corev1.Pod, error) {
 	return list.Items, nil
 }
 
+// everyPodReady checks that the release has its node and leader pods, each
+// Running, Ready and Reconciled (podReady) and passing check.
+func (h *harness) everyPodReady(check func(*corev1.Pod) error) error {
+	pods, err := h.pods(h.ctx)
+	if err != nil {
+		return err
+	}
+	if len(pods) != len(h.nodes)+leaderReplicas {
+		return fmt.Errorf("%d pods, want %d", len(pods), len(h.nodes)+leaderReplicas)
+	}
+	for i := range pods {
+		if err := check(&pods[i]); err != nil {
+			return err
+		}
+		if err := podReady(&pods[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func condition(p *corev1.Pod, typ corev1.PodConditionType) *corev1.PodCondition {
 	for i := range p.Status.Conditions {
 		if p.Status.Conditions[i].Type == typ {

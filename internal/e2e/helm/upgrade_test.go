@@ -123,26 +123,15 @@ func (h *harness) upgrade(t *testing.T) {
 		} else if depDone == 0 {
 			depDone = time.Since(begin)
 		}
-		pods, err := h.pods(h.ctx)
-		if err != nil {
-			return err
-		}
-		if len(pods) != len(h.nodes)+leaderReplicas {
-			return fmt.Errorf("%d pods, want %d", len(pods), len(h.nodes)+leaderReplicas)
-		}
-		for i := range pods {
-			p := &pods[i]
+		return h.everyPodReady(func(p *corev1.Pod) error {
 			if img := p.Spec.Containers[0].Image; img != imageRepo+":"+newTag {
 				return fmt.Errorf("pod %s runs %s", p.Name, img)
 			}
 			if slices.ContainsFunc(oldPods, func(o corev1.Pod) bool { return o.UID == p.UID }) {
 				return fmt.Errorf("pod %s is from before the upgrade", p.Name)
 			}
-			if err := podReady(p); err != nil {
-				return err
-			}
-		}
-		return nil
+			return nil
+		})
 	})
 	rollout := time.Since(begin)
 	h.measured("upgrade -> DaemonSet rolled out", dsDone)
