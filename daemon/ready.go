@@ -39,9 +39,10 @@ type readyState struct {
 
 // readiness is an instance's readiness: ready once its informers have
 // synced and its own work last succeeded: the node's pass (on an instance
-// with a node) and, while it leads, the cluster pass. Every update goes to
-// publish, which is told whether readiness or its reason changed (the
-// error's text alone changes from pass to pass).
+// with a node) and, while it leads, the cluster pass. Every new state goes
+// to publish, which is told whether readiness or its reason changed (the
+// error's text alone changes from pass to pass); a pass that leaves it as
+// it was publishes nothing.
 type readiness struct {
 	mu      sync.Mutex
 	synced  bool
@@ -88,10 +89,10 @@ func (r *readiness) update(f func()) {
 	r.mu.Lock()
 	f()
 	s := r.state()
-	changed := s.ready != r.last.ready || s.reason != r.last.reason
+	same, changed := s == r.last, s.ready != r.last.ready || s.reason != r.last.reason
 	r.last = s
 	r.mu.Unlock()
-	if r.publish != nil {
+	if r.publish != nil && !same {
 		r.publish(s, changed)
 	}
 }
@@ -161,6 +162,7 @@ func (p *podReporter) report(s readyState) {
 // every few seconds.
 func (p *podReporter) run(ctx context.Context) {
 	var written *readyState
+	var since metav1.Time // when ready last flipped: the condition's transition
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
 	for {
@@ -176,7 +178,10 @@ func (p *podReporter) run(ctx context.Context) {
 		if written != nil && *written == s {
 			continue
 		}
-		if err := p.write(ctx, s); err != nil {
+		if written == nil || written.ready != s.ready {
+			since = metav1.Now()
+		}
+		if err := p.write(ctx, s, since); err != nil {
 			p.log.Warn("readiness condition not written", "pod", p.namespace+"/"+p.pod, "err", err)
 			retry.Reset(3 * time.Second)
 			continue
@@ -188,8 +193,9 @@ func (p *podReporter) run(ctx context.Context) {
 	}
 }
 
-// write patches ReadyCondition on the Pod's status.
-func (p *podReporter) write(ctx context.Context, s readyState) error {
+// write patches ReadyCondition on the Pod's status; since is when its
+// status last flipped.
+func (p *podReporter) write(ctx context.Context, s readyState, since metav1.Time) error {
 	status := corev1.ConditionFalse
 	if s.ready {
 		status = corev1.ConditionTrue
@@ -198,7 +204,7 @@ func (p *podReporter) write(ctx context.Context, s readyState) error {
 	// one, which omitempty would leave in place.
 	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []map[string]any{{
 		"type": ReadyCondition, "status": status, "reason": s.reason, "message": s.message,
-		"lastTransitionTime": metav1.Now(),
+		"lastTransitionTime": since,
 	}}}})
 	if err != nil {
 		return err
