@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"fmt"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -328,6 +330,7 @@ func (c *Cluster) startNode(i int, name string) *ClusterNode {
 		"other_config:hwaddr="+nd.MAC,
 		"--", "add-port", ClusterBridge, ClusterUplink, "--", "set", "Interface", ClusterUplink, "ofport_request=1")
 	nd.configureHost()
+	go nd.keepTunnelRoute(nd.vswitchd)
 
 	nd.Vsctl("set", "Open_vSwitch", ".",
 		"external_ids:system-id="+name,
@@ -355,21 +358,57 @@ func (n *ClusterNode) configureHost() {
 	// ovs-vswitchd learns br-phy's new address from a netlink
 	// notification: until then it refuses the route ("Error while
 	// inserting route"), for a while on a loaded machine.
-	argv := []string{"ovs-appctl", "-t", filepath.Join(n.Dir, "ovs-vswitchd.ctl"), "ovs/route/add",
-		netip.PrefixFrom(n.UnderlayIP, 24).Masked().String(), "br-phy", "pkt_mark=1009"}
-	added := false
-	for deadline := time.Now().Add(10 * time.Second); !added && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		_, err := run(argv...)
-		added = err == nil
-	}
-	if !added {
-		mustRun(t, logPaths(n.Dir, "ovs-vswitchd"), argv...)
+	if err := n.addTunnelRoute(); err != nil {
+		t.Fatalf("testbed: node %s: %v%s", n.Name, err, tails(logPaths(n.Dir, "ovs-vswitchd")))
 	}
 	n.NS.Run(t, "ip", "addr", "replace", netip.PrefixFrom(n.IP, ClusterExtPrefix).String(), "dev", ClusterBridge)
 	n.NS.Run(t, "ip", "link", "set", ClusterBridge, "up")
 	n.NS.Run(t, "ip", "route", "replace", "default", "via", ClusterGatewayIP)
 	n.NS.Run(t, "ip", "addr", "replace", netip.PrefixFrom(n.IP6, ClusterExtPrefix6).String(), "dev", ClusterBridge, "nodad")
 	n.NS.Run(t, "ip", "-6", "route", "replace", "default", "via", ClusterGatewayIP6)
+}
+
+// addTunnelRoute adds the userspace datapath's route for tunnel packets
+// marked 1009 (see configureHost), retrying for up to 10 s while
+// ovs-vswitchd has not yet learnt br-phy's address.
+func (n *ClusterNode) addTunnelRoute() error {
+	argv := []string{"ovs-appctl", "-t", filepath.Join(n.Dir, "ovs-vswitchd.ctl"), "ovs/route/add",
+		netip.PrefixFrom(n.UnderlayIP, 24).Masked().String(), "br-phy", "pkt_mark=1009"}
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if _, err = run(argv...); err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("tunnel route: %w", err)
+}
+
+// keepTunnelRoute puts the tunnel route back each time the monitor d
+// restarts a crashed ovs-vswitchd (the route lives in the daemon's memory
+// only; a node's own network scripts would do the same), until d exits.
+// Bridges, taps and their addresses outlive the crash (the taps are
+// persistent).
+func (n *ClusterNode) keepTunnelRoute(d *daemon) {
+	pidfile := filepath.Join(n.Dir, "ovs-vswitchd.pid")
+	last, _ := readPidfile(pidfile)
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-d.done:
+			return
+		case <-tick.C:
+		}
+		pid, err := readPidfile(pidfile)
+		if err != nil || pid == last || !d.alive() {
+			continue
+		}
+		if err := n.addTunnelRoute(); err != nil {
+			fmt.Fprintf(os.Stderr, "testbed: node %s: ovs-vswitchd restarted by its monitor: %v\n", n.Name, err)
+			continue
+		}
+		last = pid
+	}
 }
 
 // Vsctl runs ovs-vsctl against the node's database.
@@ -668,6 +707,34 @@ func (n *ClusterNode) Alive() bool {
 	return n.ovsdb.alive() && n.vswitchd.alive() && n.ctl.alive()
 }
 
+// CrashVswitchd aborts the node's ovs-vswitchd (SIGABRT, as a failed
+// assertion does) and returns once its monitor has started a new one and
+// the tunnel route is back: bridges, ports and addresses stay, OpenFlow
+// tables and the datapath's conntrack are gone until ovn-controller and
+// ovnedge program them again.
+func (n *ClusterNode) CrashVswitchd() {
+	t := n.c.T()
+	t.Helper()
+	pidfile := filepath.Join(n.Dir, "ovs-vswitchd.pid")
+	pid, err := readPidfile(pidfile)
+	if err != nil || parentOf(pid) != n.vswitchd.cmd.Process.Pid {
+		t.Fatalf("testbed: node %s: no ovs-vswitchd of its monitor to crash (pid %d, %v)", n.Name, pid, err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGABRT); err != nil {
+		t.Fatalf("testbed: node %s: %v", n.Name, err)
+	}
+	err = waitFor(readyTimeout, func() error {
+		out, err := run("ovs-appctl", "-t", filepath.Join(n.Dir, "ovs-vswitchd.ctl"), "ovs/route/show")
+		if now, _ := readPidfile(pidfile); err == nil && (now == pid || !strings.Contains(out, "MARK 1009")) {
+			err = fmt.Errorf("ovs-vswitchd %d not replaced with its tunnel route yet", pid)
+		}
+		return n.vswitchd.check(err)
+	})
+	if err != nil {
+		t.Fatalf("testbed: node %s: %v", n.Name, err)
+	}
+}
+
 // Kill stops the node's chassis as a crash would: ovn-controller,
 // ovs-vswitchd and ovsdb-server get SIGKILL. Its namespace, links and
 // addresses stay (a dead machine's cable stays plugged in).
@@ -713,6 +780,7 @@ func (n *ClusterNode) Restart() {
 		t.Fatalf("testbed: node %s: restart: %v", n.Name, err)
 	}
 	n.configureHost()
+	go n.keepTunnelRoute(n.vswitchd)
 	n.configureManagementPort()
 	n.configureForwarding()
 	if n.HostMAC != "" {

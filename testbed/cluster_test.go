@@ -2,7 +2,6 @@ package testbed
 
 import (
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -35,7 +34,8 @@ func TestCluster(t *testing.T) {
 }
 
 // TestClusterNodeRestart crashes a node's ovs-vswitchd (its monitor
-// restarts it), then kills the node's chassis and restarts it: each time
+// restarts it; CrashVswitchd waits for the tunnel route the testbed puts
+// back), then kills the node's chassis and restarts it: each time
 // its pods and management port are reachable again over geneve.
 func TestClusterNodeRestart(t *testing.T) {
 	c := StartCluster(t, ClusterOptions{Nodes: 2})
@@ -53,9 +53,7 @@ func TestClusterNodeRestart(t *testing.T) {
 	}
 
 	crashed := pids(t, n.Dir, "ovs-vswitchd")[0]
-	if err := syscall.Kill(crashed, syscall.SIGABRT); err != nil {
-		t.Fatal(err)
-	}
+	n.CrashVswitchd()
 	reachable()
 	if pids(t, n.Dir, "ovs-vswitchd")[0] == crashed || !n.Alive() {
 		t.Fatal("ovs-vswitchd not restarted by its monitor")

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -84,7 +85,9 @@ var hostFailures = []failure{
 // answers nor answers that went back to the old node (the old node's
 // kernel is silent before the new one adds the address; its gratuitous
 // ARP then points the host at it). A node whose eth2 is down reports the
-// IP refused on its Node, with an EgressIPHostRequirement event.
+// IP refused on its Node, with an EgressIPHostRequirement event. An
+// ovs-vswitchd crash, on the sender's node or the egress node, costs
+// packets but moves nothing.
 func TestHostEgressFailover(t *testing.T) {
 	env := shared.With(t)
 	env.RestartLeader("--egressip-fast-failover")
@@ -101,6 +104,35 @@ func TestHostEgressFailover(t *testing.T) {
 				hostRefusal(t, e, from, eip)
 			}
 		})
+	}
+	for i, node := range []string{w1, ""} {
+		t.Run(fmt.Sprintf("VswitchdCrash/%d", i), func(t *testing.T) {
+			vswitchdCrash(t, env.With(t), pod, eip, node, uint16(9410+i))
+		})
+	}
+}
+
+// vswitchdCrash crashes ovs-vswitchd on node (the egress node when "")
+// under a stream from pod to the host client, as OVS 3.1.0's userspace
+// conntrack assertion does: its monitor restarts it, ovn-controller and
+// ovnedge program it again, and the stream arrives from eip once more,
+// with the egress IP where it was.
+func vswitchdCrash(t *testing.T, e *Env, pod *testbed.Pod, eip netip.Addr, node string, port uint16) {
+	owner := e.EgressNode("hostegr", eip, "")
+	if node == "" {
+		node = owner
+	}
+	s := egressStreamTo(t, e, pod, eip, e.HostClient, netip.MustParseAddr(testbed.ClusterHostClientIP), port, 30*time.Second)
+	defer s.Stop()
+	at, sent := time.Now(), s.Sent()
+	e.Node(node).CrashVswitchd()
+	e.Eventually(30*time.Second, "stream from the egress IP after the crash", func() error {
+		return s.ArrivedAfter(sent+5, eip)
+	})
+	gap, _ := s.Gap(at)
+	t.Logf("ovs-vswitchd of %s crashed (egress node %s): loss window %v", node, owner, gap.Round(time.Millisecond))
+	if now := e.EgressNode("hostegr", eip, ""); now != owner {
+		t.Errorf("egress IP moved from %s to %s on a crash of %s's ovs-vswitchd", owner, now, node)
 	}
 }
 
