@@ -4,9 +4,13 @@
 # internet and cached: prints the path of its OCI archive,
 # ${XDG_CACHE_HOME:-$HOME/.cache}/ovnedge/pause-<version>/pause.tar.
 #
-# The image is one static Go binary (CGO_ENABLED=0), /pause, that waits for
-# SIGTERM or SIGINT and exits 0, on an empty base, packed as scripts/image.sh
-# packs ovnedge's: crane against a registry served on loopback for the build
+# The image holds two static Go binaries (CGO_ENABLED=0) on an empty base:
+# /pause, the entrypoint, waits for SIGTERM or SIGINT and exits 0;
+# /netserver PORT... is the test pods' server: on every TCP connection to
+# one of its ports it writes "<hostname> <client address>\n" (a pod's
+# hostname is its name) and echoes what it reads, the protocol of
+# internal/e2e's Serve and Reply. It is packed as scripts/image.sh packs
+# ovnedge's: crane against a registry served on loopback for the build
 # only. Its index.json names the manifest by its tag
 # (org.opencontainers.image.ref.name, without which `ctr images import`
 # imports nothing); import it with
@@ -16,7 +20,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-version=1
+version=2
 dir=${XDG_CACHE_HOME:-$HOME/.cache}/ovnedge/pause-$version
 out=$dir/pause.tar
 if [[ -f $out ]]; then
@@ -34,13 +38,59 @@ cleanup() {
 }
 trap cleanup EXIT
 
-mkdir -p "$tmp/src" "$tmp/rootfs"
+mkdir -p "$tmp/src/pause" "$tmp/src/netserver" "$tmp/rootfs"
 cat >"$tmp/src/go.mod" <<'EOM'
 module pause
 
 go 1.24
 EOM
-cat >"$tmp/src/main.go" <<'EOM'
+cat >"$tmp/src/netserver/main.go" <<'EOM'
+// netserver serves TCP on every port named in its arguments: it greets
+// each connection with "<hostname> <client address>\n" and echoes what it
+// reads until the client closes or 30 s pass.
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"time"
+)
+
+func main() {
+	host, _ := os.Hostname()
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: netserver PORT...")
+		os.Exit(2)
+	}
+	for _, port := range os.Args[1:] {
+		ln, err := net.Listen("tcp", ":"+port)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		go serve(ln, host)
+	}
+	select {}
+}
+
+func serve(ln net.Listener, host string) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			continue
+		}
+		go func() {
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+			fmt.Fprintf(c, "%s %s\n", host, c.RemoteAddr())
+			_, _ = io.Copy(c, c)
+		}()
+	}
+}
+EOM
+cat >"$tmp/src/pause/main.go" <<'EOM'
 // pause is the sandbox process of a pod: it holds the pod's namespaces
 // and exits when the runtime stops the sandbox.
 package main
@@ -57,8 +107,10 @@ func main() {
 	<-c
 }
 EOM
-(cd "$tmp/src" && GOFLAGS= CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags=-s -o "$tmp/rootfs/pause" .)
-tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$tmp/rootfs" -cf "$tmp/layer.tar" pause
+for prog in pause netserver; do
+  (cd "$tmp/src" && GOFLAGS= CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags=-s -o "$tmp/rootfs/$prog" "./$prog")
+done
+tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$tmp/rootfs" -cf "$tmp/layer.tar" pause netserver
 
 # A registry on loopback for crane mutate, for this build only.
 "$crane" registry serve --address 127.0.0.1:0 >"$tmp/registry.log" 2>&1 &

@@ -11,6 +11,7 @@ package testbed
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -49,7 +50,7 @@ const (
 	// scripts/pause-image.sh's archive (PauseArchivePath). Pods may run it
 	// too: it waits for SIGTERM.
 	PauseImage   = "localhost/pause:" + pauseVersion
-	pauseVersion = "1"
+	pauseVersion = "2"
 	// KubeNodePodSubnet is the default subnet of a node's CNI bridge
 	// (KubeNodeOptions.PodSubnet). Each node's bridge is in its own
 	// network namespace: nodes may share it.
@@ -212,6 +213,19 @@ type KubeNodeOptions struct {
 	OVSRunDir string
 	// PodSubnet is the CNI bridge's subnet (default KubeNodePodSubnet).
 	PodSubnet netip.Prefix
+	// CNI, when set, replaces the bridge: its network configuration list
+	// and plugin binaries.
+	CNI *KubeNodeCNI
+}
+
+// KubeNodeCNI is a node's own CNI network instead of the bridge.
+type KubeNodeCNI struct {
+	// Conflist is the network configuration list (/etc/cni/net.d).
+	Conflist string
+	// Plugins are plugin binaries, linked into the node's CNI bin
+	// directory beside /usr/lib/cni's (whose host-local a plugin may
+	// delegate IPAM to).
+	Plugins []string
 }
 
 // KubeNode is a real Kubernetes node in a network namespace, made by
@@ -285,7 +299,7 @@ func (c *KubeCluster) AddNode(t T, ns *Netns, o KubeNodeOptions) *KubeNode {
 		return fail("%v", err)
 	}
 
-	if err := n.writeConfig(server, subnet); err != nil {
+	if err := n.writeConfig(server, subnet, o.CNI); err != nil {
 		return fail("%v", err)
 	}
 	if err := n.makeCgroupRoot(); err != nil {
@@ -335,7 +349,7 @@ func (c *KubeCluster) AddNode(t T, ns *Netns, o KubeNodeOptions) *KubeNode {
 // them) and the host's mount points for the node's own (what installing
 // CNI plugins makes on a host).
 func (n *KubeNode) makeDirs(ovsRun string) error {
-	for _, d := range []string{ovsRun, "cni-conf", "cni-lib", "log", "kubelet", "volume-plugins", "containerd",
+	for _, d := range []string{ovsRun, "cni-conf", "cni-lib", "cni-bin", "log", "kubelet", "volume-plugins", "containerd",
 		"/etc/cni/net.d", "/var/lib/cni"} {
 		if !filepath.IsAbs(d) {
 			d = filepath.Join(n.Dir, d)
@@ -414,6 +428,28 @@ func (n *KubeNode) waitReady(begin time.Time) (registered time.Duration, err err
 func (c *KubeCluster) AddClusterNode(t T, cn *ClusterNode) *KubeNode {
 	t.Helper()
 	return c.AddNode(t, cn.NS, KubeNodeOptions{Name: cn.Name, IP: cn.IP, OVSRunDir: cn.RunDir})
+}
+
+// AddOVNClusterNode is AddClusterNode with the node's pods on OVN, as
+// OVN-Kubernetes plugs them: plugin is examples/ovncni's binary (built by
+// the caller, named ovncni), which puts each pod on br-int and on the
+// node's logical switch with an address of cn.Subnet from host-local
+// (.128 to .250: the testbed's own pods, AddPod, take the first ones)
+// and the switch's router port as its gateway.
+func (c *KubeCluster) AddOVNClusterNode(t T, cn *ClusterNode, plugin string) *KubeNode {
+	t.Helper()
+	b := cn.Subnet.Masked().Addr().As4()
+	at := func(i byte) string { b[3] = i; return netip.AddrFrom4(b).String() }
+	conf, err := json.Marshal(map[string]any{"cniVersion": "1.0.0", "name": "ovn", "plugins": []any{map[string]any{
+		"type": "ovncni", "nbAddress": cn.c.OVN.NB, "ovsdb": cn.DB, "bridge": "br-int", "logicalSwitch": cn.Name, "mtu": 1400,
+		"ipam": map[string]any{"type": "host-local", "routes": []any{map[string]string{"dst": "0.0.0.0/0"}},
+			"ranges": []any{[]any{map[string]string{"subnet": cn.Subnet.Masked().String(),
+				"rangeStart": at(128), "rangeEnd": at(250), "gateway": at(1)}}}}}}})
+	if err != nil {
+		t.Fatalf("testbed: node %s: CNI configuration: %v", cn.Name, err)
+	}
+	return c.AddNode(t, cn.NS, KubeNodeOptions{Name: cn.Name, IP: cn.IP, OVSRunDir: cn.RunDir,
+		CNI: &KubeNodeCNI{Conflist: string(conf), Plugins: []string{plugin}}})
 }
 
 // startKubelet starts the node's kubelet.
@@ -527,8 +563,12 @@ func (n *KubeNode) ImportImage(t T, archive, baseName string) {
 }
 
 // writeConfig writes the node's kubeconfig (KubeAdmin's token, server the
-// forwarded KubeAPIAddress), containerd, kubelet and CNI configuration.
-func (n *KubeNode) writeConfig(server string, subnet netip.Prefix) error {
+// forwarded KubeAPIAddress), containerd, kubelet and CNI configuration:
+// cni's (the bridge on subnet when nil) and its bin directory.
+func (n *KubeNode) writeConfig(server string, subnet netip.Prefix, cni *KubeNodeCNI) error {
+	if err := n.linkCNIPlugins(cni); err != nil {
+		return err
+	}
 	k := n.c.KubeAPI
 	if err := writeKubeconfig(filepath.Join(n.Dir, "node.kubeconfig"), server, k.Config.CAFile, KubeAdmin, k.Config.BearerToken); err != nil {
 		return err
@@ -554,7 +594,7 @@ state = "` + filepath.Join(dir, "containerd", "state") + `"
         [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
           SystemdCgroup = false
     [plugins."io.containerd.grpc.v1.cri".cni]
-      bin_dir = "/usr/lib/cni"
+      bin_dir = "` + filepath.Join(dir, "cni-bin") + `"
       conf_dir = "/etc/cni/net.d"
 `,
 		"kubelet-config.yaml": `apiVersion: kubelet.config.k8s.io/v1beta1
@@ -591,9 +631,35 @@ serializeImagePulls: false
 }
 `,
 	}
+	if cni != nil {
+		delete(files, filepath.Join("cni-conf", "10-testbed.conflist"))
+		files[filepath.Join("cni-conf", "10-node.conflist")] = cni.Conflist
+	}
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
 			return fmt.Errorf("write %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// linkCNIPlugins fills the node's CNI bin directory: /usr/lib/cni's
+// plugins and cni's.
+func (n *KubeNode) linkCNIPlugins(cni *KubeNodeCNI) error {
+	plugins, err := filepath.Glob("/usr/lib/cni/*")
+	if err != nil {
+		return err
+	}
+	if cni != nil {
+		plugins = append(plugins, cni.Plugins...)
+	}
+	for _, p := range plugins {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return err
+		}
+		if err := os.Symlink(abs, filepath.Join(n.Dir, "cni-bin", filepath.Base(p))); err != nil && !os.IsExist(err) {
+			return fmt.Errorf("CNI plugin %s: %w", p, err)
 		}
 	}
 	return nil

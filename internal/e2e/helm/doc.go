@@ -9,9 +9,11 @@
 //     chassis (ovsdb-server, ovs-vswitchd, ovn-controller) in network
 //     namespaces, breth0 on an external segment with a client host;
 //   - testbed.StartKubeCluster: kube-apiserver, kube-controller-manager
-//     and kube-scheduler, and AddClusterNode: containerd, kubelet and
+//     and kube-scheduler, and AddOVNClusterNode: containerd, kubelet and
 //     kube-proxy in each chassis's network namespace, where
-//     /var/run/openvswitch is that chassis's OVS run directory;
+//     /var/run/openvswitch is that chassis's OVS run directory and the
+//     CNI plugin is examples/ovncni (pods on br-int and the node's
+//     logical switch, as OVN-Kubernetes plugs them);
 //
 // builds the image (scripts/image.sh, afresh each run, while the chassis
 // and nodes come up: a cache by git revision would be stale in a dirty
@@ -22,7 +24,13 @@
 // successful reconcile), the leader holding the kube-system/ovnedge Lease,
 // each pod's ovnedge.io/Reconciled condition True; an ExternalIP Service
 // getting its NB load balancer and breth0 flows and answering a real TCP
-// connection from the external client; the kubelet restarting a killed
+// connection from the external client; LoadBalancer Services (ETP=Cluster
+// and ETP=Local, addresses from the chart's loadBalancer.pools) of a
+// DaemonSet of kubelet-run pods on OVN, whose EndpointSlices
+// kube-controller-manager writes, answering the client through each
+// node's VIP route and NodePort (ETP=Local: only that node's pod, which
+// sees the client's address), and the pods' ports and endpoints leaving
+// the NB when the DaemonSet is deleted; the kubelet restarting a killed
 // node instance, which becomes Ready again without touching the
 // Service's flows or NB rows; `helm upgrade --reuse-values --set
 // image.tag=<new> --wait` to the same image under a second tag (`ctr
@@ -68,11 +76,12 @@
 //     ovn.nbAddress. The SB is served on a unix socket only, so
 //     ovn.sbAddress is empty (it is optional: EgressIP make-before-break
 //     only, which this test does not exercise);
-//   - the backend pod and the endpoint controller: the Service's backend
-//     is a testbed pod (a network namespace on a node's br-int, bound to
-//     its logical switch port, serving TCP from the test process), not a
-//     kubelet-run Pod, so the Service has no selector and the test writes
-//     its EndpointSlice, as for any selectorless Service;
+//   - the ExternalIP Service's backend (used through the upgrade and
+//     failover steps) is a testbed pod (a network namespace on a node's
+//     br-int, serving TCP from the test process), so that Service has no
+//     selector and the test writes its EndpointSlice; the LoadBalancer
+//     Services' backends are kubelet-run pods and their EndpointSlices
+//     kube-controller-manager's;
 //   - the EgressIP's pod: a testbed pod too, whose Pod object (which
 //     the leader selects) is never scheduled (a scheduling gate) and
 //     gets its status (Running, the testbed pod's IPs) from the test, as

@@ -159,6 +159,7 @@ func TestHelm(t *testing.T) {
 		{"Install", func(t *testing.T) { h.install(t, img.archive, img.tag) }},
 		{"Ready", h.ready},
 		{"ExternalIP", h.externalIP},
+		{"KubeletBackends", h.kubeletBackends},
 		{"RestartNode", h.restartNode},
 		{"Upgrade", h.upgrade},
 		{"Failover", h.failover},
@@ -187,8 +188,10 @@ func buildImage(root, dir string) (archive, tag string, err error) {
 	return filepath.Join(dir, "image", "ovnedge.tar"), strings.TrimSpace(string(b)), nil
 }
 
-// bringUp starts the OVN cluster and a kubelet-run node per chassis, patches the OVN-Kubernetes annotations onto the
-// Nodes and forwards the NB into every node's namespace.
+// bringUp starts the OVN cluster and a kubelet-run node per chassis
+// whose pods examples/ovncni plugs into OVN, patches the OVN-Kubernetes
+// annotations onto the Nodes and forwards the NB into every node's
+// namespace.
 func (h *harness) bringUp(t *testing.T) {
 	begin := time.Now()
 	h.cl = testbed.StartCluster(h.t, testbed.ClusterOptions{Nodes: 2})
@@ -197,9 +200,15 @@ func (h *harness) bringUp(t *testing.T) {
 	if !ok {
 		t.Fatalf("NB TCP remote %q", h.cl.OVN.NBTCP)
 	}
+	plugin := filepath.Join(t.TempDir(), "ovncni")
+	build := exec.Command("go", "build", "-o", plugin, "./examples/ovncni")
+	build.Dir = h.root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build examples/ovncni: %v\n%s", err, out)
+	}
 	for _, cn := range h.cl.Nodes {
 		nbegin := time.Now()
-		n := h.kc.AddClusterNode(h.t, cn)
+		n := h.kc.AddOVNClusterNode(h.t, cn, plugin)
 		h.nodes = append(h.nodes, n)
 		h.measured("AddClusterNode "+cn.Name+" (Ready)", time.Since(nbegin))
 		// The NB at KubeAPIAddress:<port> in the node's namespace.
@@ -247,10 +256,12 @@ node:
 leader:
   replicas: %d
   hostNetwork: true
+loadBalancer:
+  pools: {helm: %s}
 uninstall:
   timeout: 60s
 `, imageRepo, tag, e2e.ClusterSubnets, testbed.ClusterJoin, testbed.ClusterJoin6, h.nbAddress(),
-		testbed.ClusterBridge, testbed.ClusterUplink, leaderReplicas)
+		testbed.ClusterBridge, testbed.ClusterUplink, leaderReplicas, lbPool)
 	file := filepath.Join(t.TempDir(), "values.yaml")
 	if err := os.WriteFile(file, []byte(values), 0o644); err != nil {
 		t.Fatal(err)

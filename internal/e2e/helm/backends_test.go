@@ -1,0 +1,246 @@
+package helm
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/ovnedge/ovnedge/internal/e2e"
+	"github.com/ovnedge/ovnedge/testbed"
+)
+
+const (
+	// backendsNS holds the kubelet-run backends and their Services.
+	backendsNS = "backends"
+	// lbPool is the chart's loadBalancer.pools entry the Services'
+	// addresses come from.
+	lbPool = "172.18.0.160/28"
+)
+
+// kubeletBackends proves LoadBalancer Services, ETP=Cluster and
+// ETP=Local, and their NodePorts with backends that are kubelet-run pods
+// on OVN: a DaemonSet of /netserver (testbed.PauseImage) whose pods
+// examples/ovncni plugs into br-int, their EndpointSlices written by
+// kube-controller-manager, their addresses from ovnedge's LB IPAM (the
+// chart's loadBalancer.pools). Through each node, the client's
+// connections to the ETP=Local VIP and NodePort are answered by that
+// node's pod only, which sees the client's address; ETP=Cluster ones are
+// answered. Deleting the DaemonSet takes the pods' logical switch ports
+// away (the plugin's DEL) and their endpoints out of the load balancers.
+func (h *harness) kubeletBackends(t *testing.T) {
+	begin := time.Now()
+	if _, err := h.cs.CoreV1().Namespaces().Create(h.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: backendsNS}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.cs.AppsV1().DaemonSets(backendsNS).Create(h.ctx, netserverDaemonSet(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pods := h.backendPods(t)
+	h.measured("DaemonSet apply -> a pod Ready on OVN on every node", time.Since(begin))
+	begin = time.Now()
+	svcs := map[corev1.ServiceExternalTrafficPolicy]*corev1.Service{}
+	for _, etp := range []corev1.ServiceExternalTrafficPolicy{corev1.ServiceExternalTrafficPolicyCluster, corev1.ServiceExternalTrafficPolicyLocal} {
+		svc, err := h.cs.CoreV1().Services(backendsNS).Create(h.ctx, lbService(etp), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		svcs[etp] = svc
+	}
+	h.controllerSlices(t, pods)
+	h.measured("Services apply -> EndpointSlices by kube-controller-manager", time.Since(begin))
+	for etp, svc := range svcs {
+		svcs[etp] = h.lbAddress(t, svc.Name)
+	}
+	h.measured("Services apply -> LB IPAM addresses in status", time.Since(begin))
+	for _, n := range h.cl.Nodes {
+		h.throughNode(t, n, svcs, pods)
+	}
+	h.measured("Services apply -> answered through every node", time.Since(begin))
+	h.removeBackends(t, pods)
+}
+
+// netserverDaemonSet is a pod on every node serving TCP 8080.
+func netserverDaemonSet() *appsv1.DaemonSet {
+	labels := map[string]string{"app": "netserver"}
+	probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(backendPort)}},
+		PeriodSeconds: 1}
+	return &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: backendsNS, Name: "netserver"},
+		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{TerminationGracePeriodSeconds: ptr.To[int64](1),
+					Containers: []corev1.Container{{Name: "server", Image: testbed.PauseImage, ImagePullPolicy: corev1.PullNever,
+						Command: []string{"/netserver", fmt.Sprint(backendPort)}, ReadinessProbe: probe,
+						Ports: []corev1.ContainerPort{{ContainerPort: backendPort, Protocol: corev1.ProtocolTCP}}}}}}}}
+}
+
+// lbService is a LoadBalancer Service of the netservers with policy etp.
+func lbService(etp corev1.ServiceExternalTrafficPolicy) *corev1.Service {
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: backendsNS, Name: "lb-" + strings.ToLower(string(etp))},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ExternalTrafficPolicy: etp,
+			Selector: map[string]string{"app": "netserver"},
+			Ports: []corev1.ServicePort{{Name: "tcp", Protocol: corev1.ProtocolTCP, Port: 80,
+				TargetPort: intstr.FromInt32(backendPort)}}}}
+}
+
+// backendPods waits until every node runs a Ready netserver pod with an
+// address of its node's subnet, and returns them by node.
+func (h *harness) backendPods(t *testing.T) map[string]corev1.Pod {
+	byNode := map[string]corev1.Pod{}
+	h.eventually(t, wait, "a Ready netserver pod on OVN on every node", func() error {
+		list, err := h.cs.CoreV1().Pods(backendsNS).List(h.ctx, metav1.ListOptions{LabelSelector: "app=netserver"})
+		if err != nil {
+			return err
+		}
+		clear(byNode)
+		for _, p := range list.Items {
+			ip, err := netip.ParseAddr(p.Status.PodIP)
+			if c := condition(&p, corev1.PodReady); err != nil || c == nil || c.Status != corev1.ConditionTrue {
+				continue
+			}
+			if n := h.cl.Node(p.Spec.NodeName); n != nil && n.Subnet.Contains(ip) {
+				byNode[p.Spec.NodeName] = p
+			}
+		}
+		if len(byNode) != len(h.cl.Nodes) {
+			return fmt.Errorf("%d of %d nodes (pods: %s)", len(byNode), len(h.cl.Nodes), podSummary(list.Items))
+		}
+		return nil
+	})
+	for node, p := range byNode {
+		t.Logf("kubelet-run backend %s on %s at %s (OVN port %s_%s)", p.Name, node, p.Status.PodIP, p.Namespace, p.Name)
+	}
+	return byNode
+}
+
+// podSummary is each pod's name, node, phase and IP.
+func podSummary(pods []corev1.Pod) string {
+	var parts []string
+	for _, p := range pods {
+		parts = append(parts, fmt.Sprintf("%s@%s %s %s", p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.PodIP))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// controllerSlices waits until kube-controller-manager's EndpointSlice
+// controller lists every pod, ready, for both Services.
+func (h *harness) controllerSlices(t *testing.T, pods map[string]corev1.Pod) {
+	var want []string
+	for _, p := range pods {
+		want = append(want, p.Status.PodIP)
+	}
+	slices.Sort(want)
+	for _, svc := range []string{"lb-cluster", "lb-local"} {
+		h.eventually(t, wait, "EndpointSlices of "+svc+" by kube-controller-manager", func() error {
+			list, err := h.cs.DiscoveryV1().EndpointSlices(backendsNS).List(h.ctx, metav1.ListOptions{
+				LabelSelector: discoveryv1.LabelServiceName + "=" + svc + "," + discoveryv1.LabelManagedBy + "=endpointslice-controller.k8s.io"})
+			if err != nil {
+				return err
+			}
+			var got []string
+			for _, s := range list.Items {
+				for _, ep := range s.Endpoints {
+					if ptr.Deref(ep.Conditions.Ready, false) {
+						got = append(got, ep.Addresses...)
+					}
+				}
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, want) {
+				return fmt.Errorf("ready endpoints %v, want %v", got, want)
+			}
+			return nil
+		})
+	}
+}
+
+// lbAddress waits until Service name has a LoadBalancer ingress address
+// from the pool and returns the Service.
+func (h *harness) lbAddress(t *testing.T, name string) *corev1.Service {
+	var svc *corev1.Service
+	pool := netip.MustParsePrefix(lbPool)
+	h.eventually(t, wait, "a LoadBalancer address of "+lbPool+" for "+name, func() (err error) {
+		if svc, err = h.cs.CoreV1().Services(backendsNS).Get(h.ctx, name, metav1.GetOptions{}); err != nil {
+			return err
+		}
+		for _, in := range svc.Status.LoadBalancer.Ingress {
+			if ip, err := netip.ParseAddr(in.IP); err == nil && pool.Contains(ip) {
+				return nil
+			}
+		}
+		return fmt.Errorf("status %+v", svc.Status.LoadBalancer)
+	})
+	return svc
+}
+
+// throughNode connects the client to each Service's VIP through node n
+// (its route to the VIPs via n) and to n's NodePorts, several times:
+// ETP=Local ones must all be answered by n's pod, which sees the client's
+// address, ETP=Cluster ones by some pod.
+func (h *harness) throughNode(t *testing.T, n *testbed.ClusterNode, svcs map[corev1.ServiceExternalTrafficPolicy]*corev1.Service, pods map[string]corev1.Pod) {
+	for etp, svc := range svcs {
+		vip := svc.Status.LoadBalancer.Ingress[0].IP
+		h.cl.Client.Run(t, "ip", "route", "replace", vip+"/32", "via", n.IP.String())
+		targets := map[string]string{"VIP": vip + ":80", "NodePort": fmt.Sprintf("%s:%d", n.IP, svc.Spec.Ports[0].NodePort)}
+		for kind, addr := range targets {
+			answered := map[string]int{}
+			for i := range 6 {
+				var line string
+				h.eventually(t, 30*time.Second, fmt.Sprintf("%s %s (%s, ETP=%s) through %s", kind, addr, svc.Name, etp, n.Name), func() (err error) {
+					line, err = e2e.Reply(h.cl.Client, addr, 1000, 3*time.Second)
+					return err
+				})
+				pod, client, _ := strings.Cut(line, " ")
+				answered[pod]++
+				if etp != corev1.ServiceExternalTrafficPolicyLocal {
+					continue
+				}
+				if pod != pods[n.Name].Name {
+					t.Errorf("%s %s (ETP=Local) through %s, connection %d: answered by %s, want %s's %s", kind, addr, n.Name, i, pod, n.Name, pods[n.Name].Name)
+				}
+				if !strings.HasPrefix(client, testbed.ClusterClientIP+":") {
+					t.Errorf("%s %s (ETP=Local) through %s: the pod saw %s, not the client %s", kind, addr, n.Name, client, testbed.ClusterClientIP)
+				}
+			}
+			t.Logf("%s %s (%s, ETP=%s) through %s: answered by %v", kind, addr, svc.Name, etp, n.Name, answered)
+		}
+	}
+}
+
+// removeBackends deletes the DaemonSet and waits until the pods' logical
+// switch ports are gone from the NB (examples/ovncni's DEL, run by the
+// kubelet) and no NB load balancer lists their addresses.
+func (h *harness) removeBackends(t *testing.T, pods map[string]corev1.Pod) {
+	begin := time.Now()
+	if err := h.cs.AppsV1().DaemonSets(backendsNS).Delete(h.ctx, "netserver", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually(t, wait, "the pods' ports and endpoints gone from the NB", func() error {
+		out, err := h.cl.OVN.NbctlErr("--bare", "--columns=name", "list", "Logical_Switch_Port")
+		if err == nil {
+			var more string
+			more, err = h.cl.OVN.NbctlErr("--bare", "--columns=vips", "list", "Load_Balancer")
+			out += more
+		}
+		if err != nil {
+			return err
+		}
+		for _, p := range pods {
+			if strings.Contains(out, p.Namespace+"_"+p.Name) || strings.Contains(out, p.Status.PodIP+":") {
+				return errors.New("pod " + p.Name + " still in the NB")
+			}
+		}
+		return nil
+	})
+	h.measured("DaemonSet delete -> ports and endpoints gone", time.Since(begin))
+}
