@@ -544,6 +544,38 @@ func (n *KubeNode) Exec(t T, argv ...string) string {
 	return mustRun(t, nil, append(n.enter(), argv...)...)
 }
 
+// ContainerPID returns the host PID of the running container id (a
+// Pod's containerStatuses containerID, "containerd://" prefix or not),
+// as the node's containerd reports it.
+func (n *KubeNode) ContainerPID(id string) (int, error) {
+	id = strings.TrimPrefix(id, "containerd://")
+	out, err := run("ctr", "-n", "k8s.io", "--address", n.Socket, "tasks", "ls")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) >= 3 && f[0] == id && f[2] == "RUNNING" {
+			return strconv.Atoi(f[1])
+		}
+	}
+	return 0, fmt.Errorf("node %s: no running task of container %s:\n%s", n.Name, id, out)
+}
+
+// PodNetns names the network namespace of the running container id
+// (see ContainerPID) so that the test can work in it as in its own:
+// `ip netns attach`, undone at cleanup (the pod keeps its namespace).
+func (n *KubeNode) PodNetns(t T, id string) *Netns {
+	t.Helper()
+	pid, err := n.ContainerPID(id)
+	if err != nil {
+		t.Fatalf("testbed: %v", err)
+	}
+	ns := &Netns{Name: "ovcq" + randomHex(t)}
+	mustRun(t, nil, "ip", "netns", "attach", ns.Name, strconv.Itoa(pid))
+	t.Cleanup(func() { _, _ = run("ip", "netns", "del", ns.Name) })
+	return ns
+}
+
 // ImportImage imports an OCI or docker archive into the node's containerd
 // (namespace k8s.io), as baseName:<tag> for an OCI archive whose index
 // names its manifests by tag (scripts/image.sh, scripts/pause-image.sh).

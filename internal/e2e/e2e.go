@@ -65,6 +65,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -111,7 +112,7 @@ type Env struct {
 	t        testbed.T
 	owner    testbed.T // the T Start was given: what the Env starts is cleaned up with it
 	root     string
-	mapper   meta.RESTMapper
+	applier  *Applier
 	ctx      context.Context
 	mu       *sync.Mutex // shared by every With copy
 	nodes    map[string]*Instance
@@ -163,8 +164,7 @@ func Start(t testbed.T, o Options) *Env {
 	e.Kube = testbed.StartKubeAPI(t)
 	e.CS = kubernetes.NewForConfigOrDie(e.Kube.Config)
 	e.Dyn = dynamic.NewForConfigOrDie(e.Kube.Config)
-	dc := discovery.NewDiscoveryClientForConfigOrDie(e.Kube.Config)
-	e.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	e.applier = NewApplier(e.Kube.Config)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	e.ctx = ctx
@@ -422,47 +422,69 @@ func (e *Env) ApplyYAML(doc string) {
 // that keep accepts.
 func (e *Env) applyYAML(doc string, keep func(*unstructured.Unstructured) bool) {
 	e.t.Helper()
+	if err := e.applier.Apply(e.ctx, doc, keep); err != nil {
+		e.t.Fatalf("e2e: %v", err)
+	}
+}
+
+// Applier server-side-applies YAML documents, as `kubectl apply
+// --server-side` does (field manager e2e).
+type Applier struct {
+	dyn    dynamic.Interface
+	mapper meta.RESTMapper
+}
+
+// NewApplier is an Applier with cfg's credentials.
+func NewApplier(cfg *rest.Config) *Applier {
+	dc := discovery.NewDiscoveryClientForConfigOrDie(cfg)
+	return &Applier{dyn: dynamic.NewForConfigOrDie(cfg),
+		mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))}
+}
+
+// Apply applies the objects of a multi-document YAML that keep accepts
+// (nil: all), in order.
+func (a *Applier) Apply(ctx context.Context, doc string, keep func(*unstructured.Unstructured) bool) error {
 	d := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(doc), 4096)
 	for {
 		var u unstructured.Unstructured
 		if err := d.Decode(&u.Object); err != nil {
 			if errors.Is(err, io.EOF) {
-				return
+				return nil
 			}
-			e.t.Fatalf("e2e: decode YAML: %v", err)
+			return fmt.Errorf("decode YAML: %w", err)
 		}
-		if len(u.Object) == 0 || !keep(&u) {
+		if len(u.Object) == 0 || (keep != nil && !keep(&u)) {
 			continue
 		}
-		if err := e.apply(&u); err != nil {
-			e.t.Fatalf("e2e: apply %s %s: %v", u.GetKind(), u.GetName(), err)
+		if err := a.apply(ctx, &u); err != nil {
+			return fmt.Errorf("apply %s %s: %w", u.GetKind(), u.GetName(), err)
 		}
 	}
 }
 
-func (e *Env) apply(u *unstructured.Unstructured) error {
+func (a *Applier) apply(ctx context.Context, u *unstructured.Unstructured) error {
 	gvk := u.GroupVersionKind()
 	var m *meta.RESTMapping
 	err := poll(Timeout, func() error { // a CRD applied just before needs discovery to catch up
 		var err error
-		m, err = e.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		m, err = a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
-			e.mapper.(meta.ResettableRESTMapper).Reset()
+			a.mapper.(meta.ResettableRESTMapper).Reset()
 		}
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	var ri dynamic.ResourceInterface = e.Dyn.Resource(m.Resource)
+	var ri dynamic.ResourceInterface = a.dyn.Resource(m.Resource)
 	if m.Scope.Name() == meta.RESTScopeNameNamespace {
-		ri = e.Dyn.Resource(m.Resource).Namespace(cmp.Or(u.GetNamespace(), "default"))
+		ri = a.dyn.Resource(m.Resource).Namespace(cmp.Or(u.GetNamespace(), "default"))
 	}
 	data, err := u.MarshalJSON()
 	if err != nil {
 		return err
 	}
-	_, err = ri.Patch(e.ctx, u.GetName(), "application/apply-patch+yaml", data,
+	_, err = ri.Patch(ctx, u.GetName(), "application/apply-patch+yaml", data,
 		metav1.PatchOptions{FieldManager: "e2e", Force: ptr.To(true)})
 	return err
 }

@@ -70,7 +70,7 @@ func (e *Env) StartKubeOVN(subnets ...testbed.KubeOVNSubnet) {
 	}
 	e.AddKubeOVNSubnets(subnets...)
 	for _, s := range subnets {
-		if err := e.apply(&unstructured.Unstructured{Object: map[string]any{
+		if err := e.applier.apply(e.ctx, &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "kubeovn.io/v1", "kind": "Subnet", "metadata": map[string]any{"name": s.Name},
 			"spec": map[string]any{"protocol": "IPv4", "provider": ovnProvider, "cidrBlock": s.CIDR.String(),
 				"gateway": s.Gateway.String(), "excludeIps": []any{s.Gateway.String()}},

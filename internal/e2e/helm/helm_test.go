@@ -2,7 +2,6 @@ package helm
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -22,7 +21,6 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -30,20 +28,16 @@ import (
 
 	"github.com/ovnedge/ovnedge/daemon"
 	"github.com/ovnedge/ovnedge/internal/e2e"
+	"github.com/ovnedge/ovnedge/internal/e2e/helmenv"
 	"github.com/ovnedge/ovnedge/ovsdbnb/nbdb"
 	"github.com/ovnedge/ovnedge/ovsflow/brex"
 	"github.com/ovnedge/ovnedge/testbed"
 )
 
 const (
-	release   = "ovnedge"
-	namespace = "kube-system"
-	// imageRepo is the repository the image is imported and installed as.
-	imageRepo = "ghcr.io/ovnedge/ovnedge"
-	// helmVersion and craneVersion are scripts/tool.sh's pins.
-	helmVersion  = "v3.22.0"
-	craneVersion = "v0.22.1"
-
+	release   = helmenv.Release
+	namespace = helmenv.Namespace
+	imageRepo = helmenv.ImageRepo
 	// the ExternalIP Service and its backend
 	svcNS, svcName = "default", "web"
 	backendName    = "web-1"
@@ -59,16 +53,6 @@ const (
 
 var vip = netip.MustParseAddr("172.18.0.150")
 
-// toolPath is where scripts/tool.sh keeps the pinned tool (it would
-// `go install` it when missing: not offline, so the test only looks).
-func toolPath(name, version string) string {
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		cache = filepath.Join(os.Getenv("HOME"), ".cache")
-	}
-	return filepath.Join(cache, "ovnedge", "bin", name+"-"+version)
-}
-
 // harness is the running cluster and the release.
 type harness struct {
 	t     *testing.T
@@ -77,8 +61,8 @@ type harness struct {
 	kc    *testbed.KubeCluster
 	cs    kubernetes.Interface
 	nodes []*testbed.KubeNode
-	helm  string
-	env   []string // helm's environment
+	helm  *helmenv.Helm
+	env   *helmenv.Cluster
 	ctx   context.Context
 	times []string // measured durations, reported at the end
 	// tag is the image tag installed (Install), then upgraded to
@@ -101,7 +85,7 @@ func (h *harness) note(what, value string) {
 // TestHelm: see the package documentation. The steps share one cluster
 // and run in order; a failed step stops the rest.
 func TestHelm(t *testing.T) {
-	helmBin, crane := toolPath("helm", helmVersion), toolPath("crane", craneVersion)
+	helmBin, crane := helmenv.ToolPath("helm", helmenv.HelmVersion), helmenv.ToolPath("crane", helmenv.CraneVersion)
 	for _, p := range []string{helmBin, crane} {
 		if _, err := os.Stat(p); err != nil {
 			t.Logf("%s: missing: `scripts/tool.sh %s` installs it (make test-deps)", p, strings.TrimSuffix(filepath.Base(p), filepath.Ext(p)))
@@ -114,10 +98,7 @@ func TestHelm(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	helmHome := t.TempDir()
-	h := &harness{t: t, root: root, helm: helmBin, ctx: ctx,
-		env: append(os.Environ(), "HELM_CONFIG_HOME="+filepath.Join(helmHome, "config"),
-			"HELM_CACHE_HOME="+filepath.Join(helmHome, "cache"), "HELM_DATA_HOME="+filepath.Join(helmHome, "data"))}
+	h := &harness{t: t, root: root, ctx: ctx}
 	t.Cleanup(func() {
 		t.Logf("measured:\n  %s", strings.Join(h.times, "\n  "))
 	})
@@ -127,6 +108,7 @@ func TestHelm(t *testing.T) {
 	begin := time.Now()
 	h.kc = testbed.StartKubeCluster(t)
 	h.cs = h.kc.Client
+	h.helm = helmenv.NewHelm(h.kc, t.TempDir())
 	h.measured("StartKubeCluster", time.Since(begin))
 
 	// The image builds while the OVN cluster and the nodes come up.
@@ -142,7 +124,7 @@ func TestHelm(t *testing.T) {
 	go func() {
 		defer close(building)
 		begin := time.Now()
-		archive, tag, err := buildImage(root, imageDir)
+		archive, tag, err := helmenv.BuildImage(root, imageDir)
 		image <- built{archive, tag, time.Since(begin), err}
 	}()
 
@@ -172,105 +154,19 @@ func TestHelm(t *testing.T) {
 	}
 }
 
-// buildImage runs scripts/image.sh into dir and returns the archive and
-// its tag.
-func buildImage(root, dir string) (archive, tag string, err error) {
-	cmd := exec.Command("scripts/image.sh")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "IMAGE_OUT="+filepath.Join(dir, "image"))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", "", fmt.Errorf("%v\n%s", err, out)
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "image", "tag"))
-	if err != nil {
-		return "", "", err
-	}
-	return filepath.Join(dir, "image", "ovnedge.tar"), strings.TrimSpace(string(b)), nil
-}
-
-// bringUp starts the OVN cluster and a kubelet-run node per chassis
-// whose pods examples/ovncni plugs into OVN, patches the OVN-Kubernetes
-// annotations onto the Nodes and forwards the NB into every node's
-// namespace.
+// bringUp starts the OVN cluster whose chassis are kubelet nodes
+// (helmenv.Start).
 func (h *harness) bringUp(t *testing.T) {
-	begin := time.Now()
-	h.cl = testbed.StartCluster(h.t, testbed.ClusterOptions{Nodes: 2})
-	h.measured("StartCluster (2 OVN chassis)", time.Since(begin))
-	_, nbPort, ok := strings.Cut(strings.TrimPrefix(h.cl.OVN.NBTCP, "tcp:"), ":")
-	if !ok {
-		t.Fatalf("NB TCP remote %q", h.cl.OVN.NBTCP)
-	}
-	plugin := filepath.Join(t.TempDir(), "ovncni")
-	build := exec.Command("go", "build", "-o", plugin, "./examples/ovncni")
-	build.Dir = h.root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build examples/ovncni: %v\n%s", err, out)
-	}
-	for _, cn := range h.cl.Nodes {
-		nbegin := time.Now()
-		n := h.kc.AddOVNClusterNode(h.t, cn, plugin)
-		h.nodes = append(h.nodes, n)
-		h.measured("AddClusterNode "+cn.Name+" (Ready)", time.Since(nbegin))
-		// The NB at KubeAPIAddress:<port> in the node's namespace.
-		cn.NS.ForwardTo(h.t, testbed.KubeAPIAddress+":"+nbPort, "127.0.0.1:"+nbPort)
-		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": e2e.NodeAnnotations(cn)}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := h.cs.CoreV1().Nodes().Patch(h.ctx, cn.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
-			t.Fatalf("annotate node %s: %v", cn.Name, err)
-		}
-	}
-	h.measured("StartCluster + nodes Ready + annotated", time.Since(begin))
-}
-
-// nbAddress is the NB as the leader's pod sees it.
-func (h *harness) nbAddress() string {
-	_, port, _ := strings.Cut(strings.TrimPrefix(h.cl.OVN.NBTCP, "tcp:"), ":")
-	return "tcp:" + testbed.KubeAPIAddress + ":" + port
+	h.env = helmenv.Start(t, h.kc, h.root, 2, h.measured)
+	h.cl, h.nodes = h.env.OVN, h.env.Nodes
 }
 
 // install imports the image on every node and runs `helm install --wait`.
 func (h *harness) install(t *testing.T, archive, tag string) {
 	h.tag = tag
-	begin := time.Now()
-	for _, n := range h.nodes {
-		n.ImportImage(t, archive, imageRepo)
-	}
-	h.measured("image import on every node", time.Since(begin))
-	values := fmt.Sprintf(`image:
-  repository: %s
-  tag: %q
-  pullPolicy: Never
-clusterSubnets: %q
-joinSubnet: %q
-joinSubnetV6: %q
-ovn:
-  nbAddress: %q
-  sbAddress: ""
-node:
-  bridge: %s
-  uplink: %s
-  ovsDB: unix:/var/run/openvswitch/db.sock
-  ovsRunDir: /var/run/openvswitch
-leader:
-  replicas: %d
-  hostNetwork: true
-loadBalancer:
-  pools: {helm: %s}
-uninstall:
-  timeout: 60s
-`, imageRepo, tag, e2e.ClusterSubnets, testbed.ClusterJoin, testbed.ClusterJoin6, h.nbAddress(),
-		testbed.ClusterBridge, testbed.ClusterUplink, leaderReplicas, lbPool)
-	file := filepath.Join(t.TempDir(), "values.yaml")
-	if err := os.WriteFile(file, []byte(values), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	values := h.env.Values(t, tag, leaderReplicas, "loadBalancer:\n  pools: {helm: "+lbPool+"}\nuninstall:\n  timeout: 60s\n")
 	t.Logf("values:\n%s", values)
-	begin = time.Now()
-	out, err := h.runHelm("install", release, filepath.Join(h.root, "deploy", "helm", "ovnedge"),
-		"--namespace", namespace, "--values", file, "--wait", "--timeout", "150s")
-	took := time.Since(begin)
+	out, took, err := h.env.Install(t, h.helm, archive, values)
 	t.Logf("helm install (%v):\n%s", took.Round(time.Millisecond), out)
 	if err != nil {
 		t.Fatalf("helm install: %v%s", err, h.diagnose())
@@ -279,12 +175,7 @@ uninstall:
 }
 
 // runHelm runs helm with the cluster's admin kubeconfig.
-func (h *harness) runHelm(args ...string) (string, error) {
-	cmd := exec.Command(h.helm, append(args, "--kubeconfig", h.kc.Kubeconfig)...)
-	cmd.Env = h.env
-	out, err := cmd.CombinedOutput()
-	return string(out), err
-}
+func (h *harness) runHelm(args ...string) (string, error) { return h.helm.Run(args...) }
 
 // pods are the release's pods (the node DaemonSet's, the leader's).
 func (h *harness) pods(ctx context.Context) ([]corev1.Pod, error) {
@@ -548,23 +439,12 @@ func (h *harness) externalIP(t *testing.T) {
 	t.Logf("%s's breth0 flows for %s counted %d packets", viaNode.Name, vip, packets)
 }
 
-// containerPID returns the host PID of pod's container's process (ctr
-// on the node's containerd).
+// containerPID returns the host PID of pod's container's process.
 func containerPID(n *testbed.KubeNode, p *corev1.Pod) (int, error) {
 	if len(p.Status.ContainerStatuses) == 0 {
 		return 0, fmt.Errorf("pod %s: no container status", p.Name)
 	}
-	id := strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://")
-	out, err := exec.Command("ctr", "-n", "k8s.io", "--address", n.Socket, "tasks", "ls").CombinedOutput()
-	if err != nil {
-		return 0, fmt.Errorf("ctr tasks ls: %v: %s", err, out)
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if f := strings.Fields(line); len(f) >= 3 && f[0] == id && f[2] == "RUNNING" {
-			return strconv.Atoi(f[1])
-		}
-	}
-	return 0, fmt.Errorf("no running task of container %s on %s:\n%s", id, n.Name, out)
+	return n.ContainerPID(p.Status.ContainerStatuses[0].ContainerID)
 }
 
 // snapshot is what a restart must leave as it is.

@@ -26,7 +26,7 @@ var shared *e2e.Env
 // package is skipped.
 func TestMain(m *testing.M) {
 	e2e.Main(m, "onenode", func(p testbed.T) {
-		shared = e2e.Start(p, e2e.Options{Nodes: 1, LeaderArgs: []string{"--lb-pools=default=" + lbPool}})
+		shared = e2e.Start(p, e2e.Options{Nodes: 1, LeaderArgs: []string{"--lb-pools=default=" + lbPool}, EgressNodes: []string{"ovn-worker"}})
 		shared.CreatePod(e2e.ServerPod("shop", "web-1", shared.Nodes[0].Name, map[string]string{"app": "web"}, 8080))
 	})
 }
@@ -134,4 +134,81 @@ func createService(t *testing.T, e *e2e.Env, s *corev1.Service) *corev1.Service 
 	}
 	t.Cleanup(func() { _ = e.CS.CoreV1().Services(s.Namespace).Delete(e.Context(), s.Name, metav1.DeleteOptions{}) })
 	return out
+}
+
+// TestEgressIP: the one node is the egress node of its own pod's EgressIP
+// (the gateway router's SNAT on the same chassis): the external host sees
+// the pod's connection from the egress IP.
+func TestEgressIP(t *testing.T) {
+	e := shared.With(t)
+	const eip = "172.18.0.45"
+	e.CreateNamespace("egr", map[string]string{"env": "egr"})
+	e.CreatePod(e2e.ServerPod("egr", "sender", e.Nodes[0].Name, nil))
+	e.ApplyYAML(`
+apiVersion: k8s.ovn.org/v1
+kind: EgressIP
+metadata: {name: egr}
+spec:
+  egressIPs: [` + eip + `]
+  namespaceSelector: {matchLabels: {env: egr}}
+`)
+	pod := e.WaitPod("egr", "sender")
+	if err := e2e.Serve(e.Context(), e.Client, "client", 9000); err != nil {
+		t.Fatal(err)
+	}
+	node := e.EgressNode("egr", netip.MustParseAddr(eip), "")
+	var seen string
+	e.Eventually(30*time.Second, "the external host seeing "+eip, func() error {
+		line, err := e2e.Reply(pod.Netns, testbed.ClusterClientIP+":9000", 1000, 3*time.Second)
+		if _, seen, _ = strings.Cut(line, " "); err == nil && !strings.HasPrefix(seen, eip+":") {
+			err = fmt.Errorf("seen from %s", seen)
+		}
+		return err
+	})
+	t.Logf("EgressIP %s on %s: the external host saw %s from egr/sender on the same node", eip, node, seen)
+}
+
+// TestL2Announce: without L2 announce nobody answers ARP for an
+// ExternalIP (the bypass flows keep the gateway router from answering);
+// with --enable-l2-announce the one node does and serves it, the client
+// having no route to the VIP.
+func TestL2Announce(t *testing.T) {
+	e := shared.With(t)
+	const vip = "172.18.0.171"
+	n := e.Nodes[0]
+	createService(t, e, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "l2"},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"}, ExternalIPs: []string{vip},
+			Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080)}}}})
+	_, _ = e.Client.RunErr("ip", "route", "del", vip+"/32")
+	_, _ = e.Client.RunErr("ip", "neigh", "flush", "dev", "eth0")
+	w, err := e2e.StartARPWatch(e.Client, "eth0", netip.MustParseAddr(vip), 50*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	e.Eventually(30*time.Second, "the ARP bypass flows for "+vip, func() error {
+		out := n.Ofctl("dump-flows", testbed.ClusterBridge, "arp,arp_tpa="+vip)
+		if !strings.Contains(out, "arp_tpa="+vip) {
+			return fmt.Errorf("none:\n%s", out)
+		}
+		return nil
+	})
+	time.Sleep(time.Second)
+	if owners := w.Owners(); len(owners) != 0 {
+		t.Fatalf("without L2 announce, ARP for %s answered by %v", vip, owners)
+	}
+	e.RestartNodes("--enable-l2-announce")
+	t.Cleanup(func() { shared.With(t).RestartNodes() })
+	e.Eventually(30*time.Second, "the node answering ARP for "+vip, func() error {
+		if owners := w.Owners(); len(owners) != 1 || !strings.EqualFold(owners[0], n.MAC) {
+			return fmt.Errorf("answered by %v, want %s alone", owners, n.MAC)
+		}
+		return nil
+	})
+	var line string
+	e.Eventually(30*time.Second, "a connection to "+vip+":80", func() (err error) {
+		line, err = e2e.Reply(e.Client, vip+":80", 100_000, 3*time.Second)
+		return err
+	})
+	t.Logf("L2: nobody answered ARP for %s before; with L2 announce %s (%s) does, and a connection was answered by %s", vip, n.Name, n.MAC, line)
 }

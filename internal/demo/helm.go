@@ -1,0 +1,319 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/ptr"
+
+	"github.com/ovnedge/ovnedge/internal/e2e"
+	"github.com/ovnedge/ovnedge/internal/e2e/helmenv"
+	"github.com/ovnedge/ovnedge/testbed"
+)
+
+// demoValues are the chart values the demo sets beyond the cluster's
+// (helmenv.Cluster.Values): the fast egress failover and an LB IPAM pool.
+const demoValues = `egress:
+  fastFailover: true
+loadBalancer:
+  pools: {demo: 172.18.0.200/29}
+`
+
+// Run brings the cluster up, installs ovnedge with helm, applies the demo
+// and writes the report to out.
+func Run(ctx context.Context, t testbed.T, out io.Writer) Report {
+	t.Helper()
+	begin := time.Now()
+	c := installed(ctx, t, out)
+	fmt.Fprintf(out, "Cluster up and ovnedge installed in %v: nodes %s (%s), %s (%s), %s (%s); external client %s.\n\n",
+		time.Since(begin).Round(100*time.Millisecond), w1, c.OVN.Node(w1).IP, w2, c.OVN.Node(w2).IP, w3, c.OVN.Node(w3).IP, testbed.ClusterClientIP)
+
+	fmt.Fprintln(out, "Applied:")
+	if err := e2e.NewApplier(c.Kube.Config).Apply(ctx, demoYAML, nil); err != nil {
+		t.Fatalf("demo.yaml: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(summary), "\n") {
+		fmt.Fprintln(out, "  "+line)
+	}
+	pods := map[string]*corev1.Pod{}
+	for _, p := range []struct{ name, node, app string }{{"web-1", w2, "web"}, {"web-2", w3, "web"}, {"client-1", w1, "client"}} {
+		pods[p.name] = startPod(ctx, t, c, p.name, p.node, p.app)
+	}
+	fmt.Fprintf(out, "  pods prod/web-1 on %s (%s), prod/web-2 on %s (%s) (app=web, port 8080), prod/client-1 on %s (%s):\n",
+		w2, pods["web-1"].Status.PodIP, w3, pods["web-2"].Status.PodIP, w1, pods["client-1"].Status.PodIP)
+	fmt.Fprintln(out, "  kubelet-run, on OVN through examples/ovncni; their EndpointSlices by kube-controller-manager")
+	fmt.Fprintln(out)
+
+	var r Report
+	r.Answers = requests(ctx, t, c, out)
+	egress(ctx, t, c, pods["client-1"], out, &r)
+	fmt.Fprintf(out, "\nDone in %v; everything is removed now.\n", time.Since(begin).Round(100*time.Millisecond))
+	return r
+}
+
+// installed starts the cluster and installs the chart with helm, and
+// shows how and the release's pods.
+func installed(ctx context.Context, t testbed.T, out io.Writer) *helmenv.Cluster {
+	t.Helper()
+	root, err := e2e.RepoRoot()
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	testbed.Require(t, helmenv.ToolPath("helm", helmenv.HelmVersion), "go", "git", "ctr")
+	fmt.Fprintln(out, "Starting OVN central, 3 OVN chassis that are real Kubernetes nodes (containerd, kubelet, kube-proxy; pods on")
+	fmt.Fprintln(out, "OVN through examples/ovncni), etcd, kube-apiserver, kube-controller-manager, kube-scheduler, and building the")
+	fmt.Fprintln(out, "ovnedge image (scripts/image.sh)...")
+	kc := testbed.StartKubeCluster(t)
+	type built struct {
+		archive, tag string
+		err          error
+	}
+	image, dir := make(chan built, 1), tempDir(t)
+	go func() {
+		archive, tag, err := helmenv.BuildImage(root, dir)
+		image <- built{archive, tag, err}
+	}()
+	t.Cleanup(func() { image <- <-image }) // the build ends before dir goes
+	c := helmenv.Start(t, kc, root, 3, nil)
+	for _, n := range []string{w2, w3} {
+		patch := []byte(`{"metadata":{"labels":{"k8s.ovn.org/egress-assignable":""}}}`)
+		if _, err := kc.Client.CoreV1().Nodes().Patch(ctx, n, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatalf("%v", err)
+		}
+	}
+	img := <-image
+	image <- img
+	if img.err != nil {
+		t.Fatalf("%v", img.err)
+	}
+	values := c.Values(t, img.tag, 2, demoValues)
+	helmOut, took, err := c.Install(t, helmenv.NewHelm(kc, tempDir(t)), img.archive, values)
+	if err != nil {
+		t.Fatalf("helm install: %v\n%s", err, helmOut)
+	}
+	fmt.Fprintf(out, "\nInstalled with helm in %v: the image %s:%s imported into each node's containerd, then\n",
+		took.Round(100*time.Millisecond), helmenv.ImageRepo, img.tag)
+	fmt.Fprintf(out, "  helm install %s deploy/helm/ovnedge --namespace %s --values values.yaml --wait\n", helmenv.Release, helmenv.Namespace)
+	fmt.Fprintln(out, "  values: the testbed's NB, subnets and breth0; leader.hostNetwork=true, leader.replicas=2;")
+	fmt.Fprintln(out, "  egress.fastFailover=true; loadBalancer.pools={demo: 172.18.0.200/29}")
+	showPods(ctx, t, kc, out)
+	return c
+}
+
+// showPods prints the release's pods as `kubectl get pods -o wide` would.
+func showPods(ctx context.Context, t testbed.T, kc *testbed.KubeCluster, out io.Writer) {
+	list, err := kc.Client.CoreV1().Pods(helmenv.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=ovnedge"})
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	fmt.Fprintf(out, "  %-36s %-6s %-8s %-12s %s\n", "NAME", "READY", "STATUS", "NODE", "IP")
+	for _, p := range list.Items {
+		ready := 0
+		for _, s := range p.Status.ContainerStatuses {
+			if s.Ready {
+				ready++
+			}
+		}
+		fmt.Fprintf(out, "  %-36s %-6s %-8s %-12s %s\n", p.Name, fmt.Sprintf("%d/%d", ready, len(p.Spec.Containers)),
+			p.Status.Phase, p.Spec.NodeName, p.Status.PodIP)
+	}
+}
+
+// startPod runs prod/name on node, a /netserver on 8080 labelled
+// app=app, and returns it once it is Ready.
+func startPod(ctx context.Context, t testbed.T, c *helmenv.Cluster, name, node, app string) *corev1.Pod {
+	t.Helper()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: name, Labels: map[string]string{"app": app}},
+		Spec: corev1.PodSpec{NodeName: node, TerminationGracePeriodSeconds: ptr.To[int64](1),
+			Containers: []corev1.Container{{Name: "server", Image: testbed.PauseImage, ImagePullPolicy: corev1.PullNever,
+				Command: []string{"/netserver", "8080"}, Ports: []corev1.ContainerPort{{ContainerPort: 8080}}}}}}
+	if _, err := c.Kube.Client.CoreV1().Pods("prod").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("pod %s: %v", name, err)
+	}
+	wait(t, 60*time.Second, func() (err error) {
+		if pod, err = c.Kube.Client.CoreV1().Pods("prod").Get(ctx, name, metav1.GetOptions{}); err != nil {
+			return err
+		}
+		for _, cond := range pod.Status.Conditions {
+			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue && pod.Status.PodIP != "" {
+				return nil
+			}
+		}
+		return fmt.Errorf("pod %s not Ready: %s", name, pod.Status.Phase)
+	})
+	return pod
+}
+
+// requests connects the external client to every VIP (each routed
+// through a node) and prints who answered; it returns "<addr> <pod>
+// <client>" for each.
+func requests(ctx context.Context, t testbed.T, c *helmenv.Cluster, out io.Writer) []string {
+	t.Helper()
+	fmt.Fprintln(out, "Requests from the external client (each VIP routed through a node, as OVN-Kubernetes advises):")
+	var web *corev1.Service
+	wait(t, 60*time.Second, func() (err error) {
+		if web, err = c.Kube.Client.CoreV1().Services("prod").Get(ctx, "web", metav1.GetOptions{}); err == nil && len(web.Status.LoadBalancer.Ingress) == 0 {
+			err = fmt.Errorf("no LoadBalancer address yet")
+		}
+		return err
+	})
+	lbIP, nodePort := web.Status.LoadBalancer.Ingress[0].IP, web.Spec.Ports[0].NodePort
+	var answers []string
+	for _, req := range []struct{ what, addr, via string }{
+		{"LoadBalancer web (ETP=Cluster)", lbIP + ":80", w1},
+		{"ExternalIP api (ETP=Local)", externalIP + ":80", w2},
+		{"ExternalIP api (ETP=Local)", externalIP + ":80", w3},
+		{"NodePort web", fmt.Sprintf("%s:%d", c.OVN.Node(w1).IP, nodePort), ""},
+	} {
+		via := ""
+		if req.via != "" {
+			vip, _, _ := strings.Cut(req.addr, ":")
+			c.OVN.Client.Run(t, "ip", "route", "replace", vip+"/32", "via", c.OVN.Node(req.via).IP.String())
+			via = " via " + req.via
+		}
+		line := connect(t, c.OVN.Client, req.addr)
+		pod, seen, _ := strings.Cut(line, " ")
+		fmt.Fprintf(out, "  %-32s %-20s%-16s -> answered by %s, which saw the client as %s\n", req.what, req.addr, via, pod, seen)
+		answers = append(answers, req.addr+" "+line)
+	}
+	return answers
+}
+
+// egress shows the source the external host sees for client's traffic,
+// then kills the egress node as a machine dies (kubelet, chassis and the
+// ovnedge containers there) under a 10 ms UDP stream and reports the gap.
+func egress(ctx context.Context, t testbed.T, c *helmenv.Cluster, client *corev1.Pod, out io.Writer, r *Report) {
+	t.Helper()
+	fmt.Fprintln(out, "\nEgress:")
+	eip := netip.MustParseAddr(egressIP)
+	node := egressNode(ctx, t, c, "")
+	if err := e2e.Serve(ctx, c.OVN.Client, "external-host", 9000); err != nil {
+		t.Fatalf("%v", err)
+	}
+	ns := c.KubeNode(w1).PodNetns(t, client.Status.ContainerStatuses[0].ContainerID)
+	wait(t, 30*time.Second, func() error { // the status can be written before the rows
+		_, r.EgressSource, _ = strings.Cut(connect(t, ns, testbed.ClusterClientIP+":9000"), " ")
+		if !strings.HasPrefix(r.EgressSource, egressIP+":") {
+			return fmt.Errorf("the external host saw %s", r.EgressSource)
+		}
+		return nil
+	})
+	fmt.Fprintf(out, "  EgressIP %s is on %s; prod/client-1 (on %s) -> %s:9000: the external host saw %s\n",
+		egressIP, node, w1, testbed.ClusterClientIP, r.EgressSource)
+
+	s, err := e2e.StartStream(ns, c.OVN.Client, netip.AddrPortFrom(netip.MustParseAddr(testbed.ClusterClientIP), 9100), 10*time.Millisecond)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	defer s.Stop()
+	wait(t, 10*time.Second, func() error {
+		if s.LastFrom() != eip {
+			return fmt.Errorf("stream not yet from %s", eip)
+		}
+		return nil
+	})
+	killed, sentAtKill := time.Now(), s.Sent()
+	killMachine(ctx, t, c, node)
+	to := egressNode(ctx, t, c, node)
+	wait(t, 30*time.Second, func() error { return s.ArrivedAfter(sentAtKill+5, eip) })
+	time.Sleep(200 * time.Millisecond)
+	r.Gap, _ = s.Gap(killed)
+	fmt.Fprintf(out, "  killed %s as a machine dies (its kubelet, chassis and ovnedge containers): the egress IP moved to %s\n", node, to)
+	fmt.Fprintf(out, "  (the chart's egress.fastFailover: heartbeats instead of polling each node);\n")
+	fmt.Fprintf(out, "  a 10 ms UDP stream from prod/client-1 to the external host stopped for %d ms, then arrived again from %s\n",
+		r.Gap.Milliseconds(), s.LastFrom())
+}
+
+// egressNode waits until EgressIP egress-prod's status puts egressIP on
+// a node other than not ("" for any) and returns it.
+func egressNode(ctx context.Context, t testbed.T, c *helmenv.Cluster, not string) string {
+	t.Helper()
+	dyn := dynamic.NewForConfigOrDie(c.Kube.Config)
+	gvr := schema.GroupVersionResource{Group: "k8s.ovn.org", Version: "v1", Resource: "egressips"}
+	var node string
+	t.Cleanup(func() {
+		if node == "" {
+			t.Logf("leader logs:\n%s", leaderLogs(c))
+		}
+	})
+	wait(t, 60*time.Second, func() error {
+		u, err := dyn.Resource(gvr).Get(ctx, "egress-prod", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		items, _, _ := unstructured.NestedSlice(u.Object, "status", "items")
+		for _, it := range items {
+			if m, _ := it.(map[string]any); m["egressIP"] == egressIP && m["node"] != not {
+				node, _ = m["node"].(string)
+				return nil
+			}
+		}
+		return fmt.Errorf("EgressIP egress-prod: status %v", items)
+	})
+	return node
+}
+
+// leaderLogs are the leader pods' container logs, for a failure.
+func leaderLogs(c *helmenv.Cluster) string {
+	var b strings.Builder
+	for _, n := range c.Nodes {
+		logs, _ := filepath.Glob(filepath.Join(n.Dir, "log", "pods", helmenv.Namespace+"_ovnedge-leader*", "*", "*.log"))
+		for _, l := range logs {
+			data, _ := os.ReadFile(l)
+			fmt.Fprintf(&b, "--- %s\n%s", l, data)
+		}
+	}
+	return b.String()
+}
+
+// killMachine kills node as a machine dies: its kubelet (so nothing
+// restarts), its chassis, then the ovnedge containers on it, by PID.
+func killMachine(ctx context.Context, t testbed.T, c *helmenv.Cluster, node string) {
+	t.Helper()
+	kn := c.KubeNode(node)
+	list, err := c.Kube.Client.CoreV1().Pods(helmenv.Namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: "app.kubernetes.io/name=ovnedge", FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	var pids []int
+	for _, p := range list.Items {
+		for _, s := range p.Status.ContainerStatuses {
+			pid, err := kn.ContainerPID(s.ContainerID)
+			if err != nil {
+				t.Fatalf("%v", err)
+			}
+			pids = append(pids, pid)
+		}
+	}
+	kn.KillKubelet(t)
+	c.OVN.Node(node).Kill()
+	for _, pid := range pids {
+		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); strings.Contains(string(b), "ovnedge") {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// tempDir is a directory removed at cleanup.
+func tempDir(t testbed.T) string {
+	dir, err := os.MkdirTemp("", "demo")
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}
