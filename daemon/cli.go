@@ -19,6 +19,7 @@ import (
 	"github.com/ovnedge/ovnedge/lbsvc/agent"
 	"github.com/ovnedge/ovnedge/lbsvc/agent/pod"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
+	"github.com/ovnedge/ovnedge/readiness"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -191,12 +192,13 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer, log *slog.L
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	var uninstalling atomic.Bool
-	p := newPodReporter(c.Typed, rec, os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME"), log)
+	podNS := os.Getenv("POD_NAMESPACE")
+	p := readiness.NewPodReporter(c.Typed, rec, podNS, os.Getenv("POD_NAME"), log)
 	if p != nil && !c.FromManifests {
-		go p.run(ctx)
-		env.Ready = p.report
-		go watchUninstall(ctx, c.Typed, p.namespace, func() {
-			log.Warn("uninstall: stopping and removing what this instance wrote", "marker", p.namespace+"/"+UninstallMarker)
+		go p.Run(ctx)
+		env.Ready = p.Report
+		go watchUninstall(ctx, c.Typed, podNS, func() {
+			log.Warn("uninstall: stopping and removing what this instance wrote", "marker", podNS+"/"+UninstallMarker)
 			uninstalling.Store(true)
 			stopRun()
 		})
@@ -219,18 +221,18 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer, log *slog.L
 // uninstallInstance removes what the instance wrote, reports it on its
 // Pod and stays idle until ctx ends (a restarted process would program
 // again).
-func uninstallInstance(ctx context.Context, cfg *Config, c *Clients, d *Dataplane, rec record.EventRecorder, m *Metrics, p *podReporter, log *slog.Logger) error {
+func uninstallInstance(ctx context.Context, cfg *Config, c *Clients, d *Dataplane, rec record.EventRecorder, m *Metrics, p *readiness.PodReporter, log *slog.Logger) error {
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
 	err := d.cleanup(cctx, cfg, c, rec, m, log)
 	cancel()
-	s := readyState{reason: reasonUninstalled, message: "removed what it wrote; idle until deleted"}
+	s := readiness.State{Reason: readiness.ReasonUninstalled, Message: "removed what it wrote; idle until deleted"}
 	if err != nil {
 		log.Error("uninstall: not everything was removed", "err", err)
-		s.message = "removing what it wrote failed: " + err.Error()
+		s.Message = "removing what it wrote failed: " + err.Error()
 	} else {
 		log.Info("uninstall: removed what this instance wrote; idle until stopped")
 	}
-	p.report(s)
+	p.Report(s)
 	<-ctx.Done()
 	return nil
 }

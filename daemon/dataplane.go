@@ -12,6 +12,7 @@ import (
 	"github.com/ovnedge/ovnedge/egress"
 	"github.com/ovnedge/ovnedge/egress/reach"
 	"github.com/ovnedge/ovnedge/lbsvc"
+	"github.com/ovnedge/ovnedge/metrics"
 )
 
 // Dataplane is the daemon's work on a Snapshot: the leader's cluster pass
@@ -144,3 +145,10 @@ func (d *Dataplane) Close() {
 		d.node.close()
 	}
 }
+
+// Metrics are the daemon's Prometheus metrics and its health state
+// (package metrics).
+type Metrics = metrics.Metrics
+
+// NewMetrics is metrics.New.
+func NewMetrics() *Metrics { return metrics.New() }

@@ -19,6 +19,7 @@ import (
 	"github.com/ovnedge/ovnedge/desired"
 	"github.com/ovnedge/ovnedge/kubewatch"
 	"github.com/ovnedge/ovnedge/manifests"
+	"github.com/ovnedge/ovnedge/readiness"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -93,7 +94,7 @@ type runEnv struct {
 	Leading func(bool)
 	// Ready, when not nil, is told every change of the instance's
 	// readiness (besides /readyz): the Pod's condition and events.
-	Ready func(readyState)
+	Ready func(readiness.State)
 }
 
 // Clients are the API clients the daemon watches through.
@@ -191,13 +192,13 @@ func run(ctx context.Context, cfg *Config, c *Clients, r reconcilers, env runEnv
 	}
 	l := &loops{cfg: cfg, r: r, env: env, log: env.Log,
 		w: kubewatch.NewWatcher(c.Typed, c.Dynamic, env.Log, c.watchOptions(cfg)...)}
-	l.ready = newReadiness(r.Node != nil, l.publish)
+	l.ready = readiness.NewTracker(r.Node != nil, l.publish)
 	l.nodeQ, l.clusterQ = l.w.Queue("node"), l.w.Queue("cluster")
 	if err := l.w.Start(ctx); err != nil {
 		return err
 	}
 	l.log.Info("informers synced", "node", cfg.NodeName, "manifests", cfg.Manifests)
-	l.ready.setSynced()
+	l.ready.SetSynced()
 	var done sync.WaitGroup
 	done.Go(func() { kubewatch.RunLoop(ctx, l.nodeQ, "node", l.log, l.node, l.observe("node")) })
 	done.Go(func() { kubewatch.RunLoop(ctx, l.clusterQ, "cluster", l.log, l.cluster, l.observe("cluster")) })
@@ -246,20 +247,20 @@ type loops struct {
 	w               *kubewatch.Watcher
 	nodeQ, clusterQ workqueue.TypedRateLimitingInterface[string]
 	leading         atomic.Bool
-	ready           *readiness
+	ready           *readiness.Tracker
 }
 
 // publish makes the readiness known: /readyz always, a change of it or of
 // its reason to the log and env.Ready.
-func (l *loops) publish(s readyState, changed bool) {
-	l.env.Metrics.setReadiness(s)
+func (l *loops) publish(s readiness.State, changed bool) {
+	l.env.Metrics.SetReadiness(s.Ready, s.Why())
 	if !changed {
 		return
 	}
-	if s.ready {
-		l.log.Info("ready", "reason", s.reason)
+	if s.Ready {
+		l.log.Info("ready", "reason", s.Reason)
 	} else {
-		l.log.Warn("not ready", "reason", s.reason, "err", s.message)
+		l.log.Warn("not ready", "reason", s.Reason, "err", s.Message)
 	}
 	if l.env.Ready != nil {
 		l.env.Ready(s)
@@ -283,7 +284,7 @@ func (l *loops) node(ctx context.Context) error {
 		err = l.r.Node(ctx, s)
 	}
 	if ctx.Err() == nil {
-		l.ready.nodeDone(err)
+		l.ready.NodeDone(err)
 	}
 	return err
 }
@@ -304,7 +305,7 @@ func (l *loops) cluster(ctx context.Context) error {
 		err = l.r.Cluster(ctx, s)
 	}
 	if ctx.Err() == nil && l.leading.Load() {
-		l.ready.clusterDone(err)
+		l.ready.ClusterDone(err)
 	}
 	return err
 }
@@ -373,7 +374,7 @@ func (l *loops) leadUntil(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			if d := l.ready.clusterFailing(); d >= l.cfg.LeaderStepDown {
+			if d := l.ready.ClusterFailing(); d >= l.cfg.LeaderStepDown {
 				l.log.Warn("the cluster pass has failed too long", "for", d.Round(time.Millisecond), "limit", l.cfg.LeaderStepDown)
 				return
 			}
@@ -391,7 +392,7 @@ func leaseIdentity(parts ...string) string {
 
 func (l *loops) lead(leading bool) {
 	l.leading.Store(leading)
-	l.ready.setLeading(leading)
+	l.ready.SetLeading(leading)
 	if l.env.Leading != nil {
 		l.env.Leading(leading)
 	}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/ovnedge/ovnedge/desired"
+	"github.com/ovnedge/ovnedge/readiness"
 )
 
 // UninstallMarker is the ConfigMap, in the instances' namespace, whose
@@ -23,10 +24,6 @@ import (
 // `ovnedge uninstall` (the chart's pre-delete hook) creates it, waits for
 // the instances and deletes it.
 const UninstallMarker = "ovnedge-uninstall"
-
-// reasonUninstalled is ReadyCondition's reason once an instance removed
-// what it wrote.
-const reasonUninstalled = "Uninstalled"
 
 // watchUninstall calls fire once, when the marker exists in namespace (at
 // start too), until ctx ends.
@@ -90,8 +87,8 @@ func (n *nodeWork) clean(ctx context.Context) error {
 }
 
 // waitUninstalled waits until every instance Pod in namespace (label
-// app.kubernetes.io/name=ovnedge) that reports ReadyCondition reports
-// reasonUninstalled, and returns the Pods that did not by the deadline.
+// app.kubernetes.io/name=ovnedge) that reports readiness.Condition reports
+// readiness.ReasonUninstalled, and returns the Pods that did not by the deadline.
 func waitUninstalled(ctx context.Context, cs kubernetes.Interface, namespace string, log *slog.Logger) ([]string, error) {
 	for {
 		pods, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=ovnedge"})
@@ -99,7 +96,7 @@ func waitUninstalled(ctx context.Context, cs kubernetes.Interface, namespace str
 		if err == nil {
 			for _, p := range pods.Items {
 				for _, c := range p.Status.Conditions {
-					if c.Type == ReadyCondition && c.Reason != reasonUninstalled {
+					if c.Type == readiness.Condition && c.Reason != readiness.ReasonUninstalled {
 						waiting = append(waiting, p.Name)
 					}
 				}

@@ -14,6 +14,7 @@ import (
 	"github.com/ovnedge/ovnedge/daemon"
 	"github.com/ovnedge/ovnedge/ovsflow"
 	"github.com/ovnedge/ovnedge/ovsflow/brex"
+	"github.com/ovnedge/ovnedge/readiness"
 )
 
 // TestReadinessAndUninstall runs `ovnedge daemon` as a Pod's process
@@ -155,13 +156,13 @@ func (c *cluster) notReady(t testing.TB, i *instance, want ...string) {
 // status and reason and an event of eventReason is recorded on the Pod.
 func (c *cluster) podReady(t testing.TB, ns, name string, status corev1.ConditionStatus, reason, eventReason string) {
 	t.Helper()
-	c.poll(t, fmt.Sprintf("Pod %s/%s %s=%s (%s)", ns, name, daemon.ReadyCondition, status, reason), func(ctx context.Context) error {
+	c.poll(t, fmt.Sprintf("Pod %s/%s %s=%s (%s)", ns, name, readiness.Condition, status, reason), func(ctx context.Context) error {
 		p, err := c.cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		for _, cond := range p.Status.Conditions {
-			if cond.Type == daemon.ReadyCondition {
+			if cond.Type == readiness.Condition {
 				if cond.Status != status || cond.Reason != reason || (status == corev1.ConditionTrue) != (cond.Message == "") {
 					return fmt.Errorf("%s %s: %s", cond.Status, cond.Reason, cond.Message)
 				}
@@ -169,7 +170,7 @@ func (c *cluster) podReady(t testing.TB, ns, name string, status corev1.Conditio
 				return nil
 			}
 		}
-		return fmt.Errorf("no %s condition: %v", daemon.ReadyCondition, p.Status.Conditions)
+		return fmt.Errorf("no %s condition: %v", readiness.Condition, p.Status.Conditions)
 	})
 	c.poll(t, "a "+eventReason+" event on Pod "+name, func(ctx context.Context) error {
 		evs, err := c.cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})

@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/utils/ptr"
 
 	"github.com/ovnedge/ovnedge/internal/e2e"
 	"github.com/ovnedge/ovnedge/internal/e2e/helmenv"
@@ -50,7 +49,7 @@ func Run(ctx context.Context, t testbed.T, out io.Writer) Report {
 	}
 	pods := map[string]*corev1.Pod{}
 	for _, p := range []struct{ name, node, app string }{{"web-1", w2, "web"}, {"web-2", w3, "web"}, {"client-1", w1, "client"}} {
-		pods[p.name] = startPod(ctx, t, c, p.name, p.node, p.app)
+		pods[p.name] = c.RunPod(ctx, t, "prod", p.name, p.node, map[string]string{"app": p.app})
 	}
 	fmt.Fprintf(out, "  pods prod/web-1 on %s (%s), prod/web-2 on %s (%s) (app=web, port 8080), prod/client-1 on %s (%s):\n",
 		w2, pods["web-1"].Status.PodIP, w3, pods["web-2"].Status.PodIP, w1, pods["client-1"].Status.PodIP)
@@ -130,31 +129,6 @@ func showPods(ctx context.Context, t testbed.T, kc *testbed.KubeCluster, out io.
 		fmt.Fprintf(out, "  %-36s %-6s %-8s %-12s %s\n", p.Name, fmt.Sprintf("%d/%d", ready, len(p.Spec.Containers)),
 			p.Status.Phase, p.Spec.NodeName, p.Status.PodIP)
 	}
-}
-
-// startPod runs prod/name on node, a /netserver on 8080 labelled
-// app=app, and returns it once it is Ready.
-func startPod(ctx context.Context, t testbed.T, c *helmenv.Cluster, name, node, app string) *corev1.Pod {
-	t.Helper()
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: name, Labels: map[string]string{"app": app}},
-		Spec: corev1.PodSpec{NodeName: node, TerminationGracePeriodSeconds: ptr.To[int64](1),
-			Containers: []corev1.Container{{Name: "server", Image: testbed.PauseImage, ImagePullPolicy: corev1.PullNever,
-				Command: []string{"/netserver", "8080"}, Ports: []corev1.ContainerPort{{ContainerPort: 8080}}}}}}
-	if _, err := c.Kube.Client.CoreV1().Pods("prod").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("pod %s: %v", name, err)
-	}
-	wait(t, 60*time.Second, func() (err error) {
-		if pod, err = c.Kube.Client.CoreV1().Pods("prod").Get(ctx, name, metav1.GetOptions{}); err != nil {
-			return err
-		}
-		for _, cond := range pod.Status.Conditions {
-			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue && pod.Status.PodIP != "" {
-				return nil
-			}
-		}
-		return fmt.Errorf("pod %s not Ready: %s", name, pod.Status.Phase)
-	})
-	return pod
 }
 
 // requests connects the external client to every VIP (each routed

@@ -38,9 +38,9 @@
 // the DaemonSet and the Deployment (every pod replaced, of the new tag,
 // Ready and Reconciled; the times measured) while the external client
 // opens a connection to the ExternalIP every 20 ms and keeps a second
-// one echoing every 20 ms (none may fail), and a pod sends a UDP packet
-// every 10 ms to the client through an EgressIP (k8s.ovn.org/v1, its
-// one egress-assignable node the second one; the loss window measured,
+// one echoing every 20 ms (none may fail), and a kubelet-run pod sends a
+// UDP packet every 10 ms to the client through an EgressIP (k8s.ovn.org/v1,
+// its one egress-assignable node the second one; the loss window measured,
 // aim < 1 s) — no owned flow re-added or changed and no NB load
 // balancer, router policy, NAT or address set changed or re-inserted;
 // a chassis-kill failover (both nodes egress-assignable): the node the
@@ -82,10 +82,9 @@
 //     selector and the test writes its EndpointSlice; the LoadBalancer
 //     Services' backends are kubelet-run pods and their EndpointSlices
 //     kube-controller-manager's;
-//   - the EgressIP's pod: a testbed pod too, whose Pod object (which
-//     the leader selects) is never scheduled (a scheduling gate) and
-//     gets its status (Running, the testbed pod's IPs) from the test, as
-//     from a kubelet;
+//   - the packets of the EgressIP's pod, a kubelet-run pod on OVN: the
+//     test sends them from the pod's network namespace (attached with
+//     KubeNode.PodNetns), not a program in the pod;
 //   - the external router: the client reaches the ExternalIP through a
 //     static route via a node (OVN-Kubernetes' documented setup);
 //   - kube-proxy runs on the nodes (the testbed needs it for the

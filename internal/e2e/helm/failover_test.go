@@ -51,8 +51,7 @@ func (h *harness) failover(t *testing.T) {
 	}
 	to := senderNode.Name
 	kn := h.kubeNode(from)
-	sender := h.cl.Pod(egressNS, senderName)
-	stream, err := e2e.StartStream(sender.Netns, h.cl.Client, netip.AddrPortFrom(netip.MustParseAddr(testbed.ClusterClientIP), failoverPort), 10*time.Millisecond)
+	stream, err := e2e.StartStream(h.sender, h.cl.Client, netip.AddrPortFrom(netip.MustParseAddr(testbed.ClusterClientIP), failoverPort), 10*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}

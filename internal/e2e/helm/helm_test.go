@@ -31,6 +31,7 @@ import (
 	"github.com/ovnedge/ovnedge/internal/e2e/helmenv"
 	"github.com/ovnedge/ovnedge/ovsdbnb/nbdb"
 	"github.com/ovnedge/ovnedge/ovsflow/brex"
+	"github.com/ovnedge/ovnedge/readiness"
 	"github.com/ovnedge/ovnedge/testbed"
 )
 
@@ -69,6 +70,9 @@ type harness struct {
 	// (Upgrade).
 	tag string
 	dyn dynamic.Interface // for the EgressIP (Upgrade)
+	// sender is the network namespace of the EgressIP's kubelet-run pod
+	// (Upgrade, Failover).
+	sender *testbed.Netns
 }
 
 func (h *harness) measured(what string, d time.Duration) {
@@ -226,8 +230,8 @@ func podReady(p *corev1.Pod) error {
 	if c := condition(p, corev1.PodReady); c == nil || c.Status != corev1.ConditionTrue {
 		return fmt.Errorf("pod %s not Ready: %+v", p.Name, c)
 	}
-	if c := condition(p, daemon.ReadyCondition); c == nil || c.Status != corev1.ConditionTrue || c.Reason != "Reconciled" {
-		return fmt.Errorf("pod %s: %s %+v", p.Name, daemon.ReadyCondition, c)
+	if c := condition(p, readiness.Condition); c == nil || c.Status != corev1.ConditionTrue || c.Reason != "Reconciled" {
+		return fmt.Errorf("pod %s: %s %+v", p.Name, readiness.Condition, c)
 	}
 	return nil
 }
@@ -254,7 +258,7 @@ func (h *harness) ready(t *testing.T) {
 	})
 	for i := range pods {
 		p := &pods[i]
-		ready, rec := condition(p, corev1.PodReady), condition(p, daemon.ReadyCondition)
+		ready, rec := condition(p, corev1.PodReady), condition(p, readiness.Condition)
 		started := p.Status.StartTime.Time
 		h.measured(fmt.Sprintf("pod %s on %s: started -> Ready", p.Name, p.Spec.NodeName), ready.LastTransitionTime.Sub(started))
 		t.Logf("pod %s (%s, IP %s): created %s, started %s, %s=%s at %s, Ready at %s, image %s",
@@ -676,7 +680,7 @@ func (h *harness) uninstall(t *testing.T) {
 	}
 	t.Logf("when helm uninstall --wait returned: %d ovnedge pods still there (terminating)", len(list.Items))
 	for _, p := range list.Items {
-		if c := condition(&p, daemon.ReadyCondition); c != nil {
+		if c := condition(&p, readiness.Condition); c != nil {
 			t.Logf("pod %s: %s=%s %s", p.Name, c.Type, c.Status, c.Reason)
 			if c.Reason != "Uninstalled" && p.DeletionTimestamp == nil {
 				t.Errorf("pod %s: %s reason %q, want Uninstalled", p.Name, c.Type, c.Reason)

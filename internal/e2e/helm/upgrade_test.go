@@ -226,24 +226,10 @@ func (h *harness) egress(t *testing.T, senderNode, egressNode *testbed.ClusterNo
 		Labels: map[string]string{"env": egressNS}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	sender := h.cl.AddPod(senderNode.Name, egressNS, senderName, testbed.ClusterPodOptions{})
-	pod, err := h.cs.CoreV1().Pods(egressNS).Create(h.ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: egressNS, Name: senderName,
-		Labels: map[string]string{"app": senderName}},
-		Spec: corev1.PodSpec{SchedulingGates: []corev1.PodSchedulingGate{{Name: "ovnedge.io/testbed-pod"}},
-			Containers: []corev1.Container{{Name: senderName, Image: testbed.PauseImage}}}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ips := []corev1.PodIP{{IP: sender.IP.String()}}
-	if sender.IP6.IsValid() {
-		ips = append(ips, corev1.PodIP{IP: sender.IP6.String()})
-	}
-	now := metav1.Now()
-	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ips[0].IP, PodIPs: ips, StartTime: &now,
-		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now}}}
-	if _, err := h.cs.CoreV1().Pods(egressNS).UpdateStatus(h.ctx, pod, metav1.UpdateOptions{}); err != nil {
-		t.Fatalf("pod %s/%s status: %v", egressNS, senderName, err)
-	}
+	pod := h.env.RunPod(h.ctx, t, egressNS, senderName, senderNode.Name, map[string]string{"app": senderName})
+	// The test's sockets in the kubelet-run pod's network namespace
+	// (for the whole test: Failover streams from it too).
+	h.sender = h.env.KubeNode(senderNode.Name).PodNetns(h.t, pod.Status.ContainerStatuses[0].ContainerID)
 	dyn, err := dynamic.NewForConfig(h.kc.Config)
 	if err != nil {
 		t.Fatal(err)
@@ -264,7 +250,7 @@ func (h *harness) egress(t *testing.T, senderNode, egressNode *testbed.ClusterNo
 		return nil
 	})
 	h.measured("EgressIP apply -> status assigned", time.Since(begin))
-	s, err := e2e.StartStream(sender.Netns, h.cl.Client, netip.AddrPortFrom(netip.MustParseAddr(testbed.ClusterClientIP), egressPort), 10*time.Millisecond)
+	s, err := e2e.StartStream(h.sender, h.cl.Client, netip.AddrPortFrom(netip.MustParseAddr(testbed.ClusterClientIP), egressPort), 10*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +262,7 @@ func (h *harness) egress(t *testing.T, senderNode, egressNode *testbed.ClusterNo
 	})
 	h.measured("EgressIP apply -> stream arriving from it", time.Since(begin))
 	t.Logf("EgressIP %s (%s) on %s serves %s/%s (%s) on %s: the client sees its stream from %s", egressName, egressIP,
-		egressNode.Name, egressNS, senderName, sender.IP, senderNode.Name, s.LastFrom())
+		egressNode.Name, egressNS, senderName, pod.Status.PodIP, senderNode.Name, s.LastFrom())
 	return s
 }
 

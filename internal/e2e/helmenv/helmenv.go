@@ -20,8 +20,10 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/ovnedge/ovnedge/internal/e2e"
 	"github.com/ovnedge/ovnedge/testbed"
@@ -207,4 +209,31 @@ func (c *Cluster) Install(t testbed.T, h *Helm, archive, values string) (string,
 	out, err := h.Run("install", Release, filepath.Join(c.Root, "deploy", "helm", "ovnedge"),
 		"--namespace", Namespace, "--values", file, "--wait", "--timeout", "150s")
 	return out, time.Since(begin), err
+}
+
+// RunPod runs namespace/name on node, a /netserver of testbed.PauseImage
+// serving TCP 8080, labelled labels, and returns it once it is Ready
+// (its address from examples/ovncni).
+func (c *Cluster) RunPod(ctx context.Context, t testbed.T, namespace, name, node string, labels map[string]string) *corev1.Pod {
+	t.Helper()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: labels},
+		Spec: corev1.PodSpec{NodeName: node, TerminationGracePeriodSeconds: ptr.To[int64](1),
+			Containers: []corev1.Container{{Name: "server", Image: testbed.PauseImage, ImagePullPolicy: corev1.PullNever,
+				Command: []string{"/netserver", "8080"}, Ports: []corev1.ContainerPort{{ContainerPort: 8080}}}}}}
+	pods := c.Kube.Client.CoreV1().Pods(namespace)
+	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("pod %s/%s: %v", namespace, name, err)
+	}
+	testbed.Eventually(t, 60*time.Second, func() (err error) {
+		if pod, err = pods.Get(ctx, name, metav1.GetOptions{}); err != nil {
+			return err
+		}
+		for _, cond := range pod.Status.Conditions {
+			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue && pod.Status.PodIP != "" {
+				return nil
+			}
+		}
+		return fmt.Errorf("pod %s/%s not Ready: %s", namespace, name, pod.Status.Phase)
+	})
+	return pod
 }

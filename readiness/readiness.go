@@ -1,4 +1,4 @@
-package daemon
+package readiness
 
 import (
 	"context"
@@ -16,34 +16,37 @@ import (
 	"k8s.io/client-go/tools/record"
 )
 
-// ReadyCondition is the condition an instance keeps on its own Pod (found
+// Condition is the condition an instance keeps on its own Pod (found
 // by the POD_NAME and POD_NAMESPACE environment variables the chart sets):
 // True once its own work last succeeded, False with the reason and the
 // error while it cannot do it.
-const ReadyCondition corev1.PodConditionType = "ovnedge.io/Reconciled"
+const Condition corev1.PodConditionType = "ovnedge.io/Reconciled"
 
-// Reasons of ReadyCondition and of the events that report its changes.
+// Reasons of Condition and of the events that report its changes.
 const (
-	reasonSyncing       = "InformersNotSynced"
-	reasonNodeFailed    = "NodeReconcileFailed"
-	reasonClusterFailed = "ClusterReconcileFailed"
-	reasonNotYet        = "NotReconciledYet"
-	reasonReconciled    = "Reconciled"
+	ReasonSyncing       = "InformersNotSynced"
+	ReasonNodeFailed    = "NodeReconcileFailed"
+	ReasonClusterFailed = "ClusterReconcileFailed"
+	ReasonNotYet        = "NotReconciledYet"
+	ReasonReconciled    = "Reconciled"
+	// ReasonUninstalled: the instance removed what it wrote (`ovnedge
+	// uninstall`) and stays idle.
+	ReasonUninstalled = "Uninstalled"
 )
 
-// readyState is what /readyz answers, and why.
-type readyState struct {
-	ready           bool
-	reason, message string
+// State is an instance's readiness and why.
+type State struct {
+	Ready           bool
+	Reason, Message string
 }
 
-// readiness is an instance's readiness: ready once its informers have
+// Tracker is an instance's readiness: ready once its informers have
 // synced and its own work last succeeded: the node's pass (on an instance
 // with a node) and, while it leads, the cluster pass. Every new state goes
 // to publish, which is told whether readiness or its reason changed (the
 // error's text alone changes from pass to pass); a pass that leaves it as
 // it was publishes nothing.
-type readiness struct {
+type Tracker struct {
 	mu      sync.Mutex
 	synced  bool
 	hasNode bool
@@ -53,43 +56,45 @@ type readiness struct {
 	// failingSince is when the cluster pass began failing while leading
 	// (zero while it succeeds).
 	failingSince time.Time
-	last         readyState
-	publish      func(s readyState, changed bool)
+	last         State
+	publish      func(s State, changed bool)
 }
 
 var errNotYet = errors.New("no pass has finished yet")
 
-func newReadiness(hasNode bool, publish func(readyState, bool)) *readiness {
-	return &readiness{hasNode: hasNode, node: errNotYet, cluster: errNotYet, publish: publish,
-		last: readyState{reason: reasonSyncing}}
+// NewTracker tracks an instance that runs a node's work (hasNode) and
+// may lead; publish gets every new State (see Tracker).
+func NewTracker(hasNode bool, publish func(State, bool)) *Tracker {
+	return &Tracker{hasNode: hasNode, node: errNotYet, cluster: errNotYet, publish: publish,
+		last: State{Reason: ReasonSyncing}}
 }
 
 // state is the readiness the fields say.
-func (r *readiness) state() readyState {
-	failed := func(reason string, err error) readyState {
+func (r *Tracker) state() State {
+	failed := func(reason string, err error) State {
 		if errors.Is(err, errNotYet) {
-			reason = reasonNotYet
+			reason = ReasonNotYet
 		}
-		return readyState{reason: reason, message: err.Error()}
+		return State{Reason: reason, Message: err.Error()}
 	}
 	switch {
 	case !r.synced:
-		return readyState{reason: reasonSyncing, message: "waiting for the informers' first list"}
+		return State{Reason: ReasonSyncing, Message: "waiting for the informers' first list"}
 	case r.hasNode && r.node != nil:
-		return failed(reasonNodeFailed, r.node)
+		return failed(ReasonNodeFailed, r.node)
 	case r.leading && r.cluster != nil:
-		return failed(reasonClusterFailed, r.cluster)
+		return failed(ReasonClusterFailed, r.cluster)
 	}
-	return readyState{ready: true, reason: reasonReconciled}
+	return State{Ready: true, Reason: ReasonReconciled}
 }
 
 // update changes the fields under the lock and publishes the new state
 // when it differs (a changed error message included).
-func (r *readiness) update(f func()) {
+func (r *Tracker) update(f func()) {
 	r.mu.Lock()
 	f()
 	s := r.state()
-	same, changed := s == r.last, s.ready != r.last.ready || s.reason != r.last.reason
+	same, changed := s == r.last, s.Ready != r.last.Ready || s.Reason != r.last.Reason
 	r.last = s
 	r.mu.Unlock()
 	if r.publish != nil && !same {
@@ -97,9 +102,14 @@ func (r *readiness) update(f func()) {
 	}
 }
 
-func (r *readiness) setSynced()         { r.update(func() { r.synced = true }) }
-func (r *readiness) nodeDone(err error) { r.update(func() { r.node = err }) }
-func (r *readiness) clusterDone(err error) {
+// SetSynced records that the informers have synced.
+func (r *Tracker) SetSynced() { r.update(func() { r.synced = true }) }
+
+// NodeDone records the end of a node pass (err nil: it succeeded).
+func (r *Tracker) NodeDone(err error) { r.update(func() { r.node = err }) }
+
+// ClusterDone records the end of a cluster pass (err nil: it succeeded).
+func (r *Tracker) ClusterDone(err error) {
 	r.update(func() {
 		r.cluster = err
 		switch {
@@ -111,15 +121,15 @@ func (r *readiness) clusterDone(err error) {
 	})
 }
 
-// setLeading starts or stops counting the cluster pass; a new leader is
+// SetLeading starts or stops counting the cluster pass; a new leader is
 // not ready until its first cluster pass succeeds.
-func (r *readiness) setLeading(leading bool) {
+func (r *Tracker) SetLeading(leading bool) {
 	r.update(func() { r.leading, r.cluster, r.failingSince = leading, errNotYet, time.Time{} })
 }
 
-// clusterFailing is how long the leader's cluster pass has been failing
+// ClusterFailing is how long the leader's cluster pass has been failing
 // (0 while it succeeds or before its first pass ends).
-func (r *readiness) clusterFailing() time.Duration {
+func (r *Tracker) ClusterFailing() time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.failingSince.IsZero() {
@@ -128,40 +138,44 @@ func (r *readiness) clusterFailing() time.Duration {
 	return time.Since(r.failingSince)
 }
 
-// podReporter writes readiness changes to the instance's own Pod: the
-// ReadyCondition and an event (Warning NotReady with each new reason,
+// PodReporter writes readiness changes to the instance's own Pod: the
+// Condition and an event (Warning NotReady with each new reason,
 // Normal Ready), off the
 // reconcile loops and coalesced: only the latest state is written.
-type podReporter struct {
+type PodReporter struct {
 	cs             kubernetes.Interface
 	rec            record.EventRecorder
 	namespace, pod string
 	log            *slog.Logger
 	wake           chan struct{}
 	mu             sync.Mutex
-	next           readyState
+	next           State
 }
 
-// newPodReporter returns nil when the Pod is not known (no POD_NAME or
+// NewPodReporter returns nil when the Pod is not known (no POD_NAME or
 // POD_NAMESPACE: a process started by hand), when only the log reports.
-func newPodReporter(cs kubernetes.Interface, rec record.EventRecorder, namespace, pod string, log *slog.Logger) *podReporter {
+func NewPodReporter(cs kubernetes.Interface, rec record.EventRecorder, namespace, pod string, log *slog.Logger) *PodReporter {
 	if cs == nil || namespace == "" || pod == "" {
 		return nil
 	}
-	return &podReporter{cs: cs, rec: rec, namespace: namespace, pod: pod, log: log, wake: make(chan struct{}, 1)}
+	return &PodReporter{cs: cs, rec: rec, namespace: namespace, pod: pod, log: log, wake: make(chan struct{}, 1)}
 }
 
-func (p *podReporter) report(s readyState) {
+// Report makes s the state to write (the latest wins).
+func (p *PodReporter) Report(s State) {
 	p.mu.Lock()
 	p.next = s
 	p.mu.Unlock()
-	poke(p.wake)
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
 }
 
-// run writes each reported state until ctx ends, retrying a failed write
+// Run writes each reported state until ctx ends, retrying a failed write
 // every few seconds.
-func (p *podReporter) run(ctx context.Context) {
-	var written *readyState
+func (p *PodReporter) Run(ctx context.Context) {
+	var written *State
 	var since metav1.Time // when ready last flipped: the condition's transition
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
@@ -178,7 +192,7 @@ func (p *podReporter) run(ctx context.Context) {
 		if written != nil && *written == s {
 			continue
 		}
-		if written == nil || written.ready != s.ready {
+		if written == nil || written.Ready != s.Ready {
 			since = metav1.Now()
 		}
 		if err := p.write(ctx, s, since); err != nil {
@@ -186,24 +200,24 @@ func (p *podReporter) run(ctx context.Context) {
 			retry.Reset(3 * time.Second)
 			continue
 		}
-		if written == nil || written.ready != s.ready || written.reason != s.reason {
+		if written == nil || written.Ready != s.Ready || written.Reason != s.Reason {
 			p.event(s)
 		}
 		written = &s
 	}
 }
 
-// write patches ReadyCondition on the Pod's status; since is when its
+// write patches Condition on the Pod's status; since is when its
 // status last flipped.
-func (p *podReporter) write(ctx context.Context, s readyState, since metav1.Time) error {
+func (p *PodReporter) write(ctx context.Context, s State, since metav1.Time) error {
 	status := corev1.ConditionFalse
-	if s.ready {
+	if s.Ready {
 		status = corev1.ConditionTrue
 	}
 	// A map, not a PodCondition: its empty message must replace the last
 	// one, which omitempty would leave in place.
 	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []map[string]any{{
-		"type": ReadyCondition, "status": status, "reason": s.reason, "message": s.message,
+		"type": Condition, "status": status, "reason": s.Reason, "message": s.Message,
 		"lastTransitionTime": since,
 	}}}})
 	if err != nil {
@@ -220,14 +234,22 @@ func (p *podReporter) write(ctx context.Context, s readyState, since metav1.Time
 
 // event records s on the Pod: Ready, or NotReady with the reason of a
 // failure (waiting for the first list or pass is no event).
-func (p *podReporter) event(s readyState) {
-	if p.rec == nil || s.reason == reasonSyncing || s.reason == reasonNotYet {
+func (p *PodReporter) event(s State) {
+	if p.rec == nil || s.Reason == ReasonSyncing || s.Reason == ReasonNotYet {
 		return
 	}
 	ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: p.namespace, Name: p.pod}
-	if s.ready {
+	if s.Ready {
 		p.rec.Event(ref, corev1.EventTypeNormal, "Ready", "the instance's work is reconciled")
 		return
 	}
-	p.rec.Eventf(ref, corev1.EventTypeWarning, "NotReady", "%s: %s", s.reason, s.message)
+	p.rec.Eventf(ref, corev1.EventTypeWarning, "NotReady", "%s: %s", s.Reason, s.Message)
+}
+
+// Why is the reason, and the message when there is one.
+func (s State) Why() string {
+	if s.Message == "" {
+		return s.Reason
+	}
+	return s.Reason + ": " + s.Message
 }

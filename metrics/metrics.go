@@ -1,4 +1,4 @@
-package daemon
+package metrics
 
 import (
 	"net/http"
@@ -38,9 +38,9 @@ type Metrics struct {
 	nb    nbCollector
 }
 
-// NewMetrics registers the daemon's metrics, plus Go runtime and process
+// New registers the daemon's metrics, plus Go runtime and process
 // collectors, in a registry of their own.
-func NewMetrics() *Metrics {
+func New() *Metrics {
 	m := &Metrics{
 		Registry: prometheus.NewRegistry(),
 		Reconcile: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -243,14 +243,10 @@ func (c *nbCollector) Collect(ch chan<- prometheus.Metric) {
 // and during shutdown.
 func (m *Metrics) SetReady(ready bool) { m.ready.Store(ready) }
 
-// setReadiness is SetReady with the reason /readyz gives when not ready.
-func (m *Metrics) setReadiness(s readyState) {
-	why := s.reason
-	if s.message != "" {
-		why += ": " + s.message
-	}
+// SetReadiness is SetReady with why, what /readyz says when not ready.
+func (m *Metrics) SetReadiness(ready bool, why string) {
 	m.why.Store(&why)
-	m.ready.Store(s.ready)
+	m.ready.Store(ready)
 }
 
 // Handler serves /metrics, /healthz, /readyz and, when pprof is true,
