@@ -80,7 +80,7 @@ func installed(ctx context.Context, t testbed.T, out io.Writer) *helmenv.Cluster
 		archive, tag string
 		err          error
 	}
-	image, dir := make(chan built, 1), tempDir(t)
+	image, dir := make(chan built, 1), helmenv.TempDir(t)
 	go func() {
 		archive, tag, err := helmenv.BuildImage(root, dir)
 		image <- built{archive, tag, err}
@@ -99,7 +99,7 @@ func installed(ctx context.Context, t testbed.T, out io.Writer) *helmenv.Cluster
 		t.Fatalf("%v", img.err)
 	}
 	values := c.Values(t, img.tag, 2, demoValues)
-	helmOut, took, err := c.Install(t, helmenv.NewHelm(kc, tempDir(t)), img.archive, values)
+	helmOut, took, err := c.Install(t, helmenv.NewHelm(kc, helmenv.TempDir(t)), img.archive, values)
 	if err != nil {
 		t.Fatalf("helm install: %v\n%s", err, helmOut)
 	}
@@ -280,14 +280,4 @@ func killMachine(ctx context.Context, t testbed.T, c *helmenv.Cluster, node stri
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
-}
-
-// tempDir is a directory removed at cleanup.
-func tempDir(t testbed.T) string {
-	dir, err := os.MkdirTemp("", "demo")
-	if err != nil {
-		t.Fatalf("%v", err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	return dir
 }

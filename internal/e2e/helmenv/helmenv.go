@@ -87,7 +87,7 @@ func Start(t testbed.T, kc *testbed.KubeCluster, root string, n int, measured fu
 	begin := time.Now()
 	c := &Cluster{OVN: testbed.StartCluster(t, testbed.ClusterOptions{Nodes: n}), Kube: kc, Root: root}
 	measured(fmt.Sprintf("StartCluster (%d OVN chassis)", n), time.Since(begin))
-	plugin := filepath.Join(tempDir(t), "ovncni")
+	plugin := filepath.Join(TempDir(t), "ovncni")
 	build := exec.Command("go", "build", "-o", plugin, "./examples/ovncni")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
@@ -111,8 +111,8 @@ func Start(t testbed.T, kc *testbed.KubeCluster, root string, n int, measured fu
 	return c
 }
 
-// tempDir is a directory removed at cleanup.
-func tempDir(t testbed.T) string {
+// TempDir is a new directory removed at cleanup.
+func TempDir(t testbed.T) string {
 	dir, err := os.MkdirTemp("", "helmenv")
 	if err != nil {
 		t.Fatalf("%v", err)
@@ -201,7 +201,7 @@ func (c *Cluster) Install(t testbed.T, h *Helm, archive, values string) (string,
 	for _, n := range c.Nodes {
 		n.ImportImage(t, archive, ImageRepo)
 	}
-	file := filepath.Join(tempDir(t), "values.yaml")
+	file := filepath.Join(TempDir(t), "values.yaml")
 	if err := os.WriteFile(file, []byte(values), 0o644); err != nil {
 		return "", 0, err
 	}
