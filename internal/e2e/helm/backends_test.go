@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -67,7 +68,80 @@ func (h *harness) kubeletBackends(t *testing.T) {
 		h.throughNode(t, n, svcs, pods)
 	}
 	h.measured("Services apply -> answered through every node", time.Since(begin))
+	h.l2Announce(t, svcs, pods)
 	h.removeBackends(t, pods)
+}
+
+// l2Announce turns the chart's loadBalancer.l2Announce on (helm upgrade
+// --reuse-values) and, with no route to the VIPs on the client, checks
+// that exactly one node answers ARP for each VIP (for ETP=Local, a node
+// running a backend) and that a connection is answered; it turns it off
+// again, as the later steps expect.
+func (h *harness) l2Announce(t *testing.T, svcs map[corev1.ServiceExternalTrafficPolicy]*corev1.Service, pods map[string]corev1.Pod) {
+	h.setValue(t, "loadBalancer.l2Announce=true")
+	defer h.setValue(t, "loadBalancer.l2Announce=false")
+	for etp, svc := range svcs {
+		vip := svc.Status.LoadBalancer.Ingress[0].IP
+		_, _ = h.cl.Client.RunErr("ip", "route", "del", vip+"/32")
+		_, _ = h.cl.Client.RunErr("ip", "neigh", "flush", "dev", "eth0")
+		w, err := e2e.StartARPWatch(h.cl.Client, "eth0", netip.MustParseAddr(vip), 50*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.eventually(t, 30*time.Second, "one node answering ARP for "+vip, func() error {
+			if owners := w.Owners(); len(owners) != 1 {
+				return fmt.Errorf("answered by %v", owners)
+			}
+			return nil
+		})
+		time.Sleep(time.Second)
+		w.Stop()
+		owners := w.Owners()
+		var owner string
+		for _, n := range h.cl.Nodes {
+			if len(owners) == 1 && strings.EqualFold(owners[0], n.MAC) {
+				owner = n.Name
+			}
+		}
+		if owner == "" {
+			t.Fatalf("ARP for %s answered by %v, want one node", vip, owners)
+		}
+		var line string
+		h.eventually(t, 30*time.Second, "a connection to "+vip+":80 without a route", func() (err error) {
+			line, err = e2e.Reply(h.cl.Client, vip+":80", 1000, 3*time.Second)
+			return err
+		})
+		pod, _, _ := strings.Cut(line, " ")
+		if etp == corev1.ServiceExternalTrafficPolicyLocal && pod != pods[owner].Name {
+			t.Errorf("%s (ETP=Local) announced by %s, answered by %s, want %s's %s", vip, owner, pod, owner, pods[owner].Name)
+		}
+		t.Logf("L2: %s (%s, ETP=%s) announced by %s alone (%d replies), answered by %s", vip, svc.Name, etp, owner, len(w.Replies()), pod)
+	}
+}
+
+// setValue runs helm upgrade --reuse-values --set kv, a value of the node
+// DaemonSet, and waits until every node pod is new and every pod Ready
+// and Reconciled.
+func (h *harness) setValue(t *testing.T, kv string) {
+	old, err := h.pods(h.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	out, err := h.runHelm("upgrade", release, filepath.Join(h.root, "deploy", "helm", "ovnedge"), "--namespace", namespace,
+		"--reuse-values", "--set", kv, "--wait", "--timeout", "120s")
+	if err != nil {
+		t.Fatalf("helm upgrade --set %s: %v\n%s%s", kv, err, out, h.diagnose())
+	}
+	h.eventually(t, 90*time.Second, "every node pod replaced, every pod Ready and Reconciled after --set "+kv, func() error {
+		return h.everyPodReady(func(p *corev1.Pod) error {
+			if p.Labels["app.kubernetes.io/component"] == "node" && slices.ContainsFunc(old, func(o corev1.Pod) bool { return o.UID == p.UID }) {
+				return fmt.Errorf("pod %s not replaced yet", p.Name)
+			}
+			return nil
+		})
+	})
+	h.measured("helm upgrade --set "+kv+" -> node pods new and Ready", time.Since(begin))
 }
 
 // netserverDaemonSet is a pod on every node serving TCP 8080.

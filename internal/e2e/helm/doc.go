@@ -29,7 +29,10 @@
 // DaemonSet of kubelet-run pods on OVN, whose EndpointSlices
 // kube-controller-manager writes, answering the client through each
 // node's VIP route and NodePort (ETP=Local: only that node's pod, which
-// sees the client's address), and the pods' ports and endpoints leaving
+// sees the client's address), then, with loadBalancer.l2Announce turned
+// on by `helm upgrade --reuse-values --set` and no route on the client,
+// exactly one node answering ARP for each VIP (for ETP=Local one with a
+// backend) and serving it, and the pods' ports and endpoints leaving
 // the NB when the DaemonSet is deleted; the kubelet restarting a killed
 // node instance, which becomes Ready again without touching the
 // Service's flows or NB rows; `helm upgrade --reuse-values --set
