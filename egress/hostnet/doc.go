@@ -24,7 +24,12 @@
 //
 // What the Manager owns is found on the host by those markers, never from
 // memory, so a restarted process converges and cleans up as well.
-// Additions go SNAT first and ip rules last, removals the other way.
+// Additions go SNAT first and ip rules last, removals the other way;
+// then the connection tracking entries of the pods whose SNAT rule was
+// added are deleted (vishvananda/netlink's conntrack API): a packet that
+// came before the rule (the leader's reroute to this node is written
+// apart from this node's rules) made an entry without NAT that every
+// later packet of its flow would follow.
 // Before use each assignment is checked (the link exists and is up, has a
 // global address in a network containing the egress IP, forwarding is on);
 // a failing one is a [RequirementError] with a [Reason] and nothing of it

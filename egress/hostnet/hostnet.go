@@ -106,6 +106,9 @@ type Result struct {
 	RoutesAdded, RoutesRemoved int
 	RulesAdded, RulesRemoved   int
 	SNATAdded, SNATRemoved     int
+	// ConntrackDeleted counts the connection tracking entries of pods
+	// whose SNAT rule was added (see Manager.Converge); not a change.
+	ConntrackDeleted int
 	// Rejected are the assignments that fail a requirement.
 	Rejected []*RequirementError
 }

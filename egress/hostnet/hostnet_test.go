@@ -494,3 +494,63 @@ func TestChanges(t *testing.T) {
 		})
 	}
 }
+
+// TestFlowBeforeSNAT: a pod's UDP flow that left unSNATed before its
+// assignment (its first packet made a conntrack entry without NAT, which
+// every later packet refreshes, as when the reroute to this node comes
+// before this node's rules) leaves from the egress IP once Converge has
+// added the SNAT rule: the pod's connection tracking entries are deleted.
+func TestFlowBeforeSNAT(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			tp := newTopology(t, b)
+			tp.node.Run(t, "ip", "route", "add", farIP+"/32", "dev", "eg0")
+			// Another pod's assignment first: the backend's NAT rules
+			// exist, so connection tracking is on in the node and the
+			// flow's first packet makes an entry.
+			other := Assignment{Link: "eg0", EgressIP: netip.MustParseAddr(egressIP), PodIPs: []netip.Addr{netip.MustParseAddr("10.244.1.99")}}
+			if _, err := tp.mgr.Converge(context.Background(), State{other}); err != nil {
+				t.Fatalf("Converge: %v", err)
+			}
+			var sink *net.UDPConn
+			if err := mustNamespace(t, tp.far).do(func() (err error) {
+				sink, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.MustParseAddrPort(farIP+":9500")))
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { sink.Close() })
+			var src net.Conn
+			if err := mustNamespace(t, tp.pod).do(func() (err error) { src, err = net.Dial("udp", farIP+":9500"); return err }); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { src.Close() })
+			seen := func(want string) error { // the flow's next packets arrive from want
+				for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); {
+					_, _ = src.Write([]byte("x"))
+					_ = sink.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+					buf := make([]byte, 16)
+					if _, from, err := sink.ReadFromUDP(buf); err == nil && from.AddrPort().Addr().String() == want {
+						return nil
+					}
+				}
+				return fmt.Errorf("no packet of the flow from %s", want)
+			}
+			if err := seen(podIP); err != nil {
+				t.Fatalf("before the assignment: %v", err)
+			}
+			other.PodIPs = append(other.PodIPs, netip.MustParseAddr(podIP))
+			res, err := tp.mgr.Converge(context.Background(), State{other})
+			if err != nil {
+				t.Fatalf("Converge: %v", err)
+			}
+			if res.ConntrackDeleted == 0 {
+				t.Errorf("Converge deleted no connection tracking entry of %s: %+v", podIP, res)
+			}
+			if err := seen(egressIP); err != nil {
+				t.Errorf("after the assignment: %v", err)
+			}
+		})
+	}
+}

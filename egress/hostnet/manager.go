@@ -297,8 +297,34 @@ func (m *Manager) apply(ctx context.Context, p plan, owned []netlink.Route, res 
 	// Additions, in the order that keeps traffic from leaving unSNATed,
 	// then removals.
 	a.add(ctx, addSNAT, replaced)
+	a.forget(addSNAT)
 	a.remove(ctx, stale, present)
 	return errors.Join(a.errs...)
+}
+
+// forget deletes the connection tracking entries of the pods whose SNAT
+// rule was just added. A packet of theirs can arrive before the rule (the
+// reroute to this node is the leader's, written apart from this node's
+// rules): its entry, made without NAT and refreshed by every later packet
+// of the flow, would keep the flow leaving with the pod's own address.
+func (a *applying) forget(added []SNATRule) {
+	for _, r := range added {
+		f := &netlink.ConntrackFilter{}
+		family := netlink.InetFamily(unix.AF_INET)
+		if r.PodIP.Is6() {
+			family = unix.AF_INET6
+		}
+		err := f.AddIP(netlink.ConntrackOrigSrcIP, r.PodIP.AsSlice())
+		var n uint
+		if err == nil {
+			n, err = a.m.nl.ConntrackDeleteFilters(netlink.ConntrackTable, family, f)
+		}
+		if err != nil {
+			a.fail("delete the connection tracking entries of %s: %w", r.PodIP, err)
+			continue
+		}
+		a.res.ConntrackDeleted += int(n)
+	}
 }
 
 // applying is one apply of a plan: the current state and the errors so

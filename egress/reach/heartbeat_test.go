@@ -144,3 +144,72 @@ func TestServeHealth(t *testing.T) {
 	}
 	_ = healthpb.HealthCheckResponse_SERVING
 }
+
+// With RestartGrace, a target whose host refuses the heartbeats (ICMP
+// port unreachable: its responder restarts) stays up until the grace has
+// run from its last answer, then goes down; it is up again once it
+// answers. A silent target goes down after its misses, grace or not.
+func TestHeartbeatRestartGrace(t *testing.T) {
+	t.Parallel()
+	a, b := twoHosts(t)
+	const port, grace = reach.DefaultHeartbeatPort, 2 * time.Second
+	addr := netip.MustParseAddr("192.0.2.2")
+	start := func() (stop func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		var s *reach.NodeServer
+		if err := b.Do(func() (err error) {
+			s, err = reach.NewNodeServer(ctx, reach.ServerConfig{Addr: addr, HeartbeatPort: port})
+			return err
+		}); err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = s.Run(ctx) })
+		return func() { cancel(); wg.Wait() }
+	}
+	stop := start()
+	changes := make(chan bool, 16)
+	h, err := reach.NewHeartbeat(reach.HeartbeatConfig{Interval: 50 * time.Millisecond, Misses: 3, Port: port,
+		RestartGrace: grace, ListenPacket: nsListenPacket(a)}, func(node string, up bool) {
+		if node == "n" {
+			changes <- up
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.SetTargets([]reach.Target{{Node: "n", Addr: addr}, {Node: "silent", Addr: netip.MustParseAddr("192.0.2.3")}})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = h.Run(ctx) })
+	defer func() { cancel(); wg.Wait() }()
+
+	time.Sleep(300 * time.Millisecond) // answered a few times
+	if !h.Reachable("n") {
+		t.Fatal("answering target unreachable")
+	}
+	stop() // the responder restarts: its port is closed, its host answers
+	stopped := time.Now()
+	select {
+	case up := <-changes:
+		if held := time.Since(stopped); up || held < grace-500*time.Millisecond {
+			t.Fatalf("refusing target reported up=%v after %v, want down after the %v grace", up, held, grace)
+		}
+		t.Logf("refusing target held up for %v (grace %v)", time.Since(stopped).Round(time.Millisecond), grace)
+	case <-time.After(grace + 3*time.Second):
+		t.Fatal("refusing target still up after the grace")
+	}
+	if h.Reachable("silent") {
+		t.Error("a target that never answered (no host) is reachable")
+	}
+	defer start()()
+	select {
+	case up := <-changes:
+		if !up {
+			t.Fatal("reported down again")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("not up again once the responder answers")
+	}
+}
