@@ -304,7 +304,7 @@ var options = []option{
 	{"egressip-check-interval", "ovnedge", "egressip-check-interval", "5s", "interval between egress node reachability checks",
 		func(c *Config, v string) (err error) { c.CheckInterval, err = parseDuration(v); return err }},
 	{"egressip-agent-restart-grace", "ovnedge", "egressip-agent-restart-grace", "30s",
-		"how long an egress node whose gRPC health port refuses connections, or whose host answers the fast failover heartbeat with port unreachable (its host answers, its ovnedge restarts or is rolled out), stays reachable; 0: unreachable at once, as OVN-Kubernetes",
+		"how long an egress node whose gRPC health port refuses connections (its host answers, its ovnedge restarts or is rolled out) stays reachable; 0: unreachable at once, as OVN-Kubernetes",
 		func(c *Config, v string) (err error) { c.AgentRestartGrace, err = parseDurationOrZero(v); return err }},
 	{"egressip-fast-failover", "ovnedge", "egressip-fast-failover", "false",
 		"detect dead egress nodes with a UDP heartbeat (every --egressip-heartbeat-interval, down after --egressip-heartbeat-misses) beside the reachability checks, and give the L2 VIP election the same liveness",

@@ -231,7 +231,7 @@ func wireReachability(ctx context.Context, cfg *Config, c *Clients, d *Dataplane
 			return !d.cluster.params.Hold.Holding(node) && (chk == nil || chk.Reachable(node))
 		}
 		hb, err := reach.NewHeartbeat(reach.HeartbeatConfig{Interval: cfg.HeartbeatInterval, Misses: cfg.HeartbeatMisses,
-			Port: cfg.HeartbeatPort, Leader: true, Renew: renew, Key: key, RestartGrace: cfg.AgentRestartGrace, Logger: log}, func(node string, up bool) {
+			Port: cfg.HeartbeatPort, Leader: true, Renew: renew, Key: key, Logger: log}, func(node string, up bool) {
 			if up && chk != nil {
 				chk.Heard(node) // checked now, not an interval later; a probe begun before is stale
 			}

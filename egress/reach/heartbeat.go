@@ -148,12 +148,6 @@ type HeartbeatConfig struct {
 	// Key, when set, authenticates the heartbeats (version 2, see
 	// hbauth.go); the responders must have the same key.
 	Key []byte
-	// RestartGrace is how long after its last answer a target stays up
-	// while its host refuses the heartbeats (ICMP port unreachable,
-	// Linux only: the host is alive and its responder restarts, as in a
-	// rolling update of the node's ovnedge); 0: down after Misses, as a
-	// silent one. The polling check's Config.RestartGrace, for heartbeats.
-	RestartGrace time.Duration
 	// ListenPacket opens the monitor's socket; nil listens on an
 	// ephemeral UDP port of every address.
 	ListenPacket func(ctx context.Context) (net.PacketConn, error)
@@ -174,16 +168,10 @@ type Heartbeat struct {
 }
 
 type hbTarget struct {
-	addr    netip.Addr
-	lastOK  time.Time // last serving answer, or when the target was added
-	refused time.Time // last "port unreachable" from its host
-	up      bool
+	addr   netip.Addr
+	lastOK time.Time // last serving answer, or when the target was added
+	up     bool
 }
-
-// refusalWindow is how recent a target's last refusal must be to count:
-// hosts send ICMP errors at about one a second once past a burst (Linux's
-// icmp_ratelimit).
-const refusalWindow = 2500 * time.Millisecond
 
 // NewHeartbeat returns a monitor calling onChange (from one goroutine)
 // with each change of a target's state; a target starts up and is
@@ -263,10 +251,6 @@ func (h *Heartbeat) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { h.receive(ctx, conn) })
-	var drain func(func(netip.Addr))
-	if h.cfg.RestartGrace > 0 {
-		drain = watchRefusals(conn)
-	}
 	send := time.NewTicker(h.cfg.Interval)
 	defer send.Stop()
 	check := time.NewTicker(max(h.cfg.Interval/4, time.Millisecond))
@@ -279,9 +263,6 @@ func (h *Heartbeat) Run(ctx context.Context) error {
 		case <-send.C:
 			h.send(conn)
 		case <-check.C:
-			if drain != nil {
-				drain(h.refusedBy)
-			}
 			h.evaluate(time.Now())
 		case <-h.kick:
 			h.evaluate(time.Now())
@@ -375,18 +356,6 @@ func (h *Heartbeat) receive(ctx context.Context, conn net.PacketConn) {
 	}
 }
 
-// refusedBy records that the host at addr refused a heartbeat.
-func (h *Heartbeat) refusedBy(addr netip.Addr) {
-	now := time.Now()
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, t := range h.targets {
-		if t.addr == addr {
-			t.refused = now
-		}
-	}
-}
-
 // evaluate updates every target's state at now and reports the changes.
 func (h *Heartbeat) evaluate(now time.Time) {
 	limit := time.Duration(h.cfg.Misses) * h.cfg.Interval
@@ -398,9 +367,7 @@ func (h *Heartbeat) evaluate(now time.Time) {
 	h.mu.Lock()
 	for _, n := range slices.Sorted(maps.Keys(h.targets)) {
 		t := h.targets[n]
-		since := now.Sub(t.lastOK)
-		restarting := since <= h.cfg.RestartGrace && now.Sub(t.refused) <= refusalWindow
-		up := since <= limit || restarting
+		up := now.Sub(t.lastOK) <= limit
 		if up != t.up {
 			t.up = up
 			changes = append(changes, change{n, up})

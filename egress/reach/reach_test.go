@@ -214,12 +214,14 @@ func TestHealthCheckRestartGrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	const grace = 400 * time.Millisecond
+	// A second of timeout and a grace of two: a loaded machine (-race, CI
+	// beside other jobs) took over 200 ms to see the refusal.
+	const grace = 2 * time.Second
 	c.SetRestartGrace(grace)
 	ctx := context.Background()
 	check := func(what string, want bool) {
 		t.Helper()
-		if up, err := c.Check(ctx, lo, 200*time.Millisecond); up != want {
+		if up, err := c.Check(ctx, lo, time.Second); up != want {
 			t.Errorf("%s: up %v (%v), want %v", what, up, err, want)
 		}
 	}

@@ -19,8 +19,7 @@
 // and nodes come up: a cache by git revision would be stale in a dirty
 // tree), imports it into every node's containerd and installs the chart
 // with `helm install --wait` (node DaemonSet on the host network, two
-// leader replicas with leader.hostNetwork=true, one per node, and the
-// fast egress failover, egress.fastFailover: heartbeats). It then
+// leader replicas with leader.hostNetwork=true, one per node). It then
 // checks, in order: every pod Running and Ready (readiness is the instance's first
 // successful reconcile), the leader holding the kube-system/ovnedge Lease,
 // each pod's ovnedge.io/Reconciled condition True; an ExternalIP Service
@@ -46,9 +45,7 @@
 // UDP packet every 10 ms to the client through an EgressIP (k8s.ovn.org/v1,
 // its one egress-assignable node the second one; the loss window measured,
 // aim < 1 s) — no owned flow re-added or changed and no NB load
-// balancer, router policy, NAT or address set changed or re-inserted
-// (the heartbeats stop while a node pod restarts: the leader takes its
-// host's port unreachable for a restart, --egressip-agent-restart-grace);
+// balancer, router policy, NAT or address set changed or re-inserted;
 // a chassis-kill failover (both nodes egress-assignable): the node the
 // EgressIP's status names dies as a machine would, its kubelet killed
 // by PID (testbed's KubeNode.KillKubelet: nothing restarts or reports

@@ -168,8 +168,7 @@ func (h *harness) bringUp(t *testing.T) {
 // install imports the image on every node and runs `helm install --wait`.
 func (h *harness) install(t *testing.T, archive, tag string) {
 	h.tag = tag
-	values := h.env.Values(t, tag, leaderReplicas,
-		"loadBalancer:\n  pools: {helm: "+lbPool+"}\negress:\n  fastFailover: true\nuninstall:\n  timeout: 60s\n")
+	values := h.env.Values(t, tag, leaderReplicas, "loadBalancer:\n  pools: {helm: "+lbPool+"}\nuninstall:\n  timeout: 60s\n")
 	t.Logf("values:\n%s", values)
 	out, took, err := h.env.Install(t, h.helm, archive, values)
 	t.Logf("helm install (%v):\n%s", took.Round(time.Millisecond), out)
