@@ -6,15 +6,12 @@ import (
 	"io"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
@@ -216,41 +213,23 @@ func egress(ctx context.Context, t testbed.T, c *helmenv.Cluster, client *corev1
 func egressNode(ctx context.Context, t testbed.T, c *helmenv.Cluster, not string) string {
 	t.Helper()
 	dyn := dynamic.NewForConfigOrDie(c.Kube.Config)
-	gvr := schema.GroupVersionResource{Group: "k8s.ovn.org", Version: "v1", Resource: "egressips"}
 	var node string
 	t.Cleanup(func() {
 		if node == "" {
-			t.Logf("leader logs:\n%s", leaderLogs(c))
+			t.Logf("leader logs:\n%s", c.LeaderLog(""))
 		}
 	})
 	wait(t, 60*time.Second, func() error {
-		u, err := dyn.Resource(gvr).Get(ctx, "egress-prod", metav1.GetOptions{})
+		u, err := dyn.Resource(e2e.EgressGVR).Get(ctx, "egress-prod", metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		items, _, _ := unstructured.NestedSlice(u.Object, "status", "items")
-		for _, it := range items {
-			if m, _ := it.(map[string]any); m["egressIP"] == egressIP && m["node"] != not {
-				node, _ = m["node"].(string)
-				return nil
-			}
+		if node = e2e.EgressStatusNode(u, netip.MustParseAddr(egressIP), not); node == "" {
+			return fmt.Errorf("EgressIP egress-prod: status %v", u.Object["status"])
 		}
-		return fmt.Errorf("EgressIP egress-prod: status %v", items)
+		return nil
 	})
 	return node
-}
-
-// leaderLogs are the leader pods' container logs, for a failure.
-func leaderLogs(c *helmenv.Cluster) string {
-	var b strings.Builder
-	for _, n := range c.Nodes {
-		logs, _ := filepath.Glob(filepath.Join(n.Dir, "log", "pods", helmenv.Namespace+"_ovnedge-leader*", "*", "*.log"))
-		for _, l := range logs {
-			data, _ := os.ReadFile(l)
-			fmt.Fprintf(&b, "--- %s\n%s", l, data)
-		}
-	}
-	return b.String()
 }
 
 // killMachine kills node as a machine dies: its kubelet (so nothing

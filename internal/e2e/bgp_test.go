@@ -474,7 +474,7 @@ spec:
   egressIPs: [` + eip.String() + `]
   namespaceSelector: {matchLabels: {env: bgp-egress}}
 `)
-		t.Cleanup(func() { _ = e.Dyn.Resource(egressGVR).Delete(e.Context(), "bgp", metav1.DeleteOptions{}) })
+		t.Cleanup(func() { _ = e.Dyn.Resource(EgressGVR).Delete(e.Context(), "bgp", metav1.DeleteOptions{}) })
 		node := e.EgressNode("bgp", eip, "")
 		took := f.waitHops(t, e, eip, 30*time.Second, node)
 		t.Logf("egress IP %s assigned to %s: announced from it alone (at FRR %v after the assignment was seen)", eip, node,

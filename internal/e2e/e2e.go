@@ -1024,8 +1024,8 @@ func (e *Env) Diagnose() string {
 	return b.String()
 }
 
-// egressGVR is the EgressIP resource.
-var egressGVR = schema.GroupVersionResource{Group: "k8s.ovn.org", Version: "v1", Resource: "egressips"}
+// EgressGVR is the EgressIP resource (k8s.ovn.org/v1).
+var EgressGVR = schema.GroupVersionResource{Group: "k8s.ovn.org", Version: "v1", Resource: "egressips"}
 
 // EgressNode waits until EgressIP name's status assigns ip to a node
 // other than not ("" for any) and returns that node.
@@ -1033,22 +1033,29 @@ func (e *Env) EgressNode(name string, ip netip.Addr, not string) string {
 	e.t.Helper()
 	var node string
 	e.Eventually(Timeout, "EgressIP "+name+" assigned", func() error {
-		u, err := e.Dyn.Resource(egressGVR).Get(e.ctx, name, metav1.GetOptions{})
+		u, err := e.Dyn.Resource(EgressGVR).Get(e.ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		st, _ := u.Object["status"].(map[string]any)
-		items, _ := st["items"].([]any)
-		for _, it := range items {
-			m, _ := it.(map[string]any)
-			if m["egressIP"] == ip.String() && m["node"] != not {
-				node, _ = m["node"].(string)
-				return nil
-			}
+		if node = EgressStatusNode(u, ip, not); node == "" {
+			return fmt.Errorf("status %v", u.Object["status"])
 		}
-		return fmt.Errorf("status items %v", items)
+		return nil
 	})
 	return node
+}
+
+// EgressStatusNode is the node an EgressIP's status puts ip on, other
+// than not ("" for any), or "" when there is none.
+func EgressStatusNode(u *unstructured.Unstructured, ip netip.Addr, not string) string {
+	items, _, _ := unstructured.NestedSlice(u.Object, "status", "items")
+	for _, it := range items {
+		m, _ := it.(map[string]any)
+		if node, _ := m["node"].(string); m["egressIP"] == ip.String() && node != "" && node != not {
+			return node
+		}
+	}
+	return ""
 }
 
 // LoadBalancerIP waits until Service namespace/name has a LoadBalancer

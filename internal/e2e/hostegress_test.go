@@ -34,7 +34,7 @@ func hostEgress(t *testing.T, e *Env, ip netip.Addr) *testbed.Pod {
 		}
 	}
 	t.Cleanup(func() {
-		_ = e.Dyn.Resource(egressGVR).Delete(e.Context(), "hostegr", metav1.DeleteOptions{})
+		_ = e.Dyn.Resource(EgressGVR).Delete(e.Context(), "hostegr", metav1.DeleteOptions{})
 	})
 	return senderEgress(e, "hostegr", ip)
 }

@@ -50,7 +50,10 @@ func (h *harness) failover(t *testing.T) {
 		t.Fatalf("EgressIP %s on %q: want it on the node other than the sender's %s", egressName, from, senderNode.Name)
 	}
 	to := senderNode.Name
-	kn := h.kubeNode(from)
+	kn := h.env.KubeNode(from)
+	if kn == nil {
+		t.Fatalf("no kubelet node %s", from)
+	}
 	stream, err := e2e.StartStream(h.sender, h.cl.Client, netip.AddrPortFrom(netip.MustParseAddr(testbed.ClusterClientIP), failoverPort), 10*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
@@ -203,7 +206,7 @@ func (h *harness) failover(t *testing.T) {
 		from, movedTo, moved.Round(time.Millisecond), egressIP, back.Round(time.Millisecond), gap.Round(time.Millisecond),
 		gapAt.Sub(killed).Round(time.Millisecond), lost, stream.Sent(), by)
 	t.Logf("EgressIP events:\n%s", h.egressEvents())
-	t.Logf("the leaders' egress lines:\n%s", h.leaderLog("egress node reachability", "EgressIP status", "leader"))
+	t.Logf("the leaders' egress lines:\n%s", h.env.LeaderLog("egress node reachability", "EgressIP status", "leader"))
 	h.note("failover: egress stream loss window", fmt.Sprintf("%v (%d packets lost)", gap.Round(time.Millisecond), lost))
 	h.measured("failover: chassis kill -> EgressIP status moved", moved)
 	if reachAt > 0 {
@@ -221,17 +224,6 @@ func (h *harness) failover(t *testing.T) {
 	h.restore(t, kn, from)
 }
 
-// kubeNode is the kubelet-run node named name.
-func (h *harness) kubeNode(name string) *testbed.KubeNode {
-	for _, n := range h.nodes {
-		if n.Name == name {
-			return n
-		}
-	}
-	h.t.Fatalf("no node %s", name)
-	return nil
-}
-
 func nodeCondition(n *corev1.Node, typ corev1.NodeConditionType) *corev1.NodeCondition {
 	for i := range n.Status.Conditions {
 		if n.Status.Conditions[i].Type == typ {
@@ -245,7 +237,7 @@ func nodeCondition(n *corev1.Node, typ corev1.NodeConditionType) *corev1.NodeCon
 // any node) written after since that says node is unreachable, and when
 // it was written after since.
 func (h *harness) reachabilityLine(node string, since time.Time) (string, time.Duration) {
-	for line := range strings.SplitSeq(h.leaderLog("egress node reachability"), "\n") {
+	for line := range strings.SplitSeq(h.env.LeaderLog("egress node reachability"), "\n") {
 		if !strings.Contains(line, "node="+node) || !strings.Contains(line, "reachable=false") {
 			continue
 		}

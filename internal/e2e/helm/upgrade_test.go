@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -20,7 +19,6 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/dynamic"
@@ -41,10 +39,7 @@ const (
 	probeEvery = 20 * time.Millisecond
 )
 
-var (
-	egressIP  = netip.MustParseAddr("172.18.0.44")
-	egressGVR = schema.GroupVersionResource{Group: "k8s.ovn.org", Version: "v1", Resource: "egressips"}
-)
+var egressIP = netip.MustParseAddr("172.18.0.44")
 
 // upgrade runs `helm upgrade --reuse-values --set image.tag=<new>
 // --wait` to a second tag of the same image while an external client
@@ -176,7 +171,7 @@ func (h *harness) upgrade(t *testing.T) {
 	h.note("egress stream loss window across the upgrade", fmt.Sprintf("%v (%d packets from the node IP, %d lost)", gap.Round(time.Millisecond), other, lost))
 	if gap >= time.Second || other > 0 {
 		t.Logf("egress: loss window %v, %d packets from another source: over the aim (< 1 s)", gap.Round(time.Millisecond), other)
-		t.Logf("the leaders' egress lines:\n%s", h.leaderLog("reachab", "EgressIP status", "NoMatchingNodeFound", "leader"))
+		t.Logf("the leaders' egress lines:\n%s", h.env.LeaderLog("reachab", "EgressIP status", "NoMatchingNodeFound", "leader"))
 	}
 	if node := h.egressNode(t); node != egressNode.Name {
 		t.Errorf("EgressIP %s on %q after the upgrade, want %s", egressName, node, egressNode.Name)
@@ -239,7 +234,7 @@ func (h *harness) egress(t *testing.T, senderNode, egressNode *testbed.ClusterNo
 		"spec": map[string]any{"egressIPs": []any{egressIP.String()},
 			"namespaceSelector": map[string]any{"matchLabels": map[string]any{"env": egressNS}}}}}
 	begin := time.Now()
-	if _, err := dyn.Resource(egressGVR).Create(h.ctx, eip, metav1.CreateOptions{}); err != nil {
+	if _, err := dyn.Resource(e2e.EgressGVR).Create(h.ctx, eip, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("EgressIP %s: %v", egressName, err)
 	}
 	h.dyn = dyn
@@ -269,19 +264,11 @@ func (h *harness) egress(t *testing.T, senderNode, egressNode *testbed.ClusterNo
 // egressNode is the node EgressIP egressName's status puts egressIP
 // on, "" if none.
 func (h *harness) egressNode(t *testing.T) string {
-	u, err := h.dyn.Resource(egressGVR).Get(h.ctx, egressName, metav1.GetOptions{})
+	u, err := h.dyn.Resource(e2e.EgressGVR).Get(h.ctx, egressName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, _ := u.Object["status"].(map[string]any)
-	items, _ := st["items"].([]any)
-	for _, it := range items {
-		if m, _ := it.(map[string]any); m["egressIP"] == egressIP.String() {
-			node, _ := m["node"].(string)
-			return node
-		}
-	}
-	return ""
+	return e2e.EgressStatusNode(u, egressIP, "")
 }
 
 // egressGap is the longest time, between from and to, without a packet
@@ -307,24 +294,6 @@ func egressGap(s *e2e.Stream, src netip.Addr, from, to time.Time) (gap time.Dura
 		gap, at = to.Sub(prev), prev
 	}
 	return gap, at, other
-}
-
-// leaderLog returns the lines of every leader container's log (on every
-// node, old pods' too) that contain one of words.
-func (h *harness) leaderLog(words ...string) string {
-	var out []string
-	for _, n := range h.nodes {
-		logs, _ := filepath.Glob(filepath.Join(n.Dir, "log", "pods", namespace+"_ovnedge-leader*", "*", "*.log"))
-		for _, l := range logs {
-			data, _ := os.ReadFile(l)
-			for line := range strings.SplitSeq(string(data), "\n") {
-				if slices.ContainsFunc(words, func(w string) bool { return strings.Contains(line, w) }) {
-					out = append(out, filepath.Base(filepath.Dir(filepath.Dir(l)))+": "+line)
-				}
-			}
-		}
-	}
-	return strings.Join(out, "\n")
 }
 
 // longService adds port longPort to the Service (target longTargetPort,

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -236,4 +237,23 @@ func (c *Cluster) RunPod(ctx context.Context, t testbed.T, namespace, name, node
 		return fmt.Errorf("pod %s/%s not Ready: %s", namespace, name, pod.Status.Phase)
 	})
 	return pod
+}
+
+// LeaderLog is the lines of the leader pods' container logs, on every
+// node, that contain one of words ("" for every line), each prefixed with
+// its pod's log directory.
+func (c *Cluster) LeaderLog(words ...string) string {
+	var out []string
+	for _, n := range c.Nodes {
+		logs, _ := filepath.Glob(filepath.Join(n.Dir, "log", "pods", Namespace+"_ovnedge-leader*", "*", "*.log"))
+		for _, l := range logs {
+			data, _ := os.ReadFile(l)
+			for line := range strings.SplitSeq(string(data), "\n") {
+				if slices.ContainsFunc(words, func(w string) bool { return strings.Contains(line, w) }) {
+					out = append(out, filepath.Base(filepath.Dir(filepath.Dir(l)))+": "+line)
+				}
+			}
+		}
+	}
+	return strings.Join(out, "\n")
 }
