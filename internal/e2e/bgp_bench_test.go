@@ -212,22 +212,22 @@ const minNodeDeaths = 5
 // another node. The node is restored after each death.
 func BenchmarkBGPNodeDeath(b *testing.B) {
 	e, f := bgpSetup(b)
-	l3Hash(b, e)
+	f.ECMPHash(b, 0)
 	w := watchRoutes(b, e.Router)
 	const port = 9412
 	createService(b, e, lbService("shop", "bench-bgp-udp", "benchudp", corev1.ServiceExternalTrafficPolicyCluster, port))
 	vip := e.LoadBalancerIP("shop", "bench-bgp-udp")
 	all := []string{w1, w2, w3}
-	f.waitHops(b, e, vip, 30*time.Second, all...)
-	through := f.path(b, e, vip)
+	f.WaitHops(b, vip, 30*time.Second, all...)
+	through := f.Path(b, vip)
 	e.EnsurePod(ServerPod("shop", "bench-udp", otherThan(all, through), map[string]string{"app": "benchudp"}))
 	pod := e.WaitPod("shop", "bench-udp")
 	podNode := otherThan(all, through)
 	var gaps, removed []time.Duration
 	for range max(b.N, minNodeDeaths) {
-		f.waitHops(b, e, vip, 60*time.Second, all...)
-		f.waitBFD(b, e)
-		through := f.path(b, e, vip)
+		f.WaitHops(b, vip, 60*time.Second, all...)
+		f.WaitBFD(b)
+		through := f.Path(b, vip)
 		if through == podNode {
 			b.Fatalf("the stream enters through the receiver's node %s", podNode)
 		}

@@ -69,6 +69,7 @@ func (h *harness) kubeletBackends(t *testing.T) {
 	}
 	h.measured("Services apply -> answered through every node", time.Since(begin))
 	h.l2Announce(t, svcs, pods)
+	h.bgp(t, svcs, pods)
 	h.removeBackends(t, pods)
 }
 

@@ -32,8 +32,14 @@
 // sees the client's address), then, with loadBalancer.l2Announce turned
 // on by `helm upgrade --reuse-values --set` and no route on the client,
 // exactly one node answering ARP for each VIP (for ETP=Local one with a
-// backend) and serving it, and the pods' ports and endpoints leaving
-// the NB when the DaemonSet is deleted; the kubelet restarting a killed
+// backend) and serving it, then, with the chart's bgp values turned on
+// the same way and Debian's FRR as the external segment's router
+// (e2e.StartFRR), every node pod's BGP session and BFD up at FRR, both
+// VIPs routed through every node and answered for the routed client
+// behind the router (ETP=Local by the pod on the node its path enters,
+// which sees the client's address), and every route withdrawn when BGP
+// is turned off; the pods' ports and endpoints leaving the NB when the
+// DaemonSet is deleted; the kubelet restarting a killed
 // node instance, which becomes Ready again without touching the
 // Service's flows or NB rows; `helm upgrade --reuse-values --set
 // image.tag=<new> --wait` to the same image under a second tag (`ctr
@@ -89,7 +95,9 @@
 //     test sends them from the pod's network namespace (attached with
 //     KubeNode.PodNetns), not a program in the pod;
 //   - the external router: the client reaches the ExternalIP through a
-//     static route via a node (OVN-Kubernetes' documented setup);
+//     static route via a node (OVN-Kubernetes' documented setup); in the
+//     BGP step FRR in the router namespace is a real router, started by
+//     the test rather than by its own machine's init;
 //   - kube-proxy runs on the nodes (the testbed needs it for the
 //     `kubernetes` Service the pods' in-cluster clients use), which an
 //     OVN-Kubernetes cluster would not: the traffic check therefore also

@@ -243,9 +243,23 @@ func (c *Cluster) RunPod(ctx context.Context, t testbed.T, namespace, name, node
 // node, that contain one of words ("" for every line), each prefixed with
 // its pod's log directory.
 func (c *Cluster) LeaderLog(words ...string) string {
+	return c.podLog(c.Nodes, Release+"-leader*", words)
+}
+
+// NodeLog is LeaderLog for the node instance's pods on node.
+func (c *Cluster) NodeLog(node string, words ...string) string {
+	return c.podLog([]*testbed.KubeNode{c.KubeNode(node)}, Release+"-node-*", words)
+}
+
+// podLog is the lines of the container logs, on nodes, of the pods in
+// Namespace whose names match pattern, that contain one of words.
+func (c *Cluster) podLog(nodes []*testbed.KubeNode, pattern string, words []string) string {
 	var out []string
-	for _, n := range c.Nodes {
-		logs, _ := filepath.Glob(filepath.Join(n.Dir, "log", "pods", Namespace+"_ovnedge-leader*", "*", "*.log"))
+	for _, n := range nodes {
+		if n == nil {
+			continue
+		}
+		logs, _ := filepath.Glob(filepath.Join(n.Dir, "log", "pods", Namespace+"_"+pattern, "*", "*.log"))
 		for _, l := range logs {
 			data, _ := os.ReadFile(l)
 			for line := range strings.SplitSeq(string(data), "\n") {

@@ -1,0 +1,72 @@
+package helm
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/ovnedge/ovnedge/internal/e2e"
+	"github.com/ovnedge/ovnedge/testbed"
+)
+
+// bgpValues turn the chart's BGP speaker on, peering with FRR on the
+// external segment's router (e2e.StartFRR's plan): BFD 100 ms x 3, hold
+// time 9 s, and a stopping instance withdraws its routes (the step turns
+// BGP off again and waits for that).
+var bgpValues = strings.Join([]string{"bgp.enabled=true", "bgp.peers={" + testbed.ClusterGatewayIP + "}",
+	fmt.Sprintf("bgp.asn=%d", e2e.NodeASN), fmt.Sprintf("bgp.peerASN=%d", e2e.FRRASN),
+	"bgp.bfd.enabled=true", "bgp.bfd.interval=100ms", "bgp.bfd.multiplier=3", "bgp.holdTime=9s",
+	"bgp.shutdown=withdraw"}, ",")
+
+// bgp turns the chart's BGP speaker on (helm upgrade) with FRR as the
+// cluster's router: every kubelet-run node pod peers with it (BGP and
+// BFD), both LoadBalancer VIPs are routed through every node (ECMP; each
+// node runs a backend, so ETP=Local too), and the routed client behind
+// the router is answered; for ETP=Local by the pod on the node its path
+// enters, which sees the client's own address. Turning BGP off again
+// withdraws every route.
+func (h *harness) bgp(t *testing.T, svcs map[corev1.ServiceExternalTrafficPolicy]*corev1.Service, pods map[string]corev1.Pod) {
+	f := e2e.StartFRR(t, h.cl)
+	f.ECMPHash(t, 0) // one client's connections keep one path: Path names it
+	begin := time.Now()
+	h.setValue(t, bgpValues)
+	f.WaitEstablished(t, 60*time.Second, func(node string) string { return h.env.NodeLog(node, "bgp", "BGP") })
+	f.WaitBFD(t)
+	h.measured("helm upgrade --set bgp.enabled=true -> sessions and BFD up at FRR", time.Since(begin))
+	var all []string
+	for _, n := range h.cl.Nodes {
+		all = append(all, n.Name)
+	}
+	for etp, svc := range svcs {
+		vip := netip.MustParseAddr(svc.Status.LoadBalancer.Ingress[0].IP)
+		f.WaitHops(t, vip, 30*time.Second, all...)
+		through := f.Path(t, vip)
+		var line string
+		h.eventually(t, 30*time.Second, fmt.Sprintf("the routed client's connection to %s (ETP=%s)", vip, etp), func() (err error) {
+			line, err = e2e.Reply(h.cl.RemoteClient, vip.String()+":80", 1000, 3*time.Second)
+			return err
+		})
+		pod, client, _ := strings.Cut(line, " ")
+		if etp == corev1.ServiceExternalTrafficPolicyLocal {
+			if pod != pods[through].Name {
+				t.Errorf("%s (ETP=Local) routed through %s: answered by %s, want %s", vip, through, pod, pods[through].Name)
+			}
+			if !strings.HasPrefix(client, testbed.ClusterRemoteClientIP+":") {
+				t.Errorf("%s (ETP=Local): the pod saw %s, not the client %s", vip, client, testbed.ClusterRemoteClientIP)
+			}
+		}
+		t.Logf("BGP: %s (%s, ETP=%s) routed by FRR through %v, the client's path through %s, answered by %s (saw %s)",
+			vip, svc.Name, etp, all, through, pod, client)
+	}
+	h.measured("BGP on -> both VIPs routed and answered", time.Since(begin))
+	begin = time.Now()
+	h.setValue(t, "bgp.enabled=false")
+	for _, svc := range svcs {
+		f.WaitHops(t, netip.MustParseAddr(svc.Status.LoadBalancer.Ingress[0].IP), 30*time.Second)
+	}
+	h.measured("helm upgrade --set bgp.enabled=false -> routes withdrawn", time.Since(begin))
+}
