@@ -33,10 +33,11 @@ const HostReleaseMargin = 500 * time.Millisecond
 //     it hears neither the leader nor the API server, has withdrawn it by
 //     then; if it still hears the API server it has seen the release.
 //
-// A Lease of 0 (nodes never fence) holds nothing. The hold is in the
-// leader's memory: a new leader starts with none (it takes over after the
-// leader election's lease, 15 s, far longer than a host lease, except
-// after a clean handover).
+// A Lease of 0 (nodes never fence) holds nothing. A hold does not live in
+// the leader's memory only: a new leader (or this one restarted) holds
+// every requested IP that a node still reports hosting while the status
+// puts it on another node or none, from its first pass, until that node
+// lets it go as above or a whole lease has passed since that pass.
 //
 // Its methods are safe for concurrent use.
 type HostHold struct {
@@ -105,6 +106,7 @@ func (h *HostHold) Apply(eips []*egressv1.EgressIP, status map[string][]egressv1
 			}
 		}
 	}
+	h.holdReported(eips, status, nodes, now)
 	var wake time.Duration
 	out := make(map[string][]egressv1.EgressIPStatusItem, len(status))
 	maps.Copy(out, status)
@@ -126,6 +128,35 @@ func (h *HostHold) Apply(eips []*egressv1.EgressIP, status map[string][]egressv1
 		}
 	}
 	return out, wake
+}
+
+// holdReported holds, from now, every requested egress IP that a node
+// still reports hosting while status puts it elsewhere or nowhere: the
+// holds of a previous leader (or of this one before a restart), which
+// released the IP and so left no trace of the release in the status, are
+// read back from the nodes' reports in the API server. Such a hold may
+// last up to a whole lease longer than the original, never shorter.
+func (h *HostHold) holdReported(eips []*egressv1.EgressIP, status map[string][]egressv1.EgressIPStatusItem, nodes []ovnknode.Node, now time.Time) {
+	requested := map[netip.Addr]bool{}
+	for _, e := range eips {
+		for _, s := range e.Spec.EgressIPs {
+			if ip, err := netip.ParseAddr(s); err == nil {
+				requested[ip.Unmap()] = true
+			}
+		}
+	}
+	for i := range nodes {
+		n := &nodes[i]
+		if !n.Reported {
+			continue
+		}
+		for _, ip := range n.Host.Hosted {
+			if _, ok := h.held[ip]; ok || !requested[ip] || backOn(status, n.Name, ip) {
+				continue
+			}
+			h.held[ip] = Release{Node: n.Name, At: now, Version: n.Version}
+		}
+	}
 }
 
 // silent reports whether r's node has let ip go (see HostHold), left

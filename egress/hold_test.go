@@ -83,7 +83,36 @@ func TestHostHold(t *testing.T) {
 		{
 			name: "an OVN-hosted IP is not held",
 			old:  []string{"w1=172.18.0.50"}, lease: lease,
-			steps: []step{{0, []ovnknode.Node{w1(), w2}, map[string][]egressv1.EgressIPStatusItem{"a": {{Node: "w2", EgressIP: "172.18.0.50"}}}, "w2=172.18.0.50", 0}},
+			steps: []step{{0, []ovnknode.Node{w1(hosts("1")), w2}, map[string][]egressv1.EgressIPStatusItem{"a": {{Node: "w2", EgressIP: "172.18.0.50"}}}, "w2=172.18.0.50", 0}},
+		},
+		{
+			// The previous leader released the IP (the status names no
+			// node) and died: the new one reads the hold back from w1's
+			// report, and holds from its first pass.
+			name:  "a new leader holds what a node still reports hosting until it lets it go",
+			lease: lease,
+			steps: []step{
+				{0, []ovnknode.Node{w1(), w2}, moved, "", hold},
+				{100 * time.Millisecond, []ovnknode.Node{w1(hosts("2")), w2}, moved, "w2=10.10.10.50", 0},
+			},
+		},
+		{
+			name:  "a new leader holds what a silent node reports hosting for a whole lease",
+			lease: lease,
+			steps: []step{
+				{0, []ovnknode.Node{w1(), w2}, moved, "", hold},
+				{hold, []ovnknode.Node{w1(), w2}, moved, "w2=10.10.10.50", 0},
+			},
+		},
+		{
+			name: "a node hosting what the status gives it: nothing held",
+			old:  []string{"w1=10.10.10.50"}, lease: lease,
+			steps: []step{{0, []ovnknode.Node{w1(), w2}, map[string][]egressv1.EgressIPStatusItem{"a": {{Node: "w1", EgressIP: "10.10.10.50"}}}, "w1=10.10.10.50", 0}},
+		},
+		{
+			name:  "an IP no EgressIP requests is not held",
+			lease: lease,
+			steps: []step{{0, []ovnknode.Node{w1(hosts("1", "10.10.10.99")), w2}, moved, "w2=10.10.10.50", 0}},
 		},
 		{
 			name:  "no lease: nothing held",
@@ -129,7 +158,7 @@ func TestHostHoldClone(t *testing.T) {
 	w2 := node("w2", 3, secondary("10.10.10.3/24"))
 	moved := map[string][]egressv1.EgressIPStatusItem{"a": {{Node: "w2", EgressIP: "10.10.10.50"}}}
 	a := eip("a", []string{"10.10.10.50"}, "w1=10.10.10.50")
-	if _, wake := h.Apply([]*egressv1.EgressIP{a}, moved, []ovnknode.Node{w1, w2}); wake == 0 {
+	if _, wake := h.Apply([]*egressv1.EgressIP{a}, moved, []ovnknode.Node{node("w1", 2, secondary("10.10.10.2/24"), hosts("1", "10.10.10.50")), w2}); wake == 0 {
 		t.Fatal("the original holds nothing")
 	}
 	c := h.Clone()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ovnedge/ovnedge/egress"
@@ -73,6 +74,52 @@ var hostFailures = []failure{
 		return func() { e.Node(n).SetHostLink(true) }
 	}},
 	{"Partitioned", partition},
+	{"PartitionedLeaderReplaced", partitionLeaderReplaced},
+}
+
+// ownedBy makes node the owner of EgressIP name's ip: the current
+// owner's k8s.ovn.org/egress-assignable label is taken off until the IP
+// has moved, then put back.
+func ownedBy(t *testing.T, e *Env, name string, ip netip.Addr, node string) {
+	t.Helper()
+	from := e.EgressNode(name, ip, "")
+	if from == node {
+		return
+	}
+	label := func(v any) {
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{"k8s.ovn.org/egress-assignable": v}}})
+		if _, err := e.CS.CoreV1().Nodes().Patch(e.Context(), from, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatalf("label %s: %v", from, err)
+		}
+	}
+	label(nil)
+	defer label("")
+	if to := e.EgressNode(name, ip, from); to != node {
+		t.Fatalf("%s moved from %s to %s, want %s", ip, from, to, node)
+	}
+}
+
+// partitionLeaderReplaced partitions node, waits until the leader has
+// released the egress IP of EgressIP hostegr (its status names no node:
+// the leader holds it until the node's host lease has run out), and
+// replaces the leader then: the new leader, which never saw the release,
+// must read the hold back from the node's report in the API server and
+// not give the IP to another node while the partitioned one may still
+// answer for it.
+func partitionLeaderReplaced(e *Env, node string) func() {
+	undo := partition(e, node)
+	e.Eventually(10*time.Second, "hostegr's egress IP released", func() error {
+		u, err := e.Dyn.Resource(EgressGVR).Get(e.Context(), "hostegr", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if st, _, _ := unstructured.NestedSlice(u.Object, "status", "items"); len(st) > 0 {
+			return fmt.Errorf("status %v", st)
+		}
+		return nil
+	})
+	e.RestartLeader("--egressip-fast-failover")
+	return undo
 }
 
 // TestHostEgressFailover proves an egress IP on a host interface (the
@@ -98,6 +145,11 @@ func TestHostEgressFailover(t *testing.T) {
 	for i, f := range hostFailures {
 		t.Run(f.name, func(t *testing.T) {
 			e := env.With(t)
+			if f.name == "PartitionedLeaderReplaced" {
+				// With the nodes' loads equal, a new leader with no hold
+				// would give the IP to w2 (ties go by name) at once.
+				ownedBy(t, e, "hostegr", eip, w3)
+			}
 			gap, from, to, w := failoverTo(t, e, pod, "hostegr", eip, uint16(9400+i), f, e.HostClient, dst)
 			checkTakeover(t, e, f.name, eip, gap, from, to, w)
 			if f.name == "HostLinkDown" {
