@@ -101,7 +101,7 @@ func TestNodeBridgeDriftAndRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := dump()
-	if strings.Contains(got, "arp_tpa=172.18.0.200") || strings.Contains(got, "cookie=0xede") ||
+	if strings.Contains(got, "arp_tpa=172.18.0.200") || strings.Contains(got, "nw_dst=172.18.0.201") || strings.Contains(got, "tp_dst=30080") ||
 		!strings.Contains(got, "cookie=0x77") || !strings.Contains(got, "nat(src=172.18.0.3)") {
 		t.Errorf("restart after the Services were deleted: orphans left or flows lost:\n%s", got)
 	}

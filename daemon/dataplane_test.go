@@ -25,6 +25,7 @@ import (
 	"github.com/ovnedge/ovnedge/egress"
 	"github.com/ovnedge/ovnedge/egress/hostnet"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
+	"github.com/ovnedge/ovnedge/ovsflow/brex"
 	"github.com/ovnedge/ovnedge/testbed"
 )
 
@@ -275,10 +276,12 @@ func drain(rec *record.FakeRecorder) string {
 	}
 }
 
-// TestNodeFlows runs the node work against a real bridge: the node's
-// egress and VIP bypass flows go in, a deleted Service's flows go out,
-// another controller's flow stays. The gateway flows are OVN-Kubernetes'
-// here (TestNodeGatewayFlows covers ovnedge's).
+// TestNodeFlows runs the node work against a real bridge with the gateway
+// flows left to OVN-Kubernetes: the node's egress flows go in with
+// ovnedge's own cookie, no Service flow does (ovnkube-node installs them,
+// the VIPs' ARP bypass included), another controller's flow stays
+// (TestNodeGatewayFlows covers ovnedge's gateway, TestBridgeCoexistOVNKubeNode
+// ovnkube-node's flows).
 func TestNodeFlows(t *testing.T) {
 	ovs := testbed.StartOVS(t, testbed.OVSOptions{Bridge: "br-ex", Node: "ovn-worker2", HostIP: "172.18.0.3/24"})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -295,25 +298,20 @@ func TestNodeFlows(t *testing.T) {
 		t.Fatal(err)
 	}
 	dump := ovs.Ofctl("--no-stats", "dump-flows", ovs.Mgmt())
-	for _, want := range []string{"arp_tpa=172.18.0.200", "arp_tpa=172.18.0.201", "nat(src=172.18.0.3)", "cookie=0x77"} {
+	egress := fmt.Sprintf("cookie=%#x, priority=105", brex.EgressCookie)
+	for _, want := range []string{egress, "nat(src=172.18.0.3)", "cookie=0x77"} {
 		if !strings.Contains(dump, want) {
 			t.Errorf("bridge lacks %q:\n%s", want, dump)
 		}
 	}
-	if gathered(t, m, "ovnedge_flow_operations_total", "op="+"add") != 6 {
-		t.Errorf("flow adds counted %v, want 6", gathered(t, m, "ovnedge_flow_operations_total", "op="+"add"))
+	if strings.Contains(dump, "arp_tpa=") || strings.Contains(dump, "cookie=0xdeff105") {
+		t.Errorf("a flow of ovnkube-node's gateway (ARP bypass, its cookie) installed:\n%s", dump)
+	}
+	if gathered(t, m, "ovnedge_flow_operations_total", "op="+"add") != 4 {
+		t.Errorf("flow adds counted %v, want 4", gathered(t, m, "ovnedge_flow_operations_total", "op="+"add"))
 	}
 	if err := d.Verify(ctx, s); err != nil {
 		t.Error(err)
-	}
-
-	noSvc, _ := loadDemo(t, demoConfig(t), map[string]string{"services.yaml": ""})
-	if err := d.Node(ctx, noSvc); err != nil {
-		t.Fatal(err)
-	}
-	dump = ovs.Ofctl("--no-stats", "dump-flows", ovs.Mgmt())
-	if strings.Contains(dump, "arp_tpa=172.18.0.200") || !strings.Contains(dump, "nat(src=172.18.0.3)") || !strings.Contains(dump, "cookie=0x77") {
-		t.Errorf("after deleting the Services:\n%s", dump)
 	}
 }
 
@@ -372,14 +370,15 @@ func TestNodeGatewayFlows(t *testing.T) {
 	}
 
 	// Gateway flows off in the same process (OVN-Kubernetes takes over):
-	// base and Service flows go, the bypass and egress flows stay.
+	// base and Service flows go, the bypass too, the egress flows stay
+	// with ovnedge's own cookie.
 	d.node.params.GatewayFlows = false
 	if err := d.Node(ctx, s); err != nil {
 		t.Fatal(err)
 	}
 	dump = ovs.Ofctl("--no-stats", "dump-flows", ovs.Mgmt())
-	if strings.Contains(dump, "tp_dst=30080") || strings.Contains(dump, "priority=50") || !strings.Contains(dump, "arp_tpa=172.18.0.200") ||
-		!strings.Contains(dump, "nat(src=172.18.0.3)") {
+	if strings.Contains(dump, "tp_dst=30080") || strings.Contains(dump, "priority=50") || strings.Contains(dump, "arp_tpa=172.18.0.200") ||
+		strings.Contains(dump, "cookie=0xdeff105") || !strings.Contains(dump, fmt.Sprintf("cookie=%#x, priority=105,pkt_mark=0x3f0", brex.EgressCookie)) {
 		t.Errorf("after switching the gateway flows off:\n%s", dump)
 	}
 }

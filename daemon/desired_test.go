@@ -23,6 +23,7 @@ import (
 	"github.com/ovnedge/ovnedge/ovnknode"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 	"github.com/ovnedge/ovnedge/ovsflow"
+	"github.com/ovnedge/ovnedge/ovsflow/brex"
 	"github.com/ovnedge/ovnedge/ovsflow/flowtest"
 	"github.com/ovnedge/ovnedge/testbed"
 )
@@ -197,16 +198,22 @@ func fmtStatus(cs desired.ClusterState) string {
 
 // TestComputeNode checks one node's flow sets and that bad annotations
 // keep the programmed egress flows instead of deleting them, with the
-// gateway flows left to OVN-Kubernetes (the Services get the ARP bypass
-// only; TestComputeNodeGateway covers the default).
+// gateway flows left to OVN-Kubernetes: no Service flow (ovnkube-node
+// installs them, the ARP bypass included) and the egress flows with
+// ovnedge's own cookie (TestComputeNodeGateway covers the default).
 func TestComputeNode(t *testing.T) {
 	p := demoParams(t, "--gateway-flows=false")
 	ns, err := desired.ComputeNode(demoSnapshot(t, nil), p, "ovn-worker2")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ns.Sets[desired.OwnerEgressFlows]) != 4 || len(ns.Sets["service/prod/web"]) != 1 || len(ns.Sets["service/prod/api"]) != 1 {
-		t.Errorf("flow sets %v", ns.Sets)
+	if len(ns.Sets) != 1 || len(ns.Sets[desired.OwnerEgressFlows]) != 4 {
+		t.Errorf("flow sets %v, want the egress flows only", ns.Sets)
+	}
+	for _, f := range ns.Sets[desired.OwnerEgressFlows] {
+		if f.Cookie != brex.EgressCookie {
+			t.Errorf("egress flow %v: want ovnedge's cookie %#x beside ovnkube-node's gateway", f, brex.EgressCookie)
+		}
 	}
 	// Every VIP is announced by exactly one of the two Ready nodes.
 	other, err := desired.ComputeNode(demoSnapshot(t, nil), p, "ovn-worker")
@@ -305,7 +312,8 @@ func TestComputeNodeGateway(t *testing.T) {
 		{desired.OwnerBaseFlows, "dl_dst=02:42:ac:12:00:03", 3}, // the annotation's MAC
 		{desired.OwnerBaseFlows, "0xdeff105, priority=0 actions=NORMAL", 1},
 		{desired.OwnerEgressFlows, "priority=", 4},
-		{"service/prod/web", "priority=110", 6}, // ARP, ICMP, VIP in/out, NodePort in/out
+		{desired.OwnerEgressFlows, "cookie=0xdeff105,", 4}, // OVN-Kubernetes' cookie with the gateway flows
+		{"service/prod/web", "priority=110", 6},            // ARP, ICMP, VIP in/out, NodePort in/out
 		{"service/prod/api", "priority=110", 4},
 		{"service/kube-system/ingress", "nat(dst=172.18.0.3:8443)", 2}, // NodePort and VIP to the host endpoint
 		{"service/kube-system/ingress", "table=6, priority=110 actions=LOCAL", 1},
@@ -360,7 +368,8 @@ func TestComputeNodeGateway(t *testing.T) {
 	if got := prog.Owners(); !slices.Contains(got, desired.OwnerBaseFlows) || !slices.Contains(got, "service/prod/web") {
 		t.Errorf("owners after an update without a bridge MAC: %v", got)
 	}
-	// Gateway flows off: the base owner goes, the Services keep the bypass.
+	// Gateway flows off: the base and Service owners go (ovnkube-node
+	// programs them), the egress flows take ovnedge's own cookie.
 	off, err := desired.ComputeNode(s, demoParams(t, "--gateway-flows=false"), "ovn-worker2")
 	if err != nil {
 		t.Fatal(err)
@@ -368,8 +377,8 @@ func TestComputeNodeGateway(t *testing.T) {
 	if err := off.Update(&prog); err != nil {
 		t.Fatal(err)
 	}
-	if slices.Contains(prog.Owners(), desired.OwnerBaseFlows) || len(prog.Flows("service/prod/web")) != 1 {
-		t.Errorf("gateway flows off: owners %v, web %v", prog.Owners(), prog.Flows("service/prod/web"))
+	if got := prog.Owners(); !slices.Equal(got, []string{desired.OwnerEgressFlows}) {
+		t.Errorf("gateway flows off: owners %v, want the egress flows only", got)
 	}
 }
 

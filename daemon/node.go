@@ -68,9 +68,10 @@ func newNodeWork(cfg *Config, p desired.Params, clients *Clients, ev eventLog, m
 	status := &kubeStatus{clients: clients, log: log, m: m}
 	// Owns: flows a previous process left for owners gone meanwhile (a
 	// Service deleted while the daemon was down) are removed by the first
-	// apply; unchanged ones are left as they are.
+	// apply; unchanged ones are left as they are. Without the gateway
+	// flows ovnkube-node's flows are never ovnedge's (brex.Owns).
 	n.bridge = dataplane.NewFlows(dataplane.FlowsOptions{Bridge: cfg.Bridge, OVSDB: cfg.OVSDB, Transport: n.transport,
-		Update: (*desired.NodeState).Update, Owns: brex.OwnedCookie, Verify: bridgeVerify, Logger: log})
+		Update: (*desired.NodeState).Update, Owns: brex.Owns(p.GatewayFlows), Verify: bridgeVerify, Logger: log})
 	n.host = dataplane.NewHostEgress(dataplane.HostOptions{Node: cfg.NodeName, Netns: cfg.HostNetns, Backend: cfg.HostBackend,
 		Confirm: confirmer(clients, cfg.NodeName), Fenced: h.isFenced, LinksChanged: h.kickNode, Logger: log,
 		Report: func(ctx context.Context, r ovnknode.HostReport) error {

@@ -46,8 +46,8 @@ type FlowsOptions struct {
 	Update func(ns *desired.NodeState, p *ovsflow.Program) error
 	// Owns and Verify are the Applier's (ApplierOptions.Owns,
 	// VerifyInterval): Owns lets the first Apply after a restart delete
-	// the flows of owners gone meanwhile.
-	Owns   func(cookie uint64) bool
+	// the flows of owners gone meanwhile (brex.Owns).
+	Owns   func(ovsflow.FlowID) bool
 	Verify time.Duration
 	// Waiting, when not nil, names the ports the flows wait for (those
 	// through a port the bridge lacks are left out); while there are

@@ -80,8 +80,11 @@ type NodeState struct {
 // (109/105/104/100); with p.GatewayFlows the shared gateway's base flows
 // (owner "base") and every Service's gateway flows (NodePorts and VIPs to
 // OVN and back, the VIPs' ARP/NDP bypass, host-network endpoints of
-// externalTrafficPolicy=Local Services), else the Services' ARP/NDP bypass
-// only; and the VIPs it announces. It is a pure function of its inputs.
+// externalTrafficPolicy=Local Services), else no Service flow: ovnkube-node
+// programs the gateway then, the ARP/NDP bypass included, and ovnedge adds
+// only flows it does not define, with ovnedge's own cookies (the egress
+// flows with brex.EgressCookie); and the VIPs it announces. It is a pure
+// function of its inputs.
 func ComputeNode(s Snapshot, p Params, node string) (NodeState, error) {
 	ns := NodeState{Sets: map[string][]ovsflow.Flow{}}
 	i := slices.IndexFunc(s.Nodes, func(n *corev1.Node) bool { return n.Name == node })
@@ -98,6 +101,9 @@ func ComputeNode(s Snapshot, p Params, node string) (NodeState, error) {
 		}
 		if err == nil {
 			e.Zone = p.Zone
+			if !p.GatewayFlows {
+				e.Cookie = brex.EgressCookie // ovnkube-node's gateway owns BaseCookie
+			}
 			flows, err = brex.EgressFlows(e)
 		}
 		if err != nil {
@@ -113,14 +119,6 @@ func ComputeNode(s Snapshot, p Params, node string) (NodeState, error) {
 	}
 	if p.GatewayFlows {
 		gatewayFlows(&ns, s, p, s.Nodes[i], self)
-	} else {
-		bypass, err := lbsvc.BypassFlows(brex.Bypass{Uplink: p.Uplink}, s.Services)
-		if err != nil {
-			return ns, fmt.Errorf("vip bypass flows: %w", err)
-		}
-		for owner, flows := range bypass {
-			ns.Sets[owner] = flows
-		}
 	}
 	var healthy []string
 	for _, n := range s.Nodes {

@@ -65,6 +65,16 @@ type FlowChange struct {
 	Key string
 }
 
+// FlowID is what [ApplierOptions].Owns knows of a flow on the bridge.
+type FlowID struct {
+	Table    uint8
+	Priority uint16
+	Cookie   uint64
+}
+
+// ID is the flow's FlowID.
+func (f *Flow) ID() FlowID { return FlowID{Table: f.Table, Priority: f.Priority, Cookie: f.Cookie} }
+
 // FlowMonitor is a [Transport] that reports the flows others change on a
 // bridge ([NativeTransport] does, over OpenFlow 1.4+). [Applier.Run]
 // repairs the flows it owns as soon as one is reported.
@@ -102,12 +112,12 @@ type ApplierOptions struct {
 	// installed (another controller's flows). Otherwise the bridge ends
 	// with exactly the program.
 	KeepForeign bool
-	// Owns, when not nil, says which cookies are this Applier's even if
-	// it never installed them: with KeepForeign, a flow with such a
-	// cookie that the program lacks is deleted (a flow a previous
-	// process left for an owner that is gone). [OwnedCookie] knows the
-	// cookies of this package's builders.
-	Owns func(cookie uint64) bool
+	// Owns, when not nil, says which flows are this Applier's even if it
+	// never installed them, by table, priority and cookie: with
+	// KeepForeign, such a flow that the program lacks is deleted (a flow
+	// a previous process left for an owner that is gone). brex.Owns
+	// knows the flows of a node's external bridge.
+	Owns func(FlowID) bool
 	// VerifyInterval is how often [Applier.Run] dumps the bridge to
 	// check that it still holds the program, besides repairing at once
 	// what a [FlowMonitor] reports: 30s when zero, never when negative.
@@ -322,12 +332,12 @@ func cookiesOf(m map[string]*entry) map[uint64]int {
 	return c
 }
 
-// mine reports whether a flow with cookie c is the Applier's to keep
-// equal to the program: every flow without KeepForeign, else the flows of
-// the cookies of the program last applied (was) or of the one being
-// applied (is), and those Owns claims.
-func (a *Applier) mine(c uint64, was, is bool) bool {
-	return !a.opts.KeepForeign || was || is || (a.opts.Owns != nil && a.opts.Owns(c))
+// mine reports whether flow id is the Applier's to keep equal to the
+// program: every flow without KeepForeign, else the flows of the cookies
+// of the program last applied (was) or of the one being applied (is), and
+// those Owns claims.
+func (a *Applier) mine(id FlowID, was, is bool) bool {
+	return !a.opts.KeepForeign || was || is || (a.opts.Owns != nil && a.opts.Owns(id))
 }
 
 // applyOwners makes the bridge hold the program of sets, where only the
@@ -378,7 +388,7 @@ func (a *Applier) planFull(sets map[string]*flowSet, ports PortMap, h uint64) (*
 	}
 	cookies := cookiesOf(want)
 	mods, res, changed := diff(a.st.installed, want, func(e *entry) bool {
-		return a.mine(e.cookie, a.st.cookies[e.cookie] > 0, cookies[e.cookie] > 0)
+		return a.mine(e.id(), a.st.cookies[e.cookie] > 0, cookies[e.cookie] > 0)
 	})
 	return &plan{mods: mods, res: res, changed: changed, full: true, sets: maps.Clone(sets),
 		want: want, shared: shared, cookies: cookies, ports: h}, nil
@@ -452,7 +462,7 @@ func (a *Applier) planOwners(sets map[string]*flowSet, dirty []string, ports Por
 	}
 	mayDelete := func(e *entry) bool {
 		n := st.cookies[e.cookie]
-		return a.mine(e.cookie, n > 0, n+delta[e.cookie] > 0)
+		return a.mine(e.id(), n > 0, n+delta[e.cookie] > 0)
 	}
 	var dels, ups []*entry
 	for k, list := range pl.keys {
@@ -696,7 +706,7 @@ func (a *Applier) relevant(seen []FlowChange, drift <-chan FlowChange) []FlowCha
 		return nil // nothing applied yet: the first Apply reads the bridge
 	}
 	return slices.DeleteFunc(seen, func(c FlowChange) bool {
-		if c.Event == "PAUSED" || a.mine(c.Cookie, a.st.cookies[c.Cookie] > 0, false) {
+		if c.Event == "PAUSED" || a.mine(FlowID{Table: c.Table, Priority: c.Priority, Cookie: c.Cookie}, a.st.cookies[c.Cookie] > 0, false) {
 			return false
 		}
 		e, ok := a.st.installed[c.Key]

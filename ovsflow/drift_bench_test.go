@@ -54,7 +54,7 @@ func BenchmarkDriftRepair(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			ctx, cancel := context.WithCancel(ctxFor(b))
 			defer cancel()
-			opts := ovsflow.ApplierOptions{KeepForeign: true, Owns: brex.OwnedCookie, VerifyInterval: c.verify,
+			opts := ovsflow.ApplierOptions{KeepForeign: true, Owns: brex.Owns(true), VerifyInterval: c.verify,
 				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 			var tr ovsflow.Transport = br.Transport
 			if c.native {

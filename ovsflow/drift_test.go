@@ -48,7 +48,7 @@ func TestApplierRepairsDrift(t *testing.T) {
 			br := brextest.NewBridge(t)
 			ctx := ctxFor(t)
 			opts := testLog(t)
-			opts.KeepForeign, opts.Owns, opts.VerifyInterval = true, brex.OwnedCookie, c.verify
+			opts.KeepForeign, opts.Owns, opts.VerifyInterval = true, brex.Owns(true), c.verify
 			var tr ovsflow.Transport = br.Transport
 			if c.native {
 				tr = nativeFor(t, br, 0)
@@ -92,7 +92,7 @@ func TestApplierRepairsDrift(t *testing.T) {
 
 // A new Applier (a restarted process) applying the same program to a
 // bridge that holds it changes nothing; one whose program lacks a Service
-// deletes that Service's flows (its cookies are marked, OwnedCookie), and
+// deletes that Service's flows (the gateway program's shape, brex.Owns), and
 // keeps another controller's.
 func TestApplierRestartKeepsFlowsRemovesOrphans(t *testing.T) {
 	t.Parallel()
@@ -101,7 +101,7 @@ func TestApplierRestartKeepsFlowsRemovesOrphans(t *testing.T) {
 	br.Ofctl("add-flow", br.Mgmt(), "cookie=0x99,priority=300,udp,actions=drop")
 	restart := func() *ovsflow.Applier {
 		opts := testLog(t)
-		opts.KeepForeign, opts.Owns = true, brex.OwnedCookie
+		opts.KeepForeign, opts.Owns = true, brex.Owns(true)
 		return ovsflow.NewApplier(br.Bridge, nativeFor(t, br, 0), ovsflow.StaticPorts(br.Ports()), opts)
 	}
 	all := brextest.MustProgram(t, brextest.Parts{Base: true, Egress: true, Services: true, Gateway: true})

@@ -223,7 +223,7 @@ const (
 // compares what the bridge holds (dump) with a program built from
 // scratch, plus the foreign flow (and the leftover one while the Applier
 // has no reason to delete it). With owns the Applier claims this
-// package's cookies (OwnedCookie), as the daemon's does. Rounds alternate, at random, between
+// gateway program's flows (brex.Owns(true)), as the daemon's does. Rounds alternate, at random, between
 // the daemon's way (a Clone updated then applied), updating the applied
 // program in place, and a program built anew (owners compared one by
 // one).
@@ -233,7 +233,7 @@ func checkIncremental(t *testing.T, seedN uint64, steps int, owns bool, tr ovsfl
 	// Thousands of applies: their logs are left out.
 	opts := ovsflow.ApplierOptions{KeepForeign: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if owns {
-		opts.Owns = brex.OwnedCookie
+		opts.Owns = brex.Owns(true)
 	}
 	leftover := !owns
 	a := ovsflow.NewApplier(brextest.Bridge, tr, ovsflow.StaticPorts(brextest.Ports), opts)

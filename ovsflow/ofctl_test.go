@@ -40,8 +40,8 @@ func readFile(t *testing.T, path string) string {
 // for the rest.
 func TestOfctlCommandLines(t *testing.T) {
 	const (
-		add    = "cookie=0xedefc72b9c72966, priority=110,arp,in_port=1,arp_tpa=172.18.0.50,arp_op=1 actions=LOCAL"
-		ovsAdd = "priority=110,arp,in_port=1,arp_tpa=172.18.0.50,arp_op=1,table=0,idle_timeout=0,cookie=0x0edefc72b9c72966,actions=local"
+		add    = "cookie=0xef7cfc72b9c72966, priority=110,arp,in_port=1,arp_tpa=172.18.0.50,arp_op=1 actions=LOCAL"
+		ovsAdd = "priority=110,arp,in_port=1,arp_tpa=172.18.0.50,arp_op=1,table=0,idle_timeout=0,cookie=0xef7cfc72b9c72966,actions=local"
 		group  = "priority=300,udp actions=group:99"
 		key    = "table=1, priority=10,dl_dst=02:42:ac:12:00:03"
 	)

@@ -41,8 +41,8 @@ func ExampleToOVS() {
 	_, err = ovsflow.ToOVS(flows[0])
 	fmt.Println(err)
 	// Output:
-	// priority=110,arp,in_port=1,arp_tpa=172.18.0.50,arp_op=1,table=0,idle_timeout=0,cookie=0x0edec5a64e815b0a,actions=local
-	// cookie=0xedec5a64e815b0a, priority=110,arp,in_port=1,arp_tpa=172.18.0.50,arp_op=1 actions=LOCAL <nil>
+	// priority=110,arp,in_port=1,arp_tpa=172.18.0.50,arp_op=1,table=0,idle_timeout=0,cookie=0x7172c5a64e815b0a,actions=local
+	// cookie=0x7172c5a64e815b0a, priority=110,arp,in_port=1,arp_tpa=172.18.0.50,arp_op=1 actions=LOCAL <nil>
 	// in_port: port "eth0" is not resolved: an ovs.Flow names ports by number
 }
 

@@ -152,13 +152,13 @@ var ovsParserLoss = []struct {
 }{
 	{"cookie=0xdeff105, priority=105,pkt_mark=0x3f0,ip,in_port=2 actions=ct(commit,zone=64000,nat(src=172.18.0.3),exec(load:0x1->NXM_NX_CT_MARK[])),output:1",
 		"dropped pkt_mark=0x3f0", []string{"egress-seed.flows", "seed-node.flows", "sgw-node.flows"}},
-	{"cookie=0xedefc72b9c72966, priority=110,arp,in_port=1,dl_vlan=100,arp_tpa=172.18.0.50,arp_op=1 actions=pop_vlan,LOCAL",
+	{"cookie=0xef7cfc72b9c72966, priority=110,arp,in_port=1,dl_vlan=100,arp_tpa=172.18.0.50,arp_op=1 actions=pop_vlan,LOCAL",
 		rejectsPopVLAN, []string{"arp-bypass-vlan.flows", "sgw-node-vlan.flows"}},
-	{"cookie=0xedec73de80ac226, priority=110,arp,in_port=1,dl_vlan=100,arp_tpa=172.18.0.60,arp_op=1 actions=pop_vlan,LOCAL",
+	{"cookie=0x6818c73de80ac226, priority=110,arp,in_port=1,dl_vlan=100,arp_tpa=172.18.0.60,arp_op=1 actions=pop_vlan,LOCAL",
 		rejectsPopVLAN, []string{"arp-bypass-vlan.flows", "sgw-node-vlan.flows"}},
-	{"cookie=0xedede3f37e637f2, priority=110,arp,in_port=1,dl_vlan=100,arp_tpa=172.18.0.70,arp_op=1 actions=pop_vlan,LOCAL",
+	{"cookie=0x91dfde3f37e637f2, priority=110,arp,in_port=1,dl_vlan=100,arp_tpa=172.18.0.70,arp_op=1 actions=pop_vlan,LOCAL",
 		rejectsPopVLAN, []string{"sgw-node-vlan.flows"}},
-	{"cookie=0xede57d5ed7bf9a8, priority=110,icmp6,in_port=1,dl_vlan=100,icmp_type=135,icmp_code=0,nd_target=2001:db8::50 actions=pop_vlan,LOCAL",
+	{"cookie=0xd2a657d5ed7bf9a8, priority=110,icmp6,in_port=1,dl_vlan=100,icmp_type=135,icmp_code=0,nd_target=2001:db8::50 actions=pop_vlan,LOCAL",
 		rejectsPopVLAN, []string{"arp-bypass-vlan.flows", "sgw-node-vlan.flows"}},
 }
 

@@ -247,6 +247,8 @@ type entry struct {
 	actions  string
 }
 
+func (e *entry) id() FlowID { return FlowID{Table: e.table, Priority: e.priority, Cookie: e.cookie} }
+
 func (e *entry) appendLine(b []byte) []byte {
 	b = appendCookie(b, e.cookie)
 	b = append(b, e.key...)

@@ -119,12 +119,12 @@ func TestReadinessAndUninstall(t *testing.T) {
 	}
 }
 
-// ownedFlowLines are the flows of lines (a dump) that carry one of
-// ovnedge's cookies.
+// ownedFlowLines are the flows of lines (a dump) that are ovnedge's
+// (brex.Owns with the gateway flows: its cookies and the gateway's shape).
 func ownedFlowLines(lines []string) []string {
 	var out []string
 	for _, l := range lines {
-		if f, err := ovsflow.ParseFlow(l); err == nil && brex.OwnedCookie(f.Cookie) {
+		if f, err := ovsflow.ParseFlow(l); err == nil && brex.Owns(true)(f.ID()) {
 			out = append(out, l)
 		}
 	}

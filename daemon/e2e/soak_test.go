@@ -102,8 +102,9 @@ var faultKinds = []faultKind{
 		s.a.ovs.StartVswitchd()
 	}},
 	{"flows-deleted", func(s *soak) {
-		s.a.ovs.Ofctl("del-flows", s.a.ovs.Mgmt(), "cookie=0xdeff105/-1")
-		s.a.ovs.Ofctl("del-flows", s.a.ovs.Mgmt(), "cookie=0x0ede000000000000/0xffff000000000000")
+		// Every flow: the base flows, and the Services' (OVN-Kubernetes'
+		// cookies, one per Service port and VIP).
+		s.a.ovs.Ofctl("del-flows", s.a.ovs.Mgmt())
 	}},
 	{"daemon-killed", func(s *soak) {
 		if err := s.a.Kill(); err != nil {
@@ -397,6 +398,7 @@ func (s *soak) diff() (nbErr, brErr, err error) {
 		nbErr = errors.New(strings.Join(diffs, "\n"))
 	}
 	p := s.p
+	p.Uplink = s.a.ovs.Uplink // the daemon finds it on the bridge
 	mac := s.a.ovs.Vsctl("get", "Interface", s.a.ovs.Bridge, "mac_in_use")
 	if p.BridgeMAC, err = net.ParseMAC(strings.Trim(strings.TrimSpace(mac), `"`)); err != nil {
 		return nbErr, nil, fmt.Errorf("bridge MAC: %w", err)
@@ -430,8 +432,8 @@ func (s *soak) diff() (nbErr, brErr, err error) {
 	return nbErr, brErr, nil
 }
 
-// ownedFlows are ovnedge's flows of a dump (brex.OwnedCookie) in the
-// package's canonical text, sorted.
+// ownedFlows are ovnedge's flows of a dump (brex.Owns with the gateway
+// flows) in the package's canonical text, sorted.
 func ownedFlows(dump []byte) ([]string, error) {
 	flows, err := ovsflow.ParseFlows(dump)
 	if err != nil {
@@ -441,7 +443,7 @@ func ownedFlows(dump []byte) ([]string, error) {
 	for _, f := range flows {
 		// The egress fence is the node's own time-bounded state, which a
 		// render of the objects does not show.
-		if brex.OwnedCookie(f.Cookie) && f.Cookie != brex.FenceCookie {
+		if brex.Owns(true)(f.ID()) && f.Cookie != brex.FenceCookie {
 			out = append(out, string(f.AppendText(nil)))
 		}
 	}

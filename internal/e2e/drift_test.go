@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/ovnedge/ovnedge/ovsflow/brex"
 	"github.com/ovnedge/ovnedge/testbed"
 )
 
@@ -27,9 +28,10 @@ func flowLines(t *testing.T, n *testbed.ClusterNode) []string {
 }
 
 // TestBridgeDrift: ovnedge's flows deleted by hand on a node's breth0
-// (the base flows, cookie 0xdeff105, and every Service flow, ovnedge's
-// marked cookies) come back by themselves within seconds, and traffic
-// from outside to an ExternalIP through that node resumes.
+// (the base flows, cookie 0xdeff105, and the Service's VIP flows,
+// OVN-Kubernetes' cookie of its VIP and port) come back by themselves
+// within seconds, and traffic from outside to an ExternalIP through that
+// node resumes.
 func TestBridgeDrift(t *testing.T) {
 	e := shared.With(t)
 	vip := netip.MustParseAddr("172.18.0.152")
@@ -43,7 +45,7 @@ func TestBridgeDrift(t *testing.T) {
 	}
 	for round := range 3 {
 		n.Ofctl("del-flows", testbed.ClusterBridge, "cookie=0xdeff105/-1")
-		n.Ofctl("del-flows", testbed.ClusterBridge, "cookie=0x0ede000000000000/0xffff000000000000")
+		n.Ofctl("del-flows", testbed.ClusterBridge, fmt.Sprintf("cookie=%#x/-1", brex.ServiceCookie("shop", "drift", vip, 80)))
 		start := time.Now()
 		e.Eventually(5*time.Second, "the deleted flows back", func() error {
 			if got := flowLines(t, n); !slices.Equal(got, want) {

@@ -11,36 +11,62 @@ import (
 	"github.com/ovnedge/ovnedge/ovsflow"
 )
 
-// BaseCookie marks the node's own flows (base and egress), as in
-// OVN-Kubernetes.
+// BaseCookie is OVN-Kubernetes' cookie of a node's own flows
+// (DefaultOpenFlowCookie): the base flows and, with the gateway flows,
+// the egress flows.
 const BaseCookie uint64 = 0xdeff105
 
-// CookieMark is the top 16 bits of every Service cookie ([ServiceCookie],
-// [PortCookie]): OVN-Kubernetes' hash keeps the low 48 bits, the mark
-// tells a restarted process its own flows from another controller's.
+// CookieMark is the top 16 bits of the cookies of the flows only ovnedge
+// defines ([FenceCookie], [EgressCookie]); every flow OVN-Kubernetes
+// defines carries its own cookie ([BaseCookie], [ETPLocalCookie],
+// [ServiceCookie], [PortCookie]).
 const CookieMark uint64 = 0x0ede << 48
 
-// cookieHash are the bits of a Service cookie that hold its hash.
-const cookieHash uint64 = 1<<48 - 1
+// EgressCookie is the cookie of the egress flows beside OVN-Kubernetes'
+// gateway ([Egress].Cookie, when ovnkube-node programs the bridge's
+// gateway flows and owns [BaseCookie]).
+const EgressCookie uint64 = CookieMark | 0xe9e55
 
-// MarkedCookie is the cookie this package gives a flow for which
-// OVN-Kubernetes computes cookie c: c itself for [BaseCookie] and
-// [ETPLocalCookie], else c marked with [CookieMark]. Tests comparing flows
-// with OVN-Kubernetes' expectations go through it.
-func MarkedCookie(c uint64) uint64 {
-	if c == BaseCookie || c == ETPLocalCookie {
-		return c
-	}
-	return c&cookieHash | CookieMark
+// OwnedCookie reports whether c is one of the cookies only ovnedge gives
+// its flows, [FenceCookie] and [EgressCookie]: exact values, so that no
+// cookie of OVN-Kubernetes' hash is taken for one by chance.
+func OwnedCookie(c uint64) bool {
+	return c == FenceCookie || c == EgressCookie
 }
 
-// OwnedCookie reports whether a flow with cookie c is one this package's
-// builders emit: a Service cookie (CookieMark), [BaseCookie] or
-// [ETPLocalCookie]. [ApplierOptions].Owns takes it, so that an Applier
-// started anew deletes the flows a previous process left for owners that
-// are gone.
-func OwnedCookie(c uint64) bool {
-	return c&^cookieHash == CookieMark || c == BaseCookie || c == ETPLocalCookie
+// Owns returns which flows of a node's external bridge are ovnedge's, for
+// [ovsflow.ApplierOptions].Owns: an Applier started anew deletes those its
+// program lacks (flows a previous process left for owners gone
+// meanwhile), and leaves all others alone.
+//
+// With gateway true ovnedge programs the bridge's shared gateway, the way
+// ovnkube-node owns the bridge it programs (it replaces all of its flows):
+// its flows carry OVN-Kubernetes' cookies, and are known by their shape:
+// every table 0 flow at [PriorityService] (Services and their VIPs'
+// ARP/NDP bypass, whatever their cookie), every flow of tables
+// [TableHostDNAT] and [TableHostReply], every flow with [BaseCookie] or
+// [ETPLocalCookie], and ovnedge's own cookies ([OwnedCookie]).
+//
+// With gateway false ovnkube-node programs the gateway and ovnedge adds
+// only flows OVN-Kubernetes does not define: it owns its own cookies
+// ([OwnedCookie]) and nothing else, so no flow of ovnkube-node's is ever
+// changed or deleted.
+func Owns(gateway bool) func(ovsflow.FlowID) bool {
+	if gateway {
+		return ownsGateway
+	}
+	return func(id ovsflow.FlowID) bool { return OwnedCookie(id.Cookie) }
+}
+
+func ownsGateway(id ovsflow.FlowID) bool {
+	switch {
+	case OwnedCookie(id.Cookie) || id.Cookie == BaseCookie || id.Cookie == ETPLocalCookie:
+		return true
+	case id.Table == 0:
+		return id.Priority == PriorityService
+	default:
+		return id.Table == TableHostDNAT || id.Table == TableHostReply
+	}
 }
 
 // DefaultZone is the conntrack zone of br-ex's host and egress traffic.
@@ -95,8 +121,7 @@ const NodeIPMark uint32 = 1008
 
 // ServiceCookie is the cookie of a service VIP's flows: FNV-1a 64 over
 // namespace, name, VIP and decimal port concatenated, as OVN-Kubernetes
-// computes it (svcToCookie with the VIP as token), with its top 16 bits
-// replaced by [CookieMark].
+// computes it (svcToCookie with the VIP as token).
 func ServiceCookie(namespace, name string, vip netip.Addr, port int32) uint64 {
 	var buf [46]byte
 	return svcCookie(namespace, name, vip.AppendTo(buf[:0]), port)
@@ -112,7 +137,7 @@ func PortCookie(namespace, name string, proto ovsflow.Proto, port int32) uint64 
 }
 
 // svcCookie is OVN-Kubernetes' svcToCookie, FNV-1a 64 of namespace, name,
-// token and the decimal port, marked with CookieMark.
+// token and the decimal port.
 func svcCookie(namespace, name string, token []byte, port int32) uint64 {
 	var buf [64]byte
 	b := append(buf[:0], namespace...)
@@ -121,7 +146,7 @@ func svcCookie(namespace, name string, token []byte, port int32) uint64 {
 	b = strconv.AppendInt(b, int64(port), 10)
 	h := fnv.New64a()
 	h.Write(b)
-	return MarkedCookie(h.Sum64())
+	return h.Sum64()
 }
 
 // Service is a Kubernetes Service's VIPs and ports as the ARP/NDP bypass
@@ -215,6 +240,10 @@ type Egress struct {
 	NodeIPs        []netip.Addr
 	// Zone is the conntrack zone, DefaultZone when 0.
 	Zone uint16
+	// Cookie is the flows' cookie: BaseCookie when 0 (the flows are part
+	// of the gateway ovnedge programs), EgressCookie beside
+	// OVN-Kubernetes' gateway.
+	Cookie uint64
 }
 
 // EgressFlows returns the egress flows of OVN-Kubernetes' EgressIP feature
@@ -229,7 +258,7 @@ func EgressFlows(e Egress) ([]ovsflow.Flow, error) {
 	if e.Uplink == "" || e.Patch == "" {
 		return nil, fmt.Errorf("egress flows: uplink and patch ports are required")
 	}
-	zone := cmpOr(e.Zone, DefaultZone)
+	zone, cookie := cmpOr(e.Zone, DefaultZone), cmpOr(e.Cookie, BaseCookie)
 	var flows []ovsflow.Flow
 	for _, v6 := range []bool{false, true} {
 		proto := ovsflow.ProtoIP
@@ -257,19 +286,19 @@ func EgressFlows(e Egress) ([]ovsflow.Flow, error) {
 		for _, s := range nodeSubnets {
 			m := fromPatch
 			m.NwSrc = s
-			flows = append(flows, ovsflow.Flow{Priority: PriorityEgressLocal, Cookie: BaseCookie, Match: m,
+			flows = append(flows, ovsflow.Flow{Priority: PriorityEgressLocal, Cookie: cookie, Match: m,
 				Actions: commit(nil, ovsflow.SetField(ovsflow.FieldCtMark, 1))})
 		}
 		m := fromPatch
 		m.PktMark = ovsflow.Exact(NodeIPMark)
-		flows = append(flows, ovsflow.Flow{Priority: PriorityEgressNodeIP, Cookie: BaseCookie, Match: m,
+		flows = append(flows, ovsflow.Flow{Priority: PriorityEgressNodeIP, Cookie: cookie, Match: m,
 			Actions: commit(&ovsflow.NAT{Kind: ovsflow.NATSrc, Addr: nodeIP}, ovsflow.Load(ovsflow.FieldCtMark, 1))})
 		for _, s := range ofFamily(e.ClusterSubnets, v6) {
 			m := fromPatch
 			m.NwSrc = s
-			flows = append(flows, ovsflow.Flow{Priority: PriorityEgressDrop, Cookie: BaseCookie, Match: m})
+			flows = append(flows, ovsflow.Flow{Priority: PriorityEgressDrop, Cookie: cookie, Match: m})
 		}
-		flows = append(flows, ovsflow.Flow{Priority: PriorityEgressDefault, Cookie: BaseCookie, Match: fromPatch,
+		flows = append(flows, ovsflow.Flow{Priority: PriorityEgressDefault, Cookie: cookie, Match: fromPatch,
 			Actions: commit(nil, ovsflow.SetField(ovsflow.FieldCtMark, 1))})
 	}
 	if len(flows) == 0 {

@@ -23,10 +23,22 @@
 //	flows, err := brex.ARPBypass(brex.Bypass{Uplink: "eth0"}, svc)
 //	err = program.Set(svc.Owner(), flows)
 //
-// Service cookies are OVN-Kubernetes' per-port hash marked with
-// [CookieMark] ([PortCookie], [ServiceCookie]); [OwnedCookie] tells
-// ovnedge's cookies from another controller's, so an Applier deletes the
-// flows of Services that went away while it was not running.
+// Every flow OVN-Kubernetes defines carries its cookie: [BaseCookie]
+// (0xdeff105) on the base and egress flows, its svcToCookie hash on a
+// Service's ([PortCookie], [ServiceCookie]), [ETPLocalCookie] on tables 6
+// and 7. Flows only ovnedge defines carry [CookieMark] in their top 16
+// bits ([FenceCookie], and [EgressCookie] on the egress flows beside
+// ovnkube-node's gateway); [OwnedCookie] knows them.
+//
+// [Owns] says which flows an Applier started anew may delete when its
+// program lacks them (the flows of Services that went away while it was
+// not running). With the gateway flows ovnedge owns the bridge's gateway,
+// as ovnkube-node owns a bridge it programs: the flows of its shape
+// (table 0 at priority 110, tables 6 and 7) and its cookies. Beside
+// ovnkube-node's gateway ovnedge installs no flow ovnkube-node installs
+// (no Service flow, no ARP bypass, no flow with one of its cookies) and
+// owns only its own marked cookies, so neither controller ever changes
+// the other's flows.
 //
 // The flows reproduce ovn-kubernetes/ovn-kubernetes at 8871cd9
 // (go-controller/pkg/node/bridgeconfig/bridgeflows.go, gateway_shared_intf.go)

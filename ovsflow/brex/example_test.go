@@ -29,6 +29,6 @@ func ExampleARPBypass() {
 	}
 	fmt.Print(string(text))
 	// Output:
-	// cookie=0xedec5a64e815b0a, priority=110,arp,in_port=1,arp_tpa=172.18.0.50,arp_op=1 actions=LOCAL
-	// cookie=0xedece2a3f66f35c, priority=110,icmp6,in_port=1,icmp_type=135,icmp_code=0,nd_target=2001:db8::50 actions=LOCAL
+	// cookie=0x7172c5a64e815b0a, priority=110,arp,in_port=1,arp_tpa=172.18.0.50,arp_op=1 actions=LOCAL
+	// cookie=0x2530ce2a3f66f35c, priority=110,icmp6,in_port=1,icmp_type=135,icmp_code=0,nd_target=2001:db8::50 actions=LOCAL
 }

@@ -116,9 +116,8 @@ func TestServiceFlowsMatchOVNKubernetes(t *testing.T) {
 	}
 }
 
-// Service cookies are OVN-Kubernetes' (the values below are its), marked
-// in their top 16 bits; OwnedCookie knows them and the node's cookies, and
-// no other.
+// Service cookies are OVN-Kubernetes' own (the values below are its
+// svcToCookie results in gateway_localnet_linux_test.go).
 func TestServiceCookies(t *testing.T) {
 	for _, c := range []struct {
 		got, want uint64
@@ -128,18 +127,40 @@ func TestServiceCookies(t *testing.T) {
 		{brex.ServiceCookie("namespace1", "service1", netip.MustParseAddr("5.5.5.5"), 8080), 0x10c6b89e483ea111},
 		{brex.ServiceCookie("namespace1", "service1", netip.MustParseAddr("1.1.1.1"), 8080), 0x71765945a31dc2f1},
 	} {
-		if c.got != brex.MarkedCookie(c.want) || !brex.OwnedCookie(c.got) {
-			t.Errorf("cookie %#x (owned %v), want %#x (OVN-Kubernetes' %#x) owned", c.got, brex.OwnedCookie(c.got), brex.MarkedCookie(c.want), c.want)
+		if c.got != c.want {
+			t.Errorf("cookie %#x, want OVN-Kubernetes' %#x", c.got, c.want)
 		}
 	}
-	for _, c := range []uint64{brex.BaseCookie, brex.ETPLocalCookie} {
-		if !brex.OwnedCookie(c) {
-			t.Errorf("cookie %#x not owned", c)
+}
+
+// Owns: with the gateway flows ovnedge owns the gateway program's flows
+// by shape and cookie, leaving other priorities' foreign flows alone;
+// without, only its own marked cookies, never one of OVN-Kubernetes'.
+func TestOwns(t *testing.T) {
+	svc := brex.ServiceCookie("namespace1", "service1", netip.MustParseAddr("5.5.5.5"), 8080)
+	for _, c := range []struct {
+		name            string
+		id              ovsflow.FlowID
+		gateway, beside bool
+	}{
+		{"a Service flow", ovsflow.FlowID{Priority: brex.PriorityService, Cookie: svc}, true, false},
+		{"a Service flow with the cookie of another hash", ovsflow.FlowID{Priority: brex.PriorityService, Cookie: 0x77}, true, false},
+		{"a base flow", ovsflow.FlowID{Priority: brex.PriorityNormal, Cookie: brex.BaseCookie}, true, false},
+		{"a table 1 base flow", ovsflow.FlowID{Table: brex.TableReply, Priority: brex.PriorityReplyTracked, Cookie: brex.BaseCookie}, true, false},
+		{"an ETP=Local table 6 flow", ovsflow.FlowID{Table: brex.TableHostDNAT, Priority: brex.PriorityService, Cookie: brex.ETPLocalCookie}, true, false},
+		{"a table 7 flow", ovsflow.FlowID{Table: brex.TableHostReply, Priority: 1, Cookie: 0x77}, true, false},
+		{"the egress fence", ovsflow.FlowID{Priority: brex.PriorityEgressFence, Cookie: brex.FenceCookie}, true, true},
+		{"egress flows beside ovnkube-node", ovsflow.FlowID{Priority: brex.PriorityEgressLocal, Cookie: brex.EgressCookie}, true, true},
+		{"another controller's flow", ovsflow.FlowID{Priority: 7, Cookie: 0x77}, false, false},
+		{"a flow at 110 in table 2", ovsflow.FlowID{Table: 2, Priority: brex.PriorityService, Cookie: 0x77}, false, false},
+		{"a marked cookie ovnedge does not give", ovsflow.FlowID{Priority: 7, Cookie: brex.CookieMark | 0x1234}, false, false},
+		{"a new bridge's NORMAL flow", ovsflow.FlowID{Cookie: 0}, false, false},
+	} {
+		if got := brex.Owns(true)(c.id); got != c.gateway {
+			t.Errorf("%s %+v: owned with the gateway flows %v, want %v", c.name, c.id, got, c.gateway)
 		}
-	}
-	for _, c := range []uint64{0, 0x453ae29bcbbc08bd, 0xdeff106, brex.CookieMark >> 1, 1 << 63} {
-		if brex.OwnedCookie(c) {
-			t.Errorf("foreign cookie %#x owned", c)
+		if got := brex.Owns(false)(c.id); got != c.beside {
+			t.Errorf("%s %+v: owned beside ovnkube-node's gateway %v, want %v", c.name, c.id, got, c.beside)
 		}
 	}
 }

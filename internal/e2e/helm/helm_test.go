@@ -30,6 +30,7 @@ import (
 	"github.com/ovnedge/ovnedge/internal/e2e"
 	"github.com/ovnedge/ovnedge/internal/e2e/helmenv"
 	"github.com/ovnedge/ovnedge/ovsdbnb/nbdb"
+	"github.com/ovnedge/ovnedge/ovsflow"
 	"github.com/ovnedge/ovnedge/ovsflow/brex"
 	"github.com/ovnedge/ovnedge/readiness"
 	"github.com/ovnedge/ovnedge/testbed"
@@ -307,10 +308,16 @@ func (h *harness) eventually(t *testing.T, timeout time.Duration, what string, c
 	}
 }
 
-// cookieRE finds a dumped flow's cookie.
-var cookieRE = regexp.MustCompile(`cookie=0x([0-9a-f]+)`)
+// cookieRE, tableRE and priorityRE find a dumped flow's cookie, table
+// and priority.
+var (
+	cookieRE   = regexp.MustCompile(`cookie=0x([0-9a-f]+)`)
+	tableRE    = regexp.MustCompile(`table=([0-9]+)`)
+	priorityRE = regexp.MustCompile(`priority=([0-9]+)`)
+)
 
-// ownedFlows are node's breth0 flows carrying one of ovnedge's cookies,
+// ownedFlows are node's breth0 flows that are ovnedge's (brex.Owns with
+// the gateway flows: the gateway program's cookies and shape),
 // statistics stripped (stats false) or not, sorted.
 func ownedFlows(n *testbed.ClusterNode, stats bool) ([]string, error) {
 	argv := []string{"-O", "OpenFlow13", "dump-flows", n.Mgmt(testbed.ClusterBridge)}
@@ -327,7 +334,18 @@ func ownedFlows(n *testbed.ClusterNode, stats bool) ([]string, error) {
 		if m == nil {
 			continue
 		}
-		if c, err := strconv.ParseUint(m[1], 16, 64); err == nil && brex.OwnedCookie(c) {
+		id := ovsflow.FlowID{}
+		id.Cookie, _ = strconv.ParseUint(m[1], 16, 64)
+		head, _, _ := strings.Cut(l, " actions=")
+		if m := tableRE.FindStringSubmatch(head); m != nil {
+			v, _ := strconv.ParseUint(m[1], 10, 8)
+			id.Table = uint8(v)
+		}
+		if m := priorityRE.FindStringSubmatch(head); m != nil {
+			v, _ := strconv.ParseUint(m[1], 10, 16)
+			id.Priority = uint16(v)
+		}
+		if brex.Owns(true)(id) {
 			owned = append(owned, strings.TrimSpace(l))
 		}
 	}
