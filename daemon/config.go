@@ -18,6 +18,7 @@ import (
 	"github.com/ovnedge/ovnedge/desired"
 	"github.com/ovnedge/ovnedge/egress/reach"
 	"github.com/ovnedge/ovnedge/lbsvc/ipam"
+	"github.com/ovnedge/ovnedge/metrics"
 )
 
 // ClusterSubnet is one `--cluster-subnets` entry: a pod network and the
@@ -200,7 +201,19 @@ type Config struct {
 	BGPShutdown string
 
 	MetricsAddr string
-	Pprof       bool
+	// MetricsSecure serves /metrics over HTTPS (MetricsCertFile and
+	// MetricsKeyFile, or a self-signed certificate) to the clients whose
+	// bearer token the API server authenticates and authorizes for get on
+	// the non-resource URL /metrics.
+	MetricsSecure                   bool
+	MetricsCertFile, MetricsKeyFile string
+	// HealthAddr serves /healthz and /readyz alone; empty: on a plain
+	// MetricsAddr.
+	HealthAddr string
+	Pprof      bool
+	// PprofAddr serves /debug/pprof/ with Pprof, on loopback only; empty:
+	// on MetricsAddr when that is a plain loopback address.
+	PprofAddr string
 	// GCAhead starts a garbage collection after a cluster pass when the
 	// runtime would start its next one late, on the next pass (see
 	// package gcahead).
@@ -334,7 +347,7 @@ var options = []option{
 	{"enable-egress-ip", "ovnkubernetesfeature", "enable-egress-ip", "true", "program EgressIPs",
 		func(c *Config, v string) (err error) { c.EnableEgressIP, err = strconv.ParseBool(v); return err }},
 	{"gateway-flows", "gateway", "gateway-flows", "true",
-		"program the shared gateway's base and Service flows on the bridge (NodePorts, ExternalIPs and LoadBalancer VIPs to OVN and back, conntrack zone 64000, NORMAL; they replace the bridge's default NORMAL flow); false where OVN-Kubernetes' node agent installs them (the VIP ARP/NDP bypass and the EgressIP flows stay)",
+		"program the shared gateway's base and Service flows on the bridge (NodePorts, ExternalIPs and LoadBalancer VIPs to OVN and back, conntrack zone 64000, NORMAL; they replace the bridge's default NORMAL flow); false where OVN-Kubernetes' node agent installs them (ovnedge then installs no flow it installs: only the EgressIP flows stay, under ovnedge's own cookie)",
 		func(c *Config, v string) (err error) { c.GatewayFlows, err = strconv.ParseBool(v); return err }},
 	{"bridge-mac", "ovnedge", "bridge-mac", "", "MAC address of the bridge for the gateway flows; empty: the bridge interface's mac_in_use in the Open_vSwitch database",
 		func(c *Config, v string) (err error) { c.BridgeMAC, err = parseMAC(v); return err }},
@@ -437,10 +450,31 @@ var options = []option{
 			}
 			return fmt.Errorf("%q is not auto, restart or withdraw", v)
 		}},
-	{"metrics-address", "ovnedge", "metrics-address", ":9476", "address of /metrics, /healthz and /readyz; empty disables",
+	{"metrics-address", "ovnedge", "metrics-address", ":9476",
+		"address of /metrics, and of /healthz and /readyz when --health-address is empty and --metrics-secure false; empty disables",
 		func(c *Config, v string) error { c.MetricsAddr = v; return nil }},
-	{"enable-pprof", "ovnedge", "enable-pprof", "false", "serve /debug/pprof on the metrics address",
+	{"metrics-secure", "ovnedge", "metrics-secure", "false",
+		"serve /metrics over HTTPS, only to clients whose bearer token the API server authenticates (TokenReview) and allows get on the non-resource URL /metrics (SubjectAccessReview); health then only on --health-address",
+		func(c *Config, v string) (err error) { c.MetricsSecure, err = strconv.ParseBool(v); return err }},
+	{"metrics-cert-file", "ovnedge", "metrics-cert-file", "",
+		"PEM certificate of the secure metrics (read again when it changes); empty, with --metrics-key-file: a self-signed one made at start",
+		func(c *Config, v string) error { c.MetricsCertFile = v; return nil }},
+	{"metrics-key-file", "ovnedge", "metrics-key-file", "", "PEM private key of --metrics-cert-file",
+		func(c *Config, v string) error { c.MetricsKeyFile = v; return nil }},
+	{"health-address", "ovnedge", "health-address", "",
+		"address of /healthz and /readyz alone, plain HTTP (the kubelet's probes); empty: on a plain --metrics-address",
+		func(c *Config, v string) error { c.HealthAddr = v; return nil }},
+	{"enable-pprof", "ovnedge", "enable-pprof", "false", "serve /debug/pprof, on loopback only (--pprof-address)",
 		func(c *Config, v string) (err error) { c.Pprof, err = strconv.ParseBool(v); return err }},
+	{"pprof-address", "ovnedge", "pprof-address", "",
+		"loopback address of /debug/pprof with --enable-pprof; empty: on --metrics-address when that is a plain loopback address",
+		func(c *Config, v string) error {
+			if v != "" && !metrics.Loopback(v) {
+				return fmt.Errorf("%q is not a loopback address (127.0.0.1:PORT, [::1]:PORT, localhost:PORT)", v)
+			}
+			c.PprofAddr = v
+			return nil
+		}},
 	{"gc-ahead", "ovnedge", "gc-ahead", "true", "after a cluster pass, start a garbage collection while idle when the Go runtime would start its next one late, with the next pass",
 		func(c *Config, v string) (err error) { c.GCAhead, err = strconv.ParseBool(v); return err }},
 	{"full-recompute", "ovnedge", "full-recompute", "10m",
@@ -608,7 +642,12 @@ type rawSection struct {
 	LeaderElect                      *string `gcfg:"leader-elect"`
 	LeaderStepDownAfter              *string `gcfg:"leader-step-down-after"`
 	MetricsAddress                   *string `gcfg:"metrics-address"`
+	MetricsSecure                    *string `gcfg:"metrics-secure"`
+	MetricsCertFile                  *string `gcfg:"metrics-cert-file"`
+	MetricsKeyFile                   *string `gcfg:"metrics-key-file"`
+	HealthAddress                    *string `gcfg:"health-address"`
 	EnablePprof                      *string `gcfg:"enable-pprof"`
+	PprofAddress                     *string `gcfg:"pprof-address"`
 	GCAhead                          *string `gcfg:"gc-ahead"`
 	FullRecompute                    *string `gcfg:"full-recompute"`
 	ManifestsPoll                    *string `gcfg:"manifests-poll"`

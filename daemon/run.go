@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -19,6 +17,7 @@ import (
 	"github.com/ovnedge/ovnedge/desired"
 	"github.com/ovnedge/ovnedge/kubewatch"
 	"github.com/ovnedge/ovnedge/manifests"
+	"github.com/ovnedge/ovnedge/metrics"
 	"github.com/ovnedge/ovnedge/readiness"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -174,16 +173,14 @@ func Connect(cfg *Config, log *slog.Logger) (*Clients, error) {
 
 // run watches the cluster through c and runs r until ctx ends: Node on
 // every change, Cluster on every change while this instance leads. It
-// serves metrics and health on cfg.MetricsAddr. On return the dataplane is
+// serves metrics and health (serveMetrics). On return the dataplane is
 // left as it was: nothing is torn down on shutdown.
 func run(ctx context.Context, cfg *Config, c *Clients, r reconcilers, env runEnv) error {
-	if cfg.MetricsAddr != "" {
-		stop, err := serveMetrics(cfg, env)
-		if err != nil {
-			return err
-		}
-		defer stop()
+	stop, err := serveMetrics(cfg, c, env)
+	if err != nil {
+		return err
 	}
+	defer stop()
 	defer env.Metrics.SetReady(false)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -222,20 +219,29 @@ func run(ctx context.Context, cfg *Config, c *Clients, r reconcilers, env runEnv
 	return nil
 }
 
-// serveMetrics serves metrics and health on cfg.MetricsAddr until stop.
-func serveMetrics(cfg *Config, env runEnv) (stop func(), err error) {
-	ln, err := net.Listen("tcp", cfg.MetricsAddr)
-	if err != nil {
-		return nil, fmt.Errorf("metrics address: %w", err)
-	}
-	srv := &http.Server{Handler: env.Metrics.Handler(cfg.Pprof), ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			env.Log.Error("metrics server", "err", err)
+// serveMetrics serves metrics, health and profiles as cfg says (see
+// metrics.ServeOptions) until stop. Secure metrics ask the API server of
+// c about every scraper (cached: metrics.TokenCacheTTL, AllowCacheTTL,
+// DenyCacheTTL).
+func serveMetrics(cfg *Config, c *Clients, env runEnv) (stop func(), err error) {
+	o := metrics.ServeOptions{MetricsAddr: cfg.MetricsAddr, HealthAddr: cfg.HealthAddr, Pprof: cfg.Pprof, PprofAddr: cfg.PprofAddr,
+		Log: env.Log}
+	if cfg.MetricsSecure && cfg.MetricsAddr != "" {
+		if c.FromManifests {
+			return nil, errors.New("--metrics-secure needs an API server to authenticate scrapers, not manifests")
 		}
-	}()
-	env.Log.Info("serving metrics and health", "address", ln.Addr().String())
-	return func() { srv.Close() }, nil
+		host, _ := os.Hostname()
+		if o.TLS, err = metrics.TLSConfig(cfg.MetricsCertFile, cfg.MetricsKeyFile, cmp.Or(cfg.NodeName, host, "localhost"), env.Log); err != nil {
+			return nil, err
+		}
+		if o.Auth, err = metrics.NewKubeAuth(c.Typed, env.Log); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.MetricsSecure && cfg.HealthAddr == "" {
+		env.Log.Warn("no /healthz and /readyz: --metrics-secure serves them only on --health-address")
+	}
+	return env.Metrics.Serve(o)
 }
 
 // loops are run's node and cluster loops over one Watcher.

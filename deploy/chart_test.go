@@ -231,6 +231,8 @@ var generated = map[string]string{
 	"rbac.yaml":       "templates/rbac.yaml",
 	"daemonset.yaml":  "templates/daemonset.yaml",
 	"deployment.yaml": "templates/deployment.yaml",
+	// the ValidatingAdmissionPolicy of node.identityPolicy
+	"node-identity.yaml": "templates/node-identity.yaml",
 }
 
 const generatedHeader = "# Generated from deploy/helm/ovnedge (helm template --namespace kube-system,\n# default values) by `make deploy`: edit the chart, not this file.\n"
@@ -335,4 +337,88 @@ func kubeSchemas(t testing.TB) string {
 	}
 	t.Logf("generated %d kubeconform schemas of Kubernetes %s in %s", n, testbed.KubeAPIVersion, dir)
 	return dir
+}
+
+// TestChartMetricsAndProbes renders the chart with several values and
+// checks, in each container, that the probes ask the health port (plain
+// HTTP, declared as a container port, apart from the metrics port), that
+// /metrics is secure exactly when metrics.secure (with the certificate of
+// metrics.tlsSecret mounted where the flags say) and its RBAC rendered
+// with it, and the node identity policy rendered exactly when
+// node.identityPolicy.
+func TestChartMetricsAndProbes(t *testing.T) {
+	helm := tool(t, "helm")
+	for _, tc := range []struct {
+		name                      string
+		values                    []string
+		nodeHealth, leaderHealth  int32
+		secure, certFile, vapWant bool
+	}{
+		{"default", nil, 9475, 9475, true, false, true},
+		{"features", valueSets["features"], 9475, 9475, true, true, true},
+		{"leader on the host network", []string{"--set", "leader.hostNetwork=true"}, 9475, 9474, true, false, true},
+		{"ports", []string{"--set", "healthPort=9000,leader.hostNetwork=true,leader.hostNetworkHealthPort=9001"}, 9000, 9001, true, false, true},
+		// an upgrade with --reuse-values from a chart without these values
+		{"values of an older chart", []string{"--set", "healthPort=null,metrics=null,leader.hostNetworkHealthPort=null,leader.hostNetwork=true"},
+			9475, 9474, true, false, true},
+		{"plain metrics, no policy", []string{"--set", "metrics.secure=false,node.identityPolicy=false"}, 9475, 9475, false, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			manifests := render(t, helm, tc.values...)
+			ds, dep := workloads(t, manifests)
+			for _, c := range []struct {
+				name   string
+				c      corev1.Container
+				health int32
+			}{{"node", ds.Spec.Template.Spec.Containers[0], tc.nodeHealth}, {"leader", dep.Spec.Template.Spec.Containers[0], tc.leaderHealth}} {
+				checkMetricsContainer(t, c.name, c.c, c.health, tc.secure, tc.certFile)
+			}
+			for _, r := range []struct {
+				what string
+				want bool
+			}{
+				{"kind: ClusterRole\nmetadata:\n  name: ovnedge-metrics-auth\n", tc.secure},
+				{"kind: ClusterRoleBinding\nmetadata:\n  name: ovnedge-metrics-auth\n", tc.secure},
+				{"kind: ClusterRole\nmetadata:\n  name: ovnedge-metrics-reader\n", tc.secure},
+				{"kind: ValidatingAdmissionPolicy\n", tc.vapWant},
+				{"kind: ValidatingAdmissionPolicyBinding\n", tc.vapWant},
+			} {
+				if got := strings.Contains(manifests, r.what); got != r.want {
+					t.Errorf("rendering has %q: %v, want %v", r.what, got, r.want)
+				}
+			}
+		})
+	}
+}
+
+// checkMetricsContainer checks one container's metrics, health and probes.
+func checkMetricsContainer(t *testing.T, name string, c corev1.Container, health int32, secure, certFile bool) {
+	t.Helper()
+	args := slices.Clone(c.Args[1:])
+	for i := range args {
+		args[i] = strings.ReplaceAll(args[i], "$(NODE_NAME)", "node-1")
+	}
+	cfg, _, err := daemon.ParseConfig("daemon", args)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if cfg.HealthAddr != fmt.Sprintf(":%d", health) || cfg.MetricsAddr == cfg.HealthAddr || cfg.MetricsSecure != secure ||
+		(cfg.MetricsCertFile != "") != certFile || (cfg.MetricsKeyFile != "") != certFile {
+		t.Errorf("%s: metrics %q health %q secure %v cert %q key %q; want health :%d, secure %v, cert file %v",
+			name, cfg.MetricsAddr, cfg.HealthAddr, cfg.MetricsSecure, cfg.MetricsCertFile, cfg.MetricsKeyFile, health, secure, certFile)
+	}
+	for probe, p := range map[string]*corev1.Probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
+		if p == nil || p.HTTPGet == nil || p.HTTPGet.Port.IntVal != health || (p.HTTPGet.Scheme != "" && p.HTTPGet.Scheme != corev1.URISchemeHTTP) {
+			t.Errorf("%s: %s probe %+v, want plain HTTP on %d", name, probe, p, health)
+		}
+	}
+	if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "health" && p.ContainerPort == health }) {
+		t.Errorf("%s: ports %+v, no health %d", name, c.Ports, health)
+	}
+	mounted := slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+		return m.Name == "metrics-tls" && strings.HasPrefix(cfg.MetricsCertFile, m.MountPath+"/") && strings.HasPrefix(cfg.MetricsKeyFile, m.MountPath+"/")
+	})
+	if mounted != certFile {
+		t.Errorf("%s: metrics certificate mounted %v, want %v (%+v)", name, mounted, certFile, c.VolumeMounts)
+	}
 }

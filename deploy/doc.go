@@ -10,9 +10,9 @@
 //     with schemas generated from the Kubernetes OpenAPI document of the
 //     k8s.io/kubernetes module (the version of the test apiserver) and
 //     from the chart's CRDs; the manifests of this directory
-//     (rbac.yaml, daemonset.yaml, deployment.yaml, crds/) are the chart's
-//     default rendering and must stay equal to it (`make deploy` rewrites
-//     them).
+//     (rbac.yaml, daemonset.yaml, deployment.yaml, node-identity.yaml,
+//     crds/) are the chart's default rendering and must stay equal to it
+//     (`make deploy` rewrites them).
 //
 // daemon/e2e applies the rendered chart to a real kube-apiserver and runs
 // the daemon with exactly the rendered arguments.

@@ -7,5 +7,17 @@
 //	m := metrics.New()
 //	m.SetNBStats(writer.Stats)
 //	m.SetReadiness(false, "InformersNotSynced")
-//	go http.ListenAndServe(":9476", m.Handler(false))
+//	go http.ListenAndServe("127.0.0.1:9476", m.Handler(false))
+//
+// On a host network Serve splits them: /metrics over HTTPS for the bearer
+// tokens the API server authenticates and authorizes (KubeAuth:
+// TokenReview and SubjectAccessReview through k8s.io/apiserver's
+// delegating authenticator and authorizer, cached), /healthz and /readyz
+// alone over plain HTTP for the kubelet's probes, /debug/pprof/ on a
+// loopback address only.
+//
+//	auth, _ := metrics.NewKubeAuth(clientset, log)
+//	tlsConf, _ := metrics.TLSConfig("", "", nodeName, log) // self-signed
+//	stop, err := m.Serve(metrics.ServeOptions{MetricsAddr: ":9476", Auth: auth, TLS: tlsConf,
+//		HealthAddr: ":9475", Log: log})
 package metrics

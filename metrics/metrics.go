@@ -250,10 +250,31 @@ func (m *Metrics) SetReadiness(ready bool, why string) {
 }
 
 // Handler serves /metrics, /healthz, /readyz and, when pprof is true,
-// /debug/pprof/.
+// /debug/pprof/, all without authentication: for a loopback address or a
+// trusted network. Serve and Servers split them for a host network.
 func (m *Metrics) Handler(withPprof bool) http.Handler {
 	mux := http.NewServeMux()
+	mux.Handle("/metrics", m.MetricsHandler())
+	mux.Handle("/healthz", m.HealthHandler())
+	mux.Handle("/readyz", m.HealthHandler())
+	if withPprof {
+		mux.Handle("/debug/pprof/", PprofHandler())
+	}
+	return mux
+}
+
+// MetricsHandler serves /metrics alone (404 elsewhere).
+func (m *Metrics) MetricsHandler() http.Handler {
+	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	return mux
+}
+
+// HealthHandler serves /healthz (200 while the process serves) and
+// /readyz (SetReadiness: 200, or 503 with the reason) alone: what the
+// kubelet's probes ask, nothing else.
+func (m *Metrics) HealthHandler() http.Handler {
+	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})
@@ -268,12 +289,17 @@ func (m *Metrics) Handler(withPprof bool) http.Handler {
 		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	if withPprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	}
+	return mux
+}
+
+// PprofHandler serves /debug/pprof/ (net/http/pprof), for a loopback
+// address only: profiles show the process' memory and arguments.
+func PprofHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return mux
 }

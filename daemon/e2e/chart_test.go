@@ -3,9 +3,11 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -167,7 +169,8 @@ func command(c corev1.Container, env map[string]string) []string {
 // (the chart's RBAC is all they get): the node reports ready and the
 // leader acquires the Lease. Outside a pod they need --kubeconfig (the
 // in-cluster config otherwise) and, as both run in the host's network
-// namespace here, the leader's metrics port is moved off the node's.
+// namespace here, the leader's metrics and health ports are moved off the
+// node's. The node's /metrics answers 401 without a token.
 func TestChart(t *testing.T) {
 	t.Parallel()
 	bin := buildOvnedge(t)
@@ -194,12 +197,12 @@ func TestChart(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	metricsPort := freePort(t)
+	metricsPort, healthPort := freePort(t), freePort(t)
 	manifests := renderChart(t,
 		"ovn.nbAddress="+ovn.NB, "ovn.sbAddress="+ovn.SB,
 		"node.ovsDB="+ovs.DB, "node.ovsRunDir="+ovs.RunDir, "node.bridge="+ovs.Bridge, "node.uplink="+ovs.Uplink,
 		"clusterSubnets="+clusterSubnets, "joinSubnet="+joinSubnet,
-		"metricsPort="+strconv.Itoa(metricsPort),
+		"metricsPort="+strconv.Itoa(metricsPort), "healthPort="+strconv.Itoa(healthPort),
 		"egress.healthCheckPort="+strconv.Itoa(freePort(t)), "egress.heartbeatPort="+strconv.Itoa(freePort(t)),
 		"leader.replicas=1")
 	begin := time.Now()
@@ -255,14 +258,10 @@ func TestChart(t *testing.T) {
 
 	nodeArgs := command(ds.Spec.Template.Spec.Containers[0], map[string]string{"NODE_NAME": egressNode})
 	node := start("node", ds.Spec.Template.Spec, nodeArgs)
-	leaderPort := freePort(t)
+	leaderPort := freePort(t) // its health port
 	leaderArgs := command(dep.Spec.Template.Spec.Containers[0], nil)
-	metricsFlag := "--metrics-address=:" + strconv.Itoa(metricsPort)
-	i := slices.Index(leaderArgs, metricsFlag)
-	if i < 0 {
-		t.Fatalf("leader args %q: no %s", leaderArgs, metricsFlag)
-	}
-	leaderArgs[i] = "--metrics-address=:" + strconv.Itoa(leaderPort)
+	movePort(t, leaderArgs, "--metrics-address=:", metricsPort, freePort(t))
+	movePort(t, leaderArgs, "--health-address=:", healthPort, leaderPort)
 	leader := start("leader", dep.Spec.Template.Spec, leaderArgs)
 
 	// The node is ready on the rendered probe's port.
@@ -275,6 +274,15 @@ func TestChart(t *testing.T) {
 		_, err := node.get(ctx, probe.Path)
 		return err
 	})
+	// The node's /metrics: HTTPS, for the tokens the API server allows.
+	for _, c := range []struct {
+		who, token string
+		want       int
+	}{{"no token", "", http.StatusUnauthorized}, {"an administrator", api.Config.BearerToken, http.StatusOK}} {
+		if got, err := scrapeSecure(ctx, "127.0.0.1:"+strconv.Itoa(metricsPort), c.token); err != nil || got != c.want {
+			t.Errorf("node /metrics, %s: %d %v, want %d", c.who, got, err, c.want)
+		}
+	}
 	// The leader holds the Lease and is ready.
 	hostname, _ := os.Hostname()
 	k.poll(t, "the leader to hold the Lease", func(ctx context.Context) error {
@@ -304,4 +312,33 @@ func TestChart(t *testing.T) {
 	if err := errors.Join(node.Terminate(), leader.Terminate()); err != nil {
 		t.Errorf("stop: %v", err)
 	}
+}
+
+// movePort replaces flag+from in args with flag+to.
+func movePort(t *testing.T, args []string, flag string, from, to int) {
+	t.Helper()
+	i := slices.Index(args, flag+strconv.Itoa(from))
+	if i < 0 {
+		t.Fatalf("args %q: no %s%d", args, flag, from)
+	}
+	args[i] = flag + strconv.Itoa(to)
+}
+
+// scrapeSecure GETs /metrics over HTTPS (any certificate) with the
+// bearer token (none when empty) and returns the status code.
+func scrapeSecure(ctx context.Context, addr, token string) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
 }

@@ -8,7 +8,7 @@
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end }}
 
-{{/* The leader's /metrics, /healthz and /readyz port: metricsPort, or
+{{/* The leader's /metrics port: metricsPort, or
 on the host network (leader.hostNetwork) leader.hostNetworkMetricsPort,
 since every node's DaemonSet pod holds metricsPort there (a hostNetwork
 pod's containerPort is a host port: the scheduler would never place the
@@ -17,8 +17,32 @@ leader next to a node pod). */}}
 {{ if .Values.leader.hostNetwork }}{{ .Values.leader.hostNetworkMetricsPort }}{{ else }}{{ .Values.metricsPort }}{{ end }}
 {{- end }}
 
-{{/* Flags node and leader share: the networks, the metrics address
-(of the metricsPort given: dict "Values" .Values "metricsPort" PORT),
+{{/* The /healthz and /readyz port of the node (healthPort) and of the
+leader (healthPort, or leader.hostNetworkHealthPort on the host network,
+as its metrics port). The defaults serve releases upgraded with
+--reuse-values from a chart without these values. */}}
+{{- define "ovnedge.nodeHealthPort" -}}
+{{ .Values.healthPort | default 9475 }}
+{{- end }}
+{{- define "ovnedge.leaderHealthPort" -}}
+{{ if .Values.leader.hostNetwork }}{{ .Values.leader.hostNetworkHealthPort | default 9474 }}{{ else }}{{ include "ovnedge.nodeHealthPort" . }}{{ end }}
+{{- end }}
+
+{{/* "true" when /metrics is served over HTTPS to the clients the API
+server authenticates and authorizes (metrics.secure, true when unset). */}}
+{{- define "ovnedge.metricsSecure" -}}
+{{ dig "secure" true (.Values.metrics | default dict) }}
+{{- end }}
+
+{{/* The Secret of the metrics' certificate (metrics.tlsSecret; empty:
+a self-signed one). */}}
+{{- define "ovnedge.metricsTLSSecret" -}}
+{{ dig "tlsSecret" "" (.Values.metrics | default dict) }}
+{{- end }}
+
+{{/* Flags node and leader share: the networks, the metrics and health
+addresses (of the ports given: dict "Values" .Values "metricsPort" PORT
+"healthPort" PORT) and the metrics' TLS and authorization,
 the EgressIP health check and heartbeat (node and leader must agree), the
 LB pools (the node's BGP communities are per pool), TLS. */}}
 {{- define "ovnedge.commonArgs" -}}
@@ -28,6 +52,14 @@ LB pools (the node's BGP communities are per pool), TLS. */}}
 - --gateway-v4-masquerade-subnet={{ .Values.masqueradeSubnetV4 }}
 - --gateway-v6-masquerade-subnet={{ .Values.masqueradeSubnetV6 }}
 - --metrics-address=:{{ .metricsPort }}
+- --health-address=:{{ .healthPort }}
+{{- if eq (include "ovnedge.metricsSecure" .) "true" }}
+- --metrics-secure
+{{- if include "ovnedge.metricsTLSSecret" . }}
+- --metrics-cert-file=/etc/ovnedge/metrics-tls/tls.crt
+- --metrics-key-file=/etc/ovnedge/metrics-tls/tls.key
+{{- end }}
+{{- end }}
 - --log-level={{ .Values.logLevel }}
 - --kube-api-qps={{ .Values.kubeAPI.qps }}
 - --kube-api-burst={{ .Values.kubeAPI.burst }}
@@ -56,7 +88,8 @@ LB pools (the node's BGP communities are per pool), TLS. */}}
 {{- end }}
 {{- end }}
 
-{{/* The probes of both, on the metrics port given. */}}
+{{/* The probes of both, on the health port given (plain HTTP: /healthz
+and /readyz alone). */}}
 {{- define "ovnedge.probes" -}}
 readinessProbe:
   httpGet: {path: /readyz, port: {{ . }}}
