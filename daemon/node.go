@@ -52,6 +52,9 @@ type nodeWork struct {
 	// fence.
 	fence      egress.Fence
 	fenceTimer *time.Timer
+	// resumed: the fences a previous process left on the bridge are
+	// in fence (resumeFences).
+	resumed bool
 	// current is the Snapshot of the pass under way (the host report is
 	// written against its Node).
 	current desired.Snapshot
@@ -199,6 +202,9 @@ func (n *nodeWork) pass(ctx context.Context, s desired.Snapshot) error {
 		return err
 	}
 	if n.params.EnableEgressIP {
+		if err := n.resumeFences(ctx); err != nil {
+			return err
+		}
 		n.fenceLost(&ns, n.params.Patch)
 	}
 	n.current = s
@@ -251,6 +257,26 @@ func (n *nodeWork) compute(ctx context.Context, s desired.Snapshot) (desired.Nod
 		n.lastSelf = ns.Self
 	}
 	return ns, err
+}
+
+// resumeFences gives the fence, before the node's first write, the
+// fences a previous process left on the bridge, each for a whole hold
+// from now: the IPs this node lost shortly before a restart stay fenced,
+// which the first write would otherwise remove.
+func (n *nodeWork) resumeFences(ctx context.Context) error {
+	if n.resumed {
+		return nil
+	}
+	flows, err := n.bridge.Installed(ctx)
+	if err != nil {
+		return fmt.Errorf("egress fences left on the bridge: %w", err)
+	}
+	if ips := brex.Fenced(flows); len(ips) > 0 {
+		n.fence.Resume(time.Now(), ips)
+		n.log.Info("egress fences resumed from the bridge", "ips", ips, "for", egress.FenceHold)
+	}
+	n.resumed = true
+	return nil
 }
 
 // fenceLost adds to ns the fence flows of the OVN-hosted egress IPs the

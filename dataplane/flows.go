@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -131,6 +132,23 @@ func (f *Flows) Ports(ctx context.Context) (ovsflow.PortMap, error) {
 		return nil, fmt.Errorf("bridge %s ports: %w", f.opts.Bridge, err)
 	}
 	return ports, nil
+}
+
+// Installed returns the flows the bridge holds now (lines of the dump
+// outside ovsflow's flow model skipped): what a restarted process finds
+// of its predecessor's state, such as its fences (brex.Fenced).
+func (f *Flows) Installed(ctx context.Context) ([]ovsflow.Flow, error) {
+	dump, err := f.opts.Transport.Dump(ctx, f.opts.Bridge)
+	if err != nil {
+		return nil, fmt.Errorf("bridge %s: dump: %w", f.opts.Bridge, err)
+	}
+	var flows []ovsflow.Flow
+	for line := range bytes.Lines(dump) {
+		if fl, err := ovsflow.ParseFlow(string(bytes.TrimSpace(line))); err == nil {
+			flows = append(flows, fl)
+		}
+	}
+	return flows, nil
 }
 
 // Write brings the bridge's program up to date in place and sends the

@@ -25,7 +25,9 @@ const FenceHold = 30 * time.Second
 //
 // A Fence computes; it does no I/O. The zero value is ready (Hold 0 is
 // [FenceHold]); it is not safe for concurrent use. A new process starts
-// with no history, so it fences nothing it lost before it started.
+// with no history: [Fence.Resume] gives it the fences a previous one left
+// on the bridge (brex.Fenced reads them), which then last a whole Hold
+// from the resume.
 type Fence struct {
 	Hold  time.Duration
 	held  map[netip.Addr]bool
@@ -65,4 +67,23 @@ func (f *Fence) Update(now time.Time, held []netip.Addr) (fenced []netip.Addr, n
 	}
 	fenced = slices.SortedFunc(maps.Keys(f.until), netip.Addr.Compare)
 	return fenced, next
+}
+
+// Resume fences ips from now for Hold, unless they are fenced already:
+// the fences a previous process left, read back from the bridge before
+// the first [Fence.Update]. An IP the node holds again at that Update is
+// not fenced any more, as for any fence.
+func (f *Fence) Resume(now time.Time, ips []netip.Addr) {
+	hold := f.Hold
+	if hold <= 0 {
+		hold = FenceHold
+	}
+	if f.until == nil {
+		f.until = map[netip.Addr]time.Time{}
+	}
+	for _, ip := range ips {
+		if _, ok := f.until[ip]; !ok {
+			f.until[ip] = now.Add(hold)
+		}
+	}
 }

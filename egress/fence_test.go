@@ -43,6 +43,23 @@ func TestFence(t *testing.T) {
 	}
 }
 
+// TestFenceResume: the fences a previous process left last a whole hold
+// from the resume; one the node holds again lifts at once.
+func TestFenceResume(t *testing.T) {
+	a, b := netip.MustParseAddr("172.18.0.46"), netip.MustParseAddr("172.18.0.47")
+	t0 := time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC)
+	f := egress.Fence{Hold: 10 * time.Second}
+	f.Resume(t0, []netip.Addr{a, b})
+	f.Resume(t0.Add(5*time.Second), []netip.Addr{a}) // already fenced: unchanged
+	fenced, next := f.Update(t0.Add(time.Second), []netip.Addr{b})
+	if !slices.Equal(fenced, []netip.Addr{a}) || !next.Equal(t0.Add(10*time.Second)) {
+		t.Fatalf("fenced %v until %v, want [%v] until +10s", fenced, next, a)
+	}
+	if fenced, _ = f.Update(t0.Add(10*time.Second), []netip.Addr{b}); len(fenced) != 0 {
+		t.Fatalf("fenced %v after the hold", fenced)
+	}
+}
+
 func ExampleFence() {
 	ip := netip.MustParseAddr("172.18.0.46")
 	now := time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC)

@@ -57,3 +57,23 @@ func EgressFence(patch string, ips []netip.Addr) ([]ovsflow.Flow, error) {
 	}
 	return flows, nil
 }
+
+// Fenced returns the IPs that flows (a bridge's dump) fence: those of
+// [EgressFence]'s flows among them, sorted. A restarted process resumes
+// its fences from them (egress.Fence.Resume).
+func Fenced(flows []ovsflow.Flow) []netip.Addr {
+	var ips []netip.Addr
+	for _, f := range flows {
+		if f.Cookie != FenceCookie || f.Priority != PriorityEgressFence {
+			continue
+		}
+		switch {
+		case f.Match.ARPSpa.IsValid() && f.Match.ARPSpa.IsSingleIP():
+			ips = append(ips, f.Match.ARPSpa.Addr())
+		case f.Match.NDTarget.IsValid():
+			ips = append(ips, f.Match.NDTarget)
+		}
+	}
+	slices.SortFunc(ips, netip.Addr.Compare)
+	return slices.Compact(ips)
+}
