@@ -6,7 +6,12 @@
 //	    --bridge br-ex --uplink eth0 --vip 172.18.0.50 --port 80
 //
 // It sends only the difference from what the bridge holds, in one atomic
-// bundle, and leaves other controllers' flows alone.
+// bundle, and leaves other controllers' flows alone. The flows carry
+// OVN-Kubernetes' own cookie for the Service (brex.ServiceCookie), and an
+// Applier treats every flow with a cookie of its program as its own: on a
+// bridge where ovnkube-node programs that Service (its VIP flows share the
+// cookie) the run would remove those, so it is for bridges whose Service
+// flows nothing else programs (ovnkube-node installs the bypass itself).
 package main
 
 import (
