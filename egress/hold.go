@@ -35,9 +35,9 @@ const HostReleaseMargin = 500 * time.Millisecond
 //
 // A Lease of 0 (nodes never fence) holds nothing. A hold does not live in
 // the leader's memory only: a new leader (or this one restarted) holds
-// every requested IP that a node still reports hosting while the status
-// puts it on another node or none, from its first pass, until that node
-// lets it go as above or a whole lease has passed since that pass.
+// every released IP (on no node in the status) that a node still reports
+// hosting, from its first pass, until that node lets it go as above or a
+// whole lease has passed since that pass.
 //
 // Its methods are safe for concurrent use.
 type HostHold struct {
@@ -130,18 +130,28 @@ func (h *HostHold) Apply(eips []*egressv1.EgressIP, status map[string][]egressv1
 	return out, wake
 }
 
-// holdReported holds, from now, every requested egress IP that a node
-// still reports hosting while status puts it elsewhere or nowhere: the
-// holds of a previous leader (or of this one before a restart), which
-// released the IP and so left no trace of the release in the status, are
-// read back from the nodes' reports in the API server. Such a hold may
-// last up to a whole lease longer than the original, never shorter.
+// holdReported holds, from now, every released egress IP (requested, on
+// no node in the status written so far) that a node still reports
+// hosting while the new status puts it elsewhere or nowhere: the holds of
+// a previous leader (or of this one before a restart), which released the
+// IP and so left no trace of the release in the status, are read back
+// from the nodes' reports in the API server. Such a hold may last up to a
+// whole lease longer than the original, never shorter. An IP the status
+// already gives a node is not taken back on a stale report: it went there
+// after its hold.
 func (h *HostHold) holdReported(eips []*egressv1.EgressIP, status map[string][]egressv1.EgressIPStatusItem, nodes []ovnknode.Node, now time.Time) {
 	requested := map[netip.Addr]bool{}
 	for _, e := range eips {
 		for _, s := range e.Spec.EgressIPs {
 			if ip, err := netip.ParseAddr(s); err == nil {
 				requested[ip.Unmap()] = true
+			}
+		}
+	}
+	for _, e := range eips {
+		for _, it := range e.Status.Items {
+			if ip, err := netip.ParseAddr(it.EgressIP); err == nil && it.Node != "" {
+				delete(requested, ip.Unmap()) // assigned: not released
 			}
 		}
 	}

@@ -105,6 +105,13 @@ func TestHostHold(t *testing.T) {
 			},
 		},
 		{
+			// w1 died hosting the IP, which went to w2 after its hold;
+			// w1 comes back with its old report: the IP stays on w2.
+			name: "a stale report does not take back an IP the status gives another node",
+			old:  []string{"w2=10.10.10.50"}, lease: lease,
+			steps: []step{{0, []ovnknode.Node{w1(), w2}, moved, "w2=10.10.10.50", 0}},
+		},
+		{
 			name: "a node hosting what the status gives it: nothing held",
 			old:  []string{"w1=10.10.10.50"}, lease: lease,
 			steps: []step{{0, []ovnknode.Node{w1(), w2}, map[string][]egressv1.EgressIPStatusItem{"a": {{Node: "w1", EgressIP: "10.10.10.50"}}}, "w1=10.10.10.50", 0}},
