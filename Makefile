@@ -7,7 +7,7 @@ BENCHTIME ?= 1s
 # FLAVOR=kube-ovn: make demo shows Kube-OVN's LoadBalancer Services.
 FLAVOR ?=
 
-.PHONY: help deps e2e-deps real-node-deps mod-deps test-deps test e2e demo demo-nb bench bench-scale lint update-golden embed image deploy docs
+.PHONY: help deps e2e-deps real-node-deps mod-deps test-deps test e2e demo demo-nb bench bench-scale bench-faults lint update-golden embed image deploy docs
 
 help:
 	@echo "make demo           ovnedge on a 3-node OVN cluster with a real kube-apiserver: requests to VIPs, egress source, failover gap"
@@ -16,6 +16,7 @@ help:
 	@echo "make test           install dependencies, run every test with -race (real OVS/OVN, etcd + kube-apiserver)"
 	@echo "make e2e            only the end-to-end tests (daemon against a real kube-apiserver, egress packets)"
 	@echo "make bench          run the benchmarks (BENCH=regexp BENCHTIME=1s)"
+	@echo "make bench-faults   the fault campaign: FAULTS random faults (300) on the cluster, violations and loss per kind (FAULTS_SEED repeats a run)"
 	@echo "make bench-scale    the leader at up to 150k pods / 2k nodes / 10k Services / 1k EgressIPs (SCALE_MAX, SCALE_ROUNDS): report in bench-report/"
 	@echo "make lint           gofmt, go vet, staticcheck"
 	@echo "make embed          examples/embed (a separate module on the public API): vet, test, GOOS=darwin build; pure packages for darwin"
@@ -89,6 +90,15 @@ SCALE_REPORT ?= $(CURDIR)/bench-report/scale-$(shell date +%Y%m%d-%H%M%S)
 bench-scale: test-deps
 	SCALE_MAX_PODS=$(SCALE_MAX) SCALE_REPORT=$(SCALE_REPORT) $(NOWAYOUT) $(GO) test -run '^$$' -bench '^BenchmarkScale$$' \
 		-benchtime $(SCALE_ROUNDS)x -timeout 4h -v ./internal/scale
+
+# The fault campaign (internal/e2e BenchmarkFaults): FAULTS random faults
+# (chassis or ovnedge killed, uplink down, partitions, ovn-controller
+# paused, leader killed) under an egress stream and ARP sampling every
+# 10 ms; any two owners, wrong source or loss beyond aim is a violation.
+FAULTS ?= 300
+bench-faults: test-deps
+	OVNEDGE_FAULTS=$(FAULTS) OVNEDGE_FAULTS_SEED=$(FAULTS_SEED) $(NOWAYOUT) $(GO) test -run '^$$' -bench '^BenchmarkFaults$$' \
+		-benchtime 1x -timeout 4h -v ./internal/e2e
 
 lint:
 	@scripts/install-deps.sh --lint

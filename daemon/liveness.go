@@ -68,6 +68,9 @@ type nodeLiveness struct {
 	self   string
 	uplink func() string    // the uplink the node's last pass used
 	hb     *reach.Heartbeat // nil: no heartbeat among nodes
+	// joined delays the node's own liveness after it (re)joins, with the
+	// heartbeat: its peers see it before it claims what it wins.
+	joined reach.Joined
 }
 
 // serving is the node's status for the leader's checks: its uplink is up.
@@ -76,17 +79,16 @@ func (l *nodeLiveness) serving() bool { return uplinkUp(l.uplink()) }
 // Alive is Params.Alive: the node itself is alive while its uplink is
 // up and it hears at least half of the other nodes (a node that hears
 // none of them is the one cut off: it stops announcing rather than
-// taking every VIP); another node while it answers its heartbeats.
+// taking every VIP), from reach.JoinDelay after it (re)joined on (the
+// others stop answering for what it wins before it starts); another node
+// while it answers its heartbeats.
 func (l *nodeLiveness) Alive(node string) bool {
 	if node == l.self {
-		if !l.serving() {
-			return false
+		if l.hb == nil {
+			return l.serving()
 		}
-		if l.hb != nil {
-			total, up := l.hb.Count()
-			return total < 2 || 2*up >= total
-		}
-		return true
+		total, up := l.hb.Count()
+		return l.joined.Alive(l.serving() && (total < 2 || 2*up >= total))
 	}
 	return l.hb == nil || l.hb.Reachable(node)
 }
@@ -190,6 +192,7 @@ func wireReachability(ctx context.Context, cfg *Config, c *Clients, d *Dataplane
 				return fmt.Errorf("node heartbeat: %w", err)
 			}
 			l.hb = hb
+			l.joined = reach.Joined{Delay: reach.JoinDelay(cfg.HeartbeatInterval), Wake: func() { poke(nodeWake) }}
 			h.nodeTargets = hb.SetTargets
 			go func() {
 				if err := hb.Run(ctx); err != nil {

@@ -269,12 +269,8 @@ func (w *ARPWatch) Owners() []string {
 // answered again after another had taken over: at some moment two nodes
 // answered for the address.
 func (w *ARPWatch) Overlap() error {
-	byReq := map[int]string{}
-	for _, r := range w.Replies() {
-		if m, ok := byReq[r.Request]; ok && m != r.MAC {
-			return fmt.Errorf("request %d answered by %s and %s", r.Request, m, r.MAC)
-		}
-		byReq[r.Request] = r.MAC
+	if err := w.Simultaneous(); err != nil {
+		return err
 	}
 	owners := w.Owners()
 	seen := map[string]bool{}
@@ -283,6 +279,20 @@ func (w *ARPWatch) Overlap() error {
 			return fmt.Errorf("answers went back and forth: %v", owners)
 		}
 		seen[m] = true
+	}
+	return nil
+}
+
+// Simultaneous returns an error when two MACs answered one request: an
+// address that may move back (an L2 VIP returns to its elected owner)
+// must still never have two owners at once.
+func (w *ARPWatch) Simultaneous() error {
+	byReq := map[int]string{}
+	for _, r := range w.Replies() {
+		if m, ok := byReq[r.Request]; ok && m != r.MAC {
+			return fmt.Errorf("request %d answered by %s and %s", r.Request, m, r.MAC)
+		}
+		byReq[r.Request] = r.MAC
 	}
 	return nil
 }
