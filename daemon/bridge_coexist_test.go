@@ -37,11 +37,9 @@ const coexistEnv = "OVNEDGE_COEXIST_DURATION"
 // grew), no repair logged or counted.
 func TestBridgeCoexistOVNKubeNode(t *testing.T) {
 	run := coexistDuration(t)
-	ovs := testbed.StartOVS(t, testbed.OVSOptions{Bridge: "br-ex", Node: "ovn-worker2", HostIP: "172.18.0.3/24"})
+	ovs, cfg := demoBridge(t, "--gateway-flows=false")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cfg := demoConfig(t, "--ovs-db", ovs.DB, "--ovs-rundir", ovs.RunDir, "--bridge", ovs.Bridge,
-		"--node-name", "ovn-worker2", "--uplink", ovs.Uplink, "--patch-port", ovs.Patch, "--gateway-flows=false")
 	s, c := loadDemo(t, cfg, nil)
 	ovnk := installOVNKubeNode(t, ovs, s)
 

@@ -11,7 +11,6 @@ import (
 
 	"github.com/ovnedge/ovnedge/ovsflow"
 	"github.com/ovnedge/ovnedge/ovsflow/flowtest"
-	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // TestNodeBridgeDriftAndRestart runs the node work with the gateway flows
@@ -21,11 +20,9 @@ import (
 // again); one started after a Service was deleted removes that Service's
 // flows (orphans of the previous process) and keeps another controller's.
 func TestNodeBridgeDriftAndRestart(t *testing.T) {
-	ovs := testbed.StartOVS(t, testbed.OVSOptions{Bridge: "br-ex", Node: "ovn-worker2", HostIP: "172.18.0.3/24"})
+	ovs, cfg := demoBridge(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cfg := demoConfig(t, "--ovs-db", ovs.DB, "--ovs-rundir", ovs.RunDir, "--bridge", ovs.Bridge,
-		"--node-name", "ovn-worker2", "--uplink", ovs.Uplink, "--patch-port", ovs.Patch)
 	s, c := loadDemo(t, cfg, nil)
 	ovs.Ofctl("add-flow", ovs.Mgmt(), "cookie=0x77,priority=7,udp,actions=drop")
 	dump := func() string {

@@ -41,6 +41,15 @@ func loadDemo(t *testing.T, cfg *Config, edits map[string]string) (desired.Snaps
 	return s, c
 }
 
+// demoBridge starts a bridge for ovn-worker2 and returns it with the demo
+// config (and args) whose node work runs on it.
+func demoBridge(t *testing.T, args ...string) (*testbed.OVS, *Config) {
+	t.Helper()
+	ovs := testbed.StartOVS(t, testbed.OVSOptions{Bridge: "br-ex", Node: "ovn-worker2", HostIP: "172.18.0.3/24"})
+	return ovs, demoConfig(t, append([]string{"--ovs-db", ovs.DB, "--ovs-rundir", ovs.RunDir, "--bridge", ovs.Bridge,
+		"--node-name", "ovn-worker2", "--uplink", ovs.Uplink, "--patch-port", ovs.Patch}, args...)...)
+}
+
 func demoConfig(t *testing.T, args ...string) *Config {
 	t.Helper()
 	cfg, _, err := ParseConfig("test", append([]string{"--cluster-subnets", "10.244.0.0/16/24", "--metrics-address", ""}, args...))
@@ -283,11 +292,9 @@ func drain(rec *record.FakeRecorder) string {
 // (TestNodeGatewayFlows covers ovnedge's gateway, TestBridgeCoexistOVNKubeNode
 // ovnkube-node's flows).
 func TestNodeFlows(t *testing.T) {
-	ovs := testbed.StartOVS(t, testbed.OVSOptions{Bridge: "br-ex", Node: "ovn-worker2", HostIP: "172.18.0.3/24"})
+	ovs, cfg := demoBridge(t, "--gateway-flows=false")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cfg := demoConfig(t, "--ovs-db", ovs.DB, "--ovs-rundir", ovs.RunDir, "--bridge", ovs.Bridge,
-		"--node-name", "ovn-worker2", "--uplink", ovs.Uplink, "--patch-port", ovs.Patch, "--gateway-flows=false")
 	s, c := loadDemo(t, cfg, nil)
 	m := NewMetrics()
 	d := NewDataplane(cfg, c, record.NewFakeRecorder(100), m, quiet)

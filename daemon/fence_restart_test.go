@@ -9,7 +9,6 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/ovnedge/ovnedge/ovsflow/brex"
-	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // TestNodeFenceSurvivesRestart runs the node work against a real bridge:
@@ -19,11 +18,9 @@ import (
 // write would otherwise have removed it, and lifts it once the IP comes
 // back.
 func TestNodeFenceSurvivesRestart(t *testing.T) {
-	ovs := testbed.StartOVS(t, testbed.OVSOptions{Bridge: "br-ex", Node: "ovn-worker2", HostIP: "172.18.0.3/24"})
+	ovs, cfg := demoBridge(t, "--gateway-flows=false")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cfg := demoConfig(t, "--ovs-db", ovs.DB, "--ovs-rundir", ovs.RunDir, "--bridge", ovs.Bridge,
-		"--node-name", "ovn-worker2", "--uplink", ovs.Uplink, "--patch-port", ovs.Patch, "--gateway-flows=false")
 	_, c := loadDemo(t, cfg, nil)
 	on := func(node string) func(d *Dataplane) {
 		return func(d *Dataplane) {
