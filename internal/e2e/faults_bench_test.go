@@ -15,6 +15,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/ovnedge/ovnedge/lbsvc"
 	"github.com/ovnedge/ovnedge/testbed"
 )
@@ -47,7 +49,8 @@ type faultKind struct {
 // still hears the others' heartbeats: an asymmetric partition) and one in
 // both directions, ovn-controller
 // paused for 3 s, and the leader killed (SIGKILL: its Lease is not
-// released, the next one takes over when it runs out).
+// released, the next one takes over when it runs out; the fault ends once
+// it has, so that the next one starts with a leader).
 var faultKinds = []faultKind{
 	{failures[0], 3 * time.Second, false},
 	{failures[1], 3 * time.Second, false},
@@ -61,10 +64,25 @@ var faultKinds = []faultKind{
 		return func() { e.Node(n).PauseController(false) }
 	}}, time.Second, false},
 	{failure{"LeaderKilled", func(e *Env, _ string) func() {
+		killed := time.Now()
 		if err := e.Leader.Kill(); err != nil {
 			e.t.Fatalf("e2e: %v", err)
 		}
-		return func() { e.RestartLeader("--egressip-fast-failover") }
+		return func() {
+			e.RestartLeader("--egressip-fast-failover")
+			// The next fault starts with a leader: the Lease runs out
+			// (a SIGKILL does not release it) before the new one leads.
+			e.Eventually(60*time.Second, "a new leader holding the Lease", func() error {
+				l, err := e.CS.CoordinationV1().Leases("kube-system").Get(e.Context(), "ovnedge", metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				if l.Spec.AcquireTime == nil || l.Spec.AcquireTime.Time.Before(killed) {
+					return fmt.Errorf("lease acquired %v, before the kill", l.Spec.AcquireTime)
+				}
+				return nil
+			})
+		}
 	}}, time.Second, true},
 }
 
