@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ovnedge/ovnedge/internal/e2e"
 	"github.com/ovnedge/ovnedge/metrics"
 	"github.com/ovnedge/ovnedge/ovnknode"
 	"github.com/ovnedge/ovnedge/testbed"
@@ -21,14 +22,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 )
 
 // releaseNS is the namespace the chart is rendered for.
@@ -48,51 +44,17 @@ func startChartAPI(t *testing.T) *chartAPI {
 	k := testbed.StartKubeAPI(t)
 	a := &chartAPI{KubeAPI: k, cs: kubernetes.NewForConfigOrDie(k.Config)}
 	ctx := context.Background()
-	poll(t, "namespace "+releaseNS, func() error {
+	testbed.Eventually(t, 30*time.Second, func() error {
 		_, err := a.cs.CoreV1().Namespaces().Get(ctx, releaseNS, metav1.GetOptions{})
 		return err
 	})
-	dyn := dynamic.NewForConfigOrDie(k.Config)
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(discovery.NewDiscoveryClientForConfigOrDie(k.Config)))
-	for _, doc := range strings.Split(render(t, tool(t, "helm")), "\n---\n") {
-		var m map[string]any
-		if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
-			t.Fatalf("rendered chart: %v\n%s", err, doc)
-		}
-		u := &unstructured.Unstructured{Object: m}
-		if len(m) == 0 || u.GetKind() == "DaemonSet" || u.GetKind() == "Deployment" || u.GetKind() == "Job" {
-			continue
-		}
-		gvk := u.GroupVersionKind()
-		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err != nil {
-			t.Fatalf("%s: %v", gvk, err)
-		}
-		var r dynamic.ResourceInterface = dyn.Resource(mapping.Resource)
-		if u.GetNamespace() != "" {
-			r = dyn.Resource(mapping.Resource).Namespace(u.GetNamespace())
-		}
-		if _, err := r.Apply(ctx, u.GetName(), u, metav1.ApplyOptions{FieldManager: "deploy-test", Force: true}); err != nil {
-			t.Fatalf("apply %s %s: %v", u.GetKind(), u.GetName(), err)
-		}
+	skip := map[string]bool{"DaemonSet": true, "Deployment": true, "Job": true}
+	if err := e2e.NewApplier(k.Config).Apply(ctx, render(t, tool(t, "helm")), func(u *unstructured.Unstructured) bool {
+		return !skip[u.GetKind()]
+	}); err != nil {
+		t.Fatalf("rendered chart: %v", err)
 	}
 	return a
-}
-
-// poll calls f until it returns nil, failing the test after 30 s.
-func poll(t *testing.T, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // podToken returns a token of the ServiceAccount sa bound to a Pod
@@ -160,7 +122,7 @@ func TestNodeIdentityPolicy(t *testing.T) {
 	host := ovnknode.AnnotationHostEgress
 	// The policy is compiled a moment after it is created: wait until it
 	// refuses what it must.
-	poll(t, "the policy in force", func() error {
+	testbed.Eventually(t, 30*time.Second, func() error { // the policy in force
 		err := patchNode(nodeA, "node-b", annotate(host, "poll"))
 		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "ValidatingAdmissionPolicy") {
 			return fmt.Errorf("patch of node-b: %v", err)
