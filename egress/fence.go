@@ -38,13 +38,7 @@ type Fence struct {
 // egress IPs by their EgressIPs' status) and returns the IPs to fence,
 // sorted, and when the first of those fences ends (zero when none).
 func (f *Fence) Update(now time.Time, held []netip.Addr) (fenced []netip.Addr, next time.Time) {
-	hold := f.Hold
-	if hold <= 0 {
-		hold = FenceHold
-	}
-	if f.until == nil {
-		f.until = map[netip.Addr]time.Time{}
-	}
+	hold := f.init()
 	cur := make(map[netip.Addr]bool, len(held))
 	for _, ip := range held {
 		cur[ip] = true
@@ -74,16 +68,21 @@ func (f *Fence) Update(now time.Time, held []netip.Addr) (fenced []netip.Addr, n
 // the first [Fence.Update]. An IP the node holds again at that Update is
 // not fenced any more, as for any fence.
 func (f *Fence) Resume(now time.Time, ips []netip.Addr) {
-	hold := f.Hold
-	if hold <= 0 {
-		hold = FenceHold
-	}
-	if f.until == nil {
-		f.until = map[netip.Addr]time.Time{}
-	}
+	hold := f.init()
 	for _, ip := range ips {
 		if _, ok := f.until[ip]; !ok {
 			f.until[ip] = now.Add(hold)
 		}
 	}
+}
+
+// init makes the zero Fence ready and returns its hold.
+func (f *Fence) init() time.Duration {
+	if f.until == nil {
+		f.until = map[netip.Addr]time.Time{}
+	}
+	if f.Hold <= 0 {
+		return FenceHold
+	}
+	return f.Hold
 }

@@ -140,18 +140,16 @@ func (h *HostHold) Apply(eips []*egressv1.EgressIP, status map[string][]egressv1
 // already gives a node is not taken back on a stale report: it went there
 // after its hold.
 func (h *HostHold) holdReported(eips []*egressv1.EgressIP, status map[string][]egressv1.EgressIPStatusItem, nodes []ovnknode.Node, now time.Time) {
-	requested := map[netip.Addr]bool{}
+	requested, assigned := map[netip.Addr]bool{}, map[netip.Addr]bool{}
 	for _, e := range eips {
 		for _, s := range e.Spec.EgressIPs {
 			if ip, err := netip.ParseAddr(s); err == nil {
 				requested[ip.Unmap()] = true
 			}
 		}
-	}
-	for _, e := range eips {
 		for _, it := range e.Status.Items {
 			if ip, err := netip.ParseAddr(it.EgressIP); err == nil && it.Node != "" {
-				delete(requested, ip.Unmap()) // assigned: not released
+				assigned[ip.Unmap()] = true
 			}
 		}
 	}
@@ -161,7 +159,8 @@ func (h *HostHold) holdReported(eips []*egressv1.EgressIP, status map[string][]e
 			continue
 		}
 		for _, ip := range n.Host.Hosted {
-			if _, ok := h.held[ip]; ok || !requested[ip] || backOn(status, n.Name, ip) {
+			released := requested[ip] && !assigned[ip]
+			if _, ok := h.held[ip]; ok || !released || backOn(status, n.Name, ip) {
 				continue
 			}
 			h.held[ip] = Release{Node: n.Name, At: now, Version: n.Version}
