@@ -156,15 +156,8 @@ func checkTakeover(t *testing.T, e *Env, what string, eip netip.Addr, gap time.D
 	}
 	if t.Failed() {
 		// What the leader saw and decided: reachability and statuses.
-		if b, err := os.ReadFile(e.Leader.Log); err == nil {
-			var lines []string
-			for l := range strings.SplitSeq(string(b), "\n") {
-				if strings.Contains(l, "EgressIP status") || strings.Contains(l, "reach") || strings.Contains(l, "heartbeat") {
-					lines = append(lines, l)
-				}
-			}
-			t.Logf("the leader's egress lines:\n%s", strings.Join(lines[max(0, len(lines)-40):], "\n"))
-		}
+		lines := leaderLines(e, time.Time{}, time.Now())
+		t.Logf("the leader's egress lines:\n%s", strings.Join(lines[max(0, len(lines)-40):], "\n"))
 	}
 }
 

@@ -174,7 +174,7 @@ func BenchmarkFaults(b *testing.B) {
 			b.Logf("fault %d %s on %s at %s: VIOLATION %s", i, r.kind, r.node, r.began.Format("15:04:05.000"), v)
 		}
 		if len(r.violations) > 0 {
-			b.Logf("the leader's egress decisions from %s:\n%s", r.began.Format("15:04:05.000"), leaderLines(env, r.began, r.ended))
+			b.Logf("the leader's egress decisions from %s:\n%s", r.began.Format("15:04:05.000"), strings.Join(leaderLines(env, r.began, r.ended), "\n"))
 		}
 	}
 	b.StopTimer()
@@ -303,12 +303,13 @@ func faultViolations(eg *Stream, watches map[netip.Addr]*ARPWatch, eip netip.Add
 	return out
 }
 
-// leaderLines are the leader's log lines about egress reachability and
-// status between from and to.
-func leaderLines(e *Env, from, to time.Time) string {
+// leaderLines are the leader's log lines about egress reachability,
+// statuses and leadership between from and to (its read error alone when
+// the log cannot be read).
+func leaderLines(e *Env, from, to time.Time) []string {
 	b, err := os.ReadFile(e.Leader.Log)
 	if err != nil {
-		return err.Error()
+		return []string{err.Error()}
 	}
 	var out []string
 	for l := range strings.SplitSeq(string(b), "\n") {
@@ -321,7 +322,7 @@ func leaderLines(e *Env, from, to time.Time) string {
 			out = append(out, l)
 		}
 	}
-	return strings.Join(out, "\n")
+	return out
 }
 
 // reportFaults logs the table per kind and target and reports the
