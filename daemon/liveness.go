@@ -77,18 +77,19 @@ type nodeLiveness struct {
 func (l *nodeLiveness) serving() bool { return uplinkUp(l.uplink()) }
 
 // Alive is Params.Alive: the node itself is alive while its uplink is
-// up and it hears at least half of the other nodes (a node that hears
-// none of them is the one cut off: it stops announcing rather than
-// taking every VIP), from reach.JoinDelay after it (re)joined on (the
-// others stop answering for what it wins before it starts); another node
-// while it answers its heartbeats.
+// up and at least half of the other nodes hear it (reach.Heartbeat.Heard:
+// a node cut off, in either direction, stops announcing one heartbeat
+// interval before the others count it down, rather than taking every
+// VIP), from reach.JoinDelay after it (re)joined on (the others stop
+// answering for what it wins before it starts); another node while it
+// answers its heartbeats.
 func (l *nodeLiveness) Alive(node string) bool {
 	if node == l.self {
 		if l.hb == nil {
 			return l.serving()
 		}
-		total, up := l.hb.Count()
-		return l.joined.Alive(l.serving() && (total < 2 || 2*up >= total))
+		total, heard := l.hb.Heard()
+		return l.joined.Alive(l.serving() && (total < 2 || 2*heard >= total))
 	}
 	return l.hb == nil || l.hb.Reachable(node)
 }
@@ -133,6 +134,9 @@ func serveNode(ctx context.Context, cfg *Config, c *Clients, l *nodeLiveness, le
 			}
 			sc := reach.ServerConfig{Addr: ip, Port: cfg.HealthCheckPort, TLS: cfg.HealthTLS(), Status: l.serving, Logger: log,
 				OnLeader: lease.Renew}
+			if l.hb != nil {
+				sc.Hears = l.hb.Age
+			}
 			if cfg.FastFailover {
 				sc.HeartbeatPort, sc.HeartbeatKey = cfg.HeartbeatPort, key
 			}
@@ -176,18 +180,11 @@ func wireReachability(ctx context.Context, cfg *Config, c *Clients, d *Dataplane
 	h.after = func(after time.Duration) { requeue.Reset(after) }
 	if cfg.NodeName != "" {
 		l := &nodeLiveness{self: cfg.NodeName, uplink: d.uplink}
-		if cfg.EnableEgressIP {
-			lease := hostLease(cfg, c, d.Hosting, log)
-			h.fenced = lease.Fenced
-			go lease.Run(ctx, func(bool) { poke(nodeWake) })
-			if cfg.HealthCheckPort != 0 || cfg.FastFailover {
-				go serveNode(ctx, cfg, c, l, lease, key, log)
-			}
-		}
 		h.kick = func() { poke(nodeWake) }
 		if cfg.FastFailover && (cfg.EnableL2Announce || cfg.UnderlayLBMode == UnderlayStandalone) {
+			wake := func(string, bool) { poke(nodeWake) }
 			hb, err := reach.NewHeartbeat(reach.HeartbeatConfig{Interval: cfg.HeartbeatInterval, Misses: cfg.HeartbeatMisses,
-				Port: cfg.HeartbeatPort, Key: key, Logger: log}, func(string, bool) { poke(nodeWake) })
+				Port: cfg.HeartbeatPort, AskHeard: true, OnHeard: wake, Key: key, Logger: log}, wake)
 			if err != nil {
 				return fmt.Errorf("node heartbeat: %w", err)
 			}
@@ -199,6 +196,14 @@ func wireReachability(ctx context.Context, cfg *Config, c *Clients, d *Dataplane
 					log.Error("node heartbeat stopped", "err", err)
 				}
 			}()
+		}
+		if cfg.EnableEgressIP {
+			lease := hostLease(cfg, c, d.Hosting, log)
+			h.fenced = lease.Fenced
+			go lease.Run(ctx, func(bool) { poke(nodeWake) })
+			if cfg.HealthCheckPort != 0 || cfg.FastFailover {
+				go serveNode(ctx, cfg, c, l, lease, key, log)
+			}
 		}
 		h.alive = l.Alive
 	}

@@ -25,8 +25,11 @@ import (
 //
 // Datagrams (network byte order):
 //
-//	request: "OEHB" | version 1 | role (0 node, 1 leader) | seq uint64
-//	reply:   "OEHR" | version 1 | status (1 serving, 0 not) | seq uint64
+//	request: "OEHB" | version 1 | role (bit 0 leader, bit 1 asks heard) | seq uint64
+//	reply:   "OEHR" | version 1 | status (0 not serving, else serving) | seq uint64
+//
+// The status answering a request that asks whether the requester is
+// heard says that too (heard.go); other requests get 1 when serving.
 //
 // These version 1 datagrams are not authenticated; with a key, version 2
 // datagrams carry an HMAC and are replay-protected (see hbauth.go).
@@ -70,6 +73,11 @@ type Responder struct {
 	// OnLeader is called for every request a leader sent (role 1): the
 	// node's proof that the leader still sees it.
 	OnLeader func()
+	// Hears, when not nil, tells a requester that asks (a node monitor
+	// with AskHeard) how long ago this node's own monitor last heard the
+	// requester's address (Heartbeat.Age of the node's monitor); ok
+	// false when it does not monitor that address.
+	Hears func(from netip.Addr) (age time.Duration, ok bool)
 	// Key, when set, makes the responder take authenticated requests
 	// only (version 2), fresh ones (not replayed, within Window of its
 	// clock; HeartbeatWindow when 0), and sign its replies. Addr is the
@@ -114,19 +122,31 @@ func (r *Responder) Run(ctx context.Context) error {
 				continue
 			}
 		}
-		if role == 1 && r.OnLeader != nil {
+		if role&hbRoleLeader != 0 && r.OnLeader != nil {
 			r.OnLeader()
 		}
-		var st byte = 1
-		if r.Status != nil && !r.Status() {
-			st = 0
-		}
+		st := r.status(role, from)
 		reply := hbPacket(hbReply, st, req.seq)
 		if r.Key != nil {
 			reply = hbAuthPacket(r.Key, hbReply, hbAuth{b: st, session: req.session, seq: req.seq, at: time.Now().UnixNano()}, self)
 		}
 		_, _ = r.Conn.WriteTo(reply, from)
 	}
+}
+
+// status is the reply's status byte to a request of role from from.
+func (r *Responder) status(role byte, from net.Addr) byte {
+	switch {
+	case r.Status != nil && !r.Status():
+		return hbNotServing
+	case role&hbRoleAskHeard == 0 || r.Hears == nil:
+		return hbServing
+	}
+	ua, ok := from.(*net.UDPAddr)
+	if !ok {
+		return hbServing
+	}
+	return heardStatus(r.Hears(ua.AddrPort().Addr().Unmap()))
 }
 
 // HeartbeatConfig configures a Heartbeat monitor.
@@ -145,6 +165,12 @@ type HeartbeatConfig struct {
 	// do not renew its host lease.
 	Leader bool
 	Renew  func(node string) bool
+	// AskHeard makes the requests ask every target whether it hears this
+	// node, for Heard (a node monitor among nodes: see heard.go); targets
+	// are then down after Misses+1 intervals. OnHeard, when not nil, is
+	// called (from one goroutine) when a target's verdict changes.
+	AskHeard bool
+	OnHeard  func(node string, heard bool)
 	// Key, when set, authenticates the heartbeats (version 2, see
 	// hbauth.go); the responders must have the same key.
 	Key []byte
@@ -163,6 +189,7 @@ type Heartbeat struct {
 	mu      sync.Mutex
 	targets map[string]*hbTarget
 	seq     uint64
+	sent    []time.Time // when request seq was sent, at seq % len
 	kick    chan struct{}
 	session [8]byte // this monitor's identity in authenticated requests
 }
@@ -171,6 +198,12 @@ type hbTarget struct {
 	addr   netip.Addr
 	lastOK time.Time // last serving answer, or when the target was added
 	up     bool
+	// grant is until when (AskHeard) the target cannot count this node
+	// down, by the answer to request grantSeq; heard is the last verdict
+	// reported.
+	grant    time.Time
+	grantSeq uint64
+	heard    bool
 }
 
 // NewHeartbeat returns a monitor calling onChange (from one goroutine)
@@ -202,7 +235,7 @@ func NewHeartbeat(cfg HeartbeatConfig, onChange func(node string, up bool)) (*He
 		return nil, fmt.Errorf("heartbeat: key of %d bytes, want at least %d", len(cfg.Key), MinHeartbeatKey)
 	}
 	return &Heartbeat{cfg: cfg, onChange: onChange, targets: map[string]*hbTarget{}, kick: make(chan struct{}, 1),
-		session: newSession()}, nil
+		session: newSession(), sent: make([]time.Time, cfg.Misses+1)}, nil
 }
 
 // SetTargets replaces the targets. A new target (or one whose address
@@ -274,6 +307,7 @@ func (h *Heartbeat) send(conn net.PacketConn) {
 	h.mu.Lock()
 	h.seq++
 	seq := h.seq
+	h.sent[seq%uint64(len(h.sent))] = time.Now()
 	type dest struct {
 		node string
 		addr netip.Addr
@@ -288,7 +322,10 @@ func (h *Heartbeat) send(conn net.PacketConn) {
 	for _, d := range dests {
 		var role byte
 		if h.cfg.Leader && d.up && (h.cfg.Renew == nil || h.cfg.Renew(d.node)) {
-			role = 1
+			role = hbRoleLeader
+		}
+		if h.cfg.AskHeard {
+			role |= hbRoleAskHeard
 		}
 		p := hbPacket(hbRequest, role, seq)
 		if h.cfg.Key != nil {
@@ -338,12 +375,16 @@ func (h *Heartbeat) receive(ctx context.Context, conn net.PacketConn) {
 			if t.addr != src || !fresh {
 				continue
 			}
-			if st == 1 {
+			if st != hbNotServing {
 				t.lastOK = now
 				changed = changed || !t.up
 			} else {
 				changed = changed || t.up // told: not serving
 				t.lastOK = time.Time{}
+			}
+			if h.cfg.AskHeard && seq >= t.grantSeq {
+				t.grant, t.grantSeq = grantUntil(st, h.sent[seq%uint64(len(h.sent))], h.downAfter()), seq
+				changed = changed || t.heard != h.hears(t, now)
 			}
 		}
 		h.mu.Unlock()
@@ -358,10 +399,10 @@ func (h *Heartbeat) receive(ctx context.Context, conn net.PacketConn) {
 
 // evaluate updates every target's state at now and reports the changes.
 func (h *Heartbeat) evaluate(now time.Time) {
-	limit := time.Duration(h.cfg.Misses) * h.cfg.Interval
+	limit := h.downAfter()
 	type change struct {
-		node string
-		up   bool
+		node      string
+		up, heard bool // heard: a change of the heard verdict
 	}
 	var changes []change
 	h.mu.Lock()
@@ -370,24 +411,23 @@ func (h *Heartbeat) evaluate(now time.Time) {
 		up := now.Sub(t.lastOK) <= limit
 		if up != t.up {
 			t.up = up
-			changes = append(changes, change{n, up})
+			changes = append(changes, change{node: n, up: up})
+		}
+		if heard := h.hears(t, now); h.cfg.AskHeard && heard != t.heard {
+			t.heard = heard
+			changes = append(changes, change{node: n, up: heard, heard: true})
 		}
 	}
 	h.mu.Unlock()
 	for _, c := range changes {
+		if c.heard {
+			h.cfg.Logger.Info("heartbeat: heard by node", "node", c.node, "heard", c.up)
+			if h.cfg.OnHeard != nil {
+				h.cfg.OnHeard(c.node, c.up)
+			}
+			continue
+		}
 		h.cfg.Logger.Info("egress heartbeat", "node", c.node, "reachable", c.up)
 		h.onChange(c.node, c.up)
 	}
-}
-
-// Count returns the number of targets and how many of them are up.
-func (h *Heartbeat) Count() (total, up int) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, t := range h.targets {
-		if t.up {
-			up++
-		}
-	}
-	return len(h.targets), up
 }

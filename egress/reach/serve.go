@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -80,6 +81,10 @@ type ServerConfig struct {
 	// OnLeader, when not nil, is called on every heartbeat from a
 	// leader (see Responder).
 	OnLeader func()
+	// Hears, when not nil, answers the node monitors that ask whether
+	// they are heard (Responder.Hears): the node's own monitor's
+	// Heartbeat.Age.
+	Hears func(from netip.Addr) (age time.Duration, ok bool)
 	// HeartbeatKey, when set, authenticates the heartbeats
 	// (Responder.Key).
 	HeartbeatKey []byte
@@ -144,7 +149,8 @@ func (s *NodeServer) Run(ctx context.Context) error {
 	}
 	if s.hb != nil {
 		s.log.Info("answering egress heartbeats", "address", s.hb.LocalAddr().String())
-		r := &Responder{Conn: s.hb, Status: s.cfg.Status, OnLeader: s.cfg.OnLeader, Key: s.cfg.HeartbeatKey, Addr: s.cfg.Addr}
+		r := &Responder{Conn: s.hb, Status: s.cfg.Status, OnLeader: s.cfg.OnLeader, Hears: s.cfg.Hears,
+			Key: s.cfg.HeartbeatKey, Addr: s.cfg.Addr}
 		wg.Go(func() {
 			if err := r.Run(ctx); err != nil {
 				errc <- err

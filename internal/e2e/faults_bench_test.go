@@ -175,6 +175,9 @@ func BenchmarkFaults(b *testing.B) {
 		}
 		if len(r.violations) > 0 {
 			b.Logf("the leader's egress decisions from %s:\n%s", r.began.Format("15:04:05.000"), strings.Join(leaderLines(env, r.began, r.ended), "\n"))
+			for _, n := range []string{w1, w2, w3} {
+				b.Logf("%s's L2 and heartbeat lines:\n%s", n, strings.Join(logLines(env.Instance(n).Log, r.began, r.ended, "arp:", "heartbeat"), "\n"))
+			}
 		}
 	}
 	b.StopTimer()
@@ -307,7 +310,14 @@ func faultViolations(eg *Stream, watches map[netip.Addr]*ARPWatch, eip netip.Add
 // statuses and leadership between from and to (its read error alone when
 // the log cannot be read).
 func leaderLines(e *Env, from, to time.Time) []string {
-	b, err := os.ReadFile(e.Leader.Log)
+	return logLines(e.Leader.Log, from, to, "EgressIP status", "reach", "heartbeat", "leader")
+}
+
+// logLines are the lines of the log file between from (less a second)
+// and to that contain one of words (the read error alone when the file
+// cannot be read).
+func logLines(file string, from, to time.Time, words ...string) []string {
+	b, err := os.ReadFile(file)
 	if err != nil {
 		return []string{err.Error()}
 	}
@@ -318,7 +328,7 @@ func leaderLines(e *Env, from, to time.Time) []string {
 		if !ok || err != nil || at.Before(from.Add(-time.Second)) || at.After(to) {
 			continue
 		}
-		if strings.Contains(l, "EgressIP status") || strings.Contains(l, "reach") || strings.Contains(l, "heartbeat") || strings.Contains(l, "leader") {
+		if slices.ContainsFunc(words, func(w string) bool { return strings.Contains(l, w) }) {
 			out = append(out, l)
 		}
 	}

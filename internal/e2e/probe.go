@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -287,12 +288,30 @@ func (w *ARPWatch) Overlap() error {
 // address that may move back (an L2 VIP returns to its elected owner)
 // must still never have two owners at once.
 func (w *ARPWatch) Simultaneous() error {
+	replies := w.Replies()
 	byReq := map[int]string{}
-	for _, r := range w.Replies() {
+	first, twice := -1, 0
+	for i, r := range replies {
 		if m, ok := byReq[r.Request]; ok && m != r.MAC {
-			return fmt.Errorf("request %d answered by %s and %s", r.Request, m, r.MAC)
+			twice++
+			if first < 0 {
+				first = i
+			}
 		}
 		byReq[r.Request] = r.MAC
 	}
-	return nil
+	if first < 0 {
+		return nil
+	}
+	return fmt.Errorf("%d requests answered by two MACs, the first %d: %s", twice, replies[first].Request,
+		replyTimeline(replies[max(first-4, 0):min(first+5, len(replies))]))
+}
+
+// replyTimeline is replies as "request MAC +ms" from the first's time.
+func replyTimeline(replies []ARPReply) string {
+	var parts []string
+	for _, r := range replies {
+		parts = append(parts, fmt.Sprintf("#%d %s +%dms", r.Request, r.MAC, r.At.Sub(replies[0].At).Milliseconds()))
+	}
+	return strings.Join(parts, ", ")
 }

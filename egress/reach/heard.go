@@ -1,0 +1,124 @@
+package reach
+
+import (
+	"net/netip"
+	"time"
+)
+
+// Heard: a node whose heartbeats reach the others but whose answers do
+// not (or the other way round) hears every peer while none of them hears
+// it; by its own count it is alive and keeps answering for its L2 VIPs
+// while the others, which count it down, take them over. A node monitor
+// with HeartbeatConfig.AskHeard therefore asks each target, with every
+// request, how long ago the target's own monitor last heard this node;
+// the target's answer bounds when it may count the node down, and the
+// node counts itself heard by the target (Heartbeat.Heard) only until
+// one Interval before that bound. It stops answering for what it owns
+// before any peer that stopped hearing it takes over (Raft's leader
+// lease, bounded by the followers' own clocks: only durations cross the
+// wire).
+//
+// With AskHeard a target is counted down one Interval later than
+// without (Misses+1 intervals): the interval by which the node stops
+// before the others start. The nodes' monitors must share Interval and
+// Misses (the chart and the daemon's flags set them alike).
+//
+// On the wire a request that asks sets bit 1 of its role byte; the
+// responder answers it with a status byte that says, besides serving,
+// whether and how long ago it heard the requester (see heardStatus).
+// Responders that do not know the bit answer 0 or 1 ("no opinion"),
+// monitors that do not ask never get anything else: versions mix.
+const (
+	hbRoleLeader   = 1
+	hbRoleAskHeard = 2
+
+	hbNotServing = 0
+	hbServing    = 1 // serving; no opinion on whether it hears the requester
+	hbNotHeard   = 2 // serving; it does not hear the requester
+	hbHeardBase  = 3 // serving; heard the requester (status-3)*hbAgeUnit ago
+	hbAgeUnit    = 4 * time.Millisecond
+	// hbMaxAge is the oldest age a status can say; an older one is sent
+	// as not heard (the requester then stops early, never late).
+	hbMaxAge = (255 - hbHeardBase) * hbAgeUnit
+)
+
+// heardStatus is a serving responder's answer to a request that asks:
+// the age of its last serving answer from the requester, rounded up, or
+// hbNotHeard when it is down (or older than hbMaxAge); hbServing when
+// the responder monitors no such node.
+func heardStatus(age time.Duration, known bool) byte {
+	switch {
+	case !known:
+		return hbServing
+	case age < 0 || age > hbMaxAge:
+		return hbNotHeard
+	}
+	return byte(hbHeardBase + (age+hbAgeUnit-1)/hbAgeUnit)
+}
+
+// grantUntil is the time, by this monitor's clock, before which the
+// target that answered status to the request sent at sent cannot count
+// this node down (zero: it may already).
+func grantUntil(status byte, sent time.Time, downAfter time.Duration) time.Time {
+	switch {
+	case status == hbNotServing || status == hbNotHeard:
+		return time.Time{}
+	case status == hbServing:
+		return sent.Add(downAfter)
+	}
+	return sent.Add(downAfter - time.Duration(status-hbHeardBase)*hbAgeUnit)
+}
+
+// downAfter is how long a target may stay silent before it is down.
+func (h *Heartbeat) downAfter() time.Duration {
+	d := time.Duration(h.cfg.Misses) * h.cfg.Interval
+	if h.cfg.AskHeard {
+		d += h.cfg.Interval
+	}
+	return d
+}
+
+// Age reports how long ago the target at addr last answered as serving
+// (ok false when no target has that address): what this node's
+// Responder tells a requester that asks whether it is heard
+// (ServerConfig.Hears). A target that is down has an age beyond
+// downAfter.
+func (h *Heartbeat) Age(addr netip.Addr) (age time.Duration, ok bool) {
+	now := time.Now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, t := range h.targets {
+		if t.addr != addr.Unmap() {
+			continue
+		}
+		if !t.up || t.lastOK.IsZero() {
+			return hbMaxAge + time.Second, true
+		}
+		return now.Sub(t.lastOK), true
+	}
+	return 0, false
+}
+
+// Heard reports how many targets there are and how many of them hear
+// this node now, by their last answers (AskHeard): each until one
+// Interval before it may count this node down. Without AskHeard every
+// target that is up counts.
+func (h *Heartbeat) Heard() (total, heard int) {
+	now := time.Now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, t := range h.targets {
+		if h.hears(t, now) {
+			heard++
+		}
+	}
+	return len(h.targets), heard
+}
+
+// hears is Heard's verdict on one target at now (h.mu held).
+func (h *Heartbeat) hears(t *hbTarget, now time.Time) bool {
+	if !h.cfg.AskHeard {
+		return t.up
+	}
+	return now.Before(t.grant.Add(-h.cfg.Interval))
+}
