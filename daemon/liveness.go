@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -77,19 +78,20 @@ type nodeLiveness struct {
 func (l *nodeLiveness) serving() bool { return uplinkUp(l.uplink()) }
 
 // Alive is Params.Alive: the node itself is alive while its uplink is
-// up and at least half of the other nodes hear it (reach.Heartbeat.Heard:
-// a node cut off, in either direction, stops announcing one heartbeat
-// interval before the others count it down, rather than taking every
-// VIP), from reach.JoinDelay after it (re)joined on (the others stop
-// answering for what it wins before it starts); another node while it
-// answers its heartbeats.
+// up, no other node that answers its heartbeats has stopped hearing it,
+// and at least half of the others answer and hear it
+// (reach.Heartbeat.Hearing: a node cut off, in either direction, stops
+// announcing at least one heartbeat interval before the others count it
+// down, rather than taking every VIP), from reach.JoinDelay after it
+// (re)joined on (the others stop answering for what it wins before it
+// starts); another node while it answers its heartbeats.
 func (l *nodeLiveness) Alive(node string) bool {
 	if node == l.self {
 		if l.hb == nil {
 			return l.serving()
 		}
-		total, heard := l.hb.Heard()
-		return l.joined.Alive(l.serving() && (total < 2 || 2*heard >= total))
+		total, heard, deaf := l.hb.Hearing()
+		return l.joined.Alive(l.serving() && deaf == 0 && (total < 2 || 2*heard >= total))
 	}
 	return l.hb == nil || l.hb.Reachable(node)
 }
@@ -182,9 +184,10 @@ func wireReachability(ctx context.Context, cfg *Config, c *Clients, d *Dataplane
 		l := &nodeLiveness{self: cfg.NodeName, uplink: d.uplink}
 		h.kick = func() { poke(nodeWake) }
 		if cfg.FastFailover && (cfg.EnableL2Announce || cfg.UnderlayLBMode == UnderlayStandalone) {
-			wake := func(string, bool) { poke(nodeWake) }
+			wake := func(string) { poke(nodeWake) }
 			hb, err := reach.NewHeartbeat(reach.HeartbeatConfig{Interval: cfg.HeartbeatInterval, Misses: cfg.HeartbeatMisses,
-				Port: cfg.HeartbeatPort, AskHeard: true, OnHeard: wake, Key: key, Logger: log}, wake)
+				Port: cfg.HeartbeatPort, AskHeard: true, OnHearing: wake, Key: key, Logger: log},
+				func(node string, _ bool) { wake(node) })
 			if err != nil {
 				return fmt.Errorf("node heartbeat: %w", err)
 			}
@@ -199,8 +202,13 @@ func wireReachability(ctx context.Context, cfg *Config, c *Clients, d *Dataplane
 		}
 		if cfg.EnableEgressIP {
 			lease := hostLease(cfg, c, d.Hosting, log)
+			lease.Expired = d.node.leftover()
 			h.fenced = lease.Fenced
-			go lease.Run(ctx, func(bool) { poke(nodeWake) })
+			go lease.Run(ctx, func(fenced bool) {
+				if poke(nodeWake); fenced {
+					d.node.withdrawLeftover(ctx)
+				}
+			})
 			if cfg.HealthCheckPort != 0 || cfg.FastFailover {
 				go serveNode(ctx, cfg, c, l, lease, key, log)
 			}
@@ -210,9 +218,21 @@ func wireReachability(ctx context.Context, cfg *Config, c *Clients, d *Dataplane
 	if !cfg.LeaderElect || !cfg.EnableEgressIP {
 		return nil
 	}
+	// verdict combines the checks; while every egress node is lost at
+	// once, nothing moves (reach.Combined).
+	verdict := reach.NewCombined()
+	var allDown atomic.Bool
 	changed := func(what string) func(string, bool) {
 		return func(node string, up bool) {
 			log.Info("egress node reachability", "node", node, "reachable", up, "by", what)
+			verdict.Changed()
+			if down := verdict.AllDown(); allDown.Swap(down) != down {
+				if down {
+					log.Warn("every egress node is unreachable: this leader (or the network to them all) is the likelier fault; no egress IP moves on reachability until one answers")
+				} else {
+					log.Info("an egress node is reachable again")
+				}
+			}
 			poke(wake)
 		}
 	}
@@ -266,18 +286,15 @@ func wireReachability(ctx context.Context, cfg *Config, c *Clients, d *Dataplane
 	if len(checks) == 0 {
 		return nil
 	}
-	h.reachable = func(node string) bool {
-		for _, ok := range checks {
-			if !ok(node) {
-				return false
-			}
-		}
-		return true
+	for _, ok := range checks {
+		verdict.Add(ok)
 	}
+	h.reachable = verdict.Reachable
 	h.targets = func(t []reach.Target) {
 		for _, set := range targets {
 			set(t)
 		}
+		verdict.SetTargets(t)
 	}
 	return nil
 }

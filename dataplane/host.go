@@ -34,9 +34,11 @@ type HostEgress struct {
 	refused map[netip.Addr]egress.HostAssignment
 	hosted  []netip.Addr
 	// hosting is whether the node was last asked to host egress IPs on
-	// host interfaces.
-	hosting atomic.Bool
-	bg      background
+	// host interfaces (or, before that, holds some a previous process
+	// left: leftover).
+	hosting  atomic.Bool
+	leftover bool
+	bg       background
 }
 
 // HostOptions configure a HostEgress writer.
@@ -83,8 +85,37 @@ func (h *HostEgress) Write(ctx context.Context, _ desired.Snapshot, ns *desired.
 }
 
 // Hosting reports whether the node was last asked to host egress IPs on
-// host interfaces (whether or not it is fenced).
+// host interfaces (whether or not it is fenced), or holds some a previous
+// process left and has not been asked anything yet (Leftover).
 func (h *HostEgress) Hosting() bool { return h.hosting.Load() }
+
+// Leftover finds the egress IPs a previous process left on the node's
+// host links (hostnet.Leftover). With some, the node counts as hosting
+// (its host lease runs) and its first Write converges them away even when
+// it is asked for none; Withdraw removes them before that.
+func (h *HostEgress) Leftover() ([]netip.Addr, error) {
+	ips, err := hostnet.Leftover(h.opts.Netns)
+	if err != nil {
+		return nil, fmt.Errorf("host egress: %w", err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(ips) > 0 {
+		h.leftover = true
+		h.hosting.Store(true)
+	}
+	return ips, nil
+}
+
+// Withdraw removes every egress IP from the node's host links, as a
+// Write of no assignment would: for a node that lost its host lease
+// before it could write (its first reconcile waits for the API server).
+func (h *HostEgress) Withdraw(ctx context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, _, err := h.Converge(ctx, nil)
+	return err
+}
 
 // Close stops the link watch and closes the Manager; the addresses, rules
 // and SNAT stay.
@@ -121,7 +152,7 @@ func (h *HostEgress) Converge(ctx context.Context, host []egress.HostAssignment)
 	if len(mine) > 0 && h.opts.Fenced != nil && h.opts.Fenced() {
 		mine = nil
 	}
-	if h.m == nil && len(mine) == 0 {
+	if h.m == nil && len(mine) == 0 && !h.leftover {
 		return nil, report, nil
 	}
 	if h.m == nil {

@@ -483,6 +483,7 @@ func TestChanges(t *testing.T) {
 				if len(res.Rejected) != s.rejected || (s.rejected == 0 && err != nil) {
 					t.Fatalf("%s: rejected %v, err %v; want %d rejections", s.name, res.Rejected, err, s.rejected)
 				}
+				rejected := res.Rejected
 				res.Rejected = nil
 				if !reflect.DeepEqual(res, s.want) {
 					t.Errorf("%s: %+v, want %+v", s.name, res, s.want)
@@ -490,8 +491,27 @@ func TestChanges(t *testing.T) {
 				if again, err := mgr.Converge(context.Background(), s.state); again.Changes() != 0 || (s.rejected == 0 && err != nil) {
 					t.Errorf("%s again: %+v, %v; want no changes", s.name, again, err)
 				}
+				checkLeftover(t, s.name, node, s.state, rejected)
 			}
 		})
+	}
+}
+
+// checkLeftover checks that Leftover finds the egress IPs of state that
+// were not rejected, as a process started next would.
+func checkLeftover(t *testing.T, step string, node *testbed.Netns, state State, rejected []*RequirementError) {
+	t.Helper()
+	var want []netip.Addr
+	for _, a := range state {
+		if !slices.ContainsFunc(rejected, func(r *RequirementError) bool { return r.EgressIP == a.EgressIP.Unmap() }) &&
+			!slices.Contains(want, a.EgressIP.Unmap()) {
+			want = append(want, a.EgressIP.Unmap())
+		}
+	}
+	slices.SortFunc(want, netip.Addr.Compare)
+	got, err := Leftover(nsPath(node))
+	if err != nil || !slices.Equal(got, want) {
+		t.Errorf("%s: Leftover %v, %v; want %v", step, got, err, want)
 	}
 }
 

@@ -52,20 +52,44 @@ func New(cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hostnet: %w", err)
 	}
-	var h *netlink.Handle
-	if ns.handle.IsOpen() {
-		h, err = netlink.NewHandleAt(ns.handle)
-	} else {
-		h, err = netlink.NewHandle()
-	}
+	h, err := ns.netlink()
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("hostnet: open netlink: %w", err), ns.close())
+		return nil, errors.Join(err, ns.close())
 	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
 	}
 	return &Manager{ns: ns, nl: h, snat: cfg.SNAT, ann: cfg.Announcer, log: log.With("component", "hostnet")}, nil
+}
+
+// Leftover returns the egress IPs a Manager installed in the namespace at
+// netns ("" the caller's own) and still holds there, found by their
+// markers (RouteProtocol throw routes), without opening a SNAT backend:
+// what a node instance that starts again finds from its previous run.
+func Leftover(netns string) ([]netip.Addr, error) {
+	ns, err := openNamespace(netns)
+	if err != nil {
+		return nil, fmt.Errorf("hostnet: %w", err)
+	}
+	defer ns.close()
+	h, err := ns.netlink()
+	if err != nil {
+		return nil, err
+	}
+	defer h.Close()
+	owned, err := (&Manager{nl: h}).ownedRoutes()
+	if err != nil {
+		return nil, err
+	}
+	var out []netip.Addr
+	for _, r := range owned {
+		if r.Type == unix.RTN_THROW {
+			out = append(out, prefixOf(r.Dst, r.Family).Addr())
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return slices.Compact(out), nil
 }
 
 // Close releases the Manager's netlink sockets and namespace handle. It

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"runtime"
 
+	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 )
 
@@ -58,6 +59,21 @@ func (n *namespace) do(fn func() error) error {
 		runtime.UnlockOSThread()
 	}()
 	return fn()
+}
+
+// netlink opens a netlink handle in the namespace.
+func (n *namespace) netlink() (*netlink.Handle, error) {
+	var h *netlink.Handle
+	var err error
+	if n.handle.IsOpen() {
+		h, err = netlink.NewHandleAt(n.handle)
+	} else {
+		h, err = netlink.NewHandle()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("hostnet: open netlink: %w", err)
+	}
+	return h, nil
 }
 
 // close releases the namespace handle.

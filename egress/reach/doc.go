@@ -23,7 +23,10 @@
 //     UDP heartbeat to every target each interval (100 ms), a target down
 //     after a number of misses (3). With a shared key every datagram carries
 //     an HMAC-SHA256 and replayed requests are refused, so a forged request
-//     renews no host lease and a forged reply keeps no dead node up.
+//     renews no host lease and a forged reply keeps no dead node up. Among
+//     nodes ([HeartbeatConfig.AskHeard]) each request also asks whether the
+//     target hears the requester, so a node knows when a peer may count it
+//     down ([Heartbeat.Hearing]) and stops answering for its L2 VIPs first.
 //   - [Lease] is a node's host lease: how long it may keep its egress IPs on
 //     host interfaces without hearing the leader or the API server.
 //

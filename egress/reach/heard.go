@@ -12,16 +12,26 @@ import (
 // with HeartbeatConfig.AskHeard therefore asks each target, with every
 // request, how long ago the target's own monitor last heard this node;
 // the target's answer bounds when it may count the node down, and the
-// node counts itself heard by the target (Heartbeat.Heard) only until
+// node counts itself heard by the target (Heartbeat.Hearing) only until
 // one Interval before that bound. It stops answering for what it owns
 // before any peer that stopped hearing it takes over (Raft's leader
 // lease, bounded by the followers' own clocks: only durations cross the
 // wire).
 //
-// With AskHeard a target is counted down one Interval later than
-// without (Misses+1 intervals): the interval by which the node stops
-// before the others start. The nodes' monitors must share Interval and
-// Misses (the chart and the daemon's flags set them alike).
+// A node cut off from the others in both directions hears none of them:
+// it counts itself out once every peer has been silent for two
+// intervals. With AskHeard a target is counted down two intervals later
+// than without (Misses+2): one for the margin by which a node stops
+// before a peer that stopped hearing it starts, one so that a peer that
+// dies is silent before its last grant runs out (the node would stop for
+// a moment otherwise). The nodes' monitors must share Interval and Misses
+// (the chart and the daemon's flags set them alike).
+//
+// Deviation from MetalLB (metallb/metallb at 7938d3f89, speaker's
+// internal/speakerlist/speakerlist.go): its layer2 mode elects among the
+// speakers its memberlist sees, so a speaker cut off in one direction,
+// or during the memberlist's own detection, answers beside the one that
+// took over; here the node cut off stops first.
 //
 // On the wire a request that asks sets bit 1 of its role byte; the
 // responder answers it with a status byte that says, besides serving,
@@ -73,7 +83,7 @@ func grantUntil(status byte, sent time.Time, downAfter time.Duration) time.Time 
 func (h *Heartbeat) downAfter() time.Duration {
 	d := time.Duration(h.cfg.Misses) * h.cfg.Interval
 	if h.cfg.AskHeard {
-		d += h.cfg.Interval
+		d += 2 * h.cfg.Interval
 	}
 	return d
 }
@@ -87,38 +97,72 @@ func (h *Heartbeat) Age(addr netip.Addr) (age time.Duration, ok bool) {
 	now := time.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, t := range h.targets {
-		if t.addr != addr.Unmap() {
-			continue
-		}
-		if !t.up || t.lastOK.IsZero() {
-			return hbMaxAge + time.Second, true
-		}
-		return now.Sub(t.lastOK), true
+	t, ok := h.byAddr[addr.Unmap()]
+	switch {
+	case !ok:
+		return 0, false
+	case !t.up || t.lastOK.IsZero():
+		return hbMaxAge + time.Second, true
 	}
-	return 0, false
+	return now.Sub(t.lastOK), true
 }
 
-// Heard reports how many targets there are and how many of them hear
-// this node now, by their last answers (AskHeard): each until one
-// Interval before it may count this node down. Without AskHeard every
-// target that is up counts.
-func (h *Heartbeat) Heard() (total, heard int) {
+// hearing is this node's view of one target (AskHeard): whether it
+// answers, and whether it hears this node.
+type hearing uint8
+
+const (
+	// silent: no serving answer for two intervals (dead, cut off, or
+	// not serving): it takes nothing over, or this node is the one cut
+	// off.
+	silent hearing = iota + 1
+	// heard: it answers and hears this node.
+	heard
+	// deaf: it answers but does not hear this node (its grant ran out):
+	// it may take this node's VIPs over.
+	deaf
+)
+
+func (hg hearing) String() string {
+	return [...]string{"", "silent", "heard", "deaf"}[hg]
+}
+
+// Hearing reports how many targets there are, how many of them answer
+// and hear this node (heard), and how many answer but do not hear it
+// (deaf), by their last answers (AskHeard). A node is alive for its L2
+// VIPs while no target is deaf and at least half are heard: one cut off
+// in one direction sees a deaf target one interval before that target
+// counts it down; one cut off in both sees every target silent two
+// intervals after the cut, Misses intervals before any counts it down.
+// Without AskHeard every target that is up is heard.
+func (h *Heartbeat) Hearing() (total, heardBy, deafTo int) {
 	now := time.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, t := range h.targets {
-		if h.hears(t, now) {
-			heard++
+		switch h.hearingOf(t, now) {
+		case heard:
+			heardBy++
+		case deaf:
+			deafTo++
 		}
 	}
-	return len(h.targets), heard
+	return len(h.targets), heardBy, deafTo
 }
 
-// hears is Heard's verdict on one target at now (h.mu held).
-func (h *Heartbeat) hears(t *hbTarget, now time.Time) bool {
+// hearingOf is one target's hearing at now (h.mu held).
+func (h *Heartbeat) hearingOf(t *hbTarget, now time.Time) hearing {
 	if !h.cfg.AskHeard {
-		return t.up
+		if t.up {
+			return heard
+		}
+		return silent
 	}
-	return now.Before(t.grant.Add(-h.cfg.Interval))
+	switch {
+	case t.lastOK.IsZero() || now.Sub(t.lastOK) >= 2*h.cfg.Interval:
+		return silent
+	case now.Before(t.grant.Add(-h.cfg.Interval)):
+		return heard
+	}
+	return deaf
 }

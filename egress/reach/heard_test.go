@@ -17,8 +17,9 @@ import (
 type hbNode struct {
 	hb *reach.Heartbeat
 	mu sync.Mutex
-	// unheard is when the other node stopped hearing this one by Heard,
-	// down when this node counted the other down (zero: not yet).
+	// unheard is when this node first had no target that hears it, or
+	// one that answers without hearing it (Hearing); down when it counted
+	// the other down (zero: not yet).
 	unheard, down time.Time
 }
 
@@ -49,7 +50,10 @@ func startHBNode(t *testing.T, ns *testbed.Netns, self, other netip.Addr) *hbNod
 	}
 	var err error
 	n.hb, err = reach.NewHeartbeat(reach.HeartbeatConfig{Interval: hbInterval, Misses: 3, Port: reach.DefaultHeartbeatPort,
-		AskHeard: true, ListenPacket: nsListenPacket(ns), OnHeard: func(_ string, heard bool) { stamp(&n.unheard, !heard) }},
+		AskHeard: true, ListenPacket: nsListenPacket(ns), OnHearing: func(string) {
+			_, heard, deaf := n.hb.Hearing()
+			stamp(&n.unheard, heard == 0 || deaf > 0)
+		}},
 		func(_ string, up bool) { stamp(&n.down, !up) })
 	if err != nil {
 		t.Fatal(err)
@@ -66,9 +70,10 @@ func startHBNode(t *testing.T, ns *testbed.Netns, self, other netip.Addr) *hbNod
 // A node cut off in either direction stops counting itself heard (the
 // daemon's L2 announcer then stops answering for its VIPs) at least one
 // interval before the other node counts it down and takes over: with
-// its requests dropped (it still hears the other's answers: it would
-// count the other up), with both directions dropped, and with its
-// answers' replies dropped (then the other never counts it down).
+// its requests dropped (it still hears the other's answers: the other
+// is deaf to it), with both directions dropped (the other is silent),
+// and with its answers' replies dropped (then the other never counts it
+// down).
 func TestHeartbeatHeard(t *testing.T) {
 	t.Parallel()
 	a, b := twoHosts(t)
@@ -78,8 +83,8 @@ func TestHeartbeatHeard(t *testing.T) {
 		t.Helper()
 		deadline := time.Now().Add(5 * time.Second)
 		for time.Now().Before(deadline) {
-			_, ha := na.hb.Heard()
-			_, hb := nb.hb.Heard()
+			_, ha, _ := na.hb.Hearing()
+			_, hb, _ := nb.hb.Hearing()
 			if ha == 1 && hb == 1 && na.hb.Reachable("other") && nb.hb.Reachable("other") {
 				return
 			}

@@ -166,11 +166,12 @@ type HeartbeatConfig struct {
 	Leader bool
 	Renew  func(node string) bool
 	// AskHeard makes the requests ask every target whether it hears this
-	// node, for Heard (a node monitor among nodes: see heard.go); targets
-	// are then down after Misses+1 intervals. OnHeard, when not nil, is
-	// called (from one goroutine) when a target's verdict changes.
-	AskHeard bool
-	OnHeard  func(node string, heard bool)
+	// node, for Hearing (a node monitor among nodes: see heard.go);
+	// targets are then down after Misses+2 intervals. OnHearing, when not
+	// nil, is called (from one goroutine) when a target's Hearing
+	// changes.
+	AskHeard  bool
+	OnHearing func(node string)
 	// Key, when set, authenticates the heartbeats (version 2, see
 	// hbauth.go); the responders must have the same key.
 	Key []byte
@@ -188,6 +189,7 @@ type Heartbeat struct {
 
 	mu      sync.Mutex
 	targets map[string]*hbTarget
+	byAddr  map[netip.Addr]*hbTarget // the targets by address (Age)
 	seq     uint64
 	sent    []time.Time // when request seq was sent, at seq % len
 	kick    chan struct{}
@@ -199,11 +201,11 @@ type hbTarget struct {
 	lastOK time.Time // last serving answer, or when the target was added
 	up     bool
 	// grant is until when (AskHeard) the target cannot count this node
-	// down, by the answer to request grantSeq; heard is the last verdict
+	// down, by the answer to request grantSeq; hearing is the last state
 	// reported.
 	grant    time.Time
 	grantSeq uint64
-	heard    bool
+	hearing  hearing
 }
 
 // NewHeartbeat returns a monitor calling onChange (from one goroutine)
@@ -234,7 +236,7 @@ func NewHeartbeat(cfg HeartbeatConfig, onChange func(node string, up bool)) (*He
 	if cfg.Key != nil && len(cfg.Key) < MinHeartbeatKey {
 		return nil, fmt.Errorf("heartbeat: key of %d bytes, want at least %d", len(cfg.Key), MinHeartbeatKey)
 	}
-	return &Heartbeat{cfg: cfg, onChange: onChange, targets: map[string]*hbTarget{}, kick: make(chan struct{}, 1),
+	return &Heartbeat{cfg: cfg, onChange: onChange, targets: map[string]*hbTarget{}, byAddr: map[netip.Addr]*hbTarget{}, kick: make(chan struct{}, 1),
 		session: newSession(), sent: make([]time.Time, cfg.Misses+1)}, nil
 }
 
@@ -255,6 +257,10 @@ func (h *Heartbeat) SetTargets(targets []Target) {
 		if !keep[n] {
 			delete(h.targets, n)
 		}
+	}
+	clear(h.byAddr)
+	for _, t := range h.targets {
+		h.byAddr[t.addr.Unmap()] = t
 	}
 }
 
@@ -384,7 +390,7 @@ func (h *Heartbeat) receive(ctx context.Context, conn net.PacketConn) {
 			}
 			if h.cfg.AskHeard && seq >= t.grantSeq {
 				t.grant, t.grantSeq = grantUntil(st, h.sent[seq%uint64(len(h.sent))], h.downAfter()), seq
-				changed = changed || t.heard != h.hears(t, now)
+				changed = changed || t.hearing != h.hearingOf(t, now)
 			}
 		}
 		h.mu.Unlock()
@@ -401,8 +407,9 @@ func (h *Heartbeat) receive(ctx context.Context, conn net.PacketConn) {
 func (h *Heartbeat) evaluate(now time.Time) {
 	limit := h.downAfter()
 	type change struct {
-		node      string
-		up, heard bool // heard: a change of the heard verdict
+		node    string
+		up      bool    // for a hearing change: it was heard
+		hearing hearing // a change of the hearing state, when not 0
 	}
 	var changes []change
 	h.mu.Lock()
@@ -413,17 +420,21 @@ func (h *Heartbeat) evaluate(now time.Time) {
 			t.up = up
 			changes = append(changes, change{node: n, up: up})
 		}
-		if heard := h.hears(t, now); h.cfg.AskHeard && heard != t.heard {
-			t.heard = heard
-			changes = append(changes, change{node: n, up: heard, heard: true})
+		if hg := h.hearingOf(t, now); h.cfg.AskHeard && hg != t.hearing {
+			changes = append(changes, change{node: n, hearing: hg, up: t.hearing == heard})
+			t.hearing = hg
 		}
 	}
 	h.mu.Unlock()
 	for _, c := range changes {
-		if c.heard {
-			h.cfg.Logger.Info("heartbeat: heard by node", "node", c.node, "heard", c.up)
-			if h.cfg.OnHeard != nil {
-				h.cfg.OnHeard(c.node, c.up)
+		if c.hearing != 0 {
+			level := slog.LevelDebug
+			if c.up { // was heard: a loss
+				level = slog.LevelInfo
+			}
+			h.cfg.Logger.Log(context.Background(), level, "heartbeat: hearing", "node", c.node, "state", c.hearing.String())
+			if h.cfg.OnHearing != nil {
+				h.cfg.OnHearing(c.node)
 			}
 			continue
 		}

@@ -24,7 +24,13 @@ type Lease struct {
 	// Active, when not nil, says whether the node holds egress IPs on
 	// host interfaces; while it does not, the lease is kept renewed.
 	Active func() bool
-	Logger *slog.Logger
+	// Expired makes the lease start run out: a node that starts holding
+	// egress IPs a previous process left cannot know when that process
+	// last heard the leader or the API server, so it is fenced unless
+	// Run's first check (asked at once, within Duration/4) or a leader's
+	// heartbeat renews it.
+	Expired bool
+	Logger  *slog.Logger
 
 	// lastLeader and lastAPI are UnixNano times.
 	lastLeader, lastAPI atomic.Int64
@@ -48,7 +54,9 @@ func (l *Lease) last() time.Time { return time.Unix(0, max(l.lastLeader.Load(), 
 // every change of Fenced until ctx ends. It also wakes when the lease
 // would run out, so the node withdraws right then.
 func (l *Lease) Run(ctx context.Context, changed func(fenced bool)) {
-	l.lastAPI.Store(time.Now().UnixNano())
+	if !l.Expired {
+		l.lastAPI.Store(time.Now().UnixNano())
+	}
 	if l.Duration <= 0 {
 		return
 	}

@@ -70,3 +70,34 @@ func TestLeaseRun(t *testing.T) {
 	case <-time.After(500 * time.Millisecond):
 	}
 }
+
+// TestLeaseExpired: a lease that starts run out (a node holding egress
+// IPs a previous process left) is fenced at once when the first check
+// fails, and never when it answers.
+func TestLeaseExpired(t *testing.T) {
+	for _, answers := range []bool{false, true} {
+		l := &Lease{Duration: 200 * time.Millisecond, Expired: true, Check: func(context.Context) error {
+			if !answers {
+				return errors.New("down")
+			}
+			return nil
+		}}
+		ctx, cancel := context.WithCancel(context.Background())
+		changes := make(chan bool, 10)
+		start := time.Now()
+		go l.Run(ctx, func(f bool) { changes <- f })
+		select {
+		case f := <-changes:
+			if answers || !f {
+				t.Errorf("API server answering %v: fenced=%v", answers, f)
+			} else if d := time.Since(start); d > 150*time.Millisecond {
+				t.Errorf("fenced %v after the start, want within the first check (50 ms)", d)
+			}
+		case <-time.After(400 * time.Millisecond):
+			if !answers {
+				t.Error("not fenced with the first check failed")
+			}
+		}
+		cancel()
+	}
+}

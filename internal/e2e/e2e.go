@@ -329,24 +329,53 @@ func (e *Env) forwardAPI(ns *testbed.Netns) {
 	}
 }
 
+// RestartNodeUnready SIGKILLs node's instance and starts it again
+// without waiting for it to be ready (one cut off from the API server
+// cannot be); wait waits until it is.
+func (e *Env) RestartNodeUnready(node string) (wait func()) {
+	e.t.Helper()
+	if i := e.Instance(node); i != nil && i.Alive() {
+		if err := i.Kill(); err != nil {
+			e.t.Fatalf("e2e: %v", err)
+		}
+	}
+	i := e.launch("node-"+node, node, e.Node(node).NS, "ovnedge-node", e.NodeArgs(node))
+	e.mu.Lock()
+	e.nodes[node] = i
+	e.mu.Unlock()
+	return func() { e.waitReady(i) }
+}
+
 func (e *Env) start(name, node string, ns *testbed.Netns, sa string, args []string) *Instance {
+	e.t.Helper()
+	i := e.launch(name, node, ns, sa, args)
+	e.waitReady(i)
+	return i
+}
+
+// launch starts an instance named name.
+func (e *Env) launch(name, node string, ns *testbed.Netns, sa string, args []string) *Instance {
 	e.t.Helper()
 	e.forwardAPI(ns)
 	args = append([]string{"daemon", "--kubeconfig=" + e.kubeconfig(sa)}, args...)
 	log := filepath.Join(e.Kube.Dir, name+".log")
 	argv := append([]string{"ip", "netns", "exec", ns.Name, e.Bin}, args...)
 	p := testbed.StartProcess(e.t, "ovnedge "+name, log, nil, argv...)
-	i := &Instance{Process: p, Node: node, NS: ns, Log: log, Args: args}
+	return &Instance{Process: p, Node: node, NS: ns, Log: log, Args: args}
+}
+
+// waitReady waits until i serves /readyz.
+func (e *Env) waitReady(i *Instance) {
+	e.t.Helper()
 	err := poll(Timeout, func() error {
-		if !p.Alive() {
-			return fmt.Errorf("exited%s", p.Log())
+		if !i.Alive() {
+			return fmt.Errorf("exited%s", i.Process.Log())
 		}
 		return i.ready()
 	})
 	if err != nil {
-		e.t.Fatalf("e2e: ovnedge %s not ready: %v%s", name, err, p.Log())
+		e.t.Fatalf("e2e: ovnedge %s not ready: %v%s", filepath.Base(i.Log), err, i.Process.Log())
 	}
-	return i
 }
 
 // ready asks the instance's /readyz inside its namespace. The connection

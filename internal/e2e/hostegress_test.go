@@ -66,7 +66,9 @@ func partition(e *Env, node string) func() {
 // is lost: its machine dies (chassis and ovnedge killed, eth2 silent), its
 // eth2 goes down (the node refuses the IP: moved at once), or it is cut
 // off from both the leader and the API server (the leader holds the IP
-// until the node's host lease has run out; the node withdraws it then).
+// until the node's host lease has run out; the node withdraws it then),
+// also with its ovnedge restarted while cut off (the new process finds
+// the IP its predecessor left and withdraws it, never having reconciled).
 var hostFailures = []failure{
 	failures[0],
 	{"HostLinkDown", func(e *Env, n string) func() {
@@ -75,6 +77,21 @@ var hostFailures = []failure{
 	}},
 	{"Partitioned", partition},
 	{"PartitionedLeaderReplaced", partitionLeaderReplaced},
+	{"PartitionedRestarted", partitionRestarted},
+}
+
+// partitionRestarted partitions node and restarts its ovnedge (SIGKILL)
+// while it is cut off: the new process cannot reach the API server, so it
+// never reconciles, yet it must withdraw the egress IP its predecessor
+// left on eth2 (its host lease starts run out) before the leader gives
+// the IP to the other node.
+func partitionRestarted(e *Env, node string) func() {
+	undo := partition(e, node)
+	wait := e.RestartNodeUnready(node)
+	return func() {
+		undo()
+		wait()
+	}
 }
 
 // ownedBy makes node the owner of EgressIP name's ip: the current
