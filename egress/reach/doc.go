@@ -27,6 +27,9 @@
 //     nodes ([HeartbeatConfig.AskHeard]) each request also asks whether the
 //     target hears the requester, so a node knows when a peer may count it
 //     down ([Heartbeat.Hearing]) and stops answering for its L2 VIPs first.
+//   - [Combined] is the leader's verdict from its checks; while every egress
+//     node is unreachable at once it calls every one reachable, so that no
+//     egress IP moves to no node (a deviation from OVN-Kubernetes).
 //   - [Lease] is a node's host lease: how long it may keep its egress IPs on
 //     host interfaces without hearing the leader or the API server.
 //
