@@ -320,6 +320,7 @@ func (c *clusterWork) writeNB(ctx context.Context, s desired.Snapshot, cs *desir
 	d := ovsdbnb.Desired{Stepped: cs.Egress, Plain: cs.LB, Dirty: cs.Dirty, Keep: cs.Keep}
 	if c.sb != nil {
 		d.Settle = func(ctx context.Context, routers []string) { c.waitChassis(ctx, cl, s, routers) }
+		d.Drain = func(ctx context.Context, routers []string) { c.drainChassis(ctx, cl, s, routers) }
 	}
 	res, err := c.nb.Write(ctx, d)
 	var events []event.Event
@@ -344,20 +345,7 @@ func (c *clusterWork) silenced(router string) bool {
 // chassis that does not confirm in time (dead, or slow) is logged and
 // the next step goes ahead.
 func (c *clusterWork) waitChassis(ctx context.Context, cl *ovsdbnb.Client, s desired.Snapshot, routers []string) {
-	var chassis []string
-	for _, r := range routers {
-		node, ok := strings.CutPrefix(r, lbsvc.GatewayRouter(""))
-		if !ok {
-			continue
-		}
-		name := node
-		for _, n := range s.Nodes {
-			if n.Name == node && n.Annotations[ovnknode.AnnotationChassisID] != "" {
-				name = n.Annotations[ovnknode.AnnotationChassisID]
-			}
-		}
-		chassis = append(chassis, name)
-	}
+	chassis := chassisOf(s, routers)
 	begin := time.Now()
 	cfg, err := cl.NextCfg(ctx)
 	if err == nil {
@@ -375,6 +363,49 @@ func (c *clusterWork) waitChassis(ctx context.Context, cl *ovsdbnb.Client, s des
 
 // chassisWait bounds waitChassis.
 const chassisWait = 2 * time.Second
+
+// drainChassis waits, up to drainWait, until the chassis of routers
+// (gateway routers that just lost egress IPs' SNATs: nodes found down)
+// have applied the NB as just written. A node cut off from the leader
+// alone (its chassis alive) still answers ARP for the egress IP from its
+// gateway router until its ovn-controller removes the SNAT; the new
+// owner's SNAT comes in the next step. A dead chassis never confirms:
+// the wait is short.
+func (c *clusterWork) drainChassis(ctx context.Context, cl *ovsdbnb.Client, s desired.Snapshot, routers []string) {
+	chassis := chassisOf(s, routers)
+	begin := time.Now()
+	cfg, err := cl.NextCfg(ctx)
+	if err == nil {
+		wctx, cancel := context.WithTimeout(ctx, drainWait)
+		err = c.sb.Wait(wctx, cfg, chassis...)
+		cancel()
+	}
+	c.log.Debug("northbound: chassis of the silenced gateway routers", "chassis", chassis, "took", time.Since(begin), "err", err)
+}
+
+// drainWait bounds drainChassis: the time a dead node's egress IPs wait
+// for its chassis.
+const drainWait = 100 * time.Millisecond
+
+// chassisOf are the chassis of routers (GR_<node>: the node's chassis-id
+// annotation, else its name); other routers are left out.
+func chassisOf(s desired.Snapshot, routers []string) []string {
+	var chassis []string
+	for _, r := range routers {
+		node, ok := strings.CutPrefix(r, lbsvc.GatewayRouter(""))
+		if !ok {
+			continue
+		}
+		name := node
+		for _, n := range s.Nodes {
+			if n.Name == node && n.Annotations[ovnknode.AnnotationChassisID] != "" {
+				name = n.Annotations[ovnknode.AnnotationChassisID]
+			}
+		}
+		chassis = append(chassis, name)
+	}
+	return chassis
+}
 
 // dialSB connects the make-before-break waiter to the Southbound.
 func (c *clusterWork) dialSB(ctx context.Context) (*sbwait.Waiter, error) {

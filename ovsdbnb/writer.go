@@ -106,6 +106,11 @@ type Desired struct {
 	// NATs they did not have, before the next step: it waits until their
 	// chassis have installed them (or gives up).
 	Settle func(ctx context.Context, routers []string)
+	// Drain, when not nil, is called after a step that takes NATs away
+	// from routers, before the next step: it waits until their chassis
+	// have removed them (or gives up), so that a router that goes on
+	// answering ARP for a NAT's external IP stops before another starts.
+	Drain func(ctx context.Context, routers []string)
 }
 
 // WriteResult is what a Write did.
@@ -231,7 +236,7 @@ func (w *Writer) Write(ctx context.Context, d Desired) (WriteResult, error) {
 	plain := w.plainSends(d, dirty)
 	stepped := w.withKept(d)
 	oldS, newS := w.steppedSends(stepped, d.Keep, dirty, full)
-	res, err := w.send(ctx, w.planSteps(oldS, newS, plain, d.Settle != nil), d, stepped)
+	res, err := w.send(ctx, w.planSteps(oldS, newS, plain, d.Settle != nil, d.Drain != nil), d, stepped)
 	var se *SyncError
 	if err != nil && !errors.As(err, &se) {
 		return res, err
@@ -377,15 +382,15 @@ func (w *Writer) steppedSends(stepped map[Owner]State, keep []Owner, dirty map[O
 // stepSend is one step's owners to send, the routers it gives new NATs
 // and whether their chassis are waited for after it.
 type stepSend struct {
-	send  map[Owner]State
-	added []string
-	wait  bool
+	send           map[Owner]State
+	added, removed []string // routers the step gives, takes NATs
+	wait           bool     // Settle or Drain before the next step
 }
 
 // planSteps are the steps from oldS to newS (the plain owners with the
 // first), each step's owners found against what the steps before it
 // write, as if written; steps sending nothing are left out.
-func (w *Writer) planSteps(oldS, newS, plain map[Owner]State, settle bool) []stepSend {
+func (w *Writer) planSteps(oldS, newS, plain map[Owner]State, settle, drain bool) []stepSend {
 	var steps []map[Owner]State
 	if w.opts.Steps != nil {
 		steps = w.opts.Steps(oldS, newS)
@@ -418,8 +423,9 @@ func (w *Writer) planSteps(oldS, newS, plain map[Owner]State, settle bool) []ste
 			continue
 		}
 		maps.Copy(ahead, send)
-		added := natRouters(send, before)
-		sends = append(sends, stepSend{send: send, added: added, wait: settle && len(added) > 0 && i < len(steps)-1})
+		ss := stepSend{send: send, added: natRouters(send, before), removed: natRouters(before, send)}
+		ss.wait = i < len(steps)-1 && ((settle && len(ss.added) > 0) || (drain && len(ss.removed) > 0))
+		sends = append(sends, ss)
 	}
 	return sends
 }
@@ -479,8 +485,13 @@ func (w *Writer) send(ctx context.Context, sends []stepSend, d Desired, stepped 
 				res.Refused = append(res.Refused, se.Owners...)
 				syncErr = r.Err
 			}
-			if r.Err == nil && run[j].wait {
-				d.Settle(ctx, run[j].added)
+			if ss := run[j]; r.Err == nil && ss.wait {
+				if d.Drain != nil && len(ss.removed) > 0 {
+					d.Drain(ctx, ss.removed)
+				}
+				if d.Settle != nil && len(ss.added) > 0 {
+					d.Settle(ctx, ss.added)
+				}
 			}
 		}
 	}
