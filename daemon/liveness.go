@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -181,62 +180,76 @@ func wireReachability(ctx context.Context, cfg *Config, c *Clients, d *Dataplane
 	requeue.Stop()
 	h.after = func(after time.Duration) { requeue.Reset(after) }
 	if cfg.NodeName != "" {
-		l := &nodeLiveness{self: cfg.NodeName, uplink: d.uplink}
-		h.kick = func() { poke(nodeWake) }
-		if cfg.FastFailover && (cfg.EnableL2Announce || cfg.UnderlayLBMode == UnderlayStandalone) {
-			wake := func(string) { poke(nodeWake) }
-			hb, err := reach.NewHeartbeat(reach.HeartbeatConfig{Interval: cfg.HeartbeatInterval, Misses: cfg.HeartbeatMisses,
-				Port: cfg.HeartbeatPort, AskHeard: true, OnHearing: wake, Key: key, Logger: log},
-				func(node string, _ bool) { wake(node) })
-			if err != nil {
-				return fmt.Errorf("node heartbeat: %w", err)
-			}
-			l.hb = hb
-			l.joined = reach.Joined{Delay: reach.JoinDelay(cfg.HeartbeatInterval), Wake: func() { poke(nodeWake) }}
-			h.nodeTargets = hb.SetTargets
-			go func() {
-				if err := hb.Run(ctx); err != nil {
-					log.Error("node heartbeat stopped", "err", err)
-				}
-			}()
+		if err := wireNode(ctx, cfg, c, d, nodeWake, key, log); err != nil {
+			return err
 		}
-		if cfg.EnableEgressIP {
-			lease := hostLease(cfg, c, d.Hosting, log)
-			lease.Expired = d.node.leftover()
-			h.fenced = lease.Fenced
-			go lease.Run(ctx, func(fenced bool) {
-				if poke(nodeWake); fenced {
-					d.node.withdrawLeftover(ctx)
-				}
-			})
-			if cfg.HealthCheckPort != 0 || cfg.FastFailover {
-				go serveNode(ctx, cfg, c, l, lease, key, log)
-			}
-		}
-		h.alive = l.Alive
 	}
 	if !cfg.LeaderElect || !cfg.EnableEgressIP {
 		return nil
 	}
-	// verdict combines the checks; while every egress node is lost at
-	// once, nothing moves (reach.Combined).
+	return wireLeader(ctx, cfg, d, env, wake, key, log)
+}
+
+// wireNode starts a node instance's side: its liveness (the heartbeat
+// among nodes with fast failover and L2 announce), its host lease, its
+// health server and heartbeat responder.
+func wireNode(ctx context.Context, cfg *Config, c *Clients, d *Dataplane, nodeWake chan struct{}, key []byte, log *slog.Logger) error {
+	h := d.hooks
+	l := &nodeLiveness{self: cfg.NodeName, uplink: d.uplink}
+	h.kick = func() { poke(nodeWake) }
+	if cfg.FastFailover && (cfg.EnableL2Announce || cfg.UnderlayLBMode == UnderlayStandalone) {
+		wake := func(string) { poke(nodeWake) }
+		hb, err := reach.NewHeartbeat(reach.HeartbeatConfig{Interval: cfg.HeartbeatInterval, Misses: cfg.HeartbeatMisses,
+			Port: cfg.HeartbeatPort, AskHeard: true, OnHearing: wake, Key: key, Logger: log},
+			func(node string, _ bool) { wake(node) })
+		if err != nil {
+			return fmt.Errorf("node heartbeat: %w", err)
+		}
+		l.hb = hb
+		l.joined = reach.Joined{Delay: reach.JoinDelay(cfg.HeartbeatInterval), Wake: func() { poke(nodeWake) }}
+		h.nodeTargets = hb.SetTargets
+		go func() {
+			if err := hb.Run(ctx); err != nil {
+				log.Error("node heartbeat stopped", "err", err)
+			}
+		}()
+	}
+	if cfg.EnableEgressIP {
+		lease := hostLease(cfg, c, d.Hosting, log)
+		lease.Expired = d.node.host.Leftover()
+		h.fenced = lease.Fenced
+		go lease.Run(ctx, func(fenced bool) {
+			if poke(nodeWake); fenced {
+				d.node.host.WithdrawLeftover(ctx)
+			}
+		})
+		if cfg.HealthCheckPort != 0 || cfg.FastFailover {
+			go serveNode(ctx, cfg, c, l, lease, key, log)
+		}
+	}
+	h.alive = l.Alive
+	return nil
+}
+
+// wireLeader starts a leader candidate's checks: the checker (with the
+// [ovnnorth] TLS files for gRPC) and, with fast failover, the heartbeat
+// of the egress nodes, sent while leading; their verdicts combine in a
+// reach.Combined (while every egress node is lost at once, nothing
+// moves).
+func wireLeader(ctx context.Context, cfg *Config, d *Dataplane, env *runEnv, wake chan struct{}, key []byte, log *slog.Logger) error {
+	h := d.hooks
 	verdict := reach.NewCombined()
-	var allDown atomic.Bool
 	changed := func(what string) func(string, bool) {
 		return func(node string, up bool) {
 			log.Info("egress node reachability", "node", node, "reachable", up, "by", what)
-			verdict.Changed()
-			if down := verdict.AllDown(); allDown.Swap(down) != down {
-				if down {
-					log.Warn("every egress node is unreachable: this leader (or the network to them all) is the likelier fault; no egress IP moves on reachability until one answers")
-				} else {
-					log.Info("an egress node is reachable again")
-				}
+			if down, flipped := verdict.Changed(); flipped && down {
+				log.Warn("every egress node is unreachable: this leader (or the network to them all) is the likelier fault; no egress IP moves on reachability until one answers")
+			} else if flipped {
+				log.Info("an egress node is reachable again")
 			}
 			poke(wake)
 		}
 	}
-	var checks []func(string) bool
 	var targets []func([]reach.Target)
 	var chk *reach.Checker
 	if cfg.ReachabilityTotalTimeout > 0 {
@@ -247,7 +260,8 @@ func wireReachability(ctx context.Context, cfg *Config, c *Clients, d *Dataplane
 		if err != nil {
 			return fmt.Errorf("reachability checker: %w", err)
 		}
-		checks, targets = append(checks, chk.Reachable), append(targets, chk.SetTargets)
+		verdict.Add(chk.Reachable)
+		targets = append(targets, chk.SetTargets)
 		go chk.Run(ctx)
 	}
 	if cfg.FastFailover {
@@ -268,7 +282,7 @@ func wireReachability(ctx context.Context, cfg *Config, c *Clients, d *Dataplane
 		if err != nil {
 			return fmt.Errorf("egress heartbeat: %w", err)
 		}
-		checks = append(checks, hb.Reachable)
+		verdict.Add(hb.Reachable)
 		// Heartbeats go out while leading only: a node takes them as
 		// the leader's word that it still owns its egress IPs.
 		targets = append(targets, hb.SetTargets)
@@ -283,11 +297,8 @@ func wireReachability(ctx context.Context, cfg *Config, c *Clients, d *Dataplane
 			}
 		}()
 	}
-	if len(checks) == 0 {
+	if len(targets) == 0 {
 		return nil
-	}
-	for _, ok := range checks {
-		verdict.Add(ok)
 	}
 	h.reachable = verdict.Reachable
 	h.targets = func(t []reach.Target) {

@@ -56,9 +56,8 @@ type nodeWork struct {
 	// in fence (resumeFences).
 	resumed bool
 	// current is the Snapshot of the pass under way (the host report is
-	// written against its Node); passed: a pass has run.
+	// written against its Node).
 	current desired.Snapshot
-	passed  bool
 	// uplink is the uplink the last pass used: --uplink, or found from
 	// the bridge.
 	uplink atomic.Value // string
@@ -208,7 +207,7 @@ func (n *nodeWork) pass(ctx context.Context, s desired.Snapshot) error {
 		}
 		n.fenceLost(&ns, n.params.Patch)
 	}
-	n.current, n.passed = s, true
+	n.current = s
 	var errs []error
 	events := ns.Events
 	for _, w := range n.writers {
@@ -217,38 +216,6 @@ func (n *nodeWork) pass(ctx context.Context, s desired.Snapshot) error {
 	}
 	n.events.record(events)
 	return errors.Join(errs...)
-}
-
-// leftover reports whether a previous process left egress IPs on the
-// node's host links (logged; an error reading them is logged and counts
-// as none).
-func (n *nodeWork) leftover() bool {
-	ips, err := n.host.Leftover()
-	if err != nil {
-		n.log.Error("egress IPs left on the host links by a previous process not read", "err", err)
-		return false
-	}
-	if len(ips) > 0 {
-		n.log.Info("egress IPs left on the host links by a previous process; the host lease starts run out", "ips", ips)
-	}
-	return len(ips) > 0
-}
-
-// withdrawLeftover removes the egress IPs a previous process left on the
-// host links when the host lease is lost before the node's first pass
-// (which waits for the API server): nothing else would, and the leader
-// gives them to other nodes once the lease has run out.
-func (n *nodeWork) withdrawLeftover(ctx context.Context) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.passed {
-		return
-	}
-	if err := n.host.Withdraw(ctx); err != nil {
-		n.log.Error("egress IPs left on the host links not withdrawn", "err", err)
-		return
-	}
-	n.log.Warn("host egress lease lost before the first reconcile: the egress IPs a previous process left are withdrawn")
 }
 
 // compute is the node's desired state of s, with what the bridges say:

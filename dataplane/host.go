@@ -37,7 +37,8 @@ type HostEgress struct {
 	// host interfaces (or, before that, holds some a previous process
 	// left: leftover).
 	hosting  atomic.Bool
-	leftover bool
+	leftover bool // a previous process left egress IPs (Leftover)
+	written  bool // Write has run
 	bg       background
 }
 
@@ -77,6 +78,7 @@ func NewHostEgress(opts HostOptions) *HostEgress {
 func (h *HostEgress) Write(ctx context.Context, _ desired.Snapshot, ns *desired.NodeState) ([]event.Event, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.written = true
 	events, report, err := h.Converge(ctx, ns.Host)
 	if h.opts.Report != nil {
 		err = errors.Join(err, h.opts.Report(ctx, report))
@@ -89,32 +91,44 @@ func (h *HostEgress) Write(ctx context.Context, _ desired.Snapshot, ns *desired.
 // process left and has not been asked anything yet (Leftover).
 func (h *HostEgress) Hosting() bool { return h.hosting.Load() }
 
-// Leftover finds the egress IPs a previous process left on the node's
-// host links (hostnet.Leftover). With some, the node counts as hosting
-// (its host lease runs) and its first Write converges them away even when
-// it is asked for none; Withdraw removes them before that.
-func (h *HostEgress) Leftover() ([]netip.Addr, error) {
+// Leftover reports whether a previous process left egress IPs on the
+// node's host links (hostnet.Leftover; logged, and an error reading them
+// logged and counted as none). With some, the node counts as hosting (its
+// host lease runs) and its first Write converges them away even when it
+// is asked for none; WithdrawLeftover removes them before that.
+func (h *HostEgress) Leftover() bool {
 	ips, err := hostnet.Leftover(h.opts.Netns)
 	if err != nil {
-		return nil, fmt.Errorf("host egress: %w", err)
+		h.opts.Logger.Error("egress IPs left on the host links by a previous process not read", "err", err)
+		return false
 	}
+	if len(ips) == 0 {
+		return false
+	}
+	h.opts.Logger.Info("egress IPs left on the host links by a previous process; the host lease starts run out", "ips", ips)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if len(ips) > 0 {
-		h.leftover = true
-		h.hosting.Store(true)
-	}
-	return ips, nil
+	h.leftover = true
+	h.hosting.Store(true)
+	return true
 }
 
-// Withdraw removes every egress IP from the node's host links, as a
-// Write of no assignment would: for a node that lost its host lease
-// before it could write (its first reconcile waits for the API server).
-func (h *HostEgress) Withdraw(ctx context.Context) error {
+// WithdrawLeftover removes every egress IP from the node's host links, as
+// a Write of no assignment would, when no Write has run yet: for a node
+// that lost its host lease before its first reconcile (which waits for
+// the API server). Nothing else would, and the leader gives them to other
+// nodes once the lease has run out.
+func (h *HostEgress) WithdrawLeftover(ctx context.Context) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	_, _, err := h.Converge(ctx, nil)
-	return err
+	if h.written || !h.leftover {
+		return
+	}
+	if _, _, err := h.Converge(ctx, nil); err != nil {
+		h.opts.Logger.Error("egress IPs left on the host links not withdrawn", "err", err)
+		return
+	}
+	h.opts.Logger.Warn("host egress lease lost before the first reconcile: the egress IPs a previous process left are withdrawn")
 }
 
 // Close stops the link watch and closes the Manager; the addresses, rules

@@ -51,11 +51,14 @@ func (c *Combined) SetTargets(targets []Target) {
 }
 
 // Changed tells c that a check's verdict changed (the checks' change
-// callbacks call it before anything reads Reachable).
-func (c *Combined) Changed() {
+// callbacks call it before anything reads Reachable) and reports whether
+// every target is now unreachable, and whether that flipped.
+func (c *Combined) Changed() (allDown, flipped bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	was := c.allDown
 	c.update()
+	return c.allDown, c.allDown != was
 }
 
 // update recomputes allDown (c.mu held).

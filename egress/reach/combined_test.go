@@ -26,11 +26,15 @@ func TestCombined(t *testing.T) {
 		{"w2 lost by the check: every target lost", "check", "w2", true, map[string]bool{"w1": true, "w2": true}, true},
 		{"w1 back", "heartbeat", "w1", false, map[string]bool{"w1": true, "w2": false}, false},
 	}
+	prev := false
 	for _, s := range steps {
 		if s.by != "" {
 			down[s.by][s.node] = s.isDown
-			c.Changed()
+			if all, flipped := c.Changed(); all != s.allDown || flipped != (s.allDown != prev) {
+				t.Errorf("%s: Changed %v, %v; want %v, flipped %v", s.name, all, flipped, s.allDown, s.allDown != prev)
+			}
 		}
+		prev = s.allDown
 		for n, want := range s.want {
 			if got := c.Reachable(n); got != want {
 				t.Errorf("%s: Reachable(%s) = %v, want %v", s.name, n, got, want)

@@ -407,9 +407,10 @@ func (h *Heartbeat) receive(ctx context.Context, conn net.PacketConn) {
 func (h *Heartbeat) evaluate(now time.Time) {
 	limit := h.downAfter()
 	type change struct {
-		node    string
-		up      bool    // for a hearing change: it was heard
-		hearing hearing // a change of the hearing state, when not 0
+		node     string
+		up       bool
+		hearing  hearing // a change of the hearing state, when not 0
+		wasHeard bool    // with it: it was heard before (a loss)
 	}
 	var changes []change
 	h.mu.Lock()
@@ -421,7 +422,7 @@ func (h *Heartbeat) evaluate(now time.Time) {
 			changes = append(changes, change{node: n, up: up})
 		}
 		if hg := h.hearingOf(t, now); h.cfg.AskHeard && hg != t.hearing {
-			changes = append(changes, change{node: n, hearing: hg, up: t.hearing == heard})
+			changes = append(changes, change{node: n, hearing: hg, wasHeard: t.hearing == heard})
 			t.hearing = hg
 		}
 	}
@@ -429,7 +430,7 @@ func (h *Heartbeat) evaluate(now time.Time) {
 	for _, c := range changes {
 		if c.hearing != 0 {
 			level := slog.LevelDebug
-			if c.up { // was heard: a loss
+			if c.wasHeard {
 				level = slog.LevelInfo
 			}
 			h.cfg.Logger.Log(context.Background(), level, "heartbeat: hearing", "node", c.node, "state", c.hearing.String())
