@@ -116,12 +116,10 @@ func ComputeCluster(s Snapshot, p Params, reachable func(node string) bool, prev
 			eips = append(eips, e)
 		}
 		eNodes := cs.Nodes
-		res := egress.Assign(eips, eNodes, reachable, broken)
+		var res egress.Result
+		res, cs.HoldWake = p.Hold.Assign(eips, eNodes, reachable, broken)
 		cs.Events = append(cs.Events, res.Events...)
 		cs.Status = res.Status
-		if p.Hold != nil {
-			cs.Status, cs.HoldWake = p.Hold.Apply(eips, res.Status, eNodes)
-		}
 		served, events := egress.Serve(eips, cs.Status, s.Namespaces, s.Pods)
 		cs.Events = append(cs.Events, events...)
 		for _, e := range eips {

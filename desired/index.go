@@ -634,12 +634,10 @@ func (x *Index) assign(ps *pass, cs *ClusterState) {
 			eips = append(eips, e.EgressIP)
 		}
 	}
-	res := egress.Assign(eips, x.eNodes, x.reachable, x.broken)
+	var res egress.Result
+	res, cs.HoldWake = x.p.Hold.Assign(eips, x.eNodes, x.reachable, x.broken)
 	x.assignEvt = res.Events
 	status := res.Status
-	if x.p.Hold != nil {
-		status, cs.HoldWake = x.p.Hold.Apply(eips, res.Status, x.eNodes)
-	}
 	for _, name := range names {
 		e := x.sel.Get(name)
 		if e.EgressIP == nil {

@@ -17,7 +17,9 @@
 //     NoMatchingNodeFound). Failover is the same call: the items of nodes
 //     that lost their label, went NotReady, disappeared or became
 //     unreachable (egress/reach) move in the same pass. [HostHold] keeps a
-//     host-interface egress IP from moving until its old node let it go.
+//     host-interface egress IP from moving until its old node let it go,
+//     and its Assign gives it back to that node as soon as the node is a
+//     candidate again (a datapath that restarted in a second).
 //   - [Compute] (or [EgressIPState] per EgressIP and [ClusterState] for the
 //     shared rows) returns the NB rows per owner for ovsdbnb, and the
 //     [HostAssignment]s of egress IPs on host networks ([HostState] turns a

@@ -130,6 +130,60 @@ func (h *HostHold) Apply(eips []*egressv1.EgressIP, status map[string][]egressv1
 	return out, wake
 }
 
+// Assign is Assign with h's holds (a nil h: Assign alone): every held IP
+// is offered back to the node it was released from, as though the status
+// still put it there, so that once that node is a candidate again
+// (reachable, Ready, with room) the IP returns to it at once, the one
+// node that may still have it on its link, instead of waiting out the
+// hold to go to another. Otherwise Assign moves it and Apply holds it.
+// The result's Status is Apply's; wake is its wake.
+func (h *HostHold) Assign(eips []*egressv1.EgressIP, nodes []ovnknode.Node, reachable func(string) bool, broken map[string]error) (res Result, wake time.Duration) {
+	if h == nil {
+		return Assign(eips, nodes, reachable, broken), 0
+	}
+	res = Assign(h.offered(eips), nodes, reachable, broken)
+	res.Status, wake = h.Apply(eips, res.Status, nodes)
+	return res, wake
+}
+
+// offered is eips with every held IP they request and their status
+// lacks back in their status, on the node it was released from (copies
+// of the EgressIPs it changes).
+func (h *HostHold) offered(eips []*egressv1.EgressIP) []*egressv1.EgressIP {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.held) == 0 {
+		return eips
+	}
+	out := slices.Clone(eips)
+	for i, e := range out {
+		var back []egressv1.EgressIPStatusItem
+		for _, s := range e.Spec.EgressIPs {
+			ip, err := netip.ParseAddr(s)
+			if err != nil {
+				continue
+			}
+			if r, ok := h.held[ip.Unmap()]; ok && !inStatus(e.Status.Items, ip.Unmap()) {
+				back = append(back, egressv1.EgressIPStatusItem{Node: r.Node, EgressIP: s})
+			}
+		}
+		if len(back) > 0 {
+			c := *e
+			c.Status.Items = append(slices.Clip(e.Status.Items), back...)
+			out[i] = &c
+		}
+	}
+	return out
+}
+
+// inStatus reports whether items give ip to a node.
+func inStatus(items []egressv1.EgressIPStatusItem, ip netip.Addr) bool {
+	return slices.ContainsFunc(items, func(it egressv1.EgressIPStatusItem) bool {
+		a, err := netip.ParseAddr(it.EgressIP)
+		return err == nil && a.Unmap() == ip
+	})
+}
+
 // holdReported holds, from now, every released egress IP (requested, on
 // no node in the status written so far) that a node still reports
 // hosting while the new status puts it elsewhere or nowhere: the holds of

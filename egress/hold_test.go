@@ -152,6 +152,55 @@ func TestHostHold(t *testing.T) {
 	}
 }
 
+// TestHostHoldAssign: HostHold.Assign offers a held egress IP back to
+// the node it was released from, so that the IP returns to that node as
+// soon as it is a candidate again (here w2, whom the tie by name would
+// not pick) rather than going to another node once the hold runs out;
+// while that node is no candidate, the IP is held as Apply holds it.
+func TestHostHoldAssign(t *testing.T) {
+	const lease = 3 * time.Second
+	hold := lease + egress.HostReleaseMargin
+	nodes := []ovnknode.Node{node("w1", 2, secondary("10.10.10.2/24")), node("w2", 3, secondary("10.10.10.3/24"), hosts("1", "10.10.10.50"))}
+	down := func(n string) bool { return n != "w2" }
+	up := func(string) bool { return true }
+	type step struct {
+		after     time.Duration // since the start
+		reachable func(string) bool
+		want      string // "node=ip" of a, or ""
+		wake      time.Duration
+	}
+	for _, c := range []struct {
+		name  string
+		steps []step
+	}{
+		{"back on its node once reachable", []step{{0, down, "", hold}, {time.Second, down, "", hold - time.Second},
+			{1500 * time.Millisecond, up, "w2=10.10.10.50", 0}}},
+		{"to another node after the hold while its node stays down", []step{{0, down, "", hold}, {hold, down, "w1=10.10.10.50", 0}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			start := time.Unix(1000, 0)
+			now := start
+			h := &egress.HostHold{Lease: lease, Now: func() time.Time { return now }}
+			e := eip("a", []string{"10.10.10.50"}, "w2=10.10.10.50")
+			for i, s := range c.steps {
+				now = start.Add(s.after)
+				res, wake := h.Assign([]*egressv1.EgressIP{e}, nodes, s.reachable, nil)
+				var item string
+				for _, it := range res.Status["a"] {
+					item = it.Node + "=" + it.EgressIP
+				}
+				if item != s.want || wake != s.wake {
+					t.Errorf("step %d: a=%q wake %v, want %q wake %v", i, item, wake, s.want, s.wake)
+				}
+				e.Status.Items = res.Status["a"] // as the leader writes it
+			}
+		})
+	}
+	if res, wake := (*egress.HostHold)(nil).Assign([]*egressv1.EgressIP{eip("a", []string{"10.10.10.50"})}, nodes, up, nil); len(res.Status["a"]) != 1 || wake != 0 {
+		t.Errorf("a nil HostHold's Assign: %v, wake %v; want Assign's", res.Status, wake)
+	}
+}
+
 // TestHostHoldClone: a clone starts with the holds of its original, and
 // what the clone then holds or lets go leaves the original as it was.
 func TestHostHoldClone(t *testing.T) {
