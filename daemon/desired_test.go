@@ -653,3 +653,57 @@ func TestComputeNodeFence(t *testing.T) {
 		t.Errorf("fence still programmed after it ended: %v", prog.Owners())
 	}
 }
+
+// TestHostEgressPodSelectors: a node watches the pods of the EgressIPs
+// that give it an egress IP on a secondary host network, by their
+// podSelector, and no pod for egress IPs on its primary network or on
+// other nodes.
+func TestHostEgressPodSelectors(t *testing.T) {
+	nodes, err := os.ReadFile("../examples/demo/nodes.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	withHost := strings.Replace(string(nodes), `k8s.ovn.org/host-cidrs: '["172.18.0.3/24"]'`,
+		`k8s.ovn.org/host-cidrs: '["172.18.0.3/24","192.168.100.2/24"]'`, 1)
+	eip := func(name, podSelector, node, ip string) string {
+		return `apiVersion: k8s.ovn.org/v1
+kind: EgressIP
+metadata: {name: ` + name + `}
+spec:
+  egressIPs: ["` + ip + `"]
+  namespaceSelector: {matchLabels: {env: prod}}
+  podSelector: ` + podSelector + `
+status:
+  items: [{node: ` + node + `, egressIP: "` + ip + `"}]
+`
+	}
+	eips := strings.Join([]string{
+		eip("all-pods", "{}", "ovn-worker2", "192.168.100.50"),
+		eip("web", "{matchLabels: {app: web}}", "ovn-worker2", "192.168.100.51"),
+		eip("web-too", "{matchLabels: {app: web}}", "ovn-worker2", "192.168.100.52"),
+		eip("primary", "{matchLabels: {app: db}}", "ovn-worker2", "172.18.0.44"),
+		eip("elsewhere", "{matchLabels: {app: api}}", "ovn-worker", "192.168.100.53"),
+		eip("bad-selector", "{matchExpressions: [{key: app, operator: Near}]}", "ovn-worker2", "192.168.100.54"),
+	}, "---\n")
+	broken := strings.Replace(withHost, `k8s.ovn.org/host-cidrs: '["172.18.0.3/24","192.168.100.2/24"]'`,
+		`k8s.ovn.org/host-cidrs: 'not json'`, 1)
+	for _, c := range []struct {
+		name, nodes, node string
+		want              []string
+		ok                bool
+	}{
+		{"host network", withHost, "ovn-worker2", []string{"", "app=web"}, true},
+		{"no host network", string(nodes), "ovn-worker2", nil, true},
+		{"other node", withHost, "ovn-worker", nil, true},
+		{"unknown node", withHost, "ovn-worker9", nil, false},
+		{"broken annotations", broken, "ovn-worker2", nil, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := demoSnapshot(t, map[string]string{"nodes.yaml": c.nodes, "egressip.yaml": eips})
+			got, ok := desired.HostEgressPodSelectors(s, c.node)
+			if !slices.Equal(got, c.want) || ok != c.ok {
+				t.Errorf("HostEgressPodSelectors(%s) = %q, %v; want %q, %v", c.node, got, ok, c.want, c.ok)
+			}
+		})
+	}
+}

@@ -187,8 +187,15 @@ func run(ctx context.Context, cfg *Config, c *Clients, r reconcilers, env runEnv
 	if c.Source != nil {
 		go c.Source.Watch(ctx, cmp.Or(env.ManifestPoll, 500*time.Millisecond))
 	}
+	opts := c.watchOptions(cfg)
+	if r.Node != nil && !cfg.LeaderElect && !c.FromManifests {
+		// A node instance: the pods its host-interface egress IPs
+		// serve only (Watcher.NodeSnapshot). Manifests' fake API
+		// does not filter watches by label: they keep every pod.
+		opts = append(opts, kubewatch.PodsOnDemand())
+	}
 	l := &loops{cfg: cfg, r: r, env: env, log: env.Log,
-		w: kubewatch.NewWatcher(c.Typed, c.Dynamic, env.Log, c.watchOptions(cfg)...)}
+		w: kubewatch.NewWatcher(c.Typed, c.Dynamic, env.Log, opts...)}
 	l.ready = readiness.NewTracker(r.Node != nil, l.publish)
 	l.nodeQ, l.clusterQ = l.w.Queue("node"), l.w.Queue("cluster")
 	if err := l.w.Start(ctx); err != nil {
@@ -285,7 +292,7 @@ func (l *loops) node(ctx context.Context) error {
 	if l.r.Node == nil {
 		return nil // a leader-only instance: no listing of every object per change
 	}
-	s, err := l.w.Snapshot()
+	s, err := l.w.NodeSnapshot(ctx, l.cfg.NodeName)
 	if err == nil {
 		err = l.r.Node(ctx, s)
 	}

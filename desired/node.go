@@ -348,6 +348,43 @@ func nodeEgressIPs(s Snapshot, p Params, node string, self *ovnknode.Node) (host
 	return host, slices.Compact(held)
 }
 
+// HostEgressPodSelectors are the podSelectors (the API server's label
+// selectors, sorted, distinct; "" selects every pod) of the EgressIPs
+// whose status gives node an egress IP on one of its secondary host
+// networks: the only pods ComputeNode reads. A node instance watches just
+// these (kubewatch.PodsOnDemand), none when the node hosts no such IP.
+// ok is false when node's annotations cannot be parsed: the caller keeps
+// the pods it watches, so that the node's last good state stays.
+func HostEgressPodSelectors(s Snapshot, node string) (selectors []string, ok bool) {
+	i := slices.IndexFunc(s.Nodes, func(n *corev1.Node) bool { return n.Name == node })
+	if i < 0 {
+		return nil, false
+	}
+	self, err := ovnknode.Parse(s.Nodes[i])
+	if err != nil {
+		return nil, false
+	}
+	onHost := func(it egressv1.EgressIPStatusItem) bool {
+		ip, err := netip.ParseAddr(it.EgressIP)
+		if it.Node != node || err != nil {
+			return false
+		}
+		_, primary, ok := self.Network(ip.Unmap())
+		return ok && !primary
+	}
+	for _, u := range s.EgressIPs {
+		e, err := egressv1.FromUnstructured(u)
+		if err != nil || !slices.ContainsFunc(e.Status.Items, onHost) {
+			continue
+		}
+		if sel, err := egress.NewSelector(&e.Spec); err == nil { // a bad one is the leader's to report
+			selectors = append(selectors, sel.PodLabelSelector())
+		}
+	}
+	slices.Sort(selectors)
+	return slices.Compact(selectors), true
+}
+
 // Fence sets the fence flows of the egress IPs the node lost
 // (egress.Fence) on the patch port: owner OwnerEgressFence, none when
 // fenced is empty.

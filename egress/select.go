@@ -63,6 +63,10 @@ func NewSelector(spec *egressv1.EgressIPSpec) (*Selector, error) {
 	return &Selector{namespace: ns, pod: pod}, nil
 }
 
+// PodLabelSelector is the podSelector in the API server's syntax (a
+// list's labelSelector): "" selects every pod.
+func (s *Selector) PodLabelSelector() string { return s.pod.String() }
+
 // SelectsNamespace reports whether the namespace's labels match.
 func (s *Selector) SelectsNamespace(ns *corev1.Namespace) bool {
 	return ns != nil && s.namespace.Matches(labels.Set(ns.Labels))

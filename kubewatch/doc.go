@@ -20,4 +20,10 @@
 // Pods trimmed to their identity, labels, node and addresses, so a
 // 150,000-pod cluster's cache holds no containers or conditions. A kind's
 // list is kept between Snapshots until one of its objects changes.
+//
+// A node instance's Watcher (PodsOnDemand) has no Pod watch of its own:
+// WatchPods starts one per label selector its host-interface egress IPs
+// serve (desired.HostEgressPodSelectors) and stops those no longer
+// needed, so a node without such egress IPs caches no pod, however many
+// the cluster runs.
 package kubewatch

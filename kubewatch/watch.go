@@ -55,9 +55,12 @@ type Watcher struct {
 	// nil unless WatchBGPPeers.
 	bgp                   dynamicinformer.DynamicSharedInformerFactory
 	bgpPeers, bfdProfiles cache.SharedIndexInformer
-	synced                []cache.InformerSynced
-	queues                []keyedQueue
-	log                   *slog.Logger
+	// pods are the on-demand Pod informers; nil unless PodsOnDemand
+	// (then the Watcher has no Pod informer of its own).
+	pods   *podWatches
+	synced []cache.InformerSynced
+	queues []keyedQueue
+	log    *slog.Logger
 	// changes are the objects changed since the cluster loop last took
 	// them (TakeChanges).
 	changes changeLog
@@ -85,7 +88,7 @@ type listCache struct {
 
 // cachedList returns the objects of store, as c last listed them when no
 // object has changed since.
-func cachedList[T any](c *listCache, store cache.Store) []T {
+func cachedList[T any](c *listCache, store interface{ List() []any }) []T {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	// Set before the store is listed: a change from here on clears it
@@ -314,15 +317,23 @@ func NewWatcher(cs kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger
 	for _, o := range opts {
 		o(w)
 	}
+	var pods cache.SharedIndexInformer // nil: on demand
+	if w.pods == nil {
+		pods = w.factory.Core().V1().Pods().Informer()
+	}
 	infs := []cache.SharedIndexInformer{
 		w.factory.Core().V1().Nodes().Informer(),
 		w.factory.Core().V1().Namespaces().Informer(),
-		w.factory.Core().V1().Pods().Informer(),
+		pods,
 		w.factory.Core().V1().Services().Informer(),
 		w.factory.Discovery().V1().EndpointSlices().Informer(),
 		w.eips,
 	}
 	for k, inf := range infs { // in the order of the kinds
+		if inf == nil {
+			w.changes.stores[k] = cache.NewStore(cache.MetaNamespaceKeyFunc) // empty
+			continue
+		}
 		w.changes.stores[k] = inf.GetStore()
 	}
 	w.changes.full = true
@@ -338,6 +349,9 @@ func NewWatcher(cs kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger
 		infs = append(infs, w.bgpPeers, w.bfdProfiles)
 	}
 	for i, inf := range infs {
+		if inf == nil {
+			continue
+		}
 		w.synced = append(w.synced, inf.HasSynced)
 		kind := min(i, kindOther)
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -385,6 +399,11 @@ func (w *Watcher) notify() {
 
 // Start starts the informers and waits for their caches.
 func (w *Watcher) Start(ctx context.Context) error {
+	if w.pods != nil {
+		w.pods.mu.Lock()
+		w.pods.ctx = ctx
+		w.pods.mu.Unlock()
+	}
 	w.factory.Start(ctx.Done())
 	w.dynamic.Start(ctx.Done())
 	for _, f := range w.lbsvc {
@@ -424,6 +443,9 @@ func (w *Watcher) snapshot() desired.Snapshot {
 	s.Nodes = cachedList[*corev1.Node](&w.lists[kindNode], stores[kindNode])
 	s.Namespaces = cachedList[*corev1.Namespace](&w.lists[kindNamespace], stores[kindNamespace])
 	s.ListPods = func() ([]*corev1.Pod, error) {
+		if w.pods != nil {
+			return cachedList[*corev1.Pod](&w.lists[kindPod], w.pods), nil
+		}
 		return cachedList[*corev1.Pod](&w.lists[kindPod], stores[kindPod]), nil
 	}
 	s.Services = cachedList[*corev1.Service](&w.lists[kindService], stores[kindService])

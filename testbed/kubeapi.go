@@ -14,8 +14,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/rest"
 )
 
@@ -271,3 +275,39 @@ func (p *Process) Terminate() error { return p.d.terminate() }
 
 // Log returns the last lines of the process's log, for failure messages.
 func (p *Process) Log() string { return tails([]string{p.d.log}) }
+
+// Watches is the API server's count of open watches of resource (its
+// apiserver_longrunning_requests gauge, verb WATCH, every scope): the
+// watches of every client, so a test takes the difference around what it
+// starts.
+func (k *KubeAPI) Watches(ctx context.Context, resource string) (int, error) {
+	rc, err := rest.RESTClientFor(k.metricsConfig())
+	if err != nil {
+		return 0, err
+	}
+	raw, err := rc.Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("API server metrics: %w", err)
+	}
+	n := 0
+	for l := range strings.SplitSeq(string(raw), "\n") {
+		if !strings.HasPrefix(l, "apiserver_longrunning_requests{") || !strings.Contains(l, `resource="`+resource+`"`) ||
+			!strings.Contains(l, `verb="WATCH"`) {
+			continue
+		}
+		v, err := strconv.ParseFloat(l[strings.LastIndexByte(l, ' ')+1:], 64)
+		if err != nil {
+			return 0, fmt.Errorf("API server metrics: %q: %w", l, err)
+		}
+		n += int(v)
+	}
+	return n, nil
+}
+
+// metricsConfig is Config for a plain REST client of non-API paths.
+func (k *KubeAPI) metricsConfig() *rest.Config {
+	c := rest.CopyConfig(k.Config)
+	c.GroupVersion = &schema.GroupVersion{}
+	c.NegotiatedSerializer = serializer.WithoutConversionCodecFactory{CodecFactory: serializer.NewCodecFactory(runtime.NewScheme())}
+	return c
+}

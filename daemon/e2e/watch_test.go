@@ -168,3 +168,79 @@ func snapshot(t *testing.T, w *kubewatch.Watcher) (desired.Snapshot, context.Con
 	}
 	return s, ctx
 }
+
+// TestWatcherPodsOnDemand: a node instance's Watcher (PodsOnDemand)
+// holds no Pod watch on the API server and caches no pod until WatchPods
+// asks for a label selector; then it holds one watch for it and caches
+// only the pods it selects, and drops both when the selector goes.
+func TestWatcherPodsOnDemand(t *testing.T) {
+	t.Parallel()
+	k := startKube(t)
+	k.apply(t, demoDir)
+	base := podWatches(t, k) // the API server's own
+	w := kubewatch.NewWatcher(k.cs, k.dyn, slog.New(slog.NewTextHandler(io.Discard, nil)), kubewatch.PodsOnDemand())
+	s, ctx := snapshot(t, w)
+	if len(s.Pods) != 0 || len(s.Nodes) == 0 {
+		t.Fatalf("%d pods and %d nodes before any WatchPods; want none and the demo's", len(s.Pods), len(s.Nodes))
+	}
+	for _, p := range []*corev1.Pod{testPod("other", "db"), testPod("web-1", "web")} {
+		if _, err := k.cs.CoreV1().Pods("prod").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := podWatches(t, k) - base; n != 0 {
+		t.Errorf("%d pod watches on the API server before any WatchPods, want 0", n)
+	}
+	for _, c := range []struct {
+		selectors []string
+		changed   bool
+		pods      []string
+		watches   int
+	}{
+		{[]string{"app=web"}, true, []string{"prod/web-0", "prod/web-1"}, 1},
+		{[]string{"app=web"}, false, []string{"prod/web-0", "prod/web-1"}, 1},
+		{[]string{"app=db", "app=web"}, true, []string{"prod/other", "prod/web-0", "prod/web-1"}, 2},
+		{[]string{"", "app=web"}, true, []string{"prod/other", "prod/web-0", "prod/web-1"}, 2}, // overlapping: each pod once
+		{nil, true, nil, 0},
+	} {
+		changed, err := w.WatchPods(ctx, c.selectors)
+		if err != nil || changed != c.changed {
+			t.Fatalf("WatchPods(%q) = %v, %v; want %v, nil", c.selectors, changed, err, c.changed)
+		}
+		if got := w.PodSelectors(); !slices.Equal(got, c.selectors) {
+			t.Errorf("PodSelectors() = %q after WatchPods(%q)", got, c.selectors)
+		}
+		s, err := w.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := names(s.Pods)
+		slices.Sort(got)
+		if !slices.Equal(got, c.pods) {
+			t.Errorf("WatchPods(%q): pods %q, want %q", c.selectors, got, c.pods)
+		}
+		k.poll(t, fmt.Sprintf("%d pod watches on the API server", c.watches), func(context.Context) error {
+			if n := podWatches(t, k) - base; n != c.watches {
+				return fmt.Errorf("%d pod watches", n)
+			}
+			return nil
+		})
+	}
+}
+
+// testPod is a running pod of namespace prod labelled app.
+func testPod(name, app string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "prod", Labels: map[string]string{"app": app}},
+		Spec: corev1.PodSpec{NodeName: "ovn-worker", Containers: []corev1.Container{{Name: "c", Image: "none"}}}}
+}
+
+// podWatches is the API server's count of open Pod watches: with no
+// controller running, its own and the Watcher's.
+func podWatches(t *testing.T, k *kube) int {
+	t.Helper()
+	n, err := k.Watches(context.Background(), "pods")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}

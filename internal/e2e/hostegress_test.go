@@ -157,7 +157,9 @@ func TestHostEgressFailover(t *testing.T) {
 	env.RestartLeader("--egressip-fast-failover")
 	t.Cleanup(func() { shared.With(t).RestartLeader() })
 	eip := netip.MustParseAddr("172.19.0.50")
+	begin := time.Now()
 	pod := hostEgress(t, env, eip)
+	podWatchesOnlyOn(t, env, env.EgressNode("hostegr", eip, ""), begin)
 	dst := netip.MustParseAddr(testbed.ClusterHostClientIP)
 	for i, f := range hostFailures {
 		t.Run(f.name, func(t *testing.T) {
@@ -181,6 +183,23 @@ func TestHostEgressFailover(t *testing.T) {
 	}
 }
 
+// podWatchesOnlyOn checks that since begin the node instance of host, the
+// node hosting an egress IP on a host interface, started a pod watch for
+// it and no other node instance did: a node watches only the pods its
+// host-interface egress IPs serve (kubewatch.PodsOnDemand).
+func podWatchesOnlyOn(t *testing.T, e *Env, host string, begin time.Time) {
+	t.Helper()
+	for _, n := range []string{w1, w2, w3} {
+		started := logLines(e.Instance(n).Log, begin.Add(time.Second), time.Now(), `msg="pod watch started"`)
+		if n == host && len(started) == 0 {
+			t.Errorf("%s hosts the egress IP on a host interface, but its node instance started no pod watch", n)
+		}
+		if n != host && len(started) > 0 {
+			t.Errorf("%s hosts no egress IP on a host interface, but its node instance watches pods:\n%s", n, strings.Join(started, "\n"))
+		}
+	}
+}
+
 // vswitchdCrash crashes ovs-vswitchd on node (the egress node when "")
 // under a stream from pod to the host client, as OVS 3.1.0's userspace
 // conntrack assertion does: its monitor restarts it, ovn-controller and
@@ -201,7 +220,9 @@ func vswitchdCrash(t *testing.T, e *Env, pod *testbed.Pod, eip netip.Addr, node 
 	gap, _ := s.Gap(at)
 	t.Logf("ovs-vswitchd of %s crashed (egress node %s): loss window %v", node, owner, gap.Round(time.Millisecond))
 	if now := e.EgressNode("hostegr", eip, ""); now != owner {
-		t.Errorf("egress IP moved from %s to %s on a crash of %s's ovs-vswitchd", owner, now, node)
+		t.Errorf("egress IP moved from %s to %s on a crash of %s's ovs-vswitchd; the leader's decisions:\n%s\n%s's:\n%s", owner, now, node,
+			strings.Join(leaderLines(e, at, time.Now()), "\n"), owner,
+			strings.Join(logLines(e.Instance(owner).Log, at, time.Now(), "heartbeat", "host", "egress", "WARN", "ERROR"), "\n"))
 	}
 }
 

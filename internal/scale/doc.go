@@ -30,13 +30,24 @@
 // reconcile, no NB change and no NB repair comparing for 3 s (the
 // initial sync's echo is compared after the sync).
 //
+// After the events, a node instance (node 0, as deploy/daemonset.yaml
+// starts it, as the ovnedge-node ServiceAccount: NodeArgs) runs beside
+// the leader on a bridge of its own (testbed.StartOVS) until it is ready
+// and its flow count has settled (MeasureNode): its time to ready, its
+// flows, RSS and Go heap, and the watches it opened on the API server by
+// resource (the API server's apiserver_longrunning_requests, before and
+// after). With SCALE_BASE_BIN (a baseline build) the baseline's node
+// instance is measured first at every size, side by side (node-memory.png,
+// the ratios in README.md).
+//
 // Settings (environment; make bench-scale's variables in brackets):
 // SCALE_MAX_PODS [SCALE_MAX, default 150000 for make, 1000 for a bare
 // go test -bench] the largest size; SCALE_SIZES the sweep
 // (1000,10000,50000,150000, cut at the maximum); SCALE_REPORT [a new
 // bench-report/scale-<date>/] the report directory: README.md (tables,
 // the aims), results.csv, samples.csv, latency-p50.png,
-// latency-p99.png, memory.png, sync.png (gonum.org/v1/plot) and the CPU
+// latency-p99.png, memory.png, sync.png, node-memory.png
+// (gonum.org/v1/plot) and the CPU
 // profiles; SCALE_SYNC_TIMEOUT, SCALE_EVENT_TIMEOUT, SCALE_WORKERS;
 // SCALE_LOG_LEVEL the daemon's --log-level (debug logs each pass's
 // timings, and how long its first change had waited for it: queued);

@@ -42,6 +42,9 @@ const (
 	AimP99  = 50 * time.Millisecond
 	AimSync = 60 * time.Second
 	AimRSS  = 2 << 30
+	// AimNodeRSS is issue 39's aim for a node instance without
+	// host-interface egress IPs, at any size.
+	AimNodeRSS = 96 << 20
 )
 
 // Result is what one cluster size measured.
@@ -87,6 +90,19 @@ type Result struct {
 	// Skipped are the rounds left out once the size's time budget was
 	// spent.
 	Skipped int
+	// Nodes are node 0's instance measured once the events are done:
+	// the baseline binary's first when there is one.
+	Nodes []NodeResult
+}
+
+// node is r's node instance result of binary, nil when not measured.
+func (r Result) node(binary string) *NodeResult {
+	for i := range r.Nodes {
+		if r.Nodes[i].Binary == binary {
+			return &r.Nodes[i]
+		}
+	}
+	return nil
 }
 
 // Percentile returns the nearest-rank p-th percentile (0 < p <= 1) of d,
@@ -144,6 +160,7 @@ func WriteReport(dir string, rs []Result, notes []string) error {
 		{"latency-p99.png", func(rs []Result) (*plot.Plot, error) { return latencyPlot(rs, 0.99) }},
 		{"memory.png", memoryPlot},
 		{"sync.png", syncPlot},
+		{"node-memory.png", nodeMemoryPlot},
 	} {
 		pl, err := p.plot(rs)
 		if err != nil {
@@ -164,6 +181,10 @@ func resultRows(rs []Result) [][]string {
 		head = append(head, k+"_n", k+"_p50_ms", k+"_p99_ms", k+"_max_ms", k+"_failed",
 			k+"_event_p50_ms", k+"_event_p99_ms", k+"_event_max_ms")
 	}
+	for _, bin := range []string{"new", "base"} {
+		p := "node_" + bin + "_"
+		head = append(head, p+"ready_s", p+"flows", p+"rss_mib", p+"peak_mib", p+"heap_mib", p+"pod_watches")
+	}
 	rows := [][]string{head}
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
 	for _, r := range rs {
@@ -178,6 +199,14 @@ func resultRows(rs []Result) [][]string {
 			row = append(row, strconv.Itoa(len(l)), f(ms(Percentile(l, 0.5))), f(ms(Percentile(l, 0.99))),
 				f(ms(Percentile(l, 1))), strconv.Itoa(r.Failed[k]),
 				f(ms(Percentile(e, 0.5))), f(ms(Percentile(e, 0.99))), f(ms(Percentile(e, 1))))
+		}
+		for _, bin := range []string{"new", "base"} {
+			if n := r.node(bin); n != nil {
+				row = append(row, f(n.Ready.Seconds()), strconv.Itoa(n.Flows), f(mib(n.Mem.RSS)), f(mib(n.Mem.Peak)), f(mib(n.Heap)),
+					strconv.Itoa(n.Watches["pods"]))
+			} else {
+				row = append(row, "", "", "", "", "", "")
+			}
 		}
 		rows = append(rows, row)
 	}
@@ -231,6 +260,7 @@ func markdown(rs []Result, notes []string) string {
 			b.WriteString("\n")
 		}
 	}
+	nodeTable(&b, rs)
 	table("Event -> NB, from the watch event of the write", func(r Result) map[string][]time.Duration { return r.FromEvent })
 	table("Write -> NB, from just before the API write (the apiserver's own time included)", func(r Result) map[string][]time.Duration { return r.Latency })
 	if len(rs) > 0 {
@@ -244,7 +274,7 @@ func markdown(rs []Result, notes []string) string {
 		fmt.Fprintf(&b, "- initial sync %.1f s: %s (aim < %.0f s)\n", r.Sync.Seconds(), verdict(r.Sync < AimSync), AimSync.Seconds())
 		fmt.Fprintf(&b, "- RSS peak %.0f MiB: %s (aim < %.0f MiB)\n", mib(r.After.Peak), verdict(r.After.Peak < AimRSS), mib(AimRSS))
 	}
-	b.WriteString("\nPlots: latency-p50.png, latency-p99.png, memory.png, sync.png. Data: results.csv, samples.csv.\n")
+	b.WriteString("\nPlots: latency-p50.png, latency-p99.png, memory.png, sync.png, node-memory.png. Data: results.csv, samples.csv.\n")
 	if len(notes) > 0 {
 		b.WriteString("\n## Notes\n\n")
 		for _, n := range notes {
@@ -252,6 +282,34 @@ func markdown(rs []Result, notes []string) string {
 		}
 	}
 	return b.String()
+}
+
+// nodeTable writes the node instances' table: per size and binary, the
+// time to ready, the bridge's flows, the memory and the watches opened,
+// and the baseline's RSS over this tree's.
+func nodeTable(b *strings.Builder, rs []Result) {
+	if !slices.ContainsFunc(rs, func(r Result) bool { return len(r.Nodes) > 0 }) {
+		return
+	}
+	b.WriteString("\nNode instance (node 0, in its node's role, beside the leader, after the events), once its bridge is programmed:\n\n")
+	b.WriteString("| pods | binary | ready (s) | flows | RSS (MiB) | peak (MiB) | heap in use (MiB) | base RSS / new | base heap / new | watches opened |\n")
+	b.WriteString("|---:|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	for _, r := range rs {
+		for _, n := range r.Nodes {
+			ratio, heap := "", ""
+			if base, cur := r.node("base"), r.node("new"); n.Binary == "new" && base != nil && cur.Mem.RSS > 0 && cur.Heap > 0 {
+				ratio = fmt.Sprintf("%.2f", float64(base.Mem.RSS)/float64(cur.Mem.RSS))
+				heap = fmt.Sprintf("%.2f", float64(base.Heap)/float64(cur.Heap))
+			}
+			var w []string
+			for _, res := range NodeResources {
+				w = append(w, fmt.Sprintf("%s %d", res, n.Watches[res]))
+			}
+			fmt.Fprintf(b, "| %d | %s | %.1f | %d | %.0f | %.0f | %.0f | %s | %s | %s |\n", r.Shape.Pods, n.Binary, n.Ready.Seconds(), n.Flows,
+				mib(n.Mem.RSS), mib(n.Mem.Peak), mib(n.Heap), ratio, heap, strings.Join(w, ", "))
+		}
+	}
+	fmt.Fprintf(b, "\nAim (issue 39): a node instance without host-interface egress IPs at <= %.0f MiB, flat from 1k to 150k pods, with no Pod watch.\n", mib(AimNodeRSS))
 }
 
 func verdict(ok bool) string {
@@ -374,4 +432,25 @@ func syncPlot(rs []Result) (*plot.Plot, error) {
 		return nil, err
 	}
 	return p, addAim(p, rs, AimSync.Seconds(), "aim sync (full size)")
+}
+
+func nodeMemoryPlot(rs []Result) (*plot.Plot, error) {
+	p := newPlot(rs, "ovnedge node instance resident memory (node 0)", "MiB")
+	var lines []any
+	for _, bin := range []string{"new", "base"} {
+		var have []Result
+		for _, r := range rs {
+			if r.node(bin) != nil {
+				have = append(have, r)
+			}
+		}
+		if len(have) > 0 {
+			lines = append(lines, "RSS ("+bin+")", series(have, func(r Result) float64 { return mib(r.node(bin).Mem.RSS) }),
+				"heap in use ("+bin+")", series(have, func(r Result) float64 { return mib(r.node(bin).Heap) }))
+		}
+	}
+	if err := plotutil.AddLinePoints(p, lines...); err != nil {
+		return nil, err
+	}
+	return p, addAim(p, rs, mib(AimNodeRSS), "aim")
 }

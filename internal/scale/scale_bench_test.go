@@ -127,6 +127,11 @@ func BenchmarkScale(b *testing.B) {
 		b.Fatal(err)
 	}
 	kubeconfig := ServiceAccountKubeconfig(b, kube, "ovnedge-leader")
+	nodeKubeconfig := ServiceAccountKubeconfig(b, kube, "ovnedge-node")
+	base, err := BaseBinary()
+	if err != nil {
+		b.Fatal(err)
+	}
 	loader, err := NewLoader(kube.Config, st.workers)
 	if err != nil {
 		b.Fatal(err)
@@ -159,7 +164,7 @@ func BenchmarkScale(b *testing.B) {
 		have = shape
 		b.Run(fmt.Sprintf("pods=%d", pods), func(b *testing.B) {
 			m := &measure{b: b, st: st, shape: shape, r: &r, cs: loader.CS, bin: bin, kubeconfig: kubeconfig,
-				labels: labels, swapped: swapped}
+				labels: labels, swapped: swapped, kube: kube, nodeKubeconfig: nodeKubeconfig, base: base}
 			m.run(ctx)
 		})
 		results = append(results, r)
@@ -212,21 +217,26 @@ func loadavg() string {
 
 // measure is one size's sub-benchmark.
 type measure struct {
-	b              *testing.B
-	st             settings
-	shape          Shape
-	r              *Result
-	cs             kubernetes.Interface
-	bin            string
-	kubeconfig     string
-	leader         *Leader
-	lbs            *Table[*nbdb.LoadBalancer]
-	nats           *Table[*nbdb.NAT]
-	policies       *Table[*nbdb.LogicalRouterPolicy]
-	labels         map[int]string // pods relabelled (by any size): their LabelEIP now
-	swapped        map[int]bool   // Services whose first endpoint is pod PodsPerService*j+1
-	lastLat        time.Duration
-	profDir, label string
+	b          *testing.B
+	st         settings
+	shape      Shape
+	r          *Result
+	cs         kubernetes.Interface
+	bin        string
+	kubeconfig string
+	leader     *Leader
+	lbs        *Table[*nbdb.LoadBalancer]
+	nats       *Table[*nbdb.NAT]
+	policies   *Table[*nbdb.LogicalRouterPolicy]
+	// kube is the API server; nodeKubeconfig the node instances'
+	// (ServiceAccount ovnedge-node), base the baseline binary they also
+	// run (SCALE_BASE_BIN; "" for none).
+	kube                 *testbed.KubeAPI
+	nodeKubeconfig, base string
+	labels               map[int]string // pods relabelled (by any size): their LabelEIP now
+	swapped              map[int]bool   // Services whose first endpoint is pod PodsPerService*j+1
+	lastLat              time.Duration
+	profDir, label       string
 }
 
 func (m *measure) run(ctx context.Context) {
@@ -338,10 +348,36 @@ func (m *measure) run(ctx context.Context) {
 		b.ReportMetric(ms(Percentile(m.r.Latency[k], 0.99)), k+"-p99-ms")
 		b.ReportMetric(ms(Percentile(m.r.FromEvent[k], 0.99)), k+"-event-p99-ms")
 	}
+	m.r.Nodes = m.nodes(ctx, logDir)
 	b.ReportMetric(m.r.Sync.Seconds(), "sync-s")
 	b.ReportMetric(m.r.Load.Seconds(), "load-s")
 	b.ReportMetric(mib(m.r.After.Peak), "peak-RSS-MiB")
 	b.ReportMetric(mib(m.r.Synced.RSS), "synced-RSS-MiB")
+}
+
+// nodes measures node 0's instance beside the leader, once its events
+// are done: with the baseline binary first when there is one
+// (SCALE_BASE_BIN), then with this tree's.
+func (m *measure) nodes(ctx context.Context, dir string) []NodeResult {
+	type binary struct{ name, path string }
+	bins := []binary{{"new", m.bin}}
+	if m.base != "" {
+		bins = append([]binary{{"base", m.base}}, bins...)
+	}
+	var out []NodeResult
+	for _, bin := range bins {
+		r, err := MeasureNode(m.b, ctx, m.kube, bin.path, bin.name, dir, "node-"+bin.name+"-"+m.label, m.nodeKubeconfig, 3*time.Second)
+		if err != nil {
+			m.b.Fatal(err)
+		}
+		progressf("%d pods: node instance (%s): ready after %v, %d flows, RSS %.0f MiB (peak %.0f), heap in use %.0f MiB, watches %v",
+			m.shape.Pods, bin.name, r.Ready.Round(time.Millisecond), r.Flows, mib(r.Mem.RSS), mib(r.Mem.Peak), mib(r.Heap), r.Watches)
+		m.b.ReportMetric(mib(r.Mem.RSS), "node-"+bin.name+"-RSS-MiB")
+		m.b.ReportMetric(mib(r.Heap), "node-"+bin.name+"-heap-MiB")
+		m.b.ReportMetric(float64(r.Watches["pods"]), "node-"+bin.name+"-pod-watches")
+		out = append(out, r)
+	}
+	return out
 }
 
 func watchNB[M Row](b *testing.B, ctx context.Context, endpoint, table string, row M, key func(M) []string) *Table[M] {
