@@ -206,12 +206,16 @@ func lookup[T comparable](store cache.Store, keys map[string]bool) map[string]T 
 	return out
 }
 
-// stripManagedFields drops managedFields from cached objects, and trims
-// Pods to what ovnedge reads (trimPod): it never reads the rest, and
-// that is most of every object's memory.
+// stripManagedFields drops managedFields from cached objects, trims
+// Pods to what ovnedge reads (trimPod) and Nodes of their image and
+// volume lists (trimNode): it never reads the rest, and that is most of
+// every object's memory.
 func stripManagedFields(obj any) (any, error) {
 	if p, ok := obj.(*corev1.Pod); ok {
 		return trimPod(p), nil
+	}
+	if n, ok := obj.(*corev1.Node); ok {
+		trimNode(n)
 	}
 	if a, err := meta.Accessor(obj); err == nil {
 		a.SetManagedFields(nil)
@@ -231,6 +235,14 @@ func trimPod(p *corev1.Pod) *corev1.Pod {
 		Spec:   corev1.PodSpec{NodeName: p.Spec.NodeName, HostNetwork: p.Spec.HostNetwork},
 		Status: corev1.PodStatus{Phase: p.Status.Phase, HostIP: p.Status.HostIP, HostIPs: p.Status.HostIPs, PodIP: p.Status.PodIP, PodIPs: p.Status.PodIPs},
 	}
+}
+
+// trimNode drops what ovnedge never reads of a Node and what makes most
+// of its size on a real node: the kubelet's list of up to 50 images with
+// their names and sizes, and the volumes in use and attached. Nodes are
+// only ever patched, never updated from the cache, so nothing is lost.
+func trimNode(n *corev1.Node) {
+	n.Status.Images, n.Status.VolumesInUse, n.Status.VolumesAttached = nil, nil, nil
 }
 
 // WatchOption adds kinds to a Watcher.

@@ -252,6 +252,29 @@ func TestTrimPod(t *testing.T) {
 	}
 }
 
+// TestTrimNode: a cached Node keeps everything ovnedge reads (labels,
+// annotations, spec, addresses, conditions) and loses its images and
+// volumes.
+func TestTrimNode(t *testing.T) {
+	n := scale.Node(7)
+	n.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
+	n.Spec.Taints = []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}
+	n.Status.VolumesInUse = []corev1.UniqueVolumeName{"v"}
+	n.Status.VolumesAttached = []corev1.AttachedVolume{{Name: "v", DevicePath: "/dev/x"}}
+	if len(n.Status.Images) == 0 {
+		t.Fatal("scale.Node has no images: the kubelet reports up to 50")
+	}
+	want := n.DeepCopy()
+	want.ManagedFields, want.Status.Images, want.Status.VolumesInUse, want.Status.VolumesAttached = nil, nil, nil, nil
+	obj, err := stripManagedFields(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := obj.(*corev1.Node); !equality.Semantic.DeepEqual(got, want) {
+		t.Errorf("trimmed node:\n%+v\nwant\n%+v", got, want)
+	}
+}
+
 // sameSlice reports whether a and b are the same slice (the same
 // elements in the same memory), not merely equal.
 func sameSlice[T any](a, b []T) bool {

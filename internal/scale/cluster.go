@@ -159,7 +159,8 @@ func Node(n int) *corev1.Node {
 	return node
 }
 
-// NodeStatus is node n's status as its kubelet reports it.
+// NodeStatus is node n's status as its kubelet reports it, with the
+// kubelet's list of images (NodeImages).
 func NodeStatus(n int, ready bool) corev1.NodeStatus {
 	st := corev1.ConditionTrue
 	if !ready {
@@ -168,8 +169,26 @@ func NodeStatus(n int, ready bool) corev1.NodeStatus {
 	return corev1.NodeStatus{
 		Addresses:  []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: NodeIP(n).String()}, {Type: corev1.NodeHostName, Address: NodeName(n)}},
 		Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: st, LastHeartbeatTime: metav1.Now()}},
+		Images:     nodeImages,
 	}
 }
+
+// NodeImages is how many images a node's status lists: the kubelet's
+// default --node-status-max-images, which a node running a few dozen
+// workloads reaches.
+const NodeImages = 50
+
+// nodeImages are the NodeImages images every node reports, each with a
+// digest and a tag name, as the kubelet reports a pulled image.
+var nodeImages = func() []corev1.ContainerImage {
+	out := make([]corev1.ContainerImage, NodeImages)
+	for i := range out {
+		repo := fmt.Sprintf("registry.example.com/team-%d/service-%d", i%7, i)
+		out[i] = corev1.ContainerImage{SizeBytes: int64(20+i) << 20,
+			Names: []string{repo + fmt.Sprintf("@sha256:%064x", i*7919), repo + ":v1." + strconv.Itoa(i)}}
+	}
+	return out
+}()
 
 // Namespace returns namespace n, labelled with its group.
 func Namespace(n int) *corev1.Namespace {
