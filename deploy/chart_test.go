@@ -158,6 +158,9 @@ func TestChartArgs(t *testing.T) {
 				if len(cfg.ClusterSubnets) == 0 || cfg.ClusterSubnets[0].CIDR.String() != "10.244.0.0/16" || cfg.ClusterSubnets[0].HostPrefix != 24 {
 					t.Errorf("%s: cluster subnets %v, want 10.244.0.0/16 with /24 per node", c.name, cfg.ClusterSubnets)
 				}
+				if err := memLimitFollowed(c.c); err != nil {
+					t.Errorf("%s: %v", c.name, err)
+				}
 				if c.name == "node" && (cfg.NodeName != "node-1" || cfg.LeaderElect) {
 					t.Errorf("node: node name %q, leader-elect %v", cfg.NodeName, cfg.LeaderElect)
 				}
@@ -195,6 +198,22 @@ func TestChartArgs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// memLimitFollowed checks that c has a memory limit and that its
+// GOMEMLIMIT is that limit (the Downward API's limits.memory of c).
+func memLimitFollowed(c corev1.Container) error {
+	if c.Resources.Limits.Memory().IsZero() {
+		return fmt.Errorf("no memory limit")
+	}
+	i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "GOMEMLIMIT" })
+	if i < 0 || c.Env[i].ValueFrom == nil || c.Env[i].ValueFrom.ResourceFieldRef == nil {
+		return fmt.Errorf("no GOMEMLIMIT from the container's memory limit: %+v", c.Env)
+	}
+	if ref := c.Env[i].ValueFrom.ResourceFieldRef; ref.Resource != "limits.memory" || ref.ContainerName != c.Name {
+		return fmt.Errorf("GOMEMLIMIT from %s of container %q, want limits.memory of %q", ref.Resource, ref.ContainerName, c.Name)
+	}
+	return nil
 }
 
 // workloads returns the rendered DaemonSet and Deployment.
