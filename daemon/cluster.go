@@ -345,28 +345,14 @@ func (c *clusterWork) silenced(router string) bool {
 // chassis that does not confirm in time (dead, or slow) is logged and
 // the next step goes ahead.
 func (c *clusterWork) waitChassis(ctx context.Context, cl *ovsdbnb.Client, s desired.Snapshot, routers []string) {
-	chassis, took, err := c.applied(ctx, cl, s, routers, chassisWait)
+	chassis := desired.GatewayChassis(s, routers)
+	took, err := c.sb.Confirm(ctx, cl.NextCfg, chassisWait, chassis...)
 	if err != nil {
 		c.log.Warn("northbound: the new egress nodes' chassis did not confirm their SNATs in time; moving the reroute anyway",
 			"chassis", chassis, "err", err)
 		return
 	}
 	c.log.Debug("northbound: chassis confirmed the SNATs", "chassis", chassis, "took", took)
-}
-
-// applied waits, up to bound, until the chassis of routers have applied
-// the NB as written now (a new nb_cfg), and returns them and the time
-// it took.
-func (c *clusterWork) applied(ctx context.Context, cl *ovsdbnb.Client, s desired.Snapshot, routers []string, bound time.Duration) ([]string, time.Duration, error) {
-	chassis := chassisOf(s, routers)
-	begin := time.Now()
-	cfg, err := cl.NextCfg(ctx)
-	if err == nil {
-		wctx, cancel := context.WithTimeout(ctx, bound)
-		err = c.sb.Wait(wctx, cfg, chassis...)
-		cancel()
-	}
-	return chassis, time.Since(begin), err
 }
 
 // chassisWait bounds waitChassis.
@@ -380,33 +366,14 @@ const chassisWait = 2 * time.Second
 // owner's SNAT comes in the next step. A dead chassis never confirms:
 // the wait is short.
 func (c *clusterWork) drainChassis(ctx context.Context, cl *ovsdbnb.Client, s desired.Snapshot, routers []string) {
-	chassis, took, err := c.applied(ctx, cl, s, routers, drainWait)
+	chassis := desired.GatewayChassis(s, routers)
+	took, err := c.sb.Confirm(ctx, cl.NextCfg, drainWait, chassis...)
 	c.log.Debug("northbound: chassis of the silenced gateway routers", "chassis", chassis, "took", took, "err", err)
 }
 
 // drainWait bounds drainChassis: the time a dead node's egress IPs wait
 // for its chassis.
 const drainWait = 100 * time.Millisecond
-
-// chassisOf are the chassis of routers (GR_<node>: the node's chassis-id
-// annotation, else its name); other routers are left out.
-func chassisOf(s desired.Snapshot, routers []string) []string {
-	var chassis []string
-	for _, r := range routers {
-		node, ok := strings.CutPrefix(r, lbsvc.GatewayRouter(""))
-		if !ok {
-			continue
-		}
-		name := node
-		for _, n := range s.Nodes {
-			if n.Name == node && n.Annotations[ovnknode.AnnotationChassisID] != "" {
-				name = n.Annotations[ovnknode.AnnotationChassisID]
-			}
-		}
-		chassis = append(chassis, name)
-	}
-	return chassis
-}
 
 // dialSB connects the make-before-break waiter to the Southbound.
 func (c *clusterWork) dialSB(ctx context.Context) (*sbwait.Waiter, error) {

@@ -1,6 +1,7 @@
 package desired
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -262,4 +263,23 @@ func withIngress(svcs []*corev1.Service, ingress map[string][]corev1.LoadBalance
 		}
 	}
 	return out
+}
+
+// GatewayChassis are the chassis of routers (GR_<node>: the node's
+// chassis, ovnknode.Chassis, else its name), in their order; other
+// routers are left out.
+func GatewayChassis(s Snapshot, routers []string) []string {
+	var chassis []string
+	for _, r := range routers {
+		node, ok := strings.CutPrefix(r, lbsvc.GatewayRouter(""))
+		if !ok {
+			continue
+		}
+		name := node
+		if i := slices.IndexFunc(s.Nodes, func(n *corev1.Node) bool { return n.Name == node }); i >= 0 {
+			name = cmp.Or(ovnknode.Chassis(s.Nodes[i]), node)
+		}
+		chassis = append(chassis, name)
+	}
+	return chassis
 }

@@ -58,9 +58,6 @@ func (w *Watcher) NodeSnapshot(ctx context.Context, node string) (desired.Snapsh
 	return w.Snapshot()
 }
 
-// PodsOnDemand reports whether the Watcher was built with PodsOnDemand.
-func (w *Watcher) PodsOnDemand() bool { return w.pods != nil }
-
 // WatchPods makes the Watcher's Pod informers those of selectors (label
 // selectors in the API server's syntax; "" selects every pod): it starts
 // the missing ones, waits for their caches, and stops the others. It

@@ -114,5 +114,20 @@ func (w *Waiter) Wait(ctx context.Context, cfg int, chassis ...string) error {
 	}
 }
 
+// Confirm waits, up to bound, until every chassis in chassis has applied
+// the NB as written now: next marks that point (ovsdbnb.Client.NextCfg
+// bumps NB_Global.nb_cfg and returns it). It returns how long it took,
+// and Wait's error when a chassis had not in time.
+func (w *Waiter) Confirm(ctx context.Context, next func(context.Context) (int, error), bound time.Duration, chassis ...string) (time.Duration, error) {
+	begin := time.Now()
+	cfg, err := next(ctx)
+	if err == nil {
+		wctx, cancel := context.WithTimeout(ctx, bound)
+		err = w.Wait(wctx, cfg, chassis...)
+		cancel()
+	}
+	return time.Since(begin), err
+}
+
 // Close disconnects.
 func (w *Waiter) Close() { w.sb.Close() }
