@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -63,8 +64,9 @@ func TestClusterAudit(t *testing.T) {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "db-0", Labels: map[string]string{"app": "db"}},
 			Spec: corev1.PodSpec{NodeName: "ovn-worker2"}, Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.244.2.7",
 				PodIPs: []corev1.PodIP{{IP: "10.244.2.7"}}}}
-		replaceObj(&s.Pods, "prod/db-0", p)
-		ch.Pods = map[string]*corev1.Pod{"prod/db-0": p}
+		info := egress.NewPodInfo(p)
+		replaceObj(&s.Pods, "prod/db-0", info)
+		ch.Pods = map[string]*egress.PodInfo{"prod/db-0": info}
 	}
 	addService := func(s *desired.Snapshot, ch *desired.Changes) {
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "db"}, Spec: corev1.ServiceSpec{
@@ -98,10 +100,10 @@ func TestClusterAudit(t *testing.T) {
 		listed := s
 		pass("Service added", addService)
 		pass("pod IP changed", func(s *desired.Snapshot, ch *desired.Changes) {
-			p := s.Pods[slices.IndexFunc(s.Pods, func(p *corev1.Pod) bool { return p.Name == "db-0" })].DeepCopy()
-			p.Status.PodIP, p.Status.PodIPs = "10.244.2.8", []corev1.PodIP{{IP: "10.244.2.8"}}
-			replaceObj(&s.Pods, "prod/db-0", p)
-			ch.Pods = map[string]*corev1.Pod{"prod/db-0": p}
+			p := *s.Pods[slices.IndexFunc(s.Pods, func(p *egress.PodInfo) bool { return p.Name == "db-0" })]
+			p.IPs = []netip.Addr{netip.MustParseAddr("10.244.2.8")}
+			replaceObj(&s.Pods, "prod/db-0", &p)
+			ch.Pods = map[string]*egress.PodInfo{"prod/db-0": &p}
 		})
 		pass("node labelled egress-assignable", func(s *desired.Snapshot, ch *desired.Changes) {
 			n := s.Nodes[slices.IndexFunc(s.Nodes, func(n *corev1.Node) bool { return n.Name == "ovn-worker" })].DeepCopy()

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/ovnedge/ovnedge/desired"
+	"github.com/ovnedge/ovnedge/egress"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -33,12 +34,12 @@ func scaleSnapshot() desired.Snapshot {
 	}
 	for i := range 5000 {
 		node := i % 50
-		s.Pods = append(s.Pods, &corev1.Pod{
+		s.Pods = append(s.Pods, egress.NewPodInfo(&corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprintf("ns%d", i%100), Name: fmt.Sprintf("pod%d", i)},
 			Spec:       corev1.PodSpec{NodeName: fmt.Sprintf("node%d", node)},
 			Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: fmt.Sprintf("10.244.%d.%d", node, i/50+3),
 				PodIPs: []corev1.PodIP{{IP: fmt.Sprintf("10.244.%d.%d", node, i/50+3)}}},
-		})
+		}))
 	}
 	for i := range 2000 {
 		svc, slice := eventService(s.Pods[:5000], 100, i)

@@ -174,6 +174,7 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer, log *slog.L
 	if cfg.NodeName == "" {
 		log.Warn("no --node-name: no node work (bridge flows, ARP/NDP)")
 	}
+	applyMemoryLimit(log)
 	c, err := Connect(cfg, log)
 	if err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ovnedge/ovnedge/egress"
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
 
 	corev1 "k8s.io/api/core/v1"
@@ -47,7 +48,7 @@ func shapeSnapshot(b *testing.B, shape scale.Shape, p desired.Params) desired.Sn
 		s.Namespaces = append(s.Namespaces, scale.Namespace(n))
 	}
 	for i := range shape.Pods {
-		s.Pods = append(s.Pods, scale.Pod(i))
+		s.Pods = append(s.Pods, egress.NewPodInfo(scale.Pod(i)))
 	}
 	for j := range shape.Services {
 		s.Services = append(s.Services, clusterIPService(scale.Service(j), j))
@@ -92,11 +93,9 @@ func clusterEvents(shape scale.Shape) []benchEvent {
 	return []benchEvent{
 		{"pod-relabel", func(s *desired.Snapshot, on bool) *desired.Changes {
 			i := served[(next("pod")*7919)%len(served)]
-			p := s.Pods[i].DeepCopy()
-			p.Labels = map[string]string{scale.LabelApp: p.Labels[scale.LabelApp],
-				scale.LabelEIP: map[string]string{"a": "b", "b": "a"}[p.Labels[scale.LabelEIP]]}
+			p := relabelled(s.Pods[i], scale.LabelEIP, map[string]string{"a": "b", "b": "a"}[s.Pods[i].Labels.Get(scale.LabelEIP)])
 			s.Pods[i] = p
-			return &desired.Changes{Pods: map[string]*corev1.Pod{p.Namespace + "/" + p.Name: p}}
+			return &desired.Changes{Pods: map[string]*egress.PodInfo{p.Namespace + "/" + p.Name: p}}
 		}},
 		{"new-service", func(s *desired.Snapshot, on bool) *desired.Changes {
 			j := shape.Services

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/ovnedge/ovnedge/desired"
+	"github.com/ovnedge/ovnedge/egress"
 	"github.com/ovnedge/ovnedge/lbsvc"
 )
 
@@ -45,12 +46,12 @@ func eventSnapshot(z benchSize) desired.Snapshot {
 	for i := range z.pods {
 		node := i % z.nodes
 		ip := fmt.Sprintf("10.244.%d.%d", node, i/z.nodes%perNode+3)
-		s.Pods = append(s.Pods, &corev1.Pod{
+		s.Pods = append(s.Pods, egress.NewPodInfo(&corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprintf("ns%d", i%namespaces), Name: fmt.Sprintf("pod%d", i),
 				Labels: map[string]string{"app": string(rune('a' + i%2))}},
 			Spec:   corev1.PodSpec{NodeName: fmt.Sprintf("node%d", node)},
 			Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}}},
-		})
+		}))
 	}
 	for i := range z.svcs {
 		svc, sl := eventService(s.Pods, namespaces, i)
@@ -71,7 +72,7 @@ func eventSnapshot(z benchSize) desired.Snapshot {
 
 // eventService is Service i of eventSnapshot and its EndpointSlice (one
 // endpoint).
-func eventService(pods []*corev1.Pod, namespaces, i int) (*corev1.Service, *discoveryv1.EndpointSlice) {
+func eventService(pods []*egress.PodInfo, namespaces, i int) (*corev1.Service, *discoveryv1.EndpointSlice) {
 	ns, name := fmt.Sprintf("ns%d", i%namespaces), fmt.Sprintf("svc%d", i)
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.ServiceSpec{
 		Type: corev1.ServiceTypeClusterIP, ClusterIP: fmt.Sprintf("10.96.%d.%d", i/250, i%250+1),
@@ -88,8 +89,8 @@ func eventService(pods []*corev1.Pod, namespaces, i int) (*corev1.Service, *disc
 	return svc, &discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: name + "-x", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
 		AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{p.Status.PodIP},
-			Conditions: discoveryv1.EndpointConditions{Ready: &ready}, NodeName: &p.Spec.NodeName}},
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{p.IPs[0].String()},
+			Conditions: discoveryv1.EndpointConditions{Ready: &ready}, NodeName: &p.Node}},
 		Ports: []discoveryv1.EndpointPort{{Name: &portName, Port: &port, Protocol: &proto}},
 	}
 }
@@ -104,10 +105,9 @@ type benchEvent struct {
 func benchEvents(z benchSize) []benchEvent {
 	return []benchEvent{
 		{"pod-relabel", func(s *desired.Snapshot, on bool) *desired.Changes {
-			p := s.Pods[0].DeepCopy()
-			p.Labels["app"] = map[bool]string{true: "b", false: "a"}[on]
+			p := relabelled(s.Pods[0], "app", map[bool]string{true: "b", false: "a"}[on])
 			s.Pods[0] = p
-			return &desired.Changes{Pods: map[string]*corev1.Pod{p.Namespace + "/" + p.Name: p}}
+			return &desired.Changes{Pods: map[string]*egress.PodInfo{p.Namespace + "/" + p.Name: p}}
 		}},
 		{"new-service", func(s *desired.Snapshot, on bool) *desired.Changes {
 			svc, sl := eventService(s.Pods, z.eips/2, z.svcs)
@@ -124,7 +124,7 @@ func benchEvents(z benchSize) []benchEvent {
 		{"endpoint", func(s *desired.Snapshot, on bool) *desired.Changes {
 			sl := s.EndpointSlices[1].DeepCopy()
 			p := s.Pods[map[bool]int{true: 7, false: 1}[on]]
-			sl.Endpoints[0].Addresses, sl.Endpoints[0].NodeName = []string{p.Status.PodIP}, &p.Spec.NodeName
+			sl.Endpoints[0].Addresses, sl.Endpoints[0].NodeName = []string{p.IPs[0].String()}, &p.Node
 			s.EndpointSlices[1] = sl
 			return &desired.Changes{EndpointSlices: map[string]*discoveryv1.EndpointSlice{sl.Namespace + "/" + sl.Name: sl}}
 		}},
@@ -155,7 +155,7 @@ func BenchmarkIncremental(b *testing.B) {
 				p := ParamsFrom(cfg)
 				p.LBCache = &lbsvc.Cache{}
 				s := base
-				s.Pods, s.Nodes = append([]*corev1.Pod(nil), base.Pods...), append([]*corev1.Node(nil), base.Nodes...)
+				s.Pods, s.Nodes = append([]*egress.PodInfo(nil), base.Pods...), append([]*corev1.Node(nil), base.Nodes...)
 				s.Services, s.EndpointSlices = append([]*corev1.Service(nil), base.Services...), append([]*discoveryv1.EndpointSlice(nil), base.EndpointSlices...)
 				cs, err := desired.ComputeCluster(s, p, nil, nil)
 				if err != nil {
@@ -177,7 +177,7 @@ func BenchmarkIncremental(b *testing.B) {
 			b.Run(prefix+"/incremental", func(b *testing.B) {
 				p := ParamsFrom(cfg)
 				s := base
-				s.Pods, s.Nodes = append([]*corev1.Pod(nil), base.Pods...), append([]*corev1.Node(nil), base.Nodes...)
+				s.Pods, s.Nodes = append([]*egress.PodInfo(nil), base.Pods...), append([]*corev1.Node(nil), base.Nodes...)
 				s.Services, s.EndpointSlices = append([]*corev1.Service(nil), base.Services...), append([]*discoveryv1.EndpointSlice(nil), base.EndpointSlices...)
 				x := desired.NewIndex(p, nil, nil)
 				if _, err := x.Apply(desired.SnapshotChanges(s)); err != nil {

@@ -19,6 +19,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/ovnedge/ovnedge/desired"
+	"github.com/ovnedge/ovnedge/egress"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 	"github.com/ovnedge/ovnedge/testbed"
 )
@@ -68,8 +69,9 @@ func TestClusterIncrementalNB(t *testing.T) {
 			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "db-0", Labels: map[string]string{"app": "db"}},
 				Spec: corev1.PodSpec{NodeName: "ovn-worker2"}, Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.244.2.7",
 					PodIPs: []corev1.PodIP{{IP: "10.244.2.7"}}}}
-			replaceObj(&s.Pods, "prod/db-0", p)
-			ch.Pods = map[string]*corev1.Pod{"prod/db-0": p}
+			info := egress.NewPodInfo(p)
+			replaceObj(&s.Pods, "prod/db-0", info)
+			ch.Pods = map[string]*egress.PodInfo{"prod/db-0": info}
 		}, func() string {
 			return missing(ovn.Nbctl("lr-policy-list", ovsdbnb.ClusterRouter), "ip4.src == 10.244.2.7")
 		}},

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/ovnedge/ovnedge/desired"
+	"github.com/ovnedge/ovnedge/egress"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 	"github.com/ovnedge/ovnedge/ovsdbnb/nbdb"
 	"github.com/ovnedge/ovnedge/testbed"
@@ -282,11 +283,11 @@ func manyEgressIPs(n int) (desired.Snapshot, ovsdbnb.Topology) {
 		ip := fmt.Sprintf("10.244.%d.%d", node, i/3+3)
 		s.Namespaces = append(s.Namespaces, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns,
 			Labels: map[string]string{"tenant": fmt.Sprint(i)}}})
-		s.Pods = append(s.Pods, &corev1.Pod{
+		s.Pods = append(s.Pods, egress.NewPodInfo(&corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pod"},
 			Spec:       corev1.PodSpec{NodeName: fmt.Sprintf("node%d", node)},
 			Status:     corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}}},
-		})
+		}))
 		s.EgressIPs = append(s.EgressIPs, &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "k8s.ovn.org/v1", "kind": "EgressIP",
 			"metadata": map[string]any{"name": fmt.Sprintf("eip%d", i)},

@@ -52,7 +52,7 @@ func writeManifests(b testing.TB, dir string, s desired.Snapshot) {
 	core := schema.GroupVersion{Version: "v1"}
 	add("nodes.yaml", core, "Node", toAny(len(s.Nodes), func(i int) any { return s.Nodes[i] }))
 	add("namespaces.yaml", core, "Namespace", toAny(len(s.Namespaces), func(i int) any { return s.Namespaces[i] }))
-	add("pods.yaml", core, "Pod", toAny(len(s.Pods), func(i int) any { return s.Pods[i] }))
+	add("pods.yaml", core, "Pod", toAny(len(s.Pods), func(i int) any { return k8sPod(s.Pods[i]) }))
 	add("services.yaml", core, "Service", toAny(len(s.Services), func(i int) any { return s.Services[i] }))
 	add("endpointslices.yaml", schema.GroupVersion{Group: "discovery.k8s.io", Version: "v1"}, "EndpointSlice",
 		toAny(len(s.EndpointSlices), func(i int) any { return s.EndpointSlices[i] }))

@@ -201,17 +201,18 @@ func TestChartArgs(t *testing.T) {
 }
 
 // memLimitFollowed checks that c has a memory limit and that its
-// GOMEMLIMIT is that limit (the Downward API's limits.memory of c).
+// OVNEDGE_MEMORY_LIMIT is that limit (the Downward API's limits.memory of
+// c), of which the daemon gives the Go runtime 90% (GOMEMLIMIT).
 func memLimitFollowed(c corev1.Container) error {
 	if c.Resources.Limits.Memory().IsZero() {
 		return fmt.Errorf("no memory limit")
 	}
-	i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "GOMEMLIMIT" })
+	i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == daemon.EnvMemoryLimit })
 	if i < 0 || c.Env[i].ValueFrom == nil || c.Env[i].ValueFrom.ResourceFieldRef == nil {
-		return fmt.Errorf("no GOMEMLIMIT from the container's memory limit: %+v", c.Env)
+		return fmt.Errorf("no %s from the container's memory limit: %+v", daemon.EnvMemoryLimit, c.Env)
 	}
 	if ref := c.Env[i].ValueFrom.ResourceFieldRef; ref.Resource != "limits.memory" || ref.ContainerName != c.Name {
-		return fmt.Errorf("GOMEMLIMIT from %s of container %q, want limits.memory of %q", ref.Resource, ref.ContainerName, c.Name)
+		return fmt.Errorf("%s from %s of container %q, want limits.memory of %q", daemon.EnvMemoryLimit, ref.Resource, ref.ContainerName, c.Name)
 	}
 	return nil
 }

@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/ovnedge/ovnedge/egress"
 )
 
 // Changes are the objects that changed since the last cluster reconcile,
@@ -18,7 +20,7 @@ import (
 type Changes struct {
 	Nodes          map[string]*corev1.Node
 	Namespaces     map[string]*corev1.Namespace
-	Pods           map[string]*corev1.Pod
+	Pods           map[string]*egress.PodInfo
 	Services       map[string]*corev1.Service
 	EndpointSlices map[string]*discoveryv1.EndpointSlice
 	EgressIPs      map[string]*unstructured.Unstructured

@@ -22,9 +22,10 @@
 //     (`ovnedge render`).
 //
 // Use it with objects from anywhere: package kubewatch gives them from
-// informers, package manifests from files.
+// informers, package manifests from files. Pods come in compact form,
+// egress.PodInfo (a leader holds one for every pod of the cluster):
 //
-//	s := desired.Snapshot{Nodes: nodes, Pods: pods, Services: svcs, EgressIPs: eips}
+//	s := desired.Snapshot{Nodes: nodes, Pods: egress.PodInfos(pods), Services: svcs, EgressIPs: eips}
 //	cs, err := desired.ComputeCluster(s, params, nil, nil)
 //	// cs.Egress and cs.LB: rows for an ovsdbnb.Writer; cs.Status: EgressIP statuses
 //	ns, err := desired.ComputeNode(s, params, "node1")

@@ -481,7 +481,7 @@ func (x *Index) setEIP(ps *pass, k string, u *unstructured.Unstructured) {
 
 // setPod records a pod's change: the EgressIPs of its namespace, and
 // those serving it, select it again.
-func (x *Index) setPod(ps *pass, k string, pod *corev1.Pod) {
+func (x *Index) setPod(ps *pass, k string, pod *egress.PodInfo) {
 	x.sel.SetPod(k, pod, x.served(ps))
 }
 

@@ -9,6 +9,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/ovnedge/ovnedge/egress"
 	"github.com/ovnedge/ovnedge/lbsvc/kubeovn"
 )
 
@@ -17,9 +18,10 @@ import (
 // and a Watcher's lists of them with its other Snapshots: read them,
 // never modify them.
 type Snapshot struct {
-	Nodes          []*corev1.Node
-	Namespaces     []*corev1.Namespace
-	Pods           []*corev1.Pod
+	Nodes      []*corev1.Node
+	Namespaces []*corev1.Namespace
+	// Pods are in compact form (egress.NewPodInfo, egress.PodInfos).
+	Pods           []*egress.PodInfo
 	Services       []*corev1.Service
 	EndpointSlices []*discoveryv1.EndpointSlice
 	EgressIPs      []*unstructured.Unstructured
@@ -44,7 +46,7 @@ type Snapshot struct {
 	// ListPods, when not nil, lists the Pods, which a Snapshot with
 	// Changed leaves out (the incremental path does not read them): see
 	// WithPods.
-	ListPods func() ([]*corev1.Pod, error)
+	ListPods func() ([]*egress.PodInfo, error)
 }
 
 // WithPods returns s with its Pods listed, when they were left out.

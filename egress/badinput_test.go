@@ -21,7 +21,7 @@ func pass(t *testing.T, eips []*egressv1.EgressIP, nodes []*corev1.Node) (egress
 	t.Helper()
 	parsed, broken := ovnknode.ParseAll(nodes)
 	res := egress.Assign(eips, parsed, nil, broken)
-	served, evs := egress.Serve(eips, res.Status, seedNamespaces, seedPods)
+	served, evs := egress.Serve(eips, res.Status, seedNamespaces, egress.PodInfos(seedPods))
 	d, err := egress.Compute(seedCluster, parsed, served)
 	if err != nil {
 		t.Fatal(err)

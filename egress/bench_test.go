@@ -19,6 +19,7 @@ import (
 	"github.com/ovnedge/ovnedge/testbed"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // benchNodes are n egress nodes on 172.16.0.0/12 (node i has 172.16.i/8.x).
@@ -87,7 +88,7 @@ type labelChange struct {
 	selectors  []*egress.Selector
 	namespaces []*corev1.Namespace
 	nsByName   map[string]*corev1.Namespace
-	pods       []*corev1.Pod
+	pods       []*egress.PodInfo
 	served     []egress.Served
 }
 
@@ -113,8 +114,8 @@ func newLabelChange(b *testing.B) *labelChange {
 		f.nsByName[name] = ns
 	}
 	for i := range labelPods {
-		f.pods = append(f.pods, pod(fmt.Sprintf("ns-%d", i%labelEIPs), fmt.Sprintf("pod-%d", i), f.nodes[i%labelNodes].Name,
-			map[string]string{"app": "web"}, fmt.Sprintf("10.%d.%d.%d", 128+i/65536, i/256%256, i%256)))
+		f.pods = append(f.pods, egress.NewPodInfo(pod(fmt.Sprintf("ns-%d", i%labelEIPs), fmt.Sprintf("pod-%d", i), f.nodes[i%labelNodes].Name,
+			map[string]string{"app": "web"}, fmt.Sprintf("10.%d.%d.%d", 128+i/65536, i/256%256, i%256))))
 	}
 	for _, e := range f.eips {
 		s, err := egress.NewSelector(&e.Spec)
@@ -150,12 +151,12 @@ func (f *labelChange) all(b *testing.B) map[ovsdbnb.Owner]ovsdbnb.State {
 
 // flip toggles target's app label between web and batch and returns
 // whether it is now selected.
-func flip(target *corev1.Pod) bool {
-	if target.Labels["app"] == "web" {
-		target.Labels = map[string]string{"app": "batch"}
+func flip(target *egress.PodInfo) bool {
+	if target.Labels.Get("app") == "web" {
+		target.Labels = labels.Set{"app": "batch"}
 		return false
 	}
-	target.Labels = map[string]string{"app": "web"}
+	target.Labels = labels.Set{"app": "web"}
 	return true
 }
 
@@ -164,7 +165,7 @@ func flip(target *corev1.Pod) bool {
 // the desired state returned holds their rows and the cluster-wide
 // policies and address sets only (the nodes' own policies depend on the
 // nodes alone).
-func (f *labelChange) changed(b *testing.B, target *corev1.Pod) map[ovsdbnb.Owner]ovsdbnb.State {
+func (f *labelChange) changed(b *testing.B, target *egress.PodInfo) map[ovsdbnb.Owner]ovsdbnb.State {
 	ns := f.nsByName[target.Namespace]
 	out := map[ovsdbnb.Owner]ovsdbnb.State{}
 	for i, s := range f.selectors {
@@ -254,7 +255,7 @@ func BenchmarkLabelChangeNB(b *testing.B) {
 		func(p *nbdb.LogicalRouterPolicy) string { return p.Match })
 
 	target := f.pods[4242]
-	match := "ip4.src == " + target.Status.PodIPs[0].IP
+	match := "ip4.src == " + target.IPs[0].String()
 	touched := ovsdbnb.Owner{Type: egress.OwnerEgressIP, Name: f.eips[4242%labelEIPs].Name}
 	owned := map[ovsdbnb.Owner]ovsdbnb.State{}
 	var foreign []ovsdbnb.State

@@ -11,6 +11,9 @@
 //   - [SelectPods], [NewSelector] and the incremental [Selection] apply an
 //     EgressIP's namespace and pod selectors to running, non-host-network
 //     pods with IPs; [Serve] pairs each EgressIP with its pods and status.
+//     Pods come as [PodInfo] ([NewPodInfo], [PodInfos]): what egress reads
+//     of a Pod, about 200 bytes with its label set shared with the pods
+//     labelled alike, since a leader keeps one for every pod.
 //   - [Assign] places each requested IP on an eligible node (nodes parsed
 //     by package ovnknode) and returns the new status items and an event
 //     per refusal (InvalidEgressIP, EgressIPConflict, UnsupportedRequest,

@@ -94,7 +94,7 @@ func ExampleCompute() {
 // Seed 002's selectors: pods labelled app=web in namespaces without
 // environment=development.
 func ExampleSelectPods() {
-	pods, err := egress.SelectPods(seedEgressIP("172.18.0.33"), seedNamespaces, seedPods)
+	pods, err := egress.SelectPods(seedEgressIP("172.18.0.33"), seedNamespaces, egress.PodInfos(seedPods))
 	fmt.Println(pods, err)
 	// Output:
 	// [{default web ovn-worker [10.244.1.3]}] <nil>
@@ -116,4 +116,21 @@ func ExampleKeepLastGood() {
 	// Output:
 	// 1 [ovn-worker ovn-worker2]
 	// true
+}
+
+// A Pod as egress keeps it: a leader holds one PodInfo for every pod of
+// the cluster, the label sets of pods labelled alike shared.
+func ExampleNewPodInfo() {
+	pod := func(name string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: name, Labels: map[string]string{"app": "web"}},
+			Spec:   corev1.PodSpec{NodeName: "ovn-worker"},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIPs: []corev1.PodIP{{IP: "10.244.1.3"}, {IP: "fd00:10:244:1::3"}}}}
+	}
+	a, b := egress.NewPodInfo(pod("web-0")), egress.NewPodInfo(pod("web-1"))
+	p, served := a.Served()
+	fmt.Println(p.Key(), p.Node, p.IPs, served)
+	fmt.Println("labels shared:", a.Labels == b.Labels, a.Labels.Get("app"))
+	// Output:
+	// prod/web-0 ovn-worker [10.244.1.3 fd00:10:244:1::3] true
+	// labels shared: true web
 }

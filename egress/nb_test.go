@@ -231,7 +231,7 @@ func seedFailover(t *testing.T) (*egressv1.EgressIP, []ovnknode.Node, func([]egr
 	t.Helper()
 	nodes := seedNodesPlusWorker3(t)
 	e := seedEgressIP("172.18.0.33", "172.18.0.44")
-	pods, err := egress.SelectPods(e, seedNamespaces, seedPods)
+	pods, err := egress.SelectPods(e, seedNamespaces, egress.PodInfos(seedPods))
 	if err != nil {
 		t.Fatal(err)
 	}

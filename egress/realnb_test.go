@@ -235,7 +235,7 @@ func TestFailoverRealNB(t *testing.T) {
 	nodes := seedNodesPlusWorker3(t)
 	nb := startRealNB(t, topologyOf("10.244.0.0/16", nodes, "172.18.0.1"))
 	e := seedEgressIP("172.18.0.33", "172.18.0.44")
-	pods, err := egress.SelectPods(e, seedNamespaces, seedPods)
+	pods, err := egress.SelectPods(e, seedNamespaces, egress.PodInfos(seedPods))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -85,7 +85,7 @@ var (
 func seedDesired(t testing.TB, nodes []ovnknode.Node, ips ...string) (egress.Result, egress.Desired) {
 	t.Helper()
 	eip := seedEgressIP(ips...)
-	pods, err := egress.SelectPods(eip, seedNamespaces, seedPods)
+	pods, err := egress.SelectPods(eip, seedNamespaces, egress.PodInfos(seedPods))
 	if err != nil {
 		t.Fatal(err)
 	}

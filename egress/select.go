@@ -27,22 +27,7 @@ func (p Pod) Key() string { return p.Namespace + "/" + p.Name }
 
 // PodFromK8s returns the pod's egress view, false for a pod egress does not
 // handle: not running, host-network, or without a valid IP.
-func PodFromK8s(p *corev1.Pod) (Pod, bool) {
-	if p == nil || p.Spec.HostNetwork || p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
-		return Pod{}, false
-	}
-	out := Pod{Namespace: p.Namespace, Name: p.Name, Node: p.Spec.NodeName}
-	ips := p.Status.PodIPs
-	if len(ips) == 0 && p.Status.PodIP != "" {
-		ips = []corev1.PodIP{{IP: p.Status.PodIP}}
-	}
-	for _, ip := range ips {
-		if a, err := netip.ParseAddr(ip.IP); err == nil && !slices.Contains(out.IPs, a.Unmap()) {
-			out.IPs = append(out.IPs, a.Unmap())
-		}
-	}
-	return out, len(out.IPs) > 0
-}
+func PodFromK8s(p *corev1.Pod) (Pod, bool) { return NewPodInfo(p).Served() }
 
 // Selector is an EgressIP's namespace and pod selectors, compiled once.
 type Selector struct {
@@ -73,15 +58,15 @@ func (s *Selector) SelectsNamespace(ns *corev1.Namespace) bool {
 }
 
 // Selects reports whether the pod (in namespace ns) is selected. It does
-// not look at the pod's phase: see PodFromK8s.
-func (s *Selector) Selects(ns *corev1.Namespace, pod *corev1.Pod) bool {
-	return pod != nil && s.SelectsNamespace(ns) && ns.Name == pod.Namespace && s.pod.Matches(labels.Set(pod.Labels))
+// not look at the pod's phase: see PodInfo.Served.
+func (s *Selector) Selects(ns *corev1.Namespace, pod *PodInfo) bool {
+	return pod != nil && s.SelectsNamespace(ns) && ns.Name == pod.Namespace && s.pod.Matches(pod.Labels)
 }
 
 // SelectPods returns the pods eip serves among pods, sorted by namespace
 // and name. A malformed selector is an error; a selector that selects
 // nothing is not.
-func SelectPods(eip *egressv1.EgressIP, namespaces []*corev1.Namespace, pods []*corev1.Pod) ([]Pod, error) {
+func SelectPods(eip *egressv1.EgressIP, namespaces []*corev1.Namespace, pods []*PodInfo) ([]Pod, error) {
 	sel, selected, err := selectNamespaces(eip, namespaces)
 	if err != nil {
 		return nil, err
@@ -107,14 +92,14 @@ func selectNamespaces(eip *egressv1.EgressIP, namespaces []*corev1.Namespace) (*
 
 // selectPods returns the candidates sel selects in the selected
 // namespaces, sorted by namespace and name.
-func selectPods(sel *Selector, selected map[string]*corev1.Namespace, candidates iter.Seq[*corev1.Pod]) []Pod {
+func selectPods(sel *Selector, selected map[string]*corev1.Namespace, candidates iter.Seq[*PodInfo]) []Pod {
 	var out []Pod
 	for p := range candidates {
 		ns, ok := selected[p.Namespace]
 		if !ok || !sel.Selects(ns, p) {
 			continue
 		}
-		if ep, ok := PodFromK8s(p); ok {
+		if ep, ok := p.Served(); ok {
 			out = append(out, ep)
 		}
 	}
@@ -131,12 +116,12 @@ func selectPods(sel *Selector, selected map[string]*corev1.Namespace, candidates
 // they are, so a bad edit never tears down what is programmed. A
 // selector that selects nothing is not an error: the EgressIP keeps its
 // egress IPs and has no pod to reroute.
-func Serve(eips []*egressv1.EgressIP, status map[string][]egressv1.EgressIPStatusItem, namespaces []*corev1.Namespace, pods []*corev1.Pod) ([]Served, []event.Event) {
+func Serve(eips []*egressv1.EgressIP, status map[string][]egressv1.EgressIPStatusItem, namespaces []*corev1.Namespace, pods []*PodInfo) ([]Served, []event.Event) {
 	var served []Served
 	var events []event.Event
 	// Pods by namespace, once: an EgressIP looks only at the pods of
 	// the namespaces it selects.
-	byNS := map[string][]*corev1.Pod{}
+	byNS := map[string][]*PodInfo{}
 	for _, p := range pods {
 		if p != nil {
 			byNS[p.Namespace] = append(byNS[p.Namespace], p)
@@ -148,7 +133,7 @@ func Serve(eips []*egressv1.EgressIP, status map[string][]egressv1.EgressIPStatu
 			events = append(events, warning(eip, ReasonInvalidSelector, "%v", err))
 			continue
 		}
-		ps := selectPods(sel, selected, func(yield func(*corev1.Pod) bool) {
+		ps := selectPods(sel, selected, func(yield func(*PodInfo) bool) {
 			for name := range selected {
 				for _, p := range byNS[name] {
 					if !yield(p) {

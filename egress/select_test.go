@@ -59,7 +59,7 @@ func TestSelectPods(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			e := &egressv1.EgressIP{ObjectMeta: metav1.ObjectMeta{Name: "e"}, Spec: egressv1.EgressIPSpec{NamespaceSelector: tc.ns, PodSelector: tc.pod}}
-			got, err := egress.SelectPods(e, namespaces, pods)
+			got, err := egress.SelectPods(e, namespaces, egress.PodInfos(pods))
 			if tc.err {
 				if err == nil {
 					t.Fatal("no error")

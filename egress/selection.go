@@ -5,6 +5,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -29,8 +30,7 @@ const ReasonInvalidObject = "InvalidObject"
 // kept as given (read, never modified). It is not safe for concurrent use.
 type Selection struct {
 	namespaces map[string]*corev1.Namespace
-	pods       map[string]*corev1.Pod
-	podsByNS   map[string]map[string]*corev1.Pod
+	podsByNS   map[string]map[string]*PodInfo // by namespace, then key
 	eips       map[string]*Selected
 	nsEIPs     map[string]map[string]bool // namespace -> EgressIPs selecting it
 	podEIPs    map[string]map[string]bool // pod -> EgressIPs serving it
@@ -63,8 +63,8 @@ type PodChange struct {
 
 // NewSelection returns an empty Selection.
 func NewSelection() *Selection {
-	return &Selection{namespaces: map[string]*corev1.Namespace{}, pods: map[string]*corev1.Pod{},
-		podsByNS: map[string]map[string]*corev1.Pod{}, eips: map[string]*Selected{},
+	return &Selection{namespaces: map[string]*corev1.Namespace{},
+		podsByNS: map[string]map[string]*PodInfo{}, eips: map[string]*Selected{},
 		nsEIPs: map[string]map[string]bool{}, podEIPs: map[string]map[string]bool{}}
 }
 
@@ -130,12 +130,12 @@ func (s *Selection) selectNamespace(name string, e *Selected, ns string, sel boo
 
 // servePod makes e serve pod (key pk) when its selectors select it and
 // egress handles it, or not, and reports a change.
-func (s *Selection) servePod(name string, e *Selected, pk string, pod *corev1.Pod, changed func(PodChange)) {
+func (s *Selection) servePod(name string, e *Selected, pk string, pod *PodInfo, changed func(PodChange)) {
 	var want Pod
 	ok := false
 	if pod != nil && e.sel != nil && e.nss[pod.Namespace] {
 		if ns := s.namespaces[pod.Namespace]; ns != nil && e.sel.Selects(ns, pod) {
-			want, ok = PodFromK8s(pod)
+			want, ok = pod.Served()
 		}
 	}
 	have, had := e.Pods[pk]
@@ -153,28 +153,25 @@ func (s *Selection) servePod(name string, e *Selected, pk string, pod *corev1.Po
 	changed(PodChange{EgressIP: name, Key: pk, Old: have, New: want, Had: had, Has: ok})
 }
 
-// SetPod records pod k as pod (nil: deleted): the EgressIPs of its
-// namespace, and those serving it, select it again.
-func (s *Selection) SetPod(k string, pod *corev1.Pod, changed func(PodChange)) {
-	old := s.pods[k]
+// SetPod records pod k (its informer key, "<namespace>/<name>") as pod
+// (nil: deleted): the EgressIPs of its namespace, and those serving it,
+// select it again.
+func (s *Selection) SetPod(k string, pod *PodInfo, changed func(PodChange)) {
+	ns, _, _ := strings.Cut(k, "/") // the key's namespace: the pod's, before and after
+	old := s.podsByNS[ns][k]
 	if old == pod {
 		return
 	}
-	ns := ""
 	if old != nil {
-		ns = old.Namespace
 		delete(s.podsByNS[ns], k)
 		if len(s.podsByNS[ns]) == 0 {
 			delete(s.podsByNS, ns)
 		}
 	}
-	if pod == nil {
-		delete(s.pods, k)
-	} else {
-		s.pods[k] = pod
+	if pod != nil {
 		ns = pod.Namespace
 		if s.podsByNS[ns] == nil {
-			s.podsByNS[ns] = map[string]*corev1.Pod{}
+			s.podsByNS[ns] = map[string]*PodInfo{}
 		}
 		s.podsByNS[ns][k] = pod
 	}

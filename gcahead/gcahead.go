@@ -167,7 +167,7 @@ func collectAhead(seen uint64, cycles func() uint64, waitMark, gc func()) bool {
 // mark assists and the heap may pass that cycle's goal by what is
 // allocated until the mark ends (the scale benchmark's audit, the one
 // time it happened: 1,199 MB for a ~1,090 MB goal); a memory limit
-// (GOMEMLIMIT, as deploy/deployment.yaml sets) still holds, and the
+// (GOMEMLIMIT, as the daemon sets from the chart's limit) still holds, and the
 // goal of the next cycle is set again when the percentage is put back.
 func waitMark() {
 	debug.SetGCPercent(debug.SetGCPercent(-1))

@@ -16,10 +16,14 @@
 //		...
 //	}, nil)
 //
-// The informers keep what ovnedge reads: managedFields are dropped and
-// Pods trimmed to their identity, labels, node and addresses, so a
-// 150,000-pod cluster's cache holds no containers or conditions. A kind's
-// list is kept between Snapshots until one of its objects changes.
+// The informers keep what ovnedge reads: managedFields are dropped,
+// Nodes lose their image lists, and a Pod is kept as its egress.PodInfo
+// (identity, shared label set, node, addresses, whether it runs on the
+// pod network), about 200 bytes where a trimmed corev1.Pod took 1.5 KiB:
+// a 150,000-pod cluster's cache holds no containers, conditions or
+// annotations. The transform is idempotent, as a streaming list (client-go's
+// WatchList, on by default against Kubernetes 1.34+) needs. A kind's list is
+// kept between Snapshots until one of its objects changes.
 //
 // A node instance's Watcher (PodsOnDemand) has no Pod watch of its own:
 // WatchPods starts one per label selector its host-interface egress IPs

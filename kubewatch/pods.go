@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
@@ -105,9 +106,8 @@ func (w *Watcher) WatchPods(ctx context.Context, selectors []string) (changed bo
 // ctx ends or its stop.
 func (w *Watcher) startPodWatch(ctx context.Context, sel string) *podWatch {
 	ctx, stop := context.WithCancel(ctx)
-	f := informers.NewSharedInformerFactoryWithOptions(w.cs, 0, informers.WithTransform(stripManagedFields),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }))
-	inf := f.Core().V1().Pods().Informer()
+	f := informers.NewSharedInformerFactoryWithOptions(w.cs, 0, informers.WithTransform(stripManagedFields))
+	inf := f.InformerFor(&corev1.Pod{}, newPodInformer(func(o *metav1.ListOptions) { o.LabelSelector = sel }))
 	handle := func(any) {
 		w.lists[kindPod].fresh.Store(false)
 		w.notify()

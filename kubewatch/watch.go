@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ovnedge/ovnedge/egress"
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -89,6 +91,15 @@ type listCache struct {
 // cachedList returns the objects of store, as c last listed them when no
 // object has changed since.
 func cachedList[T any](c *listCache, store interface{ List() []any }) []T {
+	return cachedListAs(c, store, func(o any) (T, bool) {
+		t, ok := o.(T)
+		return t, ok
+	})
+}
+
+// cachedListAs is cachedList of the objects as turns into T (false: left
+// out).
+func cachedListAs[T any](c *listCache, store interface{ List() []any }, as func(any) (T, bool)) []T {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	// Set before the store is listed: a change from here on clears it
@@ -100,7 +111,7 @@ func cachedList[T any](c *listCache, store interface{ List() []any }) []T {
 	objs := store.List()
 	out := make([]T, 0, len(objs))
 	for _, o := range objs {
-		if t, ok := o.(T); ok {
+		if t, ok := as(o); ok {
 			out = append(out, t)
 		}
 	}
@@ -186,7 +197,7 @@ func (w *Watcher) TakeChanges() *desired.Changes {
 	ch := &desired.Changes{Other: other, Reassign: reassign, Since: first}
 	ch.Nodes = lookup[*corev1.Node](c.stores[kindNode], keys[kindNode])
 	ch.Namespaces = lookup[*corev1.Namespace](c.stores[kindNamespace], keys[kindNamespace])
-	ch.Pods = lookup[*corev1.Pod](c.stores[kindPod], keys[kindPod])
+	ch.Pods = lookupPods(c.stores[kindPod], keys[kindPod])
 	ch.Services = lookup[*corev1.Service](c.stores[kindService], keys[kindService])
 	ch.EndpointSlices = lookup[*discoveryv1.EndpointSlice](c.stores[kindEndpointSlice], keys[kindEndpointSlice])
 	ch.EgressIPs = lookup[*unstructured.Unstructured](c.stores[kindEgressIP], keys[kindEgressIP])
@@ -206,35 +217,62 @@ func lookup[T comparable](store cache.Store, keys map[string]bool) map[string]T 
 	return out
 }
 
-// stripManagedFields drops managedFields from cached objects, trims
-// Pods to what ovnedge reads (trimPod) and Nodes of their image and
-// volume lists (trimNode): it never reads the rest, and that is most of
-// every object's memory.
+// lookupPods maps keys to the pods store holds (nil: none).
+func lookupPods(store cache.Store, keys map[string]bool) map[string]*egress.PodInfo {
+	out := make(map[string]*egress.PodInfo, len(keys))
+	for k := range keys {
+		var pod *egress.PodInfo
+		if o, ok, err := store.GetByKey(k); err == nil && ok {
+			pod, _ = podInfo(o)
+		}
+		out[k] = pod
+	}
+	return out
+}
+
+// cachedPod is a Pod as the caches hold it: what ovnedge reads of it, in
+// compact form (egress.PodInfo: at 150,000 pods a trimmed corev1.Pod
+// cost about 1.5 KiB each, most of it the struct's empty fields), with
+// the metadata the informers' keys and namespace index read.
+type cachedPod struct{ egress.PodInfo }
+
+// GetObjectMeta makes a cachedPod an object to meta.Accessor (its
+// namespace and name: the informers' keys and namespace index).
+func (p *cachedPod) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name}
+}
+
+// podInfo is a cached pod's PodInfo (shared with the cache: read only).
+func podInfo(o any) (*egress.PodInfo, bool) {
+	if p, ok := o.(*cachedPod); ok {
+		return &p.PodInfo, true
+	}
+	return nil, false
+}
+
+// stripManagedFields drops managedFields from cached objects, keeps
+// Pods in compact form (cachedPod), Nodes without their image and volume
+// lists (trimNode) and EndpointSlices without their endpoints' references
+// (trimSlice): ovnedge never reads the rest, and that is most of every
+// object's memory. It is idempotent, as client-go requires:
+// a streaming list's objects pass through it twice.
 func stripManagedFields(obj any) (any, error) {
-	if p, ok := obj.(*corev1.Pod); ok {
-		return trimPod(p), nil
+	switch o := obj.(type) {
+	case *cachedPod:
+		return o, nil
+	case *corev1.Pod:
+		return &cachedPod{PodInfo: *egress.NewPodInfo(o)}, nil
 	}
 	if n, ok := obj.(*corev1.Node); ok {
 		trimNode(n)
+	}
+	if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
+		trimSlice(s)
 	}
 	if a, err := meta.Accessor(obj); err == nil {
 		a.SetManagedFields(nil)
 	}
 	return obj, nil
-}
-
-// trimPod is the part of a Pod ovnedge reads (its identity, labels and
-// annotations, node, host networking, phase and addresses): the cache of
-// a 150,000-pod cluster holds no containers, volumes or conditions.
-func trimPod(p *corev1.Pod) *corev1.Pod {
-	return &corev1.Pod{
-		TypeMeta: p.TypeMeta,
-		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
-			Generation: p.Generation, CreationTimestamp: p.CreationTimestamp, DeletionTimestamp: p.DeletionTimestamp,
-			Labels: p.Labels, Annotations: p.Annotations, OwnerReferences: p.OwnerReferences},
-		Spec:   corev1.PodSpec{NodeName: p.Spec.NodeName, HostNetwork: p.Spec.HostNetwork},
-		Status: corev1.PodStatus{Phase: p.Status.Phase, HostIP: p.Status.HostIP, HostIPs: p.Status.HostIPs, PodIP: p.Status.PodIP, PodIPs: p.Status.PodIPs},
-	}
 }
 
 // trimNode drops what ovnedge never reads of a Node and what makes most
@@ -243,6 +281,28 @@ func trimPod(p *corev1.Pod) *corev1.Pod {
 // only ever patched, never updated from the cache, so nothing is lost.
 func trimNode(n *corev1.Node) {
 	n.Status.Images, n.Status.VolumesInUse, n.Status.VolumesAttached = nil, nil, nil
+}
+
+// newPodInformer builds a Pod informer (listing with tweak, when not nil)
+// without the namespace index the factory's would keep: nothing looks pods
+// up by namespace in the cache, and at 150,000 pods the index was 8 MB of
+// the leader's heap.
+func newPodInformer(tweak func(*metav1.ListOptions)) func(kubernetes.Interface, time.Duration) cache.SharedIndexInformer {
+	return func(cs kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return coreinformers.NewFilteredPodInformer(cs, metav1.NamespaceAll, resync, cache.Indexers{}, tweak)
+	}
+}
+
+// trimSlice drops what ovnedge never reads of an EndpointSlice: its
+// annotations and each endpoint's target reference, hostname, zone and
+// hints (at 150,000 pods, a reference per endpoint: about 150 bytes each).
+// Slices are never written back from the cache.
+func trimSlice(s *discoveryv1.EndpointSlice) {
+	s.Annotations = nil
+	for i := range s.Endpoints {
+		e := &s.Endpoints[i]
+		e.TargetRef, e.Hostname, e.Zone, e.Hints, e.DeprecatedTopology = nil, nil, nil, nil, nil
+	}
 }
 
 // WatchOption adds kinds to a Watcher.
@@ -331,7 +391,7 @@ func NewWatcher(cs kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger
 	}
 	var pods cache.SharedIndexInformer // nil: on demand
 	if w.pods == nil {
-		pods = w.factory.Core().V1().Pods().Informer()
+		pods = w.factory.InformerFor(&corev1.Pod{}, newPodInformer(nil))
 	}
 	infs := []cache.SharedIndexInformer{
 		w.factory.Core().V1().Nodes().Informer(),
@@ -454,11 +514,11 @@ func (w *Watcher) snapshot() desired.Snapshot {
 	stores := &w.changes.stores
 	s.Nodes = cachedList[*corev1.Node](&w.lists[kindNode], stores[kindNode])
 	s.Namespaces = cachedList[*corev1.Namespace](&w.lists[kindNamespace], stores[kindNamespace])
-	s.ListPods = func() ([]*corev1.Pod, error) {
+	s.ListPods = func() ([]*egress.PodInfo, error) {
 		if w.pods != nil {
-			return cachedList[*corev1.Pod](&w.lists[kindPod], w.pods), nil
+			return cachedListAs(&w.lists[kindPod], w.pods, podInfo), nil
 		}
-		return cachedList[*corev1.Pod](&w.lists[kindPod], stores[kindPod]), nil
+		return cachedListAs(&w.lists[kindPod], stores[kindPod], podInfo), nil
 	}
 	s.Services = cachedList[*corev1.Service](&w.lists[kindService], stores[kindService])
 	s.EndpointSlices = cachedList[*discoveryv1.EndpointSlice](&w.lists[kindEndpointSlice], stores[kindEndpointSlice])

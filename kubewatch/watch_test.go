@@ -9,13 +9,16 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/ovnedge/ovnedge/desired"
 	"github.com/ovnedge/ovnedge/egress"
@@ -106,7 +109,7 @@ func TestWatcherTakeChanges(t *testing.T) {
 	}
 	take := func(what string, cond func(*desired.Changes) bool) *desired.Changes {
 		t.Helper()
-		all := &desired.Changes{Namespaces: map[string]*corev1.Namespace{}, Pods: map[string]*corev1.Pod{}}
+		all := &desired.Changes{Namespaces: map[string]*corev1.Namespace{}, Pods: map[string]*egress.PodInfo{}}
 		deadline := time.Now().Add(5 * time.Second)
 		for time.Now().Before(deadline) {
 			ch := w.TakeChanges()
@@ -132,7 +135,7 @@ func TestWatcherTakeChanges(t *testing.T) {
 	}
 	first := take("the namespace and the relabelled pod", func(ch *desired.Changes) bool {
 		p := ch.Pods["prod/web-0"]
-		return ch.Namespaces["prod"] != nil && p != nil && p.Labels["app"] == "b"
+		return ch.Namespaces["prod"] != nil && p != nil && p.Labels.Get("app") == "b"
 	})
 	if first.Since.Before(before) || first.Since.After(time.Now()) {
 		t.Errorf("the first changes' Since %v, want after the namespace's create (%v)", first.Since, before)
@@ -224,31 +227,57 @@ func TestWatcherSnapshotLists(t *testing.T) {
 	}
 }
 
-// TestTrimPod: the informers' Pods keep what the egress and load
-// balancer computations read (egress.PodFromK8s, the selectors, the
-// informer's keys and versions) and lose the containers, conditions and
-// managed fields.
-func TestTrimPod(t *testing.T) {
+// TestCachedPod: the informers keep a Pod as its egress.PodInfo (what the
+// egress computations read: the egress view, the labels for the
+// selectors), keyed and indexed by its namespace and name as the Pod
+// was, and keep it as it is when it passes again (a streaming list's
+// objects do).
+func TestCachedPod(t *testing.T) {
 	now := metav1.Now()
 	p := scale.Pod(3)
 	p.UID, p.ResourceVersion, p.Annotations = "u-3", "42", map[string]string{"k8s.ovn.org/pod-networks": "{}"}
 	p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
-	p.DeletionTimestamp = &now
-	obj, err := stripManagedFields(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := obj.(*corev1.Pod)
-	want := p.DeepCopy()
-	want.ManagedFields, want.Spec, want.Status.Conditions, want.Status.StartTime = nil, corev1.PodSpec{NodeName: p.Spec.NodeName}, nil, nil
-	if !equality.Semantic.DeepEqual(got, want) {
-		t.Errorf("trimmed pod:\n%+v\nwant\n%+v", got, want)
-	}
-	p.DeletionTimestamp, got.DeletionTimestamp = nil, nil
-	full, ok1 := egress.PodFromK8s(p)
-	trimmed, ok2 := egress.PodFromK8s(got)
-	if !ok1 || !ok2 || !reflect.DeepEqual(full, trimmed) {
-		t.Errorf("egress view: trimmed %+v (%v), want %+v (%v)", trimmed, ok2, full, ok1)
+	for _, tc := range []struct {
+		name     string
+		deleting bool
+	}{{"running", false}, {"being deleted", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := p.DeepCopy()
+			if tc.deleting {
+				p.DeletionTimestamp = &now
+			}
+			obj, err := stripManagedFields(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			again, err := stripManagedFields(obj)
+			if err != nil || again != obj {
+				t.Errorf("a cached pod passed again: %v, %v", again, err)
+			}
+			got, ok := podInfo(obj)
+			if !ok {
+				t.Fatalf("cached as %T", obj)
+			}
+			want, wantOK := egress.PodFromK8s(p)
+			view, viewOK := got.Served()
+			if viewOK != wantOK || !reflect.DeepEqual(view, want) || wantOK == tc.deleting {
+				t.Errorf("egress view: %+v (%v), want %+v (%v)", view, viewOK, want, wantOK)
+			}
+			if got.Labels.Get(scale.LabelApp) != p.Labels[scale.LabelApp] || got.Labels.Has("x") {
+				t.Errorf("labels %v, want %v", got.Labels, p.Labels)
+			}
+			for name, f := range map[string]cache.KeyFunc{"key": cache.MetaNamespaceKeyFunc,
+				"namespace index": func(o any) (string, error) {
+					ns, err := cache.MetaNamespaceIndexFunc(o)
+					return strings.Join(ns, ","), err
+				}} {
+				a, errA := f(obj)
+				b, errB := f(p)
+				if a != b || errA != nil || errB != nil {
+					t.Errorf("%s: %q (%v), the Pod's %q (%v)", name, a, errA, b, errB)
+				}
+			}
+		})
 	}
 }
 
@@ -272,6 +301,34 @@ func TestTrimNode(t *testing.T) {
 	}
 	if got := obj.(*corev1.Node); !equality.Semantic.DeepEqual(got, want) {
 		t.Errorf("trimmed node:\n%+v\nwant\n%+v", got, want)
+	}
+}
+
+// TestTrimSlice: a cached EndpointSlice keeps what the load balancers read
+// (labels, address type, ports, each endpoint's addresses, conditions and
+// node) and loses its annotations and the endpoints' references, hostnames,
+// zones and hints.
+func TestTrimSlice(t *testing.T) {
+	s := scale.EndpointSlice(3, []int{30, 31})
+	s.Annotations = map[string]string{"endpoints.kubernetes.io/last-change-trigger-time": "2026-11-28T00:00:00Z"}
+	s.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager"}}
+	zone, host := "z1", "web-0"
+	for i := range s.Endpoints {
+		s.Endpoints[i].Zone, s.Endpoints[i].Hostname = &zone, &host
+		s.Endpoints[i].Hints = &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: zone}}}
+	}
+	want := s.DeepCopy()
+	want.Annotations, want.ManagedFields = nil, nil
+	for i := range want.Endpoints {
+		e := &want.Endpoints[i]
+		e.TargetRef, e.Zone, e.Hostname, e.Hints = nil, nil, nil, nil
+	}
+	obj, err := stripManagedFields(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := obj.(*discoveryv1.EndpointSlice); !equality.Semantic.DeepEqual(got, want) {
+		t.Errorf("trimmed slice:\n%+v\nwant\n%+v", got, want)
 	}
 }
 

@@ -27,6 +27,21 @@ import (
 // builds by default; KUBE_APISERVER_VERSION overrides both.
 const KubeAPIVersion = "v1.34.4"
 
+// EtcdVersion is the etcd scripts/etcd.sh builds and EtcdPath expects.
+const EtcdVersion = "v3.6.16"
+
+// EtcdPath returns where the etcd binary is expected: $ETCD if set, else
+// scripts/etcd.sh's cache, ${XDG_CACHE_HOME:-$HOME/.cache}/ovnedge/
+// etcd-<version>/etcd. It must report watch progress (etcd >= 3.5.13),
+// as every supported cluster's does: without it kube-apiserver serves no
+// streaming list (WatchList) and informers fall back to a LIST.
+func EtcdPath() string {
+	if p := os.Getenv("ETCD"); p != "" {
+		return p
+	}
+	return filepath.Join(ovnedgeCache(), "etcd-"+EtcdVersion, "etcd")
+}
+
 // kubeReadyTimeout bounds waiting for the apiserver's /readyz: it takes
 // 3-5 s alone, more on a loaded machine.
 const kubeReadyTimeout = 90 * time.Second
@@ -68,7 +83,7 @@ type KubeAPI struct {
 // (KubeBinPath).
 func KubeAPIServerPath() string { return KubeBinPath("kube-apiserver") }
 
-// StartKubeAPI starts etcd (Debian's etcd-server, without fsync) and the
+// StartKubeAPI starts etcd (EtcdPath, without fsync) and the
 // kube-apiserver built by scripts/kube-apiserver.sh on free loopback
 // ports, with RBAC and two bearer tokens (KubeAdmin and KubeUser), and
 // returns once /readyz answers. Everything is stopped, by PID, and removed
@@ -101,9 +116,10 @@ func StartKubeAPIWith(t T, o KubeAPIOptions) *KubeAPI {
 	t.Helper()
 	advertise := cmp.Or(o.AdvertiseAddress, "127.0.0.1")
 	apiserver := KubeAPIServerPath()
-	if missing := missingBins("etcd", apiserver); len(missing) > 0 {
-		t.Logf("testbed: StartKubeAPI needs %v: run scripts/kube-apiserver.sh (installs etcd-server, builds and caches kube-apiserver %s)",
-			missing, KubeAPIVersion)
+	etcdBin := EtcdPath()
+	if missing := missingBins(etcdBin, apiserver); len(missing) > 0 {
+		t.Logf("testbed: StartKubeAPI needs %v: run scripts/kube-apiserver.sh (builds and caches etcd %s and kube-apiserver %s)",
+			missing, EtcdVersion, KubeAPIVersion)
 		Require(t, missing...)
 		return nil // only reached with a T whose Skipf or Fatalf returns
 	}
@@ -116,7 +132,7 @@ func StartKubeAPIWith(t T, o KubeAPIOptions) *KubeAPI {
 	k.URL = "https://127.0.0.1:" + strconv.Itoa(ports[2])
 
 	etcd := startDaemon(t, "etcd", filepath.Join(dir, "etcd.log"), nil,
-		"etcd", "--data-dir", filepath.Join(dir, "etcd"), "--name", "default",
+		etcdBin, "--data-dir", filepath.Join(dir, "etcd"), "--name", "default",
 		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
 		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
 		"--initial-cluster", "default="+peerURL, "--unsafe-no-fsync")

@@ -50,9 +50,8 @@ func TestWatcherSeesAPIObjects(t *testing.T) {
 		}
 	}
 	for _, p := range s.Pods {
-		if p.Status.PodIP != "10.244.1.3" || p.Status.Phase != corev1.PodRunning || len(p.ManagedFields) > 0 {
-			t.Errorf("pod %s/%s: podIP %q, phase %q, %d managedFields; want 10.244.1.3, Running, none",
-				p.Namespace, p.Name, p.Status.PodIP, p.Status.Phase, len(p.ManagedFields))
+		if view, ok := p.Served(); !ok || fmt.Sprint(view.IPs) != "[10.244.1.3]" {
+			t.Errorf("pod %s/%s: served %v with IPs %v; want 10.244.1.3, running", p.Namespace, p.Name, ok, view.IPs)
 		}
 	}
 	for _, n := range s.Nodes {
@@ -92,7 +91,10 @@ func TestWatcherSeesAPIObjects(t *testing.T) {
 }
 
 // names returns the objects' "namespace/name" (or "name").
-func names[O metav1.Object](objs []O) []string {
+func names[O interface {
+	GetNamespace() string
+	GetName() string
+}](objs []O) []string {
 	out := make([]string, len(objs))
 	for i, o := range objs {
 		out[i] = path.Join(o.GetNamespace(), o.GetName())

@@ -92,7 +92,7 @@ func failover(t *testing.T, port int) {
 			Spec:   corev1.PodSpec{NodeName: "worker0"},
 			Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIPs: []corev1.PodIP{{IP: "10.244.0.6"}}}},
 	}
-	pods, err := egress.SelectPods(eip, []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: "default"}}}, k8sPods)
+	pods, err := egress.SelectPods(eip, []*corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: "default"}}}, egress.PodInfos(k8sPods))
 	if err != nil || len(pods) != 1 {
 		t.Fatalf("selected %+v, %v; want the web pod", pods, err)
 	}

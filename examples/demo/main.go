@@ -28,6 +28,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/ovnedge/ovnedge/daemon"
+	"github.com/ovnedge/ovnedge/egress"
 	"github.com/ovnedge/ovnedge/ovnknode"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
 	"github.com/ovnedge/ovnedge/testbed"
@@ -94,7 +95,7 @@ func Run(ctx context.Context, t testbed.T, out io.Writer, o Options) {
 	if err := topology(ctx, ovn.NB, nodes, o); err != nil {
 		t.Fatalf("topology: %v", err)
 	}
-	pod := podPorts(t, ovn, s.Pods)
+	pod := podPorts(ovn, s.Pods)
 
 	cfg, _, err := daemon.ParseConfig("demo", []string{"--manifests", o.Manifests, "--nb-address", ovn.NB,
 		"--ovs-db", ovs.DB, "--ovs-rundir", ovs.RunDir, "--bridge", ovs.Bridge, "--node-name", o.Node,
@@ -160,18 +161,14 @@ type podPort struct{ name, node, port, mac, ip string }
 
 // podPorts adds a logical switch port for every running pod, as
 // ovnkube-node would, and returns the first.
-func podPorts(t testbed.T, ovn *testbed.OVN, pods []*corev1.Pod) *podPort {
+func podPorts(ovn *testbed.OVN, pods []*egress.PodInfo) *podPort {
 	var first *podPort
 	for _, p := range pods {
-		if p.Spec.NodeName == "" || p.Status.PodIP == "" {
+		if p.Node == "" || len(p.IPs) == 0 {
 			continue
 		}
-		pp := &podPort{name: p.Namespace + "/" + p.Name, node: p.Spec.NodeName, port: p.Namespace + "_" + p.Name, ip: p.Status.PodIP}
-		ip, err := netip.ParseAddr(pp.ip)
-		if err != nil {
-			t.Fatalf("pod %s: %v", pp.name, err)
-		}
-		pp.mac = ovsdbnb.MAC(ip)
+		ip := p.IPs[0]
+		pp := &podPort{name: p.Namespace + "/" + p.Name, node: p.Node, port: p.Namespace + "_" + p.Name, ip: ip.String(), mac: ovsdbnb.MAC(ip)}
 		ovn.Nbctl("lsp-add", pp.node, pp.port, "--", "lsp-set-addresses", pp.port, pp.mac+" "+pp.ip)
 		if first == nil {
 			first = pp

@@ -80,7 +80,7 @@ func Desired() (map[ovsdbnb.Owner]ovsdbnb.State, map[string][]egressv1.EgressIPS
 	assigned := egress.Assign(eips, nodes, nil, broken)
 	var served []egress.Served
 	for _, e := range eips {
-		selected, err := egress.SelectPods(e, namespaces, pods)
+		selected, err := egress.SelectPods(e, namespaces, egress.PodInfos(pods))
 		if err != nil {
 			return nil, nil, fmt.Errorf("EgressIP %s: %w", e.Name, err)
 		}

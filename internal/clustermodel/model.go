@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ovnedge/ovnedge/desired"
+	"github.com/ovnedge/ovnedge/egress"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
@@ -28,6 +29,7 @@ type Model struct {
 	nodes       map[string]*corev1.Node
 	namespaces  map[string]*corev1.Namespace
 	pods        map[string]*corev1.Pod
+	infos       map[string]*egress.PodInfo // the pods as the caches hold them
 	svcs        map[string]*corev1.Service
 	slices      map[string]*discoveryv1.EndpointSlice
 	eips        map[string]*unstructured.Unstructured
@@ -43,7 +45,7 @@ type Model struct {
 // them all, added.
 func New(seed uint64, nodes, namespaces, pods, svcs, eips int) *Model {
 	m := &Model{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), nodes: map[string]*corev1.Node{},
-		namespaces: map[string]*corev1.Namespace{}, pods: map[string]*corev1.Pod{}, svcs: map[string]*corev1.Service{},
+		namespaces: map[string]*corev1.Namespace{}, pods: map[string]*corev1.Pod{}, infos: map[string]*egress.PodInfo{}, svcs: map[string]*corev1.Service{},
 		slices: map[string]*discoveryv1.EndpointSlice{}, eips: map[string]*unstructured.Unstructured{},
 		start: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), nodesN: nodes, namespacesN: namespaces}
 	m.Reset()
@@ -69,7 +71,7 @@ func New(seed uint64, nodes, namespaces, pods, svcs, eips int) *Model {
 
 // Reset empties Ch: the changes are taken.
 func (m *Model) Reset() {
-	m.Ch = &desired.Changes{Nodes: map[string]*corev1.Node{}, Namespaces: map[string]*corev1.Namespace{}, Pods: map[string]*corev1.Pod{},
+	m.Ch = &desired.Changes{Nodes: map[string]*corev1.Node{}, Namespaces: map[string]*corev1.Namespace{}, Pods: map[string]*egress.PodInfo{},
 		Services: map[string]*corev1.Service{}, EndpointSlices: map[string]*discoveryv1.EndpointSlice{},
 		EgressIPs: map[string]*unstructured.Unstructured{}}
 }
@@ -80,7 +82,7 @@ func (m *Model) Snapshot() desired.Snapshot {
 	// Listed in random order, as a store lists them.
 	s.Nodes = shuffled(m.r, m.nodes)
 	s.Namespaces = shuffled(m.r, m.namespaces)
-	s.Pods = shuffled(m.r, m.pods)
+	s.Pods = shuffled(m.r, m.infos)
 	s.Services = shuffled(m.r, m.svcs)
 	s.EndpointSlices = shuffled(m.r, m.slices)
 	s.EgressIPs = shuffled(m.r, m.eips)
@@ -262,7 +264,8 @@ func (m *Model) putNamespace(n *corev1.Namespace) {
 }
 func (m *Model) putPod(p *corev1.Pod) {
 	k := p.Namespace + "/" + p.Name
-	m.pods[k], m.Ch.Pods[k] = p, p
+	info := egress.NewPodInfo(p)
+	m.pods[k], m.infos[k], m.Ch.Pods[k] = p, info, info
 }
 func (m *Model) putService(s *corev1.Service) {
 	k := s.Namespace + "/" + s.Name
@@ -323,6 +326,7 @@ func (m *Model) editPod(kind int) string {
 		return "pod-relabel"
 	case 2:
 		delete(m.pods, k)
+		delete(m.infos, k)
 		m.Ch.Pods[k] = nil
 		return "pod-delete"
 	}

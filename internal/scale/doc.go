@@ -12,10 +12,17 @@
 // ovsdb-server (testbed.StartNB, no northd) gets the topology
 // ovnkube-master would have made (ovsdbnb.EnsureTopology), and the
 // ovnedge binary is started as deploy/deployment.yaml starts it, as the
-// ovnedge-leader ServiceAccount under deploy/rbac.yaml (LeaderArgs).
+// ovnedge-leader ServiceAccount under deploy/rbac.yaml (LeaderArgs), with
+// the chart's default memory limit (LeaderMemLimit: 512Mi, of which the
+// daemon gives the Go runtime 90%; SCALE_LEADER_MEMORY_LIMIT in bytes,
+// "off" for none). The API server serves
+// streaming lists (WatchList: its etcd reports watch progress, see
+// testbed.EtcdPath), as every supported cluster's does.
 //
 // Measured per size: loading time (not the daemon's), initial sync
-// (process start -> NB converged), the daemon's RSS from /proc, its CPU
+// (process start -> NB converged), the daemon's RSS from /proc, its live
+// heap once synced (heap-synced-<pods>.pb.gz, after a forced GC, with a
+// `go tool pprof -top` summary), its CPU
 // profile from --enable-pprof during the sync and during the events, and
 // event -> NB latency (p50/p99) of a pod label change that moves a pod
 // from one EgressIP to another, a new Service, an endpoint change and an
@@ -29,6 +36,11 @@
 // size is its create). The events start once the daemon is idle: no
 // reconcile, no NB change and no NB repair comparing for 3 s (the
 // initial sync's echo is compared after the sync).
+//
+// With SCALE_BASE_BIN, the baseline's leader is synced first at every
+// size, on an NB of its own and without a memory limit (as it was
+// measured before), then stopped: its sync times and RSS beside this tree's
+// (README.md, memory.png).
 //
 // After the events, a node instance (node 0, as deploy/daemonset.yaml
 // starts it, as the ovnedge-node ServiceAccount: NodeArgs) runs beside

@@ -2,6 +2,7 @@ package scale
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -33,16 +34,29 @@ func LeaderArgs(kubeconfig, nb, metrics string) []string {
 		"--egressip-reachability-total-timeout=0", "--enable-pprof=true"}
 }
 
+// LeaderMemLimit is the container memory limit, in bytes, this tree's
+// leader is told (daemon.EnvMemoryLimit, as the chart's Deployment sets
+// it from its limit, 512Mi by default; the daemon gives the Go runtime
+// 90% of it): SCALE_LEADER_MEMORY_LIMIT, default 536870912 ("off": none).
+func LeaderMemLimit() string {
+	return cmp.Or(os.Getenv("SCALE_LEADER_MEMORY_LIMIT"), "536870912")
+}
+
 // LeaderEnv is what StartLeader adds to the leader's environment:
 // GODEBUG=SCALE_DAEMON_GODEBUG when that is set (gctrace=1 puts the
-// leader's GC cycles in its log). Given to the whole go test command,
+// leader's GC cycles in its log; given to the whole go test command,
 // GODEBUG would reach the compiler too, and the build cache would replay
-// the compiler's output on later builds.
-func LeaderEnv() []string {
+// the compiler's output on later builds), and the container memory limit
+// memLimit (daemon.EnvMemoryLimit) unless it is "" or "off".
+func LeaderEnv(memLimit string) []string {
+	var env []string
 	if g := os.Getenv("SCALE_DAEMON_GODEBUG"); g != "" {
-		return []string{"GODEBUG=" + g}
+		env = append(env, "GODEBUG="+g)
 	}
-	return nil
+	if memLimit != "" && memLimit != "off" {
+		env = append(env, "OVNEDGE_MEMORY_LIMIT="+memLimit) // daemon.EnvMemoryLimit (a cycle in the daemon's tests to import)
+	}
+	return env
 }
 
 // Leader is a running `ovnedge daemon` leader under measurement.
@@ -55,9 +69,9 @@ type Leader struct {
 	Started time.Time
 }
 
-// StartLeader starts bin with LeaderArgs, logging to dir/name.log; it is
-// stopped (by PID) when t ends.
-func StartLeader(t testbed.T, bin, dir, name, kubeconfig, nb string) *Leader {
+// StartLeader starts bin with LeaderArgs and LeaderEnv(memLimit),
+// logging to dir/name.log; it is stopped (by PID) when t ends.
+func StartLeader(t testbed.T, bin, dir, name, kubeconfig, nb, memLimit string) *Leader {
 	t.Helper()
 	addr := "127.0.0.1:" + strconv.Itoa(testbed.FreePorts(t, 1)[0])
 	log := filepath.Join(dir, name+".log")
@@ -69,7 +83,7 @@ func StartLeader(t testbed.T, bin, dir, name, kubeconfig, nb string) *Leader {
 	if every := os.Getenv("SCALE_FULL_RECOMPUTE"); every != "" { // the audits among the events
 		args = append(args, "--full-recompute="+every)
 	}
-	p := testbed.StartProcess(t, "ovnedge "+name, log, LeaderEnv(), append([]string{bin}, args...)...)
+	p := testbed.StartProcess(t, "ovnedge "+name, log, LeaderEnv(memLimit), append([]string{bin}, args...)...)
 	return &Leader{Process: p, URL: "http://" + addr, LogFile: log, Started: begin}
 }
 
@@ -201,6 +215,16 @@ func ProcMemory(pid int) (Memory, error) {
 // /debug/pprof/allocs, as of its last GC: no GC is forced) to path.
 func (l *Leader) WriteAllocs(ctx context.Context, path string) error {
 	body, err := l.get(ctx, "/debug/pprof/allocs")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, body, 0o644)
+}
+
+// WriteHeap writes the daemon's heap profile after a forced GC (its
+// /debug/pprof/heap?gc=1: what is live, by allocation site) to path.
+func (l *Leader) WriteHeap(ctx context.Context, path string) error {
+	body, err := l.get(ctx, "/debug/pprof/heap?gc=1")
 	if err != nil {
 		return err
 	}

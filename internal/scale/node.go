@@ -64,7 +64,7 @@ func MeasureNode(t testbed.T, ctx context.Context, kube *testbed.KubeAPI, bin, b
 	ovs := testbed.StartOVS(t, testbed.OVSOptions{Node: NodeName(0), HostIP: NodeIP(0).String()})
 	addr := "127.0.0.1:" + strconv.Itoa(testbed.FreePorts(t, 1)[0])
 	begin := time.Now()
-	p := testbed.StartProcess(t, "ovnedge "+name, filepath.Join(dir, name+".log"), LeaderEnv(),
+	p := testbed.StartProcess(t, "ovnedge "+name, filepath.Join(dir, name+".log"), LeaderEnv("off"),
 		append([]string{bin}, NodeArgs(kubeconfig, ovs, addr)...)...)
 	defer func() { _ = p.Terminate() }()
 	l := &Leader{Process: p, URL: "http://" + addr}

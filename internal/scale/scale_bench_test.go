@@ -239,9 +239,11 @@ type measure struct {
 	profDir, label       string
 }
 
-func (m *measure) run(ctx context.Context) {
+// startNB starts a fresh NB with this size's topology and the watches
+// of its tables (m.lbs, m.nats, m.policies); it returns the NB and how
+// long the topology took.
+func (m *measure) startNB(ctx context.Context) (*testbed.NB, time.Duration) {
 	b := m.b
-	pods := m.shape.Pods
 	nb := testbed.StartNB(b)
 	begin := time.Now()
 	c, err := ovsdbnb.Dial(ctx, ovsdbnb.Options{Endpoints: []string{nb.Remote}, Logger: slog.New(slog.DiscardHandler)})
@@ -252,8 +254,7 @@ func (m *measure) run(ctx context.Context) {
 		b.Fatal(err)
 	}
 	c.Close()
-	m.r.Topology = time.Since(begin)
-
+	topology := time.Since(begin)
 	m.lbs = watchNB(b, ctx, nb.Remote, nbdb.LoadBalancerTable, &nbdb.LoadBalancer{}, func(lb *nbdb.LoadBalancer) []string {
 		return []string{lb.ExternalIDs[ovsdbnb.KeyOwner]}
 	})
@@ -262,7 +263,39 @@ func (m *measure) run(ctx context.Context) {
 	})
 	m.policies = watchNB(b, ctx, nb.Remote, nbdb.LogicalRouterPolicyTable, &nbdb.LogicalRouterPolicy{},
 		func(*nbdb.LogicalRouterPolicy) []string { return nil })
+	return nb, topology
+}
 
+// baseLeader runs the baseline binary's leader (SCALE_BASE_BIN) through
+// its initial sync, on an NB of its own, before this tree's leader
+// starts: its sync times and memory, side by side in the report. It is
+// stopped, and its NB's watches closed, before it returns.
+func (m *measure) baseLeader(ctx context.Context, logDir string) *LeaderRun {
+	saved := *m
+	defer func() {
+		m.r, m.leader, m.lbs, m.nats, m.policies = saved.r, saved.leader, saved.lbs, saved.nats, saved.policies
+	}()
+	nb, _ := m.startNB(ctx)
+	defer func() { m.lbs.Close(); m.nats.Close(); m.policies.Close() }()
+	m.r = &Result{}
+	m.leader = StartLeader(m.b, m.base, logDir, "leader-base-"+m.label, m.kubeconfig, nb.Remote, "off")
+	defer func() { _ = m.leader.Terminate() }()
+	m.sync(ctx)
+	mem, err := ProcMemory(m.leader.Pid())
+	if err != nil {
+		m.b.Fatal(err)
+	}
+	run := &LeaderRun{Informers: m.r.Informers, Sync: m.r.Sync, Synced: mem}
+	progressf("%d pods: base leader: informers synced in %v, NB converged in %v, RSS %.0f MiB (peak %.0f)",
+		m.shape.Pods, run.Informers.Round(time.Millisecond), run.Sync.Round(time.Millisecond), mib(mem.RSS), mib(mem.Peak))
+	m.b.ReportMetric(mib(mem.Peak), "base-peak-RSS-MiB")
+	m.b.ReportMetric(run.Sync.Seconds(), "base-sync-s")
+	return run
+}
+
+func (m *measure) run(ctx context.Context) {
+	b := m.b
+	pods := m.shape.Pods
 	m.label = strconv.Itoa(pods)
 	m.profDir = m.st.report
 	if m.profDir != "" {
@@ -270,11 +303,21 @@ func (m *measure) run(ctx context.Context) {
 			b.Fatal(err)
 		}
 	}
+	if m.base != "" {
+		dir := m.profDir
+		if dir == "" {
+			dir = b.TempDir()
+		}
+		m.r.BaseLeader = m.baseLeader(ctx, dir)
+	}
+	nb, topology := m.startNB(ctx)
+	m.r.Topology = topology
+
 	logDir := nb.Dir // removed with the NB unless the benchmark fails
 	if m.profDir != "" {
 		logDir = m.profDir
 	}
-	m.leader = StartLeader(b, m.bin, logDir, "leader-"+m.label, m.kubeconfig, nb.Remote)
+	m.leader = StartLeader(b, m.bin, logDir, "leader-"+m.label, m.kubeconfig, nb.Remote, LeaderMemLimit())
 	if m.profDir != "" {
 		// The NB's own log (its compactions, slow transactions), kept
 		// before the NB's directory is removed (cleanups run last first).
@@ -297,6 +340,7 @@ func (m *measure) run(ctx context.Context) {
 	if m.r.Synced, err = ProcMemory(m.leader.Pid()); err != nil {
 		b.Fatal(err)
 	}
+	m.heap(ctx, "heap-synced-"+m.label)
 	progressf("%d pods: informers synced in %v, first NB row after %v, NB converged in %v, RSS %.0f MiB (peak %.0f), %d reconciles (%.1f s), %d NB ops",
 		pods, m.r.Informers.Round(time.Millisecond), m.r.FirstRow.Round(time.Millisecond), m.r.Sync.Round(time.Millisecond), mib(m.r.Synced.RSS), mib(m.r.Synced.Peak),
 		met.Reconciles, met.ReconcileSeconds, met.NBOps)
@@ -387,6 +431,20 @@ func watchNB[M Row](b *testing.B, ctx context.Context, endpoint, table string, r
 	}
 	b.Cleanup(t.Close)
 	return t
+}
+
+// heap writes the daemon's live heap (after a forced GC) to <name>.pb.gz
+// and its summary by in-use space to <name>.txt.
+func (m *measure) heap(ctx context.Context, name string) {
+	if m.profDir == "" {
+		return
+	}
+	out := filepath.Join(m.profDir, name+".pb.gz")
+	if err := m.leader.WriteHeap(ctx, out); err != nil {
+		m.b.Logf("scale: heap profile %s: %v", name, err)
+		return
+	}
+	m.summary(name, "heap", "-sample_index=inuse_space", out)
 }
 
 // allocs reads the daemon's allocation profile now and again when the

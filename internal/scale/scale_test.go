@@ -271,16 +271,28 @@ func ExampleShapeFor() {
 	// Output: 150000 pods on 2000 nodes in 1000 namespaces, 10000 Services, 1000 EgressIPs serving 15000 pods
 }
 
-// TestLeaderEnv: SCALE_DAEMON_GODEBUG reaches the leader as GODEBUG, and
-// nothing is added without it.
+// TestLeaderEnv: SCALE_DAEMON_GODEBUG reaches the leader as GODEBUG, a
+// memory limit as the chart passes it (512Mi, the chart's, unless
+// SCALE_LEADER_MEMORY_LIMIT says otherwise), and nothing is added without
+// them.
 func TestLeaderEnv(t *testing.T) {
 	for _, tc := range []struct {
-		set  string
-		want []string
-	}{{"", nil}, {"gctrace=1", []string{"GODEBUG=gctrace=1"}}} {
-		t.Setenv("SCALE_DAEMON_GODEBUG", tc.set)
-		if got := LeaderEnv(); !slices.Equal(got, tc.want) {
-			t.Errorf("SCALE_DAEMON_GODEBUG=%q: %q, want %q", tc.set, got, tc.want)
+		godebug, limit, setLimit string
+		want                     []string
+	}{
+		{"", "off", "", nil},
+		{"gctrace=1", "", "", []string{"GODEBUG=gctrace=1"}},
+		{"", "536870912", "", []string{"OVNEDGE_MEMORY_LIMIT=536870912"}},
+		{"gctrace=1", "", "1073741824", []string{"GODEBUG=gctrace=1", "OVNEDGE_MEMORY_LIMIT=1073741824"}},
+	} {
+		t.Setenv("SCALE_DAEMON_GODEBUG", tc.godebug)
+		t.Setenv("SCALE_LEADER_MEMORY_LIMIT", tc.setLimit)
+		limit := tc.limit
+		if tc.setLimit != "" {
+			limit = LeaderMemLimit()
+		}
+		if got := LeaderEnv(limit); !slices.Equal(got, tc.want) {
+			t.Errorf("SCALE_DAEMON_GODEBUG=%q, limit %q: %q, want %q", tc.godebug, limit, got, tc.want)
 		}
 	}
 }
