@@ -20,7 +20,9 @@
 // testbed.EtcdPath), as every supported cluster's does.
 //
 // Measured per size: loading time (not the daemon's), initial sync
-// (process start -> NB converged), the daemon's RSS from /proc, its live
+// (process start -> NB converged), the daemon's RSS from /proc (and of it
+// the anonymous part, which GOMEMLIMIT bounds, and the binary's
+// file-backed pages, which the kernel can reclaim), its live
 // heap once synced (heap-synced-<pods>.pb.gz, after a forced GC, with a
 // `go tool pprof -top` summary), its CPU
 // profile from --enable-pprof during the sync and during the events, and

@@ -178,8 +178,10 @@ func parseMetrics(text string) Metrics {
 }
 
 // Memory is a process's resident set size, now (VmRSS) and at its peak
-// (VmHWM), in bytes.
-type Memory struct{ RSS, Peak int64 }
+// (VmHWM), and now by kind: Anon, what the process allocated (the Go
+// runtime's memory, which GOMEMLIMIT bounds), and File, the pages of
+// files it maps (its binary's, which the kernel can reclaim); in bytes.
+type Memory struct{ RSS, Peak, Anon, File int64 }
 
 // ProcMemory reads /proc/<pid>/status.
 func ProcMemory(pid int) (Memory, error) {
@@ -192,18 +194,15 @@ func ProcMemory(pid int) (Memory, error) {
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok || (k != "VmRSS" && k != "VmHWM") {
+		field := map[string]*int64{"VmRSS": &m.RSS, "VmHWM": &m.Peak, "RssAnon": &m.Anon, "RssFile": &m.File}[k]
+		if !ok || field == nil {
 			continue
 		}
 		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 		if err != nil {
 			return Memory{}, fmt.Errorf("/proc/%d/status %s: %w", pid, k, err)
 		}
-		if k == "VmRSS" {
-			m.RSS = kb << 10
-		} else {
-			m.Peak = kb << 10
-		}
+		*field = kb << 10
 	}
 	if m.RSS == 0 {
 		return m, fmt.Errorf("/proc/%d/status: no VmRSS", pid)

@@ -188,7 +188,7 @@ func WriteReport(dir string, rs []Result, notes []string) error {
 func resultRows(rs []Result) [][]string {
 	head := []string{"pods", "nodes", "namespaces", "services", "egressips", "load_s", "load_objects", "load_requests",
 		"topology_s", "informers_s", "first_row_s", "sync_s", "sync_reconciles", "sync_reconcile_s", "sync_nb_ops", "sync_nb_repairs", "event_nb_repairs",
-		"rss_synced_mib", "rss_after_mib", "rss_peak_mib", "base_informers_s", "base_sync_s", "base_rss_synced_mib", "base_rss_peak_mib"}
+		"rss_synced_mib", "rss_after_mib", "rss_peak_mib", "rss_synced_anon_mib", "rss_synced_file_mib", "base_informers_s", "base_sync_s", "base_rss_synced_mib", "base_rss_peak_mib"}
 	for _, k := range Events {
 		head = append(head, k+"_n", k+"_p50_ms", k+"_p99_ms", k+"_max_ms", k+"_failed",
 			k+"_event_p50_ms", k+"_event_p99_ms", k+"_event_max_ms")
@@ -204,7 +204,8 @@ func resultRows(rs []Result) [][]string {
 		row := []string{strconv.Itoa(s.Pods), strconv.Itoa(s.Nodes), strconv.Itoa(s.Namespaces), strconv.Itoa(s.Services),
 			strconv.Itoa(s.EgressIPs), f(r.Load.Seconds()), strconv.Itoa(r.Objects), strconv.Itoa(r.Requests),
 			f(r.Topology.Seconds()), f(r.Informers.Seconds()), f(r.FirstRow.Seconds()), f(r.Sync.Seconds()), strconv.Itoa(r.Reconciles),
-			f(r.ReconcileSeconds), strconv.Itoa(r.NBOps), strconv.Itoa(r.SyncRepairs), strconv.Itoa(r.EventRepairs), f(mib(r.Synced.RSS)), f(mib(r.After.RSS)), f(mib(r.After.Peak))}
+			f(r.ReconcileSeconds), strconv.Itoa(r.NBOps), strconv.Itoa(r.SyncRepairs), strconv.Itoa(r.EventRepairs), f(mib(r.Synced.RSS)), f(mib(r.After.RSS)), f(mib(r.After.Peak)),
+			f(mib(r.Synced.Anon)), f(mib(r.Synced.File))}
 		if l := r.BaseLeader; l != nil {
 			row = append(row, f(l.Informers.Seconds()), f(l.Sync.Seconds()), f(mib(l.Synced.RSS)), f(mib(l.Synced.Peak)))
 		} else {
@@ -310,17 +311,19 @@ func leaderTable(b *strings.Builder, rs []Result) {
 		return
 	}
 	b.WriteString("\nThe leader, baseline (SCALE_BASE_BIN) and this tree, each synced on an NB of its own:\n\n")
-	b.WriteString("| pods | binary | informers synced (s) | initial sync (s) | RSS synced (MiB) | RSS peak (MiB) | base peak / new |\n")
-	b.WriteString("|---:|---|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| pods | binary | informers synced (s) | initial sync (s) | RSS synced (MiB) | of it anon / file | RSS peak (MiB) | base peak / new |\n")
+	b.WriteString("|---:|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rs {
 		if l := r.BaseLeader; l != nil {
-			fmt.Fprintf(b, "| %d | base | %.1f | %.1f | %.0f | %.0f | |\n", r.Shape.Pods, l.Informers.Seconds(), l.Sync.Seconds(), mib(l.Synced.RSS), mib(l.Synced.Peak))
+			fmt.Fprintf(b, "| %d | base | %.1f | %.1f | %.0f | %.0f / %.0f | %.0f | |\n", r.Shape.Pods, l.Informers.Seconds(), l.Sync.Seconds(),
+				mib(l.Synced.RSS), mib(l.Synced.Anon), mib(l.Synced.File), mib(l.Synced.Peak))
 		}
 		ratio := ""
 		if l := r.BaseLeader; l != nil && r.After.Peak > 0 {
 			ratio = fmt.Sprintf("%.2f", float64(l.Synced.Peak)/float64(r.After.Peak))
 		}
-		fmt.Fprintf(b, "| %d | new | %.1f | %.1f | %.0f | %.0f | %s |\n", r.Shape.Pods, r.Informers.Seconds(), r.Sync.Seconds(), mib(r.Synced.RSS), mib(r.After.Peak), ratio)
+		fmt.Fprintf(b, "| %d | new | %.1f | %.1f | %.0f | %.0f / %.0f | %.0f | %s |\n", r.Shape.Pods, r.Informers.Seconds(), r.Sync.Seconds(),
+			mib(r.Synced.RSS), mib(r.Synced.Anon), mib(r.Synced.File), mib(r.After.Peak), ratio)
 	}
 }
 

@@ -136,8 +136,8 @@ func TestProcMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.RSS <= 0 || m.Peak < m.RSS {
-		t.Errorf("ProcMemory = %+v, want 0 < RSS <= Peak", m)
+	if m.RSS <= 0 || m.Peak < m.RSS || m.Anon <= 0 || m.File <= 0 || m.Anon+m.File > m.RSS {
+		t.Errorf("ProcMemory = %+v, want 0 < RSS <= Peak, 0 < Anon + File <= RSS", m)
 	}
 }
 
