@@ -41,6 +41,9 @@ func (s *syncer) apply(ctx context.Context, desired map[Owner]State, batch []Own
 			return nil
 		}
 		conn := s.c.conn()
+		// The endpoint it goes to, read before: the connection may drop
+		// as the reply comes, and with it the client's endpoint.
+		endpoint := s.c.Endpoint()
 		sent := time.Now()
 		results, err := s.c.transact(ctx, ops...)
 		if err != nil {
@@ -67,7 +70,7 @@ func (s *syncer) apply(ctx context.Context, desired map[Owner]State, batch []Own
 					s.res.Guards++
 				}
 			}
-			s.c.log.Debug("ovsdbnb: transaction committed", "endpoint", s.c.Endpoint(), "owners", len(plans), "operations", len(ops), "took", time.Since(sent))
+			s.c.log.Debug("ovsdbnb: transaction committed", "endpoint", endpoint, "owners", len(plans), "operations", len(ops), "took", time.Since(sent))
 			return s.c.waitCache(ctx, conn, ops, results)
 		}
 		k := failedOp(results)
