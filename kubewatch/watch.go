@@ -91,10 +91,7 @@ type listCache struct {
 // cachedList returns the objects of store, as c last listed them when no
 // object has changed since.
 func cachedList[T any](c *listCache, store interface{ List() []any }) []T {
-	return cachedListAs(c, store, func(o any) (T, bool) {
-		t, ok := o.(T)
-		return t, ok
-	})
+	return cachedListAs(c, store, typed[T])
 }
 
 // cachedListAs is cachedList of the objects as turns into T (false: left
@@ -197,7 +194,7 @@ func (w *Watcher) TakeChanges() *desired.Changes {
 	ch := &desired.Changes{Other: other, Reassign: reassign, Since: first}
 	ch.Nodes = lookup[*corev1.Node](c.stores[kindNode], keys[kindNode])
 	ch.Namespaces = lookup[*corev1.Namespace](c.stores[kindNamespace], keys[kindNamespace])
-	ch.Pods = lookupPods(c.stores[kindPod], keys[kindPod])
+	ch.Pods = lookupAs(c.stores[kindPod], keys[kindPod], podInfo)
 	ch.Services = lookup[*corev1.Service](c.stores[kindService], keys[kindService])
 	ch.EndpointSlices = lookup[*discoveryv1.EndpointSlice](c.stores[kindEndpointSlice], keys[kindEndpointSlice])
 	ch.EgressIPs = lookup[*unstructured.Unstructured](c.stores[kindEgressIP], keys[kindEgressIP])
@@ -206,28 +203,27 @@ func (w *Watcher) TakeChanges() *desired.Changes {
 
 // lookup maps keys to the objects store holds (nil: none).
 func lookup[T comparable](store cache.Store, keys map[string]bool) map[string]T {
+	return lookupAs(store, keys, typed[T])
+}
+
+// lookupAs maps keys to the objects store holds, as as turns them into T
+// (the zero T: none).
+func lookupAs[T any](store cache.Store, keys map[string]bool, as func(any) (T, bool)) map[string]T {
 	out := make(map[string]T, len(keys))
 	for k := range keys {
 		var obj T
 		if o, ok, err := store.GetByKey(k); err == nil && ok {
-			obj, _ = o.(T)
+			obj, _ = as(o)
 		}
 		out[k] = obj
 	}
 	return out
 }
 
-// lookupPods maps keys to the pods store holds (nil: none).
-func lookupPods(store cache.Store, keys map[string]bool) map[string]*egress.PodInfo {
-	out := make(map[string]*egress.PodInfo, len(keys))
-	for k := range keys {
-		var pod *egress.PodInfo
-		if o, ok, err := store.GetByKey(k); err == nil && ok {
-			pod, _ = podInfo(o)
-		}
-		out[k] = pod
-	}
-	return out
+// typed is o as a T.
+func typed[T any](o any) (T, bool) {
+	t, ok := o.(T)
+	return t, ok
 }
 
 // cachedPod is a Pod as the caches hold it: what ovnedge reads of it, in

@@ -213,7 +213,12 @@ func ProcMemory(pid int) (Memory, error) {
 // WriteAllocs writes the daemon's allocation profile (its
 // /debug/pprof/allocs, as of its last GC: no GC is forced) to path.
 func (l *Leader) WriteAllocs(ctx context.Context, path string) error {
-	body, err := l.get(ctx, "/debug/pprof/allocs")
+	return l.writeGet(ctx, "/debug/pprof/allocs", path)
+}
+
+// writeGet writes the body of urlPath on the metrics server to path.
+func (l *Leader) writeGet(ctx context.Context, urlPath, path string) error {
+	body, err := l.get(ctx, urlPath)
 	if err != nil {
 		return err
 	}
@@ -223,11 +228,7 @@ func (l *Leader) WriteAllocs(ctx context.Context, path string) error {
 // WriteHeap writes the daemon's heap profile after a forced GC (its
 // /debug/pprof/heap?gc=1: what is live, by allocation site) to path.
 func (l *Leader) WriteHeap(ctx context.Context, path string) error {
-	body, err := l.get(ctx, "/debug/pprof/heap?gc=1")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, body, 0o644)
+	return l.writeGet(ctx, "/debug/pprof/heap?gc=1", path)
 }
 
 // Profile collects CPU profiles of the daemon (its /debug/pprof, slices
