@@ -68,7 +68,9 @@ func (h *hooks) isFenced() bool { return h.fenced != nil && h.fenced() }
 // events go to rec (see NewRecorder). Connections are opened on first use.
 func NewDataplane(cfg *Config, clients *Clients, rec record.EventRecorder, m *Metrics, log *slog.Logger) *Dataplane {
 	p := ParamsFrom(cfg)
-	p.LBCache = &lbsvc.Cache{} // used under the cluster work's lock only
+	p.LBCache = &lbsvc.Cache{}             // used under the cluster work's lock only
+	p.GatewayCache = &lbsvc.GatewayCache{} // used under the node work's lock only
+	p.Elections = &lbsvc.Elections{}       // used under the node work's lock only
 	p.Hold = &egress.HostHold{Lease: cfg.HostLease}
 	h := &hooks{}
 	d := &Dataplane{hooks: h, cluster: newClusterWork(cfg, p, clients, eventLog{rec: rec}, m, h, log)}

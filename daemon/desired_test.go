@@ -202,7 +202,7 @@ func fmtStatus(cs desired.ClusterState) string {
 // installs them, the ARP bypass included) and the egress flows with
 // ovnedge's own cookie (TestComputeNodeGateway covers the default).
 func TestComputeNode(t *testing.T) {
-	p := demoParams(t, "--gateway-flows=false")
+	p := demoParams(t, "--gateway-flows=false", "--enable-l2-announce")
 	ns, err := desired.ComputeNode(demoSnapshot(t, nil), p, "ovn-worker2")
 	if err != nil {
 		t.Fatal(err)

@@ -192,7 +192,8 @@ func run(ctx context.Context, cfg *Config, c *Clients, r reconcilers, env runEnv
 		// A node instance: the pods its host-interface egress IPs
 		// serve only (Watcher.NodeSnapshot). Manifests' fake API
 		// does not filter watches by label: they keep every pod.
-		opts = append(opts, kubewatch.PodsOnDemand())
+		// Of other nodes' endpoints it keeps which nodes have one.
+		opts = append(opts, kubewatch.PodsOnDemand(), kubewatch.ForNode(cfg.NodeName))
 	}
 	l := &loops{cfg: cfg, r: r, env: env, log: env.Log,
 		w: kubewatch.NewWatcher(c.Typed, c.Dynamic, env.Log, opts...)}

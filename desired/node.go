@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/ovnedge/ovnedge/egress"
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
@@ -83,7 +84,8 @@ type NodeState struct {
 // externalTrafficPolicy=Local Services), else no Service flow: ovnkube-node
 // programs the gateway then, the ARP/NDP bypass included, and ovnedge adds
 // only flows it does not define, with ovnedge's own cookies (the egress
-// flows with brex.EgressCookie); and the VIPs it announces. It is a pure
+// flows with brex.EgressCookie); and, with p.L2Announce, the VIPs it
+// answers ARP/NDP for (NodeState.Announce). It is a pure
 // function of its inputs.
 func ComputeNode(s Snapshot, p Params, node string) (NodeState, error) {
 	ns := NodeState{Sets: map[string][]ovsflow.Flow{}}
@@ -127,11 +129,13 @@ func ComputeNode(s Snapshot, p Params, node string) (NodeState, error) {
 		}
 	}
 	p, _ = withUnderlay(p, s) // a bad Subnet is the leader's to report
-	ns.Announce = lbsvc.VIPOwners(s.Services, s.EndpointSlices, healthy)[node]
+	if p.L2Announce {
+		ns.Announce = p.Elections.VIPOwners(s.Services, s.EndpointSlices, healthy)[node]
+	}
 	if p.UnderlayOn() {
 		ns.Announce = slices.DeleteFunc(ns.Announce, p.LB.UnderlayVIP)
 		if p.Underlay == UnderlayStandalone {
-			ns.UnderlayAnnounce = lbsvc.UnderlayOwners(s.Services, s.EndpointSlices, healthy, p.LB)[node]
+			ns.UnderlayAnnounce = p.Elections.UnderlayOwners(s.Services, s.EndpointSlices, healthy, p.LB)[node]
 		}
 		providerFlows(&ns, s, p)
 	}
@@ -263,7 +267,7 @@ func gatewayFlows(ns *NodeState, s Snapshot, p Params, n *corev1.Node, self *ovn
 		return
 	}
 	ns.Sets[OwnerBaseFlows] = base
-	gf := lbsvc.NodeGatewayFlows(g, s.Services, s.EndpointSlices, node)
+	gf := p.GatewayCache.NodeGatewayFlows(g, s.Services, s.EndpointSlices, node)
 	maps.Copy(ns.Sets, gf.Sets)
 	ns.Keep = append(ns.Keep, gf.Failed...)
 	ns.Events = append(ns.Events, gf.Events...)
@@ -315,19 +319,33 @@ func nodeGateway(n *corev1.Node, self *ovnknode.Node, p Params) (brex.Gateway, l
 // and held, the others (OVN-hosted, served by its gateway router),
 // sorted. self is the node's parse (or last good parse).
 func nodeEgressIPs(s Snapshot, p Params, node string, self *ovnknode.Node) (host []egress.HostAssignment, held []netip.Addr) {
-	parsed, _ := ovnknode.ParseAll(s.Nodes)
-	nodes := make(map[string]*ovnknode.Node, len(parsed))
-	for i := range parsed {
-		nodes[parsed[i].Name] = &parsed[i]
+	var mine []*egressv1.EgressIP // with an egress IP on node
+	parse := map[string]bool{}    // the nodes of their status
+	for _, u := range s.EgressIPs {
+		if !statusNames(u, node) {
+			continue // other nodes' work
+		}
+		e, err := egressv1.FromUnstructured(u)
+		if err != nil {
+			continue // bad objects are the leader's to report
+		}
+		mine = append(mine, e)
+		for _, it := range e.Status.Items {
+			parse[it.Node] = true
+		}
+	}
+	nodes := make(map[string]*ovnknode.Node, len(parse))
+	for _, n := range s.Nodes { // only those: parsing every node's annotations on every pass was a third of it at 2,000 nodes
+		if n != nil && parse[n.Name] {
+			if parsed, err := ovnknode.Parse(n); err == nil {
+				nodes[n.Name] = &parsed
+			}
+		}
 	}
 	if self != nil {
 		nodes[node] = self
 	}
-	for _, u := range s.EgressIPs {
-		e, err := egressv1.FromUnstructured(u)
-		if err != nil || !slices.ContainsFunc(e.Status.Items, func(it egressv1.EgressIPStatusItem) bool { return it.Node == node }) {
-			continue // bad objects are the leader's to report; the others, other nodes' work
-		}
+	for _, e := range mine {
 		pods, _ := egress.SelectPods(e, s.Namespaces, s.Pods)
 		_, hs := egress.EgressIPState(p.Egress, egress.Served{Name: e.Name, Status: e.Status.Items, Pods: pods}, nodes)
 		for _, h := range hs {
@@ -346,6 +364,19 @@ func nodeEgressIPs(s Snapshot, p Params, node string, self *ovnknode.Node) (host
 	})
 	slices.SortFunc(held, netip.Addr.Compare)
 	return host, slices.Compact(held)
+}
+
+// statusNames reports whether EgressIP u's status gives node an egress
+// IP, read from the object as it is (converting every EgressIP on every
+// pass cost more than the rest of it).
+func statusNames(u *unstructured.Unstructured, node string) bool {
+	items, _, _ := unstructured.NestedSlice(u.Object, "status", "items")
+	for _, it := range items {
+		if m, ok := it.(map[string]any); ok && m["node"] == node {
+			return true
+		}
+	}
+	return false
 }
 
 // HostEgressPodSelectors are the podSelectors (the API server's label

@@ -64,10 +64,24 @@ type Params struct {
 	// ComputeCluster calls over an informer's objects, so only the
 	// Services that changed are computed again (see lbsvc.Cache).
 	LBCache *lbsvc.Cache
+	// GatewayCache, when not nil, keeps each Service's shared gateway
+	// flows between ComputeNode calls over an informer's objects (see
+	// lbsvc.GatewayCache).
+	GatewayCache *lbsvc.GatewayCache
+	// Elections, when not nil, keeps the L2 owners of the VIPs between
+	// ComputeNode calls, elected again only when their candidates change
+	// (see lbsvc.Elections).
+	Elections *lbsvc.Elections
 	// Alive, when not nil, says whether a node is alive beside its Ready
 	// condition (the fast failover heartbeat): the L2 VIP election only
 	// counts nodes that are both.
 	Alive func(node string) bool
+	// L2Announce elects the VIPs the node answers ARP/NDP for
+	// (NodeState.Announce; --enable-l2-announce). Left out when nothing
+	// announces: electing every VIP's owner among every healthy node is
+	// the costliest part of a node's pass at scale (500 VIPs among 2,000
+	// nodes is a million hashes).
+	L2Announce bool
 	// BGP computes the routes the node announces (NodeState.Routes);
 	// BGPEgressIPs adds the egress IPs assigned to it.
 	BGP, BGPEgressIPs bool

@@ -59,7 +59,10 @@ type Watcher struct {
 	bgpPeers, bfdProfiles cache.SharedIndexInformer
 	// pods are the on-demand Pod informers; nil unless PodsOnDemand
 	// (then the Watcher has no Pod informer of its own).
-	pods   *podWatches
+	pods *podWatches
+	// node is the node of a node instance's Watcher (ForNode), "" for
+	// others.
+	node   string
 	synced []cache.InformerSynced
 	queues []keyedQueue
 	log    *slog.Logger
@@ -290,11 +293,17 @@ func newPodInformer(tweak func(*metav1.ListOptions)) func(kubernetes.Interface, 
 }
 
 // trimSlice drops what ovnedge never reads of an EndpointSlice: its
-// annotations and each endpoint's target reference, hostname, zone and
-// hints (at 150,000 pods, a reference per endpoint: about 150 bytes each).
-// Slices are never written back from the cache.
+// annotations, owner references and labels but the Service's name, and
+// each endpoint's target reference, hostname, zone and hints (at 150,000
+// pods, a reference per endpoint: about 150 bytes each). Slices are
+// never written back from the cache.
 func trimSlice(s *discoveryv1.EndpointSlice) {
-	s.Annotations = nil
+	s.Annotations, s.OwnerReferences, s.GenerateName = nil, nil, ""
+	if svc, ok := s.Labels[discoveryv1.LabelServiceName]; ok && len(s.Labels) > 1 {
+		s.Labels = map[string]string{discoveryv1.LabelServiceName: svc}
+	} else if !ok {
+		s.Labels = nil
+	}
 	for i := range s.Endpoints {
 		e := &s.Endpoints[i]
 		e.TargetRef, e.Hostname, e.Zone, e.Hints, e.DeprecatedTopology = nil, nil, nil, nil, nil
@@ -377,10 +386,10 @@ func NewWatcher(cs kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger
 	w := &Watcher{
 		cs:      cs,
 		dyn:     dyn,
-		factory: informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTransform(stripManagedFields)),
 		dynamic: dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0),
 		log:     log,
 	}
+	w.factory = informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTransform(w.transform))
 	w.eips = w.customInformer(egressv1.Resource)
 	for _, o := range opts {
 		o(w)

@@ -312,13 +312,17 @@ func TestTrimSlice(t *testing.T) {
 	s := scale.EndpointSlice(3, []int{30, 31})
 	s.Annotations = map[string]string{"endpoints.kubernetes.io/last-change-trigger-time": "2026-11-28T00:00:00Z"}
 	s.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager"}}
+	s.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: "svc-3", UID: "u"}}
+	s.GenerateName = "svc-3-"
+	s.Labels[discoveryv1.LabelManagedBy] = "endpointslice-controller.k8s.io"
 	zone, host := "z1", "web-0"
 	for i := range s.Endpoints {
 		s.Endpoints[i].Zone, s.Endpoints[i].Hostname = &zone, &host
 		s.Endpoints[i].Hints = &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: zone}}}
 	}
 	want := s.DeepCopy()
-	want.Annotations, want.ManagedFields = nil, nil
+	want.Annotations, want.ManagedFields, want.OwnerReferences, want.GenerateName = nil, nil, nil, ""
+	want.Labels = map[string]string{discoveryv1.LabelServiceName: s.Labels[discoveryv1.LabelServiceName]}
 	for i := range want.Endpoints {
 		e := &want.Endpoints[i]
 		e.TargetRef, e.Zone, e.Hostname, e.Hints = nil, nil, nil, nil

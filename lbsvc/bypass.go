@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -38,7 +37,7 @@ func BypassServices(svcs []*corev1.Service) []brex.Service {
 		}
 	}
 	slices.SortFunc(out, func(a, b brex.Service) int {
-		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+		return compareNamespaced(a.Namespace, a.Name, b.Namespace, b.Name)
 	})
 	return out
 }
@@ -79,7 +78,7 @@ func l2VIPs(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, iface stri
 	bySvc := SlicesByService(eps)
 	sorted := slices.DeleteFunc(slices.Clone(svcs), func(s *corev1.Service) bool { return s == nil })
 	slices.SortFunc(sorted, func(a, b *corev1.Service) int {
-		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+		return compareNamespaced(a.Namespace, a.Name, b.Namespace, b.Name)
 	})
 	seen := map[netip.Addr]bool{}
 	var out []VIP
@@ -111,7 +110,13 @@ func l2VIPs(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, iface stri
 // L2VIPs). The result maps each owner node to its sorted VIPs; a VIP
 // without a candidate has no owner.
 func VIPOwners(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, healthy []string) map[string][]netip.Addr {
-	return owners(L2VIPs(svcs, eps, ""), healthy)
+	return (*Elections)(nil).VIPOwners(svcs, eps, healthy)
+}
+
+// VIPOwners is the package's VIPOwners, electing again only the VIPs
+// whose candidates changed.
+func (e *Elections) VIPOwners(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, healthy []string) map[string][]netip.Addr {
+	return e.owners(L2VIPs(svcs, eps, ""), healthy, e.kind(false))
 }
 
 // UnderlayOwners is VIPOwners for the underlay VIPs (Options.UnderlayVIP)
@@ -121,24 +126,43 @@ func VIPOwners(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, healthy
 // ovn-controller has made the provider bridge's patch port the steering
 // flows go through (and with PreferLocal the node serves the VIP itself).
 func UnderlayOwners(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, healthy []string, opts Options) map[string][]netip.Addr {
+	return (*Elections)(nil).UnderlayOwners(svcs, eps, healthy, opts)
+}
+
+// UnderlayOwners is the package's UnderlayOwners, electing again only the
+// VIPs whose candidates changed.
+func (e *Elections) UnderlayOwners(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, healthy []string, opts Options) map[string][]netip.Addr {
 	vips := l2VIPs(svcs, eps, "", func(*corev1.Service) bool { return true })
 	vips = slices.DeleteFunc(vips, func(v VIP) bool { return !opts.UnderlayVIP(v.Addr) })
-	return owners(vips, healthy)
+	return e.owners(vips, healthy, e.kind(true))
+}
+
+// kind is the elections of the underlay VIPs or of the L2 ones (nil for
+// a nil Elections).
+func (e *Elections) kind(underlay bool) *elections {
+	switch {
+	case e == nil:
+		return nil
+	case underlay:
+		return &e.underlay
+	}
+	return &e.l2
 }
 
 // owners elects the owner of each VIP among the healthy nodes eligible
-// for it.
-func owners(vips []VIP, healthy []string) map[string][]netip.Addr {
+// for it, remembered in kind's elections.
+func (e *Elections) owners(vips []VIP, healthy []string, kind *elections) map[string][]netip.Addr {
 	healthy = slices.Clone(healthy)
 	slices.Sort(healthy)
 	healthy = slices.Compact(healthy)
+	won := e.use(kind, healthy, len(vips))
 	out := map[string][]netip.Addr{}
 	for _, v := range vips {
-		candidates := healthy
+		var eligible []string // nil: every healthy node
 		if v.Eligible != nil {
-			candidates = slices.DeleteFunc(slices.Clone(healthy), func(n string) bool { return !slices.Contains(v.Eligible, n) })
+			eligible = slices.DeleteFunc(slices.Clone(healthy), func(n string) bool { return !slices.Contains(v.Eligible, n) })
 		}
-		if node, ok := Elect(v.Addr, candidates); ok {
+		if node, ok := won.elect(v.Addr, healthy, eligible); ok {
 			out[node] = append(out[node], v.Addr)
 		}
 	}

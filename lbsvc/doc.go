@@ -21,11 +21,13 @@
 //   - Bridge flows: [BypassFlows] gives each node's bridge the ARP/NDP
 //     bypass of every VIP, [NodeGatewayFlows] the shared gateway's full
 //     Service flows (built per Service by [GatewayService] for
-//     ovsflow/brex), [SteeringFlows] the underlay provider bridge's.
+//     ovsflow/brex), [SteeringFlows] the underlay provider bridge's. A
+//     [GatewayCache] builds again only the Services that changed.
 //   - L2: [Elect] picks the one node answering for an address, as MetalLB's
 //     layer 2 mode orders nodes; [VIPOwners] and [L2VIPs] apply it to the
 //     VIPs (for externalTrafficPolicy=Local only among nodes with a ready
 //     endpoint); [ServedVIPs] are the VIPs a node may announce over BGP.
+//     [Elections] elects again only the VIPs whose candidates changed.
 //   - Underlay: an [UnderlaySubnet] (a Kube-OVN Subnet with
 //     enableExternalLBAddress) serves its VIPs on its logical switch only,
 //     with local preference on stock OVN through chassis templates.

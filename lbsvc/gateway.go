@@ -137,34 +137,42 @@ type GatewayFlows struct {
 // one of them to a host-network endpoint), is an event and Failed; the
 // other Services are unaffected.
 func NodeGatewayFlows(g brex.Gateway, svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, node Node) GatewayFlows {
+	return (*GatewayCache)(nil).NodeGatewayFlows(g, svcs, eps, node)
+}
+
+// NodeGatewayFlows is the package's NodeGatewayFlows, reusing the flows
+// of unchanged Services.
+func (c *GatewayCache) NodeGatewayFlows(g brex.Gateway, svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, node Node) GatewayFlows {
 	out := GatewayFlows{Sets: map[string][]ovsflow.Flow{}}
 	bySvc := SlicesByService(eps)
 	sorted := slices.DeleteFunc(slices.Clone(svcs), func(s *corev1.Service) bool { return s == nil })
 	slices.SortFunc(sorted, func(a, b *corev1.Service) int {
-		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+		return compareNamespaced(a.Namespace, a.Name, b.Namespace, b.Name)
 	})
+	c.use(g, node)
 	var check ovsflow.Program // finds clashes between Services
 	for _, svc := range sorted {
-		gs, ok, events := GatewayService(svc, bySvc[svc.Namespace+"/"+svc.Name], node)
-		out.Events = append(out.Events, events...)
-		if !ok {
+		sf := c.service(g, svc, bySvc[svc.Namespace+"/"+svc.Name], node)
+		out.Events = append(out.Events, sf.events...)
+		if !sf.ok {
 			continue
 		}
-		flows, err := brex.ServiceFlows(g, gs)
+		err := sf.err
 		if err == nil {
-			err = check.Set(gs.Owner(), flows)
+			err = check.Set(sf.owner, sf.flows)
 		}
 		if err != nil {
 			var ce *ovsflow.ConflictError
 			if errors.As(err, &ce) {
 				err = fmt.Errorf("flow %q is %s's already", ce.Key, strings.TrimPrefix(ce.Other, "service/"))
 			}
-			out.Failed = append(out.Failed, gs.Owner())
+			out.Failed = append(out.Failed, sf.owner)
 			out.Events = append(out.Events, event.Warningf(serviceRef(svc), ReasonGatewayFlows,
 				"bridge flows on node %s not updated: %v", node.Name, err))
 			continue
 		}
-		out.Sets[gs.Owner()] = flows
+		out.Sets[sf.owner] = sf.flows
 	}
+	c.forget(sorted)
 	return out
 }

@@ -1,11 +1,15 @@
 package lbsvc_test
 
 import (
+	"reflect"
+
 	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ovnedge/ovnedge/ovsflow/brex"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -246,5 +250,51 @@ func TestNodeGatewayFlowsClash(t *testing.T) {
 		if e.Reason != lbsvc.ReasonGatewayFlows {
 			t.Errorf("event %v", e)
 		}
+	}
+}
+
+// TestGatewayCache: a GatewayCache's flows equal those built from scratch
+// through a run of changes (a Service replaced, its EndpointSlice
+// replaced, a clashing Service added and removed, another bridge), and
+// an unchanged Service's flows are the very slice built before.
+func TestGatewayCache(t *testing.T) {
+	a := svc("a", corev1.ServiceTypeClusterIP, []string{"10.96.0.1"}, port("", corev1.ProtocolTCP, 80, 0, "80"))
+	a.Spec.ExternalIPs = []string{"1.1.1.1"}
+	b := svc("b", corev1.ServiceTypeLoadBalancer, []string{"10.96.0.2"}, port("web", corev1.ProtocolTCP, 80, 30080, "8080"))
+	b.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	b.Spec.ExternalIPs = []string{"2.2.2.2"}
+	bSlice := func(addr string) *discoveryv1.EndpointSlice {
+		return slice("b", "b", discoveryv1.AddressTypeIPv4, []discoveryv1.EndpointPort{sport("web", corev1.ProtocolTCP, 8080)}, ready(addr, "node"))
+	}
+	clash := svc("0clash", corev1.ServiceTypeClusterIP, []string{"10.96.0.3"}, port("", corev1.ProtocolTCP, 80, 0, "9090"))
+	clash.Spec.ExternalIPs = []string{"1.1.1.1"}
+	other := brextest.OVNKGateway()
+	other.Base.Uplink = "eth1"
+	steps := []struct {
+		name string
+		g    brex.Gateway
+		svcs []*corev1.Service
+		eps  []*discoveryv1.EndpointSlice
+	}{
+		{"first", brextest.OVNKGateway(), []*corev1.Service{a, b}, []*discoveryv1.EndpointSlice{bSlice("10.244.0.5")}},
+		{"unchanged", brextest.OVNKGateway(), []*corev1.Service{a, b}, []*discoveryv1.EndpointSlice{bSlice("10.244.0.5")}},
+		{"host-network endpoint", brextest.OVNKGateway(), []*corev1.Service{a, b}, []*discoveryv1.EndpointSlice{bSlice("192.168.18.15")}},
+		{"service replaced", brextest.OVNKGateway(), []*corev1.Service{a.DeepCopy(), b}, []*discoveryv1.EndpointSlice{bSlice("192.168.18.15")}},
+		{"clash", brextest.OVNKGateway(), []*corev1.Service{a, b, clash}, nil},
+		{"clash gone", brextest.OVNKGateway(), []*corev1.Service{a, b}, nil},
+		{"other bridge", other, []*corev1.Service{a, b}, nil},
+	}
+	var c lbsvc.GatewayCache
+	var last lbsvc.GatewayFlows
+	for _, st := range steps {
+		got := c.NodeGatewayFlows(st.g, st.svcs, st.eps, ovnkNode)
+		want := lbsvc.NodeGatewayFlows(st.g, st.svcs, st.eps, ovnkNode)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: cached %+v, want %+v", st.name, got, want)
+		}
+		if st.name == "unchanged" && &got.Sets["service/default/a"][0] != &last.Sets["service/default/a"][0] {
+			t.Errorf("unchanged: service a's flows built again")
+		}
+		last = got
 	}
 }

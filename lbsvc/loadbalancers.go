@@ -187,6 +187,23 @@ func Build(in Input, opts Options) (map[ovsdbnb.Owner]ovsdbnb.State, []event.Eve
 	return (*Cache)(nil).Build(in, opts)
 }
 
+// compareNamespaced orders "ans/aname" and "bns/bname" as strings.Compare
+// orders them, without building them: sorting 10,000 Services by their
+// keys built them 270,000 times on every node pass.
+func compareNamespaced(ans, aname, bns, bname string) int {
+	n := min(len(ans), len(bns))
+	if c := strings.Compare(ans[:n], bns[:n]); c != 0 {
+		return c
+	}
+	switch {
+	case len(ans) < len(bns): // '/' against the longer namespace's next byte
+		return cmp.Compare('/', bns[n])
+	case len(ans) > len(bns):
+		return cmp.Compare(ans[n], '/')
+	}
+	return strings.Compare(aname, bname)
+}
+
 // SlicesByService indexes EndpointSlices by "<namespace>/<service>" from
 // their kubernetes.io/service-name label; slices without it are left out.
 func SlicesByService(eps []*discoveryv1.EndpointSlice) map[string][]*discoveryv1.EndpointSlice {

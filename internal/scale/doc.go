@@ -14,8 +14,10 @@
 // ovnedge binary is started as deploy/deployment.yaml starts it, as the
 // ovnedge-leader ServiceAccount under deploy/rbac.yaml (LeaderArgs), with
 // the chart's default memory limit (LeaderMemLimit: 512Mi, of which the
-// daemon gives the Go runtime 90%; SCALE_LEADER_MEMORY_LIMIT in bytes,
-// "off" for none). The API server serves
+// daemon gives the Go runtime 90%; SCALE_LEADER_MEMORY_LIMIT in bytes or
+// as a quantity, "off" for none), enforced as the kubelet enforces it: in
+// a memory cgroup of that limit (testbed.MemoryCgroup), whose peak,
+// reclaims and OOM kills the report has. The API server serves
 // streaming lists (WatchList: its etcd reports watch progress, see
 // testbed.EtcdPath), as every supported cluster's does.
 //
@@ -48,11 +50,18 @@
 // starts it, as the ovnedge-node ServiceAccount: NodeArgs) runs beside
 // the leader on a bridge of its own (testbed.StartOVS) until it is ready
 // and its flow count has settled (MeasureNode): its time to ready, its
-// flows, RSS and Go heap, and the watches it opened on the API server by
-// resource (the API server's apiserver_longrunning_requests, before and
-// after). With SCALE_BASE_BIN (a baseline build) the baseline's node
-// instance is measured first at every size, side by side (node-memory.png,
-// the ratios in README.md).
+// flows, RSS and Go heap (and its heap profile), and the watches it
+// opened on the API server by resource (the API server's
+// apiserver_longrunning_requests, before and after). Then its events,
+// as many rounds as the leader's: an ExternalIP Service created, and the
+// endpoint on node 0 of an externalTrafficPolicy=Local Service turned
+// host-network and back, each timed from the write and from its watch
+// event to the first change of the VIP's flows on the bridge (OpenFlow's
+// flow monitor: FlowMonitor), with a CPU profile. It runs in a memory
+// cgroup of the chart's node limit (NodeMemLimit, 256Mi;
+// SCALE_NODE_MEMORY_LIMIT). With SCALE_BASE_BIN (a baseline build) the
+// baseline's node instance is measured first at every size, without a
+// limit, side by side (node-memory.png, the ratios in README.md).
 //
 // Settings (environment; make bench-scale's variables in brackets):
 // SCALE_MAX_PODS [SCALE_MAX, default 150000 for make, 1000 for a bare

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	"github.com/ovnedge/ovnedge/testbed"
 )
 
@@ -67,9 +69,13 @@ type Leader struct {
 	URL, LogFile string
 	// Started is when the process was started.
 	Started time.Time
+	// Cgroup is the memory cgroup it runs in, limited as the chart's
+	// container is (nil without a limit).
+	Cgroup *testbed.MemoryCgroup
 }
 
-// StartLeader starts bin with LeaderArgs and LeaderEnv(memLimit),
+// StartLeader starts bin with LeaderArgs and LeaderEnv(memLimit), in a
+// memory cgroup limited to memLimit (Limited) unless that is "off",
 // logging to dir/name.log; it is stopped (by PID) when t ends.
 func StartLeader(t testbed.T, bin, dir, name, kubeconfig, nb, memLimit string) *Leader {
 	t.Helper()
@@ -83,8 +89,34 @@ func StartLeader(t testbed.T, bin, dir, name, kubeconfig, nb, memLimit string) *
 	if every := os.Getenv("SCALE_FULL_RECOMPUTE"); every != "" { // the audits among the events
 		args = append(args, "--full-recompute="+every)
 	}
-	p := testbed.StartProcess(t, "ovnedge "+name, log, LeaderEnv(memLimit), append([]string{bin}, args...)...)
-	return &Leader{Process: p, URL: "http://" + addr, LogFile: log, Started: begin}
+	cg, argv := Limited(t, memLimit, append([]string{bin}, args...))
+	p := testbed.StartProcess(t, "ovnedge "+name, log, LeaderEnv(memLimit), argv...)
+	return &Leader{Process: p, URL: "http://" + addr, LogFile: log, Started: begin, Cgroup: cg}
+}
+
+// Limited is argv in a memory cgroup limited to memLimit (bytes or a
+// Kubernetes quantity), as a kubelet runs a container with that
+// resources.limits.memory; with memLimit "" or "off", argv as it is and
+// no group.
+func Limited(t testbed.T, memLimit string, argv []string) (*testbed.MemoryCgroup, []string) {
+	t.Helper()
+	if memLimit == "" || memLimit == "off" {
+		return nil, argv
+	}
+	q, err := resource.ParseQuantity(memLimit)
+	if err != nil {
+		t.Fatalf("scale: memory limit %q: %v", memLimit, err)
+	}
+	cg := testbed.NewMemoryCgroup(t, q.Value())
+	return cg, cg.Command(argv...)
+}
+
+// CgroupStats are l's memory cgroup's counters (zero without one).
+func (l *Leader) CgroupStats() (testbed.MemoryCgroupStats, error) {
+	if l.Cgroup == nil {
+		return testbed.MemoryCgroupStats{}, nil
+	}
+	return l.Cgroup.Stats()
 }
 
 var httpClient = &http.Client{Timeout: 10 * time.Second}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ovnedge/ovnedge/testbed"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
@@ -88,6 +89,9 @@ type Result struct {
 	// Synced is the daemon's memory once synced, After after the events
 	// (After.Peak is the peak of the whole run).
 	Synced, After Memory
+	// Cgroup are the counters of the memory cgroup the leader runs in,
+	// after the events (zero when it ran without a limit).
+	Cgroup testbed.MemoryCgroupStats
 	// BaseLeader is the baseline binary's leader (SCALE_BASE_BIN) at
 	// this size, nil without one.
 	BaseLeader *LeaderRun
@@ -158,6 +162,16 @@ func WriteReport(dir string, rs []Result, notes []string) error {
 			}
 		}
 	}
+	for _, r := range rs {
+		for _, n := range r.Nodes {
+			for _, k := range NodeEvents {
+				for i := range n.Latency[k] {
+					samples = append(samples, []string{strconv.Itoa(r.Shape.Pods), k + "-" + n.Binary, strconv.Itoa(i),
+						at(n.Latency[k], i), at(n.FromEvent[k], i), ""})
+				}
+			}
+		}
+	}
 	if err := writeCSV(filepath.Join(dir, "samples.csv"), samples); err != nil {
 		return err
 	}
@@ -173,10 +187,14 @@ func WriteReport(dir string, rs []Result, notes []string) error {
 		{"memory.png", memoryPlot},
 		{"sync.png", syncPlot},
 		{"node-memory.png", nodeMemoryPlot},
+		{"node-latency.png", nodeLatencyPlot},
 	} {
 		pl, err := p.plot(rs)
 		if err != nil {
 			return fmt.Errorf("scale: plot %s: %w", p.file, err)
+		}
+		if pl == nil {
+			continue // nothing to plot
 		}
 		if err := pl.Save(7*vg.Inch, 4.5*vg.Inch, filepath.Join(dir, p.file)); err != nil {
 			return fmt.Errorf("scale: plot %s: %w", p.file, err)
@@ -188,14 +206,19 @@ func WriteReport(dir string, rs []Result, notes []string) error {
 func resultRows(rs []Result) [][]string {
 	head := []string{"pods", "nodes", "namespaces", "services", "egressips", "load_s", "load_objects", "load_requests",
 		"topology_s", "informers_s", "first_row_s", "sync_s", "sync_reconciles", "sync_reconcile_s", "sync_nb_ops", "sync_nb_repairs", "event_nb_repairs",
-		"rss_synced_mib", "rss_after_mib", "rss_peak_mib", "rss_synced_anon_mib", "rss_synced_file_mib", "base_informers_s", "base_sync_s", "base_rss_synced_mib", "base_rss_peak_mib"}
+		"rss_synced_mib", "rss_after_mib", "rss_peak_mib", "rss_synced_anon_mib", "rss_synced_file_mib", "base_informers_s", "base_sync_s", "base_rss_synced_mib", "base_rss_peak_mib",
+		"cgroup_limit_mib", "cgroup_peak_mib", "cgroup_failcnt", "cgroup_oom_kills"}
 	for _, k := range Events {
 		head = append(head, k+"_n", k+"_p50_ms", k+"_p99_ms", k+"_max_ms", k+"_failed",
 			k+"_event_p50_ms", k+"_event_p99_ms", k+"_event_max_ms")
 	}
 	for _, bin := range []string{"new", "base"} {
 		p := "node_" + bin + "_"
-		head = append(head, p+"ready_s", p+"flows", p+"rss_mib", p+"peak_mib", p+"heap_mib", p+"pod_watches")
+		head = append(head, p+"ready_s", p+"flows", p+"rss_mib", p+"peak_mib", p+"heap_mib", p+"pod_watches", p+"rss_anon_mib", p+"rss_file_mib",
+			p+"cgroup_limit_mib", p+"cgroup_peak_mib", p+"cgroup_oom_kills")
+		for _, k := range NodeEvents {
+			head = append(head, p+k+"_n", p+k+"_p50_ms", p+k+"_p99_ms", p+k+"_failed", p+k+"_event_p50_ms", p+k+"_event_p99_ms")
+		}
 	}
 	rows := [][]string{head}
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
@@ -211,6 +234,7 @@ func resultRows(rs []Result) [][]string {
 		} else {
 			row = append(row, "", "", "", "")
 		}
+		row = append(row, f(mib(r.Cgroup.Limit)), f(mib(r.Cgroup.MaxUsage)), strconv.FormatInt(r.Cgroup.Failcnt, 10), strconv.FormatInt(r.Cgroup.OOMKills, 10))
 		for _, k := range Events {
 			l := r.Latency[k]
 			e := r.FromEvent[k]
@@ -221,9 +245,15 @@ func resultRows(rs []Result) [][]string {
 		for _, bin := range []string{"new", "base"} {
 			if n := r.node(bin); n != nil {
 				row = append(row, f(n.Ready.Seconds()), strconv.Itoa(n.Flows), f(mib(n.Mem.RSS)), f(mib(n.Mem.Peak)), f(mib(n.Heap)),
-					strconv.Itoa(n.Watches["pods"]))
+					strconv.Itoa(n.Watches["pods"]), f(mib(n.Mem.Anon)), f(mib(n.Mem.File)),
+					f(mib(n.Cgroup.Limit)), f(mib(n.Cgroup.MaxUsage)), strconv.FormatInt(n.Cgroup.OOMKills, 10))
+				for _, k := range NodeEvents {
+					l, e := n.Latency[k], n.FromEvent[k]
+					row = append(row, strconv.Itoa(len(l)), f(ms(Percentile(l, 0.5))), f(ms(Percentile(l, 0.99))), strconv.Itoa(n.Failed[k]),
+						f(ms(Percentile(e, 0.5))), f(ms(Percentile(e, 0.99))))
+				}
 			} else {
-				row = append(row, "", "", "", "", "", "")
+				row = append(row, make([]string, 11+6*len(NodeEvents))...)
 			}
 		}
 		rows = append(rows, row)
@@ -280,6 +310,7 @@ func markdown(rs []Result, notes []string) string {
 	}
 	leaderTable(&b, rs)
 	nodeTable(&b, rs)
+	cgroupTable(&b, rs)
 	table("Event -> NB, from the watch event of the write", func(r Result) map[string][]time.Duration { return r.FromEvent })
 	table("Write -> NB, from just before the API write (the apiserver's own time included)", func(r Result) map[string][]time.Duration { return r.Latency })
 	if len(rs) > 0 {
@@ -293,7 +324,7 @@ func markdown(rs []Result, notes []string) string {
 		fmt.Fprintf(&b, "- initial sync %.1f s: %s (aim < %.0f s)\n", r.Sync.Seconds(), verdict(r.Sync < AimSync), AimSync.Seconds())
 		fmt.Fprintf(&b, "- RSS peak %.0f MiB: %s (aim < %.0f MiB)\n", mib(r.After.Peak), verdict(r.After.Peak < AimRSS), mib(AimRSS))
 	}
-	b.WriteString("\nPlots: latency-p50.png, latency-p99.png, memory.png, sync.png, node-memory.png. Data: results.csv, samples.csv.\n")
+	b.WriteString("\nPlots: latency-p50.png, latency-p99.png, memory.png, sync.png, node-memory.png, node-latency.png. Data: results.csv, samples.csv.\n")
 	if len(notes) > 0 {
 		b.WriteString("\n## Notes\n\n")
 		for _, n := range notes {
@@ -327,6 +358,40 @@ func leaderTable(b *strings.Builder, rs []Result) {
 	}
 }
 
+// cgroupTable writes how this tree's leader and node instance fared in
+// memory cgroups limited as the chart's containers are: the peak charged
+// (anonymous memory and page cache, as the kubelet's limit counts it),
+// what it was at the end, how often the limit made the kernel reclaim,
+// and OOM kills.
+func cgroupTable(b *strings.Builder, rs []Result) {
+	type row struct {
+		pods int
+		who  string
+		s    testbed.MemoryCgroupStats
+	}
+	var rows []row
+	for _, r := range rs {
+		if r.Cgroup.Limit > 0 {
+			rows = append(rows, row{r.Shape.Pods, "leader", r.Cgroup})
+		}
+		for _, n := range r.Nodes {
+			if n.Cgroup.Limit > 0 {
+				rows = append(rows, row{r.Shape.Pods, "node (" + n.Binary + ")", n.Cgroup})
+			}
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	b.WriteString("\nUnder the chart's memory limits, each in a memory cgroup limited as the kubelet limits its container (MiB; the peak counts anonymous memory and page cache, the binary's pages among it, as the limit does; at the limit the kernel reclaims page cache before it OOM-kills):\n\n")
+	b.WriteString("| pods | instance | limit | peak charged | at the end: anon | page cache (mapped) | limit hit (reclaims) | OOM kills |\n")
+	b.WriteString("|---:|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, x := range rows {
+		fmt.Fprintf(b, "| %d | %s | %.0f | %.0f | %.0f | %.0f (%.0f) | %d | %d |\n", x.pods, x.who, mib(x.s.Limit), mib(x.s.MaxUsage),
+			mib(x.s.RSS), mib(x.s.Cache), mib(x.s.Mapped), x.s.Failcnt, x.s.OOMKills)
+	}
+}
+
 // nodeTable writes the node instances' table: per size and binary, the
 // time to ready, the bridge's flows, the memory and the watches opened,
 // and the baseline's RSS over this tree's.
@@ -335,8 +400,8 @@ func nodeTable(b *strings.Builder, rs []Result) {
 		return
 	}
 	b.WriteString("\nNode instance (node 0, in its node's role, beside the leader, after the events), once its bridge is programmed:\n\n")
-	b.WriteString("| pods | binary | ready (s) | flows | RSS (MiB) | peak (MiB) | heap in use (MiB) | base RSS / new | base heap / new | watches opened |\n")
-	b.WriteString("|---:|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	b.WriteString("| pods | binary | ready (s) | flows | RSS (MiB) | of it anon / file | peak (MiB) | heap in use (MiB) | base RSS / new | base heap / new | watches opened |\n")
+	b.WriteString("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, r := range rs {
 		for _, n := range r.Nodes {
 			ratio, heap := "", ""
@@ -348,11 +413,34 @@ func nodeTable(b *strings.Builder, rs []Result) {
 			for _, res := range NodeResources {
 				w = append(w, fmt.Sprintf("%s %d", res, n.Watches[res]))
 			}
-			fmt.Fprintf(b, "| %d | %s | %.1f | %d | %.0f | %.0f | %.0f | %s | %s | %s |\n", r.Shape.Pods, n.Binary, n.Ready.Seconds(), n.Flows,
-				mib(n.Mem.RSS), mib(n.Mem.Peak), mib(n.Heap), ratio, heap, strings.Join(w, ", "))
+			fmt.Fprintf(b, "| %d | %s | %.1f | %d | %.0f | %.0f / %.0f | %.0f | %.0f | %s | %s | %s |\n", r.Shape.Pods, n.Binary, n.Ready.Seconds(), n.Flows,
+				mib(n.Mem.RSS), mib(n.Mem.Anon), mib(n.Mem.File), mib(n.Mem.Peak), mib(n.Heap), ratio, heap, strings.Join(w, ", "))
 		}
 	}
 	fmt.Fprintf(b, "\nAim (issue 39): a node instance without host-interface egress IPs at <= %.0f MiB, flat from 1k to 150k pods, with no Pod watch.\n", mib(AimNodeRSS))
+	nodeLatencyTable(b, rs)
+}
+
+// nodeLatencyTable writes the node events' times to the bridge, per size
+// and binary: from the API write and from its watch event.
+func nodeLatencyTable(b *strings.Builder, rs []Result) {
+	b.WriteString("\nNode events -> bridge (ms; the first change of the event's flows on node 0's bridge, from OpenFlow's flow monitor): write -> bridge p50 / p99, event -> bridge p50 / p99 (n, failed):\n\n")
+	b.WriteString("| pods | binary |")
+	for _, k := range NodeEvents {
+		fmt.Fprintf(b, " %s write | %s event |", k, k)
+	}
+	b.WriteString("\n|---:|---|" + strings.Repeat("---:|---:|", len(NodeEvents)) + "\n")
+	for _, r := range rs {
+		for _, n := range r.Nodes {
+			fmt.Fprintf(b, "| %d | %s |", r.Shape.Pods, n.Binary)
+			for _, k := range NodeEvents {
+				l, e := n.Latency[k], n.FromEvent[k]
+				fmt.Fprintf(b, " %s / %s | %s / %s (%d, %d) |", fmtMS(Percentile(l, 0.5)), fmtMS(Percentile(l, 0.99)),
+					fmtMS(Percentile(e, 0.5)), fmtMS(Percentile(e, 0.99)), len(e), n.Failed[k])
+			}
+			b.WriteString("\n")
+		}
+	}
 }
 
 func verdict(ok bool) string {
@@ -483,6 +571,33 @@ func syncPlot(rs []Result) (*plot.Plot, error) {
 	return p, addAim(p, rs, AimSync.Seconds(), "aim sync (full size)")
 }
 
+// nodeLatencyPlot is the node events' event -> bridge p50 and p99 by
+// binary.
+func nodeLatencyPlot(rs []Result) (*plot.Plot, error) {
+	p := newPlot(rs, "node 0: event -> bridge flow change", "ms")
+	var lines []any
+	for _, bin := range []string{"new", "base"} {
+		var have []Result
+		for _, r := range rs {
+			if n := r.node(bin); n != nil && len(n.FromEvent) > 0 {
+				have = append(have, r)
+			}
+		}
+		for _, k := range NodeEvents {
+			for _, q := range []float64{0.5, 0.99} {
+				if len(have) > 0 {
+					lines = append(lines, fmt.Sprintf("%s p%.0f (%s)", k, q*100, bin),
+						series(have, func(r Result) float64 { return ms(Percentile(r.node(bin).FromEvent[k], q)) }))
+				}
+			}
+		}
+	}
+	if len(lines) == 0 {
+		return nil, nil // no node events: no plot
+	}
+	return p, plotutil.AddLinePoints(p, lines...)
+}
+
 func nodeMemoryPlot(rs []Result) (*plot.Plot, error) {
 	p := newPlot(rs, "ovnedge node instance resident memory (node 0)", "MiB")
 	var lines []any
@@ -495,6 +610,7 @@ func nodeMemoryPlot(rs []Result) (*plot.Plot, error) {
 		}
 		if len(have) > 0 {
 			lines = append(lines, "RSS ("+bin+")", series(have, func(r Result) float64 { return mib(r.node(bin).Mem.RSS) }),
+				"of it anon ("+bin+")", series(have, func(r Result) float64 { return mib(r.node(bin).Mem.Anon) }),
 				"heap in use ("+bin+")", series(have, func(r Result) float64 { return mib(r.node(bin).Heap) }))
 		}
 	}

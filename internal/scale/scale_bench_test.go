@@ -18,9 +18,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -194,12 +192,6 @@ func BenchmarkScale(b *testing.B) {
 		}
 		b.Logf("scale: report in %s", st.report)
 	}
-}
-
-// progressf writes a progress line to stderr at once (a benchmark's log
-// shows only when it ends).
-func progressf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "%s scale: "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
 }
 
 // loadavg is /proc/loadavg's first three fields.
@@ -387,6 +379,13 @@ func (m *measure) run(ctx context.Context) {
 	if m.r.After, err = ProcMemory(m.leader.Pid()); err != nil {
 		b.Fatal(err)
 	}
+	if m.r.Cgroup, err = m.leader.CgroupStats(); err != nil {
+		b.Fatal(err)
+	}
+	if c := m.r.Cgroup; c.Limit > 0 {
+		progressf("%d pods: leader's memory cgroup: limit %.0f MiB, peak charged %.0f MiB, now anon %.0f MiB and page cache %.0f MiB, limit hit %d times, %d OOM kills",
+			pods, mib(c.Limit), mib(c.MaxUsage), mib(c.RSS), mib(c.Cache), c.Failcnt, c.OOMKills)
+	}
 	for _, k := range Events {
 		b.ReportMetric(ms(Percentile(m.r.Latency[k], 0.5)), k+"-p50-ms")
 		b.ReportMetric(ms(Percentile(m.r.Latency[k], 0.99)), k+"-p99-ms")
@@ -410,12 +409,34 @@ func (m *measure) nodes(ctx context.Context, dir string) []NodeResult {
 	}
 	var out []NodeResult
 	for _, bin := range bins {
-		r, err := MeasureNode(m.b, ctx, m.kube, bin.path, bin.name, dir, "node-"+bin.name+"-"+m.label, m.nodeKubeconfig, 3*time.Second)
+		name := "node-" + bin.name + "-" + m.label
+		run := NodeRun{Kube: m.kube, CS: m.cs, Bin: bin.path, Binary: bin.name, Name: name, Dir: dir, Kubeconfig: m.nodeKubeconfig,
+			Settle: 3 * time.Second, Rounds: m.b.N, Timeout: m.st.eventTimeout, MemLimit: NodeMemLimit()}
+		if bin.name == "base" {
+			run.MemLimit = "off" // the baseline's node outgrew the chart's limit
+		}
+		if m.profDir != "" {
+			run.Heap = filepath.Join(m.profDir, "heap-"+name+".pb.gz")
+			run.Profile = func(l *Leader) func() { return m.profileOf(ctx, l, "cpu-events-"+name) }
+		}
+		r, err := MeasureNode(m.b, ctx, run)
 		if err != nil {
 			m.b.Fatal(err)
 		}
-		progressf("%d pods: node instance (%s): ready after %v, %d flows, RSS %.0f MiB (peak %.0f), heap in use %.0f MiB, watches %v",
-			m.shape.Pods, bin.name, r.Ready.Round(time.Millisecond), r.Flows, mib(r.Mem.RSS), mib(r.Mem.Peak), mib(r.Heap), r.Watches)
+		if run.Heap != "" {
+			m.summary("heap-"+name, "heap", "-sample_index=inuse_space", run.Heap)
+		}
+		var lat []string
+		for _, k := range NodeEvents {
+			lat = append(lat, fmt.Sprintf("%s p50 %s / p99 %s ms (event -> bridge p50 %s / p99 %s, %d failed)", k,
+				fmtMS(Percentile(r.Latency[k], 0.5)), fmtMS(Percentile(r.Latency[k], 0.99)),
+				fmtMS(Percentile(r.FromEvent[k], 0.5)), fmtMS(Percentile(r.FromEvent[k], 0.99)), r.Failed[k]))
+			m.b.ReportMetric(ms(Percentile(r.FromEvent[k], 0.5)), "node-"+bin.name+"-"+k+"-event-p50-ms")
+			m.b.ReportMetric(ms(Percentile(r.FromEvent[k], 0.99)), "node-"+bin.name+"-"+k+"-event-p99-ms")
+		}
+		progressf("%d pods: node instance (%s): ready after %v, %d flows, RSS %.0f MiB (anon %.0f, file %.0f; peak %.0f), heap in use %.0f MiB, watches %v; %s",
+			m.shape.Pods, bin.name, r.Ready.Round(time.Millisecond), r.Flows, mib(r.Mem.RSS), mib(r.Mem.Anon), mib(r.Mem.File), mib(r.Mem.Peak),
+			mib(r.Heap), r.Watches, strings.Join(lat, "; "))
 		m.b.ReportMetric(mib(r.Mem.RSS), "node-"+bin.name+"-RSS-MiB")
 		m.b.ReportMetric(mib(r.Heap), "node-"+bin.name+"-heap-MiB")
 		m.b.ReportMetric(float64(r.Watches["pods"]), "node-"+bin.name+"-pod-watches")
@@ -490,12 +511,17 @@ func (m *measure) summary(name, what string, args ...string) {
 // until the returned function is called, which merges the slices into
 // <name>.pb.gz with a `go tool pprof -top` summary in <name>.txt.
 func (m *measure) profile(ctx context.Context, name string) func() {
+	return m.profileOf(ctx, m.leader, name)
+}
+
+// profileOf is profile of the daemon l.
+func (m *measure) profileOf(ctx context.Context, l *Leader, name string) func() {
 	if m.profDir == "" {
 		return func() {}
 	}
 	pctx, cancel := context.WithCancel(ctx)
 	done := make(chan []string, 1)
-	go func() { done <- m.leader.Profile(pctx, filepath.Join(m.profDir, name)) }()
+	go func() { done <- l.Profile(pctx, filepath.Join(m.profDir, name)) }()
 	return func() {
 		cancel()
 		parts := <-done
@@ -644,88 +670,6 @@ func (m *measure) settle(ctx context.Context) {
 	}
 }
 
-// sample is one event's times: Latency from just before the API write,
-// FromEvent from the watch event (the object's change as a watcher of
-// the apiserver, the daemon's informer among them, receives it) to the NB
-// change that fulfils the event, and API the write's own duration.
-type sample struct{ Latency, FromEvent, API time.Duration }
-
-// timed starts watch (the object of the event, selected by name) and
-// registers want on t, then runs write, which returns the
-// resourceVersion it wrote, and times the change that fulfils want from
-// just before the write and from the watch event of that
-// resourceVersion.
-func timed[M Row](ctx context.Context, timeout time.Duration, t *Table[M], want func(View[M]) bool,
-	watch func(context.Context) (watch.Interface, error), write func() (string, error)) (sample, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	w, err := watch(ctx)
-	if err != nil {
-		return sample{}, fmt.Errorf("watch: %w", err)
-	}
-	defer w.Stop()
-	seen := make(chan stamped, 16)
-	go stamp(ctx, w, seen)
-	e := t.Expect(want)
-	begin := time.Now()
-	rv, err := write()
-	if err != nil {
-		return sample{}, err
-	}
-	api := time.Since(begin)
-	at, err := e.Wait(ctx)
-	if err != nil {
-		return sample{}, fmt.Errorf("NB change not seen: %w", err)
-	}
-	for {
-		select {
-		case ev, ok := <-seen:
-			if !ok {
-				return sample{}, fmt.Errorf("watch ended before resourceVersion %s", rv)
-			}
-			if ev.rv == rv {
-				return sample{Latency: at.Sub(begin), FromEvent: at.Sub(ev.at), API: api}, nil
-			}
-		case <-ctx.Done():
-			return sample{}, fmt.Errorf("no watch event of resourceVersion %s: %w", rv, ctx.Err())
-		}
-	}
-}
-
-// stamped is a watch event's resourceVersion and when it arrived.
-type stamped struct {
-	rv string
-	at time.Time
-}
-
-// stamp sends the resourceVersion of each of w's events with the time it
-// arrived (taken here, as it is received, not when it is read), until
-// ctx ends (timed returned: nobody reads out any more).
-func stamp(ctx context.Context, w watch.Interface, out chan<- stamped) {
-	defer close(out)
-	for ev := range w.ResultChan() {
-		at := time.Now()
-		obj, err := meta.Accessor(ev.Object)
-		if err != nil {
-			continue // a watch error (Status): the wait times out
-		}
-		select {
-		case out <- stamped{obj.GetResourceVersion(), at}:
-		case <-ctx.Done():
-			return
-		}
-	}
-}
-
-// byName is the list options of a watch of the object named name, from
-// the apiserver's watch cache as it is (resourceVersion "0"): every
-// later change, the write's among them, comes as an event. (Without a
-// resourceVersion the watch waits for the cache to reach etcd's latest
-// revision, and times out when no event of the kind moves it there.)
-func byName(name string) metav1.ListOptions {
-	return metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(), ResourceVersion: "0"}
-}
-
 // pick returns the round-th of n candidates, stepping by a prime so
 // consecutive rounds touch different objects.
 func pick(round, n int) int { return (round * 7919) % n }
@@ -762,14 +706,6 @@ func (m *measure) podLabel(ctx context.Context, round int) (sample, error) {
 		m.labels[i] = next
 	}
 	return sm, err
-}
-
-// resourceVersion is the resourceVersion of the object a write returned.
-func resourceVersion(obj metav1.Object, err error) (string, error) {
-	if err != nil {
-		return "", err
-	}
-	return obj.GetResourceVersion(), nil
 }
 
 // newService creates a ClusterIP Service (no endpoints) and times its

@@ -160,6 +160,14 @@ func TestWriteReport(t *testing.T) {
 			Informers: f * time.Second, Sync: f * 40 * time.Second, Reconciles: 3, Synced: Memory{RSS: int64(f) << 29},
 			After: Memory{RSS: int64(f) << 29, Peak: int64(f) << 30}, Latency: lat(f * 20 * time.Millisecond),
 			FromEvent: lat(f * 15 * time.Millisecond), API: lat(time.Millisecond), Failed: map[string]int{EventEndpoint: i}})
+		node := NodeResult{Binary: "new", Mem: Memory{RSS: 90 << 20, Anon: 20 << 20, File: 70 << 20}, Heap: 10 << 20,
+			Latency: map[string][]time.Duration{}, FromEvent: map[string][]time.Duration{}, Failed: map[string]int{},
+			Cgroup: testbed.MemoryCgroupStats{Limit: 256 << 20, MaxUsage: 120 << 20}}
+		for _, k := range NodeEvents {
+			node.Latency[k] = []time.Duration{f * 5 * time.Millisecond}
+			node.FromEvent[k] = []time.Duration{f * 4 * time.Millisecond}
+		}
+		rs[i].Nodes = []NodeResult{node}
 	}
 	dir := filepath.Join(t.TempDir(), "report")
 	if err := WriteReport(dir, rs, []string{"a note"}); err != nil {
@@ -170,7 +178,8 @@ func TestWriteReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"| 150000 | 2000 | 10000 | 1000 |", "pod-label p99 from the event 54.0 ms: **not met**; from before the write 69.0 ms: **not met**",
-		"initial sync 120.0 s: **not met**", "RSS peak 3072 MiB: **not met**", "2 failed", "- a note"} {
+		"initial sync 120.0 s: **not met**", "RSS peak 3072 MiB: **not met**", "2 failed", "- a note",
+		"| 150000 | new | 15.0 / 15.0 | 12.0 / 12.0 (1, 0) |", "| 150000 | node (new) | 256 | 120 |"} {
 		if !strings.Contains(string(readme), want) {
 			t.Errorf("README.md lacks %q:\n%s", want, readme)
 		}
@@ -187,7 +196,7 @@ func TestWriteReport(t *testing.T) {
 	if len(rows) != 4 || !slices.Contains(rows[0], "node-notready_p99_ms") || !slices.Contains(rows[0], "node-notready_event_p99_ms") || rows[3][0] != "150000" {
 		t.Errorf("results.csv = %v", rows)
 	}
-	for _, p := range []string{"latency-p50.png", "latency-p99.png", "memory.png", "sync.png"} {
+	for _, p := range []string{"latency-p50.png", "latency-p99.png", "memory.png", "sync.png", "node-memory.png", "node-latency.png"} {
 		f, err := os.Open(filepath.Join(dir, p))
 		if err != nil {
 			t.Fatal(err)

@@ -1,0 +1,94 @@
+package kubewatch
+
+import (
+	"net/netip"
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/ovnedge/ovnedge/lbsvc"
+)
+
+// TestCompactSlice: what a node instance computes from compacted
+// EndpointSlices (its gateway flows' host-network targets, the L2 owners
+// and the VIPs it serves in BGP mode) equals what it computes from the
+// whole ones, for endpoints on the node, on others (ready, not ready,
+// terminating), on none, of both families and with bad addresses; the
+// slices shrink and compacting again changes nothing.
+func TestCompactSlice(t *testing.T) {
+	ep := func(node string, ready, serving, terminating *bool, addrs ...string) discoveryv1.Endpoint {
+		e := discoveryv1.Endpoint{Addresses: addrs, Conditions: discoveryv1.EndpointConditions{Ready: ready, Serving: serving, Terminating: terminating}}
+		if node != "" {
+			e.NodeName = ptr.To(node)
+		}
+		return e
+	}
+	yes, no := ptr.To(true), ptr.To(false)
+	slice := func(svc string, family discoveryv1.AddressType, port int32, eps ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
+		return &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: svc + "-" + string(family),
+			Labels: map[string]string{discoveryv1.LabelServiceName: svc}}, AddressType: family, Endpoints: eps,
+			Ports: []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(port)}}}
+	}
+	service := func(name, vip string, local bool) *corev1.Service {
+		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Spec: corev1.ServiceSpec{
+			Type: corev1.ServiceTypeNodePort, ExternalIPs: []string{vip},
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80, NodePort: 30080, TargetPort: intstr.FromInt32(8080)}}}}
+		if local {
+			s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+		}
+		return s
+	}
+	svcs := []*corev1.Service{service("local", "192.0.2.1", true), service("cluster", "192.0.2.2", false),
+		service("terminating", "192.0.2.3", true), service("v6", "2001:db8::1", true)}
+	nodes := []string{"a", "b", "c"}
+	full := func() []*discoveryv1.EndpointSlice {
+		return []*discoveryv1.EndpointSlice{
+			slice("local", discoveryv1.AddressTypeIPv4, 8080,
+				ep("a", yes, nil, nil, "172.18.0.2"), // host network on a
+				ep("a", yes, nil, nil, "10.244.0.5"),
+				ep("b", yes, nil, nil, "10.244.1.5"), ep("b", yes, nil, nil, "10.244.1.6"), ep("b", no, nil, nil, "10.244.1.7"),
+				ep("c", no, nil, nil, "bad", "10.244.2.5"), ep("", yes, nil, nil, "10.244.9.9")),
+			slice("cluster", discoveryv1.AddressTypeIPv4, 8080, ep("b", yes, nil, nil, "10.244.1.8"), ep("c", yes, nil, nil, "10.244.2.8")),
+			slice("terminating", discoveryv1.AddressTypeIPv4, 8081,
+				ep("b", no, yes, yes, "10.244.1.9"), ep("b", no, yes, yes, "10.244.1.10"), ep("a", no, yes, yes, "172.18.0.2")),
+			slice("v6", discoveryv1.AddressTypeIPv6, 8080, ep("b", yes, nil, nil, "10.244.1.11", "fd00::b"), ep("c", yes, nil, nil, "fd00::c")),
+		}
+	}
+	for _, node := range nodes {
+		whole, compact := full(), full()
+		before, after := 0, 0
+		for i, s := range compact {
+			before += len(s.Endpoints)
+			compactSlice(s, node)
+			again := s.DeepCopy()
+			compactSlice(again, node)
+			if !reflect.DeepEqual(again, s) {
+				t.Errorf("node %s, slice %d: compacting again changed it:\n%+v\n%+v", node, i, s.Endpoints, again.Endpoints)
+			}
+			after += len(s.Endpoints)
+		}
+		if after >= before {
+			t.Errorf("node %s: %d endpoints compacted to %d", node, before, after)
+		}
+		self := lbsvc.Node{Name: node, IPs: []netip.Addr{netip.MustParseAddr("172.18.0.2")}}
+		for _, svc := range svcs {
+			w, _, _ := lbsvc.GatewayService(svc, lbsvc.SlicesByService(whole)["ns/"+svc.Name], self)
+			c, _, _ := lbsvc.GatewayService(svc, lbsvc.SlicesByService(compact)["ns/"+svc.Name], self)
+			if !reflect.DeepEqual(w, c) {
+				t.Errorf("node %s, Service %s: gateway %+v from the whole slices, %+v compacted", node, svc.Name, w, c)
+			}
+		}
+		// Every node's: the node elects its own among all.
+		if w, c := lbsvc.VIPOwners(svcs, whole, nodes), lbsvc.VIPOwners(svcs, compact, nodes); !reflect.DeepEqual(w, c) {
+			t.Errorf("node %s: L2 owners %v from the whole slices, %v compacted", node, w, c)
+		}
+		if w, c := lbsvc.ServedVIPs(svcs, whole, node), lbsvc.ServedVIPs(svcs, compact, node); !reflect.DeepEqual(w, c) {
+			t.Errorf("node %s: BGP VIPs %v from the whole slices, %v compacted", node, w, c)
+		}
+	}
+}
