@@ -370,7 +370,8 @@ func nodeEgressIPs(s Snapshot, p Params, node string, self *ovnknode.Node) (host
 // IP, read from the object as it is (converting every EgressIP on every
 // pass cost more than the rest of it).
 func statusNames(u *unstructured.Unstructured, node string) bool {
-	items, _, _ := unstructured.NestedSlice(u.Object, "status", "items")
+	v, _, _ := unstructured.NestedFieldNoCopy(u.Object, "status", "items")
+	items, _ := v.([]any)
 	for _, it := range items {
 		if m, ok := it.(map[string]any); ok && m["node"] == node {
 			return true
@@ -404,6 +405,9 @@ func HostEgressPodSelectors(s Snapshot, node string) (selectors []string, ok boo
 		return ok && !primary
 	}
 	for _, u := range s.EgressIPs {
+		if !statusNames(u, node) {
+			continue // other nodes' (converting every EgressIP on every snapshot was most of it)
+		}
 		e, err := egressv1.FromUnstructured(u)
 		if err != nil || !slices.ContainsFunc(e.Status.Items, onHost) {
 			continue

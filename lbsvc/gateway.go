@@ -144,12 +144,9 @@ func NodeGatewayFlows(g brex.Gateway, svcs []*corev1.Service, eps []*discoveryv1
 // of unchanged Services.
 func (c *GatewayCache) NodeGatewayFlows(g brex.Gateway, svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, node Node) GatewayFlows {
 	out := GatewayFlows{Sets: map[string][]ovsflow.Flow{}}
-	bySvc := SlicesByService(eps)
-	sorted := slices.DeleteFunc(slices.Clone(svcs), func(s *corev1.Service) bool { return s == nil })
-	slices.SortFunc(sorted, func(a, b *corev1.Service) int {
-		return compareNamespaced(a.Namespace, a.Name, b.Namespace, b.Name)
-	})
 	c.use(g, node)
+	bySvc := c.slicesByService(eps)
+	sorted := c.sortedServices(svcs)
 	var check ovsflow.Program // finds clashes between Services
 	for _, svc := range sorted {
 		sf := c.service(g, svc, bySvc[svc.Namespace+"/"+svc.Name], node)

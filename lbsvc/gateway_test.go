@@ -255,8 +255,9 @@ func TestNodeGatewayFlowsClash(t *testing.T) {
 
 // TestGatewayCache: a GatewayCache's flows equal those built from scratch
 // through a run of changes (a Service replaced, its EndpointSlice
-// replaced, a clashing Service added and removed, another bridge), and
-// an unchanged Service's flows are the very slice built before.
+// replaced, a clashing Service added and removed, another bridge, the
+// very lists again), and an unchanged Service's flows are the very slice
+// built before.
 func TestGatewayCache(t *testing.T) {
 	a := svc("a", corev1.ServiceTypeClusterIP, []string{"10.96.0.1"}, port("", corev1.ProtocolTCP, 80, 0, "80"))
 	a.Spec.ExternalIPs = []string{"1.1.1.1"}
@@ -284,6 +285,7 @@ func TestGatewayCache(t *testing.T) {
 		{"clash gone", brextest.OVNKGateway(), []*corev1.Service{a, b}, nil},
 		{"other bridge", other, []*corev1.Service{a, b}, nil},
 	}
+	steps[1].svcs, steps[1].eps = steps[0].svcs, steps[0].eps // the very lists again
 	var c lbsvc.GatewayCache
 	var last lbsvc.GatewayFlows
 	for _, st := range steps {

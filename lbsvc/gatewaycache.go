@@ -2,6 +2,7 @@ package lbsvc
 
 import (
 	"reflect"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -17,7 +18,9 @@ import (
 // every Service's flows was most of a node's pass, and every Service or
 // EndpointSlice event of the cluster is a pass on every node). Objects
 // are told apart by identity, as in Cache: an informer never changes one
-// in place. Another bridge or node forgets everything. The zero
+// in place; and so are the lists of Services and EndpointSlices: a
+// caller passes a new list once an object changed (kubewatch's lists
+// are), never one changed in place. Another bridge or node forgets everything. The zero
 // GatewayCache is ready to use, a nil *GatewayCache remembers nothing,
 // and a GatewayCache is not safe for concurrent use. The flows it returns
 // are shared with later calls: read only.
@@ -25,6 +28,13 @@ type GatewayCache struct {
 	g    brex.Gateway
 	node Node
 	svcs map[string]serviceFlows // by namespace/name
+	// The last call's lists, told apart by identity too (an informer's
+	// lists are new slices once an object changed), and what was made of
+	// them: the slices by Service, the Services sorted.
+	eps    []*discoveryv1.EndpointSlice
+	bySvc  map[string][]*discoveryv1.EndpointSlice
+	list   []*corev1.Service
+	sorted []*corev1.Service
 }
 
 // serviceFlows is what a Service's gateway flows were built from and what
@@ -37,6 +47,40 @@ type serviceFlows struct {
 	flows  []ovsflow.Flow
 	err    error
 	events []event.Event
+}
+
+// slicesByService is SlicesByService(eps), again only for another list.
+func (c *GatewayCache) slicesByService(eps []*discoveryv1.EndpointSlice) map[string][]*discoveryv1.EndpointSlice {
+	if c != nil && c.bySvc != nil && sameList(c.eps, eps) {
+		return c.bySvc
+	}
+	bySvc := SlicesByService(eps)
+	if c != nil {
+		c.eps, c.bySvc = eps, bySvc
+	}
+	return bySvc
+}
+
+// sortedServices is svcs but nil, by namespace and name, sorted again
+// only for another list.
+func (c *GatewayCache) sortedServices(svcs []*corev1.Service) []*corev1.Service {
+	if c != nil && c.sorted != nil && sameList(c.list, svcs) {
+		return c.sorted
+	}
+	sorted := slices.DeleteFunc(slices.Clone(svcs), func(s *corev1.Service) bool { return s == nil })
+	slices.SortFunc(sorted, func(a, b *corev1.Service) int {
+		return compareNamespaced(a.Namespace, a.Name, b.Namespace, b.Name)
+	})
+	if c != nil {
+		c.list, c.sorted = svcs, sorted
+	}
+	return sorted
+}
+
+// sameList reports whether a and b are the same list (the same elements
+// in the same memory), not merely equal.
+func sameList[T any](a, b []*T) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // use forgets everything unless the flows are for bridge g of node again.

@@ -263,14 +263,14 @@ func (l *Leader) WriteHeap(ctx context.Context, path string) error {
 	return l.writeGet(ctx, "/debug/pprof/heap?gc=1", path)
 }
 
-// Profile collects CPU profiles of the daemon (its /debug/pprof, slices
-// of at most 5 s) until ctx ends and writes them as files
+// Profile collects CPU profiles of the daemon (its /debug/pprof, in
+// slices of slice, whole seconds) until ctx ends and writes them as files
 // <prefix>-<n>.pb.gz; it returns their paths. A slice cut short by ctx is
-// lost, so the last at most 5 s are not profiled.
-func (l *Leader) Profile(ctx context.Context, prefix string) []string {
+// lost, so the last at most slice is not profiled.
+func (l *Leader) Profile(ctx context.Context, prefix string, slice time.Duration) []string {
 	var paths []string
 	for n := 0; ctx.Err() == nil; n++ {
-		body, err := l.get(ctx, "/debug/pprof/profile?seconds=5")
+		body, err := l.get(ctx, fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(1, int(slice.Seconds()))))
 		if err != nil {
 			if ctx.Err() == nil && !errors.Is(err, context.Canceled) {
 				select { // not serving yet

@@ -314,29 +314,12 @@ func nodeEvents(ctx context.Context, run NodeRun, mon *FlowMonitor, r *NodeResul
 	if run.Rounds == 0 {
 		return nil
 	}
-	services := run.CS.CoreV1().Services(NamespaceName(0))
-	epSlices := run.CS.DiscoveryV1().EndpointSlices(NamespaceName(0))
-	svc := nodeService("node-local-"+run.Binary, NodeLocalVIP, true)
-	slice := &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Namespace: svc.Namespace, Name: svc.Name, Labels: map[string]string{discoveryv1.LabelServiceName: svc.Name}},
-		AddressType: discoveryv1.AddressTypeIPv4, Endpoints: nodeEndpoints(false),
-		Ports: []discoveryv1.EndpointPort{{Name: ptr.To("http"), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To[int32](BackendPort)}},
-	}
-	programmed := mon.Expect(flowsOf(NodeLocalVIP))
-	if _, err := services.Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("node events: %w", err)
-	}
-	defer func() { _ = services.Delete(context.WithoutCancel(ctx), svc.Name, metav1.DeleteOptions{}) }()
-	if _, err := epSlices.Create(ctx, slice, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("node events: %w", err)
-	}
-	defer func() { _ = epSlices.Delete(context.WithoutCancel(ctx), slice.Name, metav1.DeleteOptions{}) }()
-	wctx, cancel := context.WithTimeout(ctx, run.Timeout)
-	_, err := programmed.Wait(wctx)
-	cancel()
+	slice, cleanup, err := nodeLocalService(ctx, run, mon)
+	defer cleanup()
 	if err != nil {
-		return fmt.Errorf("node events: flows of Service %s/%s: %w", svc.Namespace, svc.Name, err)
+		return fmt.Errorf("node events: %w", err)
 	}
+	epSlices := run.CS.DiscoveryV1().EndpointSlices(slice.Namespace)
 	record := func(kind string) func(sample, error) {
 		return func(sm sample, err error) {
 			if err != nil {
@@ -361,6 +344,41 @@ func nodeEvents(ctx context.Context, run NodeRun, mon *FlowMonitor, r *NodeResul
 			}))
 	}
 	return nil
+}
+
+// nodeLocalService creates NodeEventEndpoint's Service and its
+// EndpointSlice (a pod's endpoint on node 0) and waits for its flows on
+// the bridge; cleanup deletes them.
+func nodeLocalService(ctx context.Context, run NodeRun, mon *FlowMonitor) (*discoveryv1.EndpointSlice, func(), error) {
+	services := run.CS.CoreV1().Services(NamespaceName(0))
+	epSlices := run.CS.DiscoveryV1().EndpointSlices(NamespaceName(0))
+	svc := nodeService("node-local-"+run.Binary, NodeLocalVIP, true)
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: svc.Namespace, Name: svc.Name, Labels: map[string]string{discoveryv1.LabelServiceName: svc.Name}},
+		AddressType: discoveryv1.AddressTypeIPv4, Endpoints: nodeEndpoints(false),
+		Ports: []discoveryv1.EndpointPort{{Name: ptr.To("http"), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To[int32](BackendPort)}},
+	}
+	var undo []func()
+	cleanup := func() {
+		for _, f := range undo {
+			f()
+		}
+	}
+	programmed := mon.Expect(flowsOf(NodeLocalVIP))
+	if _, err := services.Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		return nil, cleanup, err
+	}
+	undo = append(undo, func() { _ = services.Delete(context.WithoutCancel(ctx), svc.Name, metav1.DeleteOptions{}) })
+	if _, err := epSlices.Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+		return nil, cleanup, err
+	}
+	undo = append(undo, func() { _ = epSlices.Delete(context.WithoutCancel(ctx), slice.Name, metav1.DeleteOptions{}) })
+	wctx, cancel := context.WithTimeout(ctx, run.Timeout)
+	defer cancel()
+	if _, err := programmed.Wait(wctx); err != nil {
+		return nil, cleanup, fmt.Errorf("flows of Service %s/%s: %w", svc.Namespace, svc.Name, err)
+	}
+	return slice, cleanup, nil
 }
 
 // newNodeService creates round i's ExternalIP Service and times its

@@ -2,6 +2,7 @@ package scale
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/ovnedge/ovnedge/daemon"
@@ -65,8 +66,10 @@ func BenchmarkNodePass(b *testing.B) {
 				}
 				b.Run(fmt.Sprintf("pods=%d/l2=%t/cache=%t", pods, l2, cached), func(b *testing.B) {
 					for i := 0; b.Loop(); i++ {
-						// An event: one Service replaced, as an informer does.
+						// An event: one Service replaced, as an informer
+						// does, in a new list, as kubewatch's.
 						j := i % len(s.Services)
+						s.Services = slices.Clone(s.Services)
 						s.Services[j] = s.Services[j].DeepCopy()
 						ns, err := desired.ComputeNode(s, p, NodeName(0))
 						if err != nil {

@@ -417,7 +417,7 @@ func (m *measure) nodes(ctx context.Context, dir string) []NodeResult {
 		}
 		if m.profDir != "" {
 			run.Heap = filepath.Join(m.profDir, "heap-"+name+".pb.gz")
-			run.Profile = func(l *Leader) func() { return m.profileOf(ctx, l, "cpu-events-"+name) }
+			run.Profile = func(l *Leader) func() { return m.profileOf(ctx, l, "cpu-events-"+name, time.Second) }
 		}
 		r, err := MeasureNode(m.b, ctx, run)
 		if err != nil {
@@ -511,22 +511,22 @@ func (m *measure) summary(name, what string, args ...string) {
 // until the returned function is called, which merges the slices into
 // <name>.pb.gz with a `go tool pprof -top` summary in <name>.txt.
 func (m *measure) profile(ctx context.Context, name string) func() {
-	return m.profileOf(ctx, m.leader, name)
+	return m.profileOf(ctx, m.leader, name, 5*time.Second)
 }
 
-// profileOf is profile of the daemon l.
-func (m *measure) profileOf(ctx context.Context, l *Leader, name string) func() {
+// profileOf is profile of the daemon l, in slices of slice.
+func (m *measure) profileOf(ctx context.Context, l *Leader, name string, slice time.Duration) func() {
 	if m.profDir == "" {
 		return func() {}
 	}
 	pctx, cancel := context.WithCancel(ctx)
 	done := make(chan []string, 1)
-	go func() { done <- l.Profile(pctx, filepath.Join(m.profDir, name)) }()
+	go func() { done <- l.Profile(pctx, filepath.Join(m.profDir, name), slice) }()
 	return func() {
 		cancel()
 		parts := <-done
 		if len(parts) == 0 {
-			m.b.Logf("scale: no CPU profile %s (shorter than one 5 s slice)", name)
+			m.b.Logf("scale: no CPU profile %s (shorter than one %v slice)", name, slice)
 			return
 		}
 		out := filepath.Join(m.profDir, name+".pb.gz")
