@@ -571,18 +571,25 @@ func syncPlot(rs []Result) (*plot.Plot, error) {
 	return p, addAim(p, rs, AimSync.Seconds(), "aim sync (full size)")
 }
 
+// withNode are the results with a node instance of binary that has
+// what ok asks.
+func withNode(rs []Result, binary string, ok func(*NodeResult) bool) []Result {
+	var out []Result
+	for _, r := range rs {
+		if n := r.node(binary); n != nil && ok(n) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // nodeLatencyPlot is the node events' event -> bridge p50 and p99 by
 // binary.
 func nodeLatencyPlot(rs []Result) (*plot.Plot, error) {
 	p := newPlot(rs, "node 0: event -> bridge flow change", "ms")
 	var lines []any
 	for _, bin := range []string{"new", "base"} {
-		var have []Result
-		for _, r := range rs {
-			if n := r.node(bin); n != nil && len(n.FromEvent) > 0 {
-				have = append(have, r)
-			}
-		}
+		have := withNode(rs, bin, func(n *NodeResult) bool { return len(n.FromEvent) > 0 })
 		for _, k := range NodeEvents {
 			for _, q := range []float64{0.5, 0.99} {
 				if len(have) > 0 {
@@ -602,13 +609,7 @@ func nodeMemoryPlot(rs []Result) (*plot.Plot, error) {
 	p := newPlot(rs, "ovnedge node instance resident memory (node 0)", "MiB")
 	var lines []any
 	for _, bin := range []string{"new", "base"} {
-		var have []Result
-		for _, r := range rs {
-			if r.node(bin) != nil {
-				have = append(have, r)
-			}
-		}
-		if len(have) > 0 {
+		if have := withNode(rs, bin, func(*NodeResult) bool { return true }); len(have) > 0 {
 			lines = append(lines, "RSS ("+bin+")", series(have, func(r Result) float64 { return mib(r.node(bin).Mem.RSS) }),
 				"of it anon ("+bin+")", series(have, func(r Result) float64 { return mib(r.node(bin).Mem.Anon) }),
 				"heap in use ("+bin+")", series(have, func(r Result) float64 { return mib(r.node(bin).Heap) }))
