@@ -149,7 +149,7 @@ func (c *GatewayCache) NodeGatewayFlows(g brex.Gateway, svcs []*corev1.Service, 
 	sorted := c.sortedServices(svcs)
 	var check ovsflow.Program // finds clashes between Services
 	for _, svc := range sorted {
-		sf := c.service(g, svc, bySvc[svc.Namespace+"/"+svc.Name], node)
+		sf := c.service(g, svc, bySvc[serviceKey{svc.Namespace, svc.Name}], node)
 		out.Events = append(out.Events, sf.events...)
 		if !sf.ok {
 			continue

@@ -27,12 +27,12 @@ import (
 type GatewayCache struct {
 	g    brex.Gateway
 	node Node
-	svcs map[string]serviceFlows // by namespace/name
+	svcs map[serviceKey]serviceFlows
 	// The last call's lists, told apart by identity too (an informer's
 	// lists are new slices once an object changed), and what was made of
 	// them: the slices by Service, the Services sorted.
 	eps    []*discoveryv1.EndpointSlice
-	bySvc  map[string][]*discoveryv1.EndpointSlice
+	bySvc  map[serviceKey][]*discoveryv1.EndpointSlice
 	list   []*corev1.Service
 	sorted []*corev1.Service
 }
@@ -49,12 +49,26 @@ type serviceFlows struct {
 	events []event.Event
 }
 
-// slicesByService is SlicesByService(eps), again only for another list.
-func (c *GatewayCache) slicesByService(eps []*discoveryv1.EndpointSlice) map[string][]*discoveryv1.EndpointSlice {
+// serviceKey is a Service's namespace and name: a map key built without
+// building a string (10,000 of them on every pass).
+type serviceKey struct{ namespace, name string }
+
+// slicesByService is SlicesByService(eps) by serviceKey, again only for
+// another list.
+func (c *GatewayCache) slicesByService(eps []*discoveryv1.EndpointSlice) map[serviceKey][]*discoveryv1.EndpointSlice {
 	if c != nil && c.bySvc != nil && sameList(c.eps, eps) {
 		return c.bySvc
 	}
-	bySvc := SlicesByService(eps)
+	bySvc := make(map[serviceKey][]*discoveryv1.EndpointSlice, len(eps))
+	for _, s := range eps {
+		if s == nil {
+			continue
+		}
+		if name := s.Labels[discoveryv1.LabelServiceName]; name != "" {
+			k := serviceKey{s.Namespace, name}
+			bySvc[k] = append(bySvc[k], s)
+		}
+	}
 	if c != nil {
 		c.eps, c.bySvc = eps, bySvc
 	}
@@ -86,14 +100,14 @@ func sameList[T any](a, b []*T) bool {
 // use forgets everything unless the flows are for bridge g of node again.
 func (c *GatewayCache) use(g brex.Gateway, node Node) {
 	if c != nil && (c.svcs == nil || !reflect.DeepEqual(g, c.g) || !reflect.DeepEqual(node, c.node)) {
-		c.g, c.node, c.svcs = g, node, map[string]serviceFlows{}
+		c.g, c.node, c.svcs = g, node, map[serviceKey]serviceFlows{}
 	}
 }
 
 // service returns svc's flows, built again unless svc and eps are those
 // they were built from.
 func (c *GatewayCache) service(g brex.Gateway, svc *corev1.Service, eps []*discoveryv1.EndpointSlice, node Node) serviceFlows {
-	key := svc.Namespace + "/" + svc.Name
+	key := serviceKey{svc.Namespace, svc.Name}
 	if c != nil {
 		if sf, ok := c.svcs[key]; ok && sf.svc == svc && samePointers(sf.eps, eps) {
 			return sf
@@ -117,9 +131,9 @@ func (c *GatewayCache) forget(svcs []*corev1.Service) {
 	if c == nil || len(c.svcs) <= len(svcs) {
 		return
 	}
-	keep := make(map[string]bool, len(svcs))
+	keep := make(map[serviceKey]bool, len(svcs))
 	for _, s := range svcs {
-		keep[s.Namespace+"/"+s.Name] = true
+		keep[serviceKey{s.Namespace, s.Name}] = true
 	}
 	for k := range c.svcs {
 		if !keep[k] {
