@@ -2,6 +2,7 @@ package kubewatch
 
 import (
 	"net/netip"
+	"slices"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/utils/ptr"
@@ -54,8 +55,9 @@ func compactSlice(s *discoveryv1.EndpointSlice, node string) {
 		}
 		out = append(out, e)
 	}
-	clear(s.Endpoints[len(out):])
-	s.Endpoints = out
+	if len(out) < len(s.Endpoints) {
+		s.Endpoints = slices.Clone(out) // the decoded array is let go
+	}
 }
 
 // familyAddress is the first of addrs of the slice's address type.
