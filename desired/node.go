@@ -319,17 +319,9 @@ func nodeGateway(n *corev1.Node, self *ovnknode.Node, p Params) (brex.Gateway, l
 // and held, the others (OVN-hosted, served by its gateway router),
 // sorted. self is the node's parse (or last good parse).
 func nodeEgressIPs(s Snapshot, p Params, node string, self *ovnknode.Node) (host []egress.HostAssignment, held []netip.Addr) {
-	var mine []*egressv1.EgressIP // with an egress IP on node
-	parse := map[string]bool{}    // the nodes of their status
-	for _, u := range s.EgressIPs {
-		if !statusNames(u, node) {
-			continue // other nodes' work
-		}
-		e, err := egressv1.FromUnstructured(u)
-		if err != nil {
-			continue // bad objects are the leader's to report
-		}
-		mine = append(mine, e)
+	mine := egressIPsOn(s, node)
+	parse := map[string]bool{} // the nodes of their status
+	for _, e := range mine {
 		for _, it := range e.Status.Items {
 			parse[it.Node] = true
 		}
@@ -364,6 +356,21 @@ func nodeEgressIPs(s Snapshot, p Params, node string, self *ovnknode.Node) (host
 	})
 	slices.SortFunc(held, netip.Addr.Compare)
 	return host, slices.Compact(held)
+}
+
+// egressIPsOn are the EgressIPs whose status gives node an egress IP,
+// converted; bad objects are left out (the leader's to report).
+func egressIPsOn(s Snapshot, node string) []*egressv1.EgressIP {
+	var out []*egressv1.EgressIP
+	for _, u := range s.EgressIPs {
+		if !statusNames(u, node) {
+			continue // other nodes' work
+		}
+		if e, err := egressv1.FromUnstructured(u); err == nil {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // statusNames reports whether EgressIP u's status gives node an egress
@@ -404,12 +411,8 @@ func HostEgressPodSelectors(s Snapshot, node string) (selectors []string, ok boo
 		_, primary, ok := self.Network(ip.Unmap())
 		return ok && !primary
 	}
-	for _, u := range s.EgressIPs {
-		if !statusNames(u, node) {
-			continue // other nodes' (converting every EgressIP on every snapshot was most of it)
-		}
-		e, err := egressv1.FromUnstructured(u)
-		if err != nil || !slices.ContainsFunc(e.Status.Items, onHost) {
+	for _, e := range egressIPsOn(s, node) {
+		if !slices.ContainsFunc(e.Status.Items, onHost) {
 			continue
 		}
 		if sel, err := egress.NewSelector(&e.Spec); err == nil { // a bad one is the leader's to report

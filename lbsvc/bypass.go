@@ -76,10 +76,7 @@ func L2VIPs(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, iface stri
 // for the Services local says.
 func l2VIPs(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, iface string, local func(*corev1.Service) bool) []VIP {
 	bySvc := SlicesByService(eps)
-	sorted := slices.DeleteFunc(slices.Clone(svcs), func(s *corev1.Service) bool { return s == nil })
-	slices.SortFunc(sorted, func(a, b *corev1.Service) int {
-		return compareNamespaced(a.Namespace, a.Name, b.Namespace, b.Name)
-	})
+	sorted := sortServices(svcs)
 	seen := map[netip.Addr]bool{}
 	var out []VIP
 	for _, svc := range sorted {

@@ -2,7 +2,6 @@ package lbsvc
 
 import (
 	"reflect"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -20,10 +19,10 @@ import (
 // are told apart by identity, as in Cache: an informer never changes one
 // in place; and so are the lists of Services and EndpointSlices: a
 // caller passes a new list once an object changed (kubewatch's lists
-// are), never one changed in place. Another bridge or node forgets everything. The zero
-// GatewayCache is ready to use, a nil *GatewayCache remembers nothing,
-// and a GatewayCache is not safe for concurrent use. The flows it returns
-// are shared with later calls: read only.
+// are), never one changed in place. Another bridge or node forgets
+// everything. The zero GatewayCache is ready to use, a nil *GatewayCache
+// remembers nothing, and a GatewayCache is not safe for concurrent use.
+// The flows it returns are shared with later calls: read only.
 type GatewayCache struct {
 	g    brex.Gateway
 	node Node
@@ -59,32 +58,20 @@ func (c *GatewayCache) slicesByService(eps []*discoveryv1.EndpointSlice) map[ser
 	if c != nil && c.bySvc != nil && sameList(c.eps, eps) {
 		return c.bySvc
 	}
-	bySvc := make(map[serviceKey][]*discoveryv1.EndpointSlice, len(eps))
-	for _, s := range eps {
-		if s == nil {
-			continue
-		}
-		if name := s.Labels[discoveryv1.LabelServiceName]; name != "" {
-			k := serviceKey{s.Namespace, name}
-			bySvc[k] = append(bySvc[k], s)
-		}
-	}
+	bySvc := slicesBy(eps, func(namespace, name string) serviceKey { return serviceKey{namespace, name} })
 	if c != nil {
 		c.eps, c.bySvc = eps, bySvc
 	}
 	return bySvc
 }
 
-// sortedServices is svcs but nil, by namespace and name, sorted again
-// only for another list.
+// sortedServices is sortServices(svcs), sorted again only for another
+// list.
 func (c *GatewayCache) sortedServices(svcs []*corev1.Service) []*corev1.Service {
 	if c != nil && c.sorted != nil && sameList(c.list, svcs) {
 		return c.sorted
 	}
-	sorted := slices.DeleteFunc(slices.Clone(svcs), func(s *corev1.Service) bool { return s == nil })
-	slices.SortFunc(sorted, func(a, b *corev1.Service) int {
-		return compareNamespaced(a.Namespace, a.Name, b.Namespace, b.Name)
-	})
+	sorted := sortServices(svcs)
 	if c != nil {
 		c.list, c.sorted = svcs, sorted
 	}

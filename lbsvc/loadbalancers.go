@@ -207,17 +207,32 @@ func compareNamespaced(ans, aname, bns, bname string) int {
 // SlicesByService indexes EndpointSlices by "<namespace>/<service>" from
 // their kubernetes.io/service-name label; slices without it are left out.
 func SlicesByService(eps []*discoveryv1.EndpointSlice) map[string][]*discoveryv1.EndpointSlice {
-	m := make(map[string][]*discoveryv1.EndpointSlice)
+	return slicesBy(eps, func(namespace, name string) string { return namespace + "/" + name })
+}
+
+// slicesBy indexes EndpointSlices by key(namespace, service) of their
+// kubernetes.io/service-name label (those without are left out).
+func slicesBy[K comparable](eps []*discoveryv1.EndpointSlice, key func(namespace, name string) K) map[K][]*discoveryv1.EndpointSlice {
+	m := make(map[K][]*discoveryv1.EndpointSlice, len(eps))
 	for _, s := range eps {
 		if s == nil {
 			continue
 		}
 		if name := s.Labels[discoveryv1.LabelServiceName]; name != "" {
-			k := s.Namespace + "/" + name
+			k := key(s.Namespace, name)
 			m[k] = append(m[k], s)
 		}
 	}
 	return m
+}
+
+// sortServices is svcs but nil, sorted by namespace and name.
+func sortServices(svcs []*corev1.Service) []*corev1.Service {
+	sorted := slices.DeleteFunc(slices.Clone(svcs), func(s *corev1.Service) bool { return s == nil })
+	slices.SortFunc(sorted, func(a, b *corev1.Service) int {
+		return compareNamespaced(a.Namespace, a.Name, b.Namespace, b.Name)
+	})
+	return sorted
 }
 
 // GroupState is OVN-Kubernetes' three Load_Balancer_Groups: the cluster

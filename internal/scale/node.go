@@ -156,36 +156,10 @@ func MeasureNode(t testbed.T, ctx context.Context, run NodeRun) (NodeResult, err
 	if r.Flows, err = settledFlows(ctx, ovs, run.Settle); err != nil {
 		return r, err
 	}
-	if r.Mem, err = ProcMemory(p.Pid()); err != nil {
+	if err := measureNode(ctx, run, l, before, &r); err != nil {
 		return r, err
 	}
-	if r.Heap, err = l.heapInuse(ctx); err != nil {
-		return r, err
-	}
-	after, err := watches(ctx, run.Kube)
-	if err != nil {
-		return r, err
-	}
-	for _, res := range NodeResources {
-		r.Watches[res] = after[res] - before[res]
-	}
-	if run.Heap != "" {
-		if err := l.WriteHeap(ctx, run.Heap); err != nil {
-			return r, fmt.Errorf("node instance %s heap profile: %w", run.Name, err)
-		}
-	}
-	mon, err := StartFlowMonitor(ovs.Mgmt(), ovs.RunDir)
-	if err != nil {
-		return r, err
-	}
-	defer mon.Close()
-	stop := func() {}
-	if run.Profile != nil {
-		stop = run.Profile(l)
-	}
-	err = nodeEvents(ctx, run, mon, &r)
-	stop()
-	if err != nil {
+	if err := timeNodeEvents(ctx, run, l, ovs, &r); err != nil {
 		return r, err
 	}
 	if !p.Alive() {
@@ -193,6 +167,46 @@ func MeasureNode(t testbed.T, ctx context.Context, run NodeRun) (NodeResult, err
 	}
 	r.Cgroup, err = l.CgroupStats()
 	return r, err
+}
+
+// measureNode fills in r the memory of instance l, its heap in use, the
+// watches it opened (the API server's, less before) and, with run.Heap,
+// writes its heap profile.
+func measureNode(ctx context.Context, run NodeRun, l *Leader, before map[string]int, r *NodeResult) error {
+	var err error
+	if r.Mem, err = ProcMemory(l.Pid()); err != nil {
+		return err
+	}
+	if r.Heap, err = l.heapInuse(ctx); err != nil {
+		return err
+	}
+	after, err := watches(ctx, run.Kube)
+	if err != nil {
+		return err
+	}
+	for _, res := range NodeResources {
+		r.Watches[res] = after[res] - before[res]
+	}
+	if run.Heap != "" {
+		if err := l.WriteHeap(ctx, run.Heap); err != nil {
+			return fmt.Errorf("node instance %s heap profile: %w", run.Name, err)
+		}
+	}
+	return nil
+}
+
+// timeNodeEvents times the node events on instance l, whose bridge is
+// ovs, under run.Profile when set.
+func timeNodeEvents(ctx context.Context, run NodeRun, l *Leader, ovs *testbed.OVS, r *NodeResult) error {
+	mon, err := StartFlowMonitor(ovs.Mgmt(), ovs.RunDir)
+	if err != nil {
+		return err
+	}
+	defer mon.Close()
+	if run.Profile != nil {
+		defer run.Profile(l)()
+	}
+	return nodeEvents(ctx, run, mon, r)
 }
 
 // watches counts the API server's open watches of NodeResources.
