@@ -57,6 +57,9 @@ type Config struct {
 	// balancers (Chassis_Template_Var, OVN 22.12+): one per Service,
 	// protocol and family; false gives every node its own.
 	LBTemplates bool
+	// LBSourceRanges enforces LoadBalancer Services'
+	// spec.loadBalancerSourceRanges in OVN (lbsvc.Options.SourceRanges).
+	LBSourceRanges bool
 
 	// Northbound database: endpoints (several for RAFT) and TLS files.
 	NBAddress               []string
@@ -276,6 +279,9 @@ var options = []option{
 	{"lb-templates", "ovnedge", "lb-templates", "true",
 		"serve NodePorts with template load balancers (Chassis_Template_Var, OVN 22.12+), one per Service, protocol and family, as OVN-Kubernetes does; false: per-node load balancers",
 		func(c *Config, v string) (err error) { c.LBTemplates, err = strconv.ParseBool(v); return err }},
+	{"lb-source-ranges", "ovnedge", "lb-source-ranges", "true",
+		"enforce LoadBalancer Services' spec.loadBalancerSourceRanges as kube-proxy does (drop ACLs on the nodes' switches, br-ex flows for host-network endpoints); OVN-Kubernetes ignores the field",
+		func(c *Config, v string) (err error) { c.LBSourceRanges, err = strconv.ParseBool(v); return err }},
 	{"nb-address", "ovnnorth", "address", "", "OVN Northbound endpoints, comma-separated (unix:, tcp:, ssl:); several for a RAFT cluster",
 		func(c *Config, v string) error { c.NBAddress = splitList(v); return nil }},
 	{"sb-address", "ovnsouth", "address", "", "OVN Southbound endpoints, comma-separated: the leader waits for the new egress node's chassis to install its SNAT before moving a reroute (empty: no wait)",
@@ -609,6 +615,7 @@ type rawSection struct {
 	V4MasqueradeSubnet               *string `gcfg:"v4-masquerade-subnet"`
 	V6MasqueradeSubnet               *string `gcfg:"v6-masquerade-subnet"`
 	LBTemplates                      *string `gcfg:"lb-templates"`
+	LBSourceRanges                   *string `gcfg:"lb-source-ranges"`
 	Address                          *string `gcfg:"address"`
 	ClientPrivkey                    *string `gcfg:"client-privkey"`
 	ClientCert                       *string `gcfg:"client-cert"`

@@ -279,7 +279,8 @@ func gatewayFlows(ns *NodeState, s Snapshot, p Params, n *corev1.Node, self *ovn
 // InternalIP/ExternalIP; its host addresses (where host-network endpoints
 // live) add host-cidrs; the families are those of the bridge's addresses.
 func nodeGateway(n *corev1.Node, self *ovnknode.Node, p Params) (brex.Gateway, lbsvc.Node, error) {
-	g := brex.Gateway{Base: brex.Base{Uplink: p.Uplink, Patch: p.Patch, BridgeMAC: p.BridgeMAC, Zone: p.Zone}}
+	g := brex.Gateway{Base: brex.Base{Uplink: p.Uplink, Patch: p.Patch, BridgeMAC: p.BridgeMAC, Zone: p.Zone},
+		SourceRanges: p.LB.SourceRanges}
 	node := lbsvc.Node{Name: n.Name}
 	if parsed := self; parsed != nil {
 		for _, pr := range parsed.Primary {

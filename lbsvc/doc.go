@@ -14,6 +14,10 @@
 //     at 8871cd9, go-controller/pkg/ovn/controller/services/lb_config.go,
 //     loadbalancer.go, svc_template_var.go), whose unit-test vectors are
 //     table cases here.
+//   - Source ranges: with Options.SourceRanges, [Firewalls] reads
+//     spec.loadBalancerSourceRanges as kube-proxy does and each Service
+//     owner gets drop ACLs on every node's external and logical switch
+//     (OVN-Kubernetes ignores the field; docs/deviations.md).
 //   - VIPs: [Allocate] assigns LoadBalancer ingress addresses from
 //     lbsvc/ipam pools; [DedupVIPs] gives every VIP to the oldest Service
 //     claiming it. Bad input is an [event.Event]; other Services are

@@ -3,6 +3,7 @@ package lbsvc
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -47,6 +48,13 @@ func GatewayService(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, node 
 	}
 	ips, _ := parseIPs(svc) // bad addresses are the leader's events
 	gs = brex.GatewayService{Namespace: svc.Namespace, Name: svc.Name, VIPs: ips.external}
+	fws, _ := Firewalls(svc) // the events are the leader's
+	for _, f := range fws {
+		if gs.SourceRanges == nil {
+			gs.SourceRanges = map[netip.Addr][]netip.Prefix{}
+		}
+		gs.SourceRanges[f.VIP] = f.Allowed
+	}
 	local := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
 	hasNodePort := false
 	for _, sp := range svc.Spec.Ports {

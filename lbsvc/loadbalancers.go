@@ -128,6 +128,13 @@ type Options struct {
 	// external LB addresses yields a warning event (the combination breaks
 	// VIPs on Kube-OVN's OVN).
 	LSCtSkipDstLportIPs bool
+	// SourceRanges enforces LoadBalancer Services'
+	// spec.loadBalancerSourceRanges as kube-proxy does (see Firewalls),
+	// with drop ACLs on every node's external and logical switch. OVN-Kubernetes
+	// ignores the field: a deviation that coexists with it (the ACLs are
+	// ovnedge's own rows, on switches OVN-Kubernetes writes no ACL to
+	// the same effect).
+	SourceRanges bool
 	// Underlay are the underlay subnets (Kube-OVN's MetalLB integration).
 	Underlay []UnderlaySubnet
 	// UnderlayNodes are the nodes whose chassis get the underlay

@@ -229,6 +229,11 @@ func serviceState(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, nodes [
 	}
 	slices.SortFunc(st.LoadBalancers, func(a, b ovsdbnb.LoadBalancer) int { return strings.Compare(a.Name, b.Name) })
 	st.TemplateVars = vars
+	if opts.SourceRanges {
+		fws, evs := Firewalls(svc)
+		events = append(events, evs...)
+		st.ACLs = sourceRangeACLs(svc, fws, nodes)
+	}
 	return st, events
 }
 

@@ -75,6 +75,8 @@ func (c *Client) TakeChanges() Changes {
 			ids = m.ExternalIDs
 		case *nbdb.QoS:
 			ids = m.ExternalIDs
+		case *nbdb.ACL:
+			ids = m.ExternalIDs
 		}
 		if o, ok := ownerOf(ids); ok {
 			owners = addChange(owners, o, r.what)
@@ -180,6 +182,8 @@ func (ch *changes) event(table, op string, old, m model.Model) {
 			owners = appendOwner(owners, r.ExternalIDs)
 		case *nbdb.QoS:
 			owners = appendOwner(owners, r.ExternalIDs)
+		case *nbdb.ACL:
+			owners = appendOwner(owners, r.ExternalIDs)
 		case *nbdb.ChassisTemplateVar:
 			for k := range r.ExternalIDs {
 				if o, ok := strings.CutPrefix(k, KeyTemplateVars); ok {
@@ -207,6 +211,7 @@ func (ch *changes) event(table, op string, old, m model.Model) {
 			topology = topology || len(o.LoadBalancerGroup) != len(n.LoadBalancerGroup) || !equalSets(o.LoadBalancerGroup, n.LoadBalancerGroup)
 			lost = lost || dropped(o.LoadBalancerGroup, n.LoadBalancerGroup)
 			refs = refDiff(refs, table, nbdb.QoSTable, o.QOSRules, n.QOSRules)
+			refs = refDiff(refs, table, nbdb.ACLTable, o.ACLs, n.ACLs)
 		case *nbdb.LoadBalancerGroup:
 			n := m.(*nbdb.LoadBalancerGroup)
 			refs = refDiff(refs, table, nbdb.LoadBalancerTable, o.LoadBalancer, n.LoadBalancer)

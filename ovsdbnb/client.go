@@ -17,6 +17,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/ovn-kubernetes/libovsdb/client"
 	"github.com/ovn-kubernetes/libovsdb/model"
+	"github.com/ovn-kubernetes/libovsdb/ovsdb"
 
 	"github.com/ovnedge/ovnedge/ovsdbnb/nbdb"
 )
@@ -74,16 +75,19 @@ type Client struct {
 var Tables = []string{
 	nbdb.LoadBalancerTable, nbdb.LoadBalancerGroupTable, nbdb.LogicalRouterPolicyTable,
 	nbdb.NATTable, nbdb.AddressSetTable, nbdb.LogicalRouterTable, nbdb.LogicalSwitchTable,
-	nbdb.QoSTable, nbdb.ChassisTemplateVarTable,
+	nbdb.QoSTable, nbdb.ACLTable, nbdb.ChassisTemplateVarTable,
 }
 
 // monitored are the columns of Tables the client monitors: those this
 // package reads (the rows it plans, reads back with Current and watches
 // for drift; the routers, switches and groups only for their names,
 // marks and the references it manages). The others, the routers' and
-// switches' ports, static routes and ACLs above all (tens of thousands
-// of UUIDs on a large cluster), are neither sent nor decoded nor cached;
-// logical ports and static routes are not monitored at all.
+// switches' ports and static routes above all (tens of thousands of
+// UUIDs on a large cluster), are neither sent nor decoded nor cached;
+// logical ports and static routes are not monitored at all, and of the
+// ACLs (OVN-Kubernetes' network policies) only those marked KeyACL. The
+// switches' acls column is monitored (the references to ovnedge's ACLs
+// are told from the others' in the index).
 var monitored = map[string][]string{
 	nbdb.LoadBalancerTable:        {"name", "protocol", "vips", "options", "selection_fields", "external_ids"},
 	nbdb.LoadBalancerGroupTable:   {"name", "load_balancer"},
@@ -91,8 +95,9 @@ var monitored = map[string][]string{
 	nbdb.NATTable:                 {"type", "external_ip", "logical_ip", "logical_port", "options", "external_ids"},
 	nbdb.AddressSetTable:          {"name", "addresses", "external_ids"},
 	nbdb.LogicalRouterTable:       {"name", "policies", "nat", "load_balancer", "load_balancer_group", "external_ids"},
-	nbdb.LogicalSwitchTable:       {"name", "load_balancer", "load_balancer_group", "qos_rules", "external_ids"},
+	nbdb.LogicalSwitchTable:       {"name", "load_balancer", "load_balancer_group", "qos_rules", "acls", "external_ids"},
 	nbdb.QoSTable:                 {"priority", "direction", "match", "action", "bandwidth", "external_ids"},
+	nbdb.ACLTable:                 {"priority", "direction", "match", "action", "name", "external_ids"},
 	nbdb.ChassisTemplateVarTable:  {"chassis", "variables", "external_ids"},
 }
 
@@ -108,6 +113,7 @@ func dbModel() (model.ClientDBModel, error) {
 		nbdb.LogicalRouterTable:       &nbdb.LogicalRouter{},
 		nbdb.LogicalSwitchTable:       &nbdb.LogicalSwitch{},
 		nbdb.QoSTable:                 &nbdb.QoS{},
+		nbdb.ACLTable:                 &nbdb.ACL{},
 		nbdb.ChassisTemplateVarTable:  &nbdb.ChassisTemplateVar{},
 	})
 	if err != nil {
@@ -121,6 +127,7 @@ func dbModel() (model.ClientDBModel, error) {
 		nbdb.NATTable:                 byOwner,
 		nbdb.AddressSetTable:          byOwner,
 		nbdb.QoSTable:                 byOwner,
+		nbdb.ACLTable:                 byOwner,
 	})
 	return m, nil
 }
@@ -139,7 +146,12 @@ func monitor(nb client.Client) *client.Monitor {
 					cols = append(cols, c)
 				}
 			}
-			m.Tables = append(m.Tables, client.TableMonitor{Table: t, Fields: cols})
+			tm := client.TableMonitor{Table: t, Fields: cols}
+			if t == nbdb.ACLTable { // only ovnedge's (see KeyACL)
+				tm.Conditions = []ovsdb.Condition{{Column: "external_ids", Function: ovsdb.ConditionIncludes,
+					Value: stringMap(map[string]string{KeyACL: "true"})}}
+			}
+			m.Tables = append(m.Tables, tm)
 		}
 	}
 	return m

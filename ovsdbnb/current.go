@@ -57,7 +57,7 @@ func (c *Client) current(keep func(Owner) bool, owners []Owner, tables int) (map
 	}
 	r := &reader{c: c, cache: cache, conn: conn, sn: sn, keep: keep, owners: owners, out: map[Owner]State{}}
 	for _, table := range []string{nbdb.LoadBalancerTable, nbdb.LogicalRouterPolicyTable, nbdb.NATTable,
-		nbdb.AddressSetTable, nbdb.QoSTable, nbdb.ChassisTemplateVarTable} {
+		nbdb.AddressSetTable, nbdb.QoSTable, nbdb.ACLTable, nbdb.ChassisTemplateVarTable} {
 		ms, err := r.rows(table)
 		if err != nil {
 			return nil, nil, err
@@ -154,10 +154,20 @@ func (r *reader) read(m any) {
 		r.put(row.ExternalIDs, func(st *State, managed map[string]map[string]bool) {
 			q := QoS{Priority: row.Priority, Direction: row.Direction, Match: row.Match, Action: maps.Clone(row.Action),
 				Bandwidth: maps.Clone(row.Bandwidth), ExternalIDs: ownerKeys(row.ExternalIDs, managed)}
-			for _, h := range r.sn.qosHoldersOf(row.UUID) {
+			for _, h := range r.sn.switchHoldersOf(row.UUID) {
 				q.Switches = append(q.Switches, h.name)
 			}
 			st.QoSRules = append(st.QoSRules, q)
+		})
+	case *nbdb.ACL:
+		r.put(row.ExternalIDs, func(st *State, managed map[string]map[string]bool) {
+			a := ACL{Priority: row.Priority, Direction: row.Direction, Match: row.Match, Action: row.Action,
+				Name: ptrString(row.Name), ExternalIDs: ownerKeys(row.ExternalIDs, managed)}
+			delete(a.ExternalIDs, KeyACL)
+			for _, h := range r.sn.switchHoldersOf(row.UUID) {
+				a.Switches = append(a.Switches, h.name)
+			}
+			st.ACLs = append(st.ACLs, a)
 		})
 	case *nbdb.ChassisTemplateVar:
 		r.templateVars(row)
@@ -313,7 +323,7 @@ func ownerKeys(ids map[string]string, managed map[string]map[string]bool) map[st
 func (s State) Sorted() State {
 	t := State{LoadBalancers: slices.Clone(s.LoadBalancers), Groups: slices.Clone(s.Groups),
 		Policies: slices.Clone(s.Policies), NATs: slices.Clone(s.NATs), AddressSets: slices.Clone(s.AddressSets),
-		QoSRules: slices.Clone(s.QoSRules), TemplateVars: slices.Clone(s.TemplateVars)}
+		QoSRules: slices.Clone(s.QoSRules), ACLs: slices.Clone(s.ACLs), TemplateVars: slices.Clone(s.TemplateVars)}
 	for i := range t.LoadBalancers {
 		lb := &t.LoadBalancers[i]
 		lb.SelectionFields, lb.Switches = sortedCopy(lb.SelectionFields), sortedCopy(lb.Switches)
@@ -331,6 +341,9 @@ func (s State) Sorted() State {
 	for i := range t.QoSRules {
 		t.QoSRules[i].Switches = sortedCopy(t.QoSRules[i].Switches)
 	}
+	for i := range t.ACLs {
+		t.ACLs[i].Switches = sortedCopy(t.ACLs[i].Switches)
+	}
 	slices.SortFunc(t.LoadBalancers, func(a, b LoadBalancer) int { return cmp.Compare(a.Name, b.Name) })
 	slices.SortFunc(t.Groups, func(a, b LoadBalancerGroup) int { return cmp.Compare(a.Name, b.Name) })
 	slices.SortFunc(t.Policies, func(a, b RouterPolicy) int {
@@ -342,6 +355,9 @@ func (s State) Sorted() State {
 	})
 	slices.SortFunc(t.AddressSets, func(a, b AddressSet) int { return cmp.Compare(a.Name(), b.Name()) })
 	slices.SortFunc(t.QoSRules, func(a, b QoS) int {
+		return cmp.Or(cmp.Compare(a.Direction, b.Direction), cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.Match, b.Match))
+	})
+	slices.SortFunc(t.ACLs, func(a, b ACL) int {
 		return cmp.Or(cmp.Compare(a.Direction, b.Direction), cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.Match, b.Match))
 	})
 	slices.SortFunc(t.TemplateVars, func(a, b TemplateVar) int {

@@ -8,7 +8,7 @@ import (
 
 // Empty reports whether s holds no rows.
 func (s State) Empty() bool {
-	return len(s.LoadBalancers)+len(s.Groups)+len(s.Policies)+len(s.NATs)+len(s.AddressSets)+len(s.QoSRules)+len(s.TemplateVars) == 0
+	return len(s.LoadBalancers)+len(s.Groups)+len(s.Policies)+len(s.NATs)+len(s.AddressSets)+len(s.QoSRules)+len(s.ACLs)+len(s.TemplateVars) == 0
 }
 
 // AsRead returns desired as Client.Current reads the same rows back once

@@ -35,6 +35,7 @@ func (c *Client) Owners(types ...string) ([]Owner, error) {
 		{nbdb.NATTable, func(m model.Model) { add(m.(*nbdb.NAT).ExternalIDs) }},
 		{nbdb.AddressSetTable, func(m model.Model) { add(m.(*nbdb.AddressSet).ExternalIDs) }},
 		{nbdb.QoSTable, func(m model.Model) { add(m.(*nbdb.QoS).ExternalIDs) }},
+		{nbdb.ACLTable, func(m model.Model) { add(m.(*nbdb.ACL).ExternalIDs) }},
 		{nbdb.ChassisTemplateVarTable, func(m model.Model) {
 			for k := range m.(*nbdb.ChassisTemplateVar).ExternalIDs {
 				if o, ok := strings.CutPrefix(k, KeyTemplateVars); ok {

@@ -29,6 +29,7 @@ func Render(states map[Owner]State) ([]byte, error) {
 			"NAT":                   anys(st.NATs),
 			"Address_Set":           anys(st.AddressSets),
 			"QoS":                   anys(st.QoSRules),
+			"ACL":                   anys(st.ACLs),
 			"Chassis_Template_Var":  anys(st.TemplateVars),
 		} {
 			for _, r := range rows {

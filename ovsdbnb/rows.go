@@ -126,6 +126,28 @@ func qosRowOf(q *nbdb.QoS) row {
 	}
 }
 
+// aclRow is the row of a desired ACL, marked with KeyACL (the client
+// monitors only marked ACLs). An empty name is no name.
+func aclRow(a ACL) row {
+	ext := make(map[string]string, len(a.ExternalIDs)+1)
+	maps.Copy(ext, a.ExternalIDs)
+	ext[KeyACL] = "true"
+	return row{
+		scalars: map[string]any{"priority": a.Priority, "direction": a.Direction, "match": a.Match, "action": a.Action,
+			"name": optional(a.Name)},
+		maps: map[string]map[string]string{"external_ids": ext},
+	}
+}
+
+// aclRowOf is the row of a cached ACL.
+func aclRowOf(a *nbdb.ACL) row {
+	return row{
+		scalars: map[string]any{"priority": a.Priority, "direction": a.Direction, "match": a.Match, "action": a.Action,
+			"name": optional(ptrString(a.Name))},
+		maps: map[string]map[string]string{"external_ids": a.ExternalIDs},
+	}
+}
+
 // intMap is a map column of string keys and integer values, compared
 // and written as a whole.
 type intMap map[string]int
@@ -435,6 +457,11 @@ func policyID(router string, priority int, match string) string {
 // natID identifies a NAT within its owner.
 func natID(router, typ, externalIP, logicalIP string) string {
 	return fmt.Sprintf("nat %s/%s %s %s", router, typ, externalIP, logicalIP)
+}
+
+// aclID identifies an ACL within its owner.
+func aclID(direction string, priority int, match string) string {
+	return "acl " + direction + "/" + strconv.Itoa(priority) + " " + strconv.Quote(match)
 }
 
 // qosID identifies a QoS row within its owner.

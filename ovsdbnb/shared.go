@@ -48,8 +48,9 @@ type sharedIndex struct {
 	// children maps a policy or NAT to the routers holding it;
 	// lbHolders a load balancer or group to the routers, switches and
 	// groups whose load_balancer / load_balancer_group column holds it;
-	// qosHolders a QoS row to the switches holding it.
-	children, lbHolders, qosHolders refIndex
+	// switchHolders a QoS row or an ACL to the switches holding it
+	// (qos_rules, acls: a UUID is of one table).
+	children, lbHolders, switchHolders refIndex
 }
 
 // sharded maps a row's UUID to a V in 4,096 shards by the UUID's first
@@ -178,13 +179,13 @@ type sharedRow struct {
 	m    model.Model
 	self ref
 	// kinds are its references: children, load balancers (and groups),
-	// QoS rows.
+	// QoS rows and ACLs.
 	kinds [3][]string
 }
 
 // holderKinds are the reverse maps of sharedRow.kinds.
 func (x *sharedIndex) holderKinds() [3]*refIndex {
-	return [3]*refIndex{&x.children, &x.lbHolders, &x.qosHolders}
+	return [3]*refIndex{&x.children, &x.lbHolders, &x.switchHolders}
 }
 
 // index returns the shared rows of tc, re-indexing what changed since the
@@ -325,7 +326,7 @@ func sharedRowOf(m model.Model) sharedRow {
 			kinds: [3][]string{union(r.Policies, r.Nat), union(r.LoadBalancer, r.LoadBalancerGroup), nil}}
 	case *nbdb.LogicalSwitch:
 		return sharedRow{m: m, self: ref{nbdb.LogicalSwitchTable, r.UUID, r.Name},
-			kinds: [3][]string{nil, union(r.LoadBalancer, r.LoadBalancerGroup), union(r.QOSRules)}}
+			kinds: [3][]string{nil, union(r.LoadBalancer, r.LoadBalancerGroup), union(r.QOSRules, r.ACLs)}}
 	case *nbdb.LoadBalancerGroup:
 		return sharedRow{m: m, self: ref{nbdb.LoadBalancerGroupTable, r.UUID, r.Name},
 			kinds: [3][]string{nil, union(r.LoadBalancer), nil}}

@@ -34,6 +34,10 @@ const (
 	// Chassis_Template_Var row listing the variables (comma-separated,
 	// sorted) that owner holds in it.
 	KeyTemplateVars = "ovnedge.io/vars:"
+	// KeyACL is on every ACL row the reconciler writes (value "true"):
+	// the client monitors only the ACL rows that have it, not the
+	// thousands of OVN-Kubernetes' network policies.
+	KeyACL = "ovnedge.io/acl"
 )
 
 // DefaultController is the owner-controller value of OVN-Kubernetes'
@@ -134,6 +138,23 @@ type QoS struct {
 	Switches    []string
 }
 
+// ACL is a desired ACL row and the logical switches whose acls hold it:
+// one row, shared by all of them, like a QoS row. ACL is not a root
+// table either: Switches must name at least one.
+type ACL struct {
+	Priority int
+	// Direction is "from-lport" or "to-lport".
+	Direction string
+	Match     string
+	// Action is "allow", "allow-related", "allow-stateless", "drop" or
+	// "reject".
+	Action string
+	// Name is the ACL's name (at most 63 bytes, optional).
+	Name        string
+	ExternalIDs map[string]string
+	Switches    []string
+}
+
 // TemplateVar is one variable of a chassis' Chassis_Template_Var row
 // (OVN 22.12+): load balancer templates refer to it as "^" + Name, and
 // each chassis expands it to its own Value. The row of a chassis is
@@ -155,6 +176,7 @@ type State struct {
 	NATs          []NAT
 	AddressSets   []AddressSet
 	QoSRules      []QoS
+	ACLs          []ACL
 	TemplateVars  []TemplateVar
 }
 
@@ -176,6 +198,7 @@ func (s State) Equal(t State) bool {
 		slices.EqualFunc(s.NATs, t.NATs, NAT.equal) &&
 		slices.EqualFunc(s.AddressSets, t.AddressSets, AddressSet.equal) &&
 		slices.EqualFunc(s.QoSRules, t.QoSRules, QoS.equal) &&
+		slices.EqualFunc(s.ACLs, t.ACLs, ACL.equal) &&
 		slices.Equal(s.TemplateVars, t.TemplateVars)
 }
 
@@ -208,4 +231,9 @@ func (a QoS) equal(b QoS) bool {
 	return a.Priority == b.Priority && a.Direction == b.Direction && a.Match == b.Match &&
 		maps.Equal(a.Action, b.Action) && maps.Equal(a.Bandwidth, b.Bandwidth) &&
 		maps.Equal(a.ExternalIDs, b.ExternalIDs) && slices.Equal(a.Switches, b.Switches)
+}
+
+func (a ACL) equal(b ACL) bool {
+	return a.Priority == b.Priority && a.Direction == b.Direction && a.Match == b.Match && a.Action == b.Action &&
+		a.Name == b.Name && maps.Equal(a.ExternalIDs, b.ExternalIDs) && slices.Equal(a.Switches, b.Switches)
 }

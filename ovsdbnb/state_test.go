@@ -19,6 +19,8 @@ func fullState() State {
 		AddressSets: []AddressSet{{Addresses: []string{"10.244.1.3"}, ExternalIDs: map[string]string{KeyID: "x"}}},
 		QoSRules: []QoS{{Priority: 103, Direction: "from-lport", Match: "ip4", Action: map[string]int{"mark": 42},
 			Bandwidth: map[string]int{"rate": 10}, ExternalIDs: map[string]string{KeyName: "q"}, Switches: []string{"sw0"}}},
+		ACLs: []ACL{{Priority: 32000, Direction: "from-lport", Match: "ip4", Action: "drop", Name: "a",
+			ExternalIDs: map[string]string{KeyName: "a"}, Switches: []string{"sw0"}}},
 		TemplateVars: []TemplateVar{{Chassis: "ch1", Name: "NODEIP_IPv4_0", Value: "172.18.0.2"}},
 	}
 }

@@ -596,6 +596,7 @@ func changedParts(a, b State) int {
 		{partNATs, slices.EqualFunc(a.NATs, b.NATs, NAT.equal)},
 		{partAddressSets, slices.EqualFunc(a.AddressSets, b.AddressSets, AddressSet.equal)},
 		{partQoS, slices.EqualFunc(a.QoSRules, b.QoSRules, QoS.equal)},
+		{partACLs, slices.EqualFunc(a.ACLs, b.ACLs, ACL.equal)},
 		{partTemplateVars, slices.Equal(a.TemplateVars, b.TemplateVars)},
 	} {
 		if !part.equal {

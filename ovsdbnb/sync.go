@@ -336,8 +336,8 @@ func (sn *snap) parent(u string) (ref, bool) {
 // holders returns the rows holding the load balancer or group u.
 func (sn *snap) holders(u string) []ref { return sn.lbHolders.get(u) }
 
-// qosHolders returns the switches holding the QoS row u.
-func (sn *snap) qosHoldersOf(u string) []ref { return sn.qosHolders.get(u) }
+// switchHoldersOf returns the switches holding the QoS row or ACL u.
+func (sn *snap) switchHoldersOf(u string) []ref { return sn.switchHolders.get(u) }
 
 // snapshot reads the shared tables from the cache. The rows are the
 // cache's own, read without cloning (routers holding tens of thousands of
@@ -369,10 +369,10 @@ func tablesFor(desired map[Owner]State, owners []Owner) int {
 }
 
 // holdsShared reports whether st has rows that switches or groups hold
-// (load balancers, QoS rows) or groups: its plan, or its read back,
+// (load balancers, QoS rows, ACLs) or groups: its plan, or its read back,
 // needs every shared table indexed.
 func holdsShared(st State) bool {
-	return len(st.LoadBalancers) > 0 || len(st.Groups) > 0 || len(st.QoSRules) > 0
+	return len(st.LoadBalancers) > 0 || len(st.Groups) > 0 || len(st.QoSRules) > 0 || len(st.ACLs) > 0
 }
 
 func (s *syncer) snapshotOf(tables int) (*snap, error) {
@@ -513,6 +513,8 @@ func uuidOf(m any) string {
 		return m.UUID
 	case *nbdb.QoS:
 		return m.UUID
+	case *nbdb.ACL:
+		return m.UUID
 	}
 	return ""
 }
@@ -535,6 +537,8 @@ func ownerProbe(table string, ids map[string]string) model.Model {
 		return &nbdb.AddressSet{ExternalIDs: ids}
 	case nbdb.QoSTable:
 		return &nbdb.QoS{ExternalIDs: ids}
+	case nbdb.ACLTable:
+		return &nbdb.ACL{ExternalIDs: ids}
 	}
 	return nil
 }
@@ -546,6 +550,7 @@ const (
 	partNATs
 	partAddressSets
 	partQoS
+	partACLs
 	partTemplateVars
 
 	allParts = 1<<iota - 1
@@ -565,6 +570,7 @@ func (s *syncer) plan(sn *snap, o Owner, st State, parts int) (*plan, error) {
 		{partNATs, func() error { return s.planNATs(sn, p, st.NATs) }},
 		{partAddressSets, func() error { return s.planAddressSets(sn, p, st.AddressSets) }},
 		{partQoS, func() error { return s.planQoS(sn, p, st.QoSRules) }},
+		{partACLs, func() error { return s.planACLs(sn, p, st.ACLs) }},
 		{partTemplateVars, func() error { return s.planTemplateVars(sn, p, st.TemplateVars) }},
 	} {
 		if parts&part.bit == 0 {
@@ -917,61 +923,112 @@ func (s *syncer) planAddressSets(sn *snap, p *plan, want []AddressSet) error {
 	return nil
 }
 
-// planQoS makes the owner's QoS rows those of want, each held by exactly
-// its switches' qos_rules. A row no longer wanted is taken from every
-// switch holding it and deleted.
+// planQoS makes the owner's QoS rows those of want (see planHeld).
 func (s *syncer) planQoS(sn *snap, p *plan, want []QoS) error {
-	o := p.owner
-	rows, err := ownedRows(s, o, nbdb.QoSTable, &nbdb.QoS{ExternalIDs: ownerIDs(o)},
+	rows, err := ownedRows(s, p.owner, nbdb.QoSTable, &nbdb.QoS{ExternalIDs: ownerIDs(p.owner)},
 		func(r *nbdb.QoS) map[string]string { return r.ExternalIDs })
 	if err != nil {
 		return err
 	}
-	if len(want) > 0 || len(rows) > 0 {
+	cur := make([]cachedHeld, len(rows))
+	for i, r := range rows {
+		cur[i] = cachedHeld{r.UUID, qosID(r.Direction, r.Priority, r.Match), qosRowOf(r)}
+	}
+	hs := make([]held, len(want))
+	for i, q := range want {
+		hs[i] = held{qosID(q.Direction, q.Priority, q.Match), qosRow(q), q.Switches,
+			map[string]any{"priority": q.Priority, "direction": q.Direction, "match": q.Match}}
+	}
+	return s.planHeld(sn, p, nbdb.QoSTable, "qos_rules", hs, cur, true)
+}
+
+// planACLs makes the owner's ACLs those of want (see planHeld). ACLs
+// are never adopted: OVN-Kubernetes writes none of the same identity.
+func (s *syncer) planACLs(sn *snap, p *plan, want []ACL) error {
+	rows, err := ownedRows(s, p.owner, nbdb.ACLTable, &nbdb.ACL{ExternalIDs: ownerIDs(p.owner)},
+		func(r *nbdb.ACL) map[string]string { return r.ExternalIDs })
+	if err != nil {
+		return err
+	}
+	cur := make([]cachedHeld, len(rows))
+	for i, r := range rows {
+		cur[i] = cachedHeld{r.UUID, aclID(r.Direction, r.Priority, r.Match), aclRowOf(r)}
+	}
+	hs := make([]held, len(want))
+	for i, a := range want {
+		hs[i] = held{aclID(a.Direction, a.Priority, a.Match), aclRow(a), a.Switches,
+			map[string]any{"priority": a.Priority, "direction": a.Direction, "match": a.Match}}
+	}
+	return s.planHeld(sn, p, nbdb.ACLTable, "acls", hs, cur, false)
+}
+
+// held is a desired row that switches hold (a QoS row, an ACL): its
+// identity within the owner, its row, the switches and the columns of
+// its insert's guard.
+type held struct {
+	id       string
+	row      row
+	switches []string
+	key      map[string]any
+}
+
+// cachedHeld is an owner's row of such a table in the cache.
+type cachedHeld struct {
+	uuid, id string
+	row      row
+}
+
+// planHeld makes the owner's rows of table (held by switches in col)
+// those of want, each held by exactly its switches. A row no longer
+// wanted is taken from every switch holding it and deleted; with adopt,
+// an unstamped row of the same identity is taken over.
+func (s *syncer) planHeld(sn *snap, p *plan, table, col string, want []held, cur []cachedHeld, adopt bool) error {
+	o := p.owner
+	if len(want) > 0 || len(cur) > 0 {
 		if err := sn.readAll(); err != nil { // the switches holding them
-			return &OwnerError{Owner: o, Row: "QoS", Err: err}
+			return &OwnerError{Owner: o, Row: table, Err: err}
 		}
 	}
-	byID := map[string]*nbdb.QoS{}
-	for _, r := range rows {
-		if id := qosID(r.Direction, r.Priority, r.Match); byID[id] == nil {
-			byID[id] = r // a duplicate is deleted below as not wanted
+	byID := map[string]cachedHeld{}
+	for _, c := range cur {
+		if _, dup := byID[c.id]; !dup {
+			byID[c.id] = c // a duplicate is deleted below as not wanted
 		}
 	}
 	keep := map[string]bool{}
-	for _, q := range want {
-		id := qosID(q.Direction, q.Priority, q.Match)
+	for _, h := range want {
 		var targets []ref
-		for _, n := range q.Switches {
+		for _, n := range h.switches {
 			ls := sn.switches[n]
 			if ls == "" {
-				return &OwnerError{Owner: o, Row: id, Err: fmt.Errorf("logical switch %q does not exist", n)}
+				return &OwnerError{Owner: o, Row: h.id, Err: fmt.Errorf("logical switch %q does not exist", n)}
 			}
 			targets = append(targets, ref{nbdb.LogicalSwitchTable, ls, n})
 		}
-		r := qosRow(q).stamp(o)
-		if c := byID[id]; c != nil {
-			keep[c.UUID] = true
-			p.add(id, false, diffOps(nbdb.QoSTable, c.UUID, qosRowOf(c), r)...)
-			attach(p, id, c.UUID, "qos_rules", targets, sn.qosHoldersOf(c.UUID))
+		r := h.row.stamp(o)
+		if c, ok := byID[h.id]; ok {
+			keep[c.uuid] = true
+			p.add(h.id, false, diffOps(table, c.uuid, c.row, r)...)
+			attach(p, h.id, c.uuid, col, targets, sn.switchHoldersOf(c.uuid))
 			continue
 		}
-		if u, cr, ok := s.foreignRow(sn, nbdb.QoSTable, id); ok {
-			p.res.Adopted++
-			p.add(id, false, diffOps(nbdb.QoSTable, u, adopted(cr), r)...)
-			attach(p, id, u, "qos_rules", targets, sn.qosHoldersOf(u))
-			continue
+		if adopt {
+			if u, cr, ok := s.foreignRow(sn, table, h.id); ok {
+				p.res.Adopted++
+				p.add(h.id, false, diffOps(table, u, adopted(cr), r)...)
+				attach(p, h.id, u, col, targets, sn.switchHoldersOf(u))
+				continue
+			}
 		}
-		name := s.insert(p, nbdb.QoSTable, id, r, map[string]any{"priority": q.Priority, "direction": q.Direction, "match": q.Match})
-		attach(p, id, name, "qos_rules", targets, nil)
+		name := s.insert(p, table, h.id, r, h.key)
+		attach(p, h.id, name, col, targets, nil)
 	}
-	for _, r := range rows {
-		if keep[r.UUID] {
+	for _, c := range cur {
+		if keep[c.uuid] {
 			continue
 		}
-		id := qosID(r.Direction, r.Priority, r.Match)
-		attach(p, id, r.UUID, "qos_rules", nil, sn.qosHoldersOf(r.UUID))
-		p.add(id, false, ovsdb.Operation{Op: ovsdb.OperationDelete, Table: nbdb.QoSTable, Where: whereUUID(r.UUID)})
+		attach(p, c.id, c.uuid, col, nil, sn.switchHoldersOf(c.uuid))
+		p.add(c.id, false, ovsdb.Operation{Op: ovsdb.OperationDelete, Table: table, Where: whereUUID(c.uuid)})
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -93,6 +94,15 @@ func validate(o Owner, st State) error {
 			return bad(row, err)
 		}
 	}
+	for _, a := range st.ACLs {
+		row := aclID(a.Direction, a.Priority, a.Match)
+		if err := dup(row); err != nil {
+			return err
+		}
+		if err := validateACL(a); err != nil {
+			return bad(row, err)
+		}
+	}
 	return nil
 }
 
@@ -104,7 +114,7 @@ func validateKeys(maps map[string]map[string]string) error {
 			if k == "" || strings.ContainsAny(k, ",;=") {
 				return fmt.Errorf("%s key %q: empty or contains ',', ';' or '='", col, k)
 			}
-			if col == "external_ids" && (k == KeyOwnedBy || k == KeyManaged) {
+			if col == "external_ids" && (k == KeyOwnedBy || k == KeyManaged || k == KeyACL) {
 				return fmt.Errorf("external_ids key %q is written by the reconciler", k)
 			}
 		}
@@ -250,13 +260,8 @@ func validateNAT(n NAT) error {
 }
 
 func validateQoS(q QoS) error {
-	switch q.Direction {
-	case "from-lport", "to-lport":
-	default:
-		return fmt.Errorf("direction %q: want from-lport or to-lport", q.Direction)
-	}
-	if q.Priority < 0 || q.Priority > 32767 {
-		return fmt.Errorf("priority %d: want 0-32767", q.Priority)
+	if err := validateHeld(q.Direction, q.Priority, q.Switches); err != nil {
+		return err
 	}
 	if len(q.Action) == 0 && len(q.Bandwidth) == 0 {
 		return errors.New("neither an action nor a bandwidth")
@@ -280,20 +285,50 @@ func validateQoS(q QoS) error {
 			return fmt.Errorf("bandwidth %s=%d: want 1-4294967295", k, v)
 		}
 	}
-	// A QoS row no switch holds is garbage-collected by the server: the
-	// next Sync would insert it again, forever.
-	if len(q.Switches) == 0 {
-		return errors.New("no logical switch holds it")
-	}
-	for _, n := range q.Switches {
-		if n == "" {
-			return errors.New("empty switch name")
-		}
-	}
 	if err := CheckMatch(q.Match); err != nil {
 		return err
 	}
 	return validateKeys(map[string]map[string]string{"external_ids": q.ExternalIDs})
+}
+
+func validateACL(a ACL) error {
+	if err := validateHeld(a.Direction, a.Priority, a.Switches); err != nil {
+		return err
+	}
+	switch a.Action {
+	case "allow", "allow-related", "allow-stateless", "drop", "reject":
+	default:
+		return fmt.Errorf("action %q: want allow, allow-related, allow-stateless, drop or reject", a.Action)
+	}
+	if len(a.Name) > 63 {
+		return fmt.Errorf("name %q: longer than 63 bytes", a.Name)
+	}
+	if err := CheckMatch(a.Match); err != nil {
+		return err
+	}
+	return validateKeys(map[string]map[string]string{"external_ids": a.ExternalIDs})
+}
+
+// validateHeld checks what QoS rows and ACLs share: a direction, a
+// priority of 0-32767 and the switches holding the row. A row no switch
+// holds is garbage-collected by the server: the next Sync would insert
+// it again, forever.
+func validateHeld(direction string, priority int, switches []string) error {
+	switch direction {
+	case "from-lport", "to-lport":
+	default:
+		return fmt.Errorf("direction %q: want from-lport or to-lport", direction)
+	}
+	if priority < 0 || priority > 32767 {
+		return fmt.Errorf("priority %d: want 0-32767", priority)
+	}
+	if len(switches) == 0 {
+		return errors.New("no logical switch holds it")
+	}
+	if slices.Contains(switches, "") {
+		return errors.New("empty switch name")
+	}
+	return nil
 }
 
 // checkVIPs fails the owners that claim a VIP (protocol and "vip:port")

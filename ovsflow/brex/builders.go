@@ -43,7 +43,7 @@ func OwnedCookie(c uint64) bool {
 // ovnkube-node owns the bridge it programs (it replaces all of its flows):
 // its flows carry OVN-Kubernetes' cookies, and are known by their shape:
 // every table 0 flow at [PriorityService] (Services and their VIPs'
-// ARP/NDP bypass, whatever their cookie), every flow of tables
+// ARP/NDP bypass, whatever their cookie) and [PrioritySourceRange], every flow of tables
 // [TableHostDNAT] and [TableHostReply], every flow with [BaseCookie] or
 // [ETPLocalCookie], and ovnedge's own cookies ([OwnedCookie]).
 //
@@ -63,7 +63,7 @@ func ownsGateway(id ovsflow.FlowID) bool {
 	case OwnedCookie(id.Cookie) || id.Cookie == BaseCookie || id.Cookie == ETPLocalCookie:
 		return true
 	case id.Table == 0:
-		return id.Priority == PriorityService
+		return id.Priority == PriorityService || id.Priority == PrioritySourceRange
 	default:
 		return id.Table == TableHostDNAT || id.Table == TableHostReply
 	}
@@ -76,6 +76,7 @@ const DefaultZone uint16 = 64000
 const (
 	PriorityVIPBypass     = 110 // ARP/NS for a service VIP -> ovsflow.LOCAL
 	PriorityService       = 110 // Service traffic between the uplink and OVN (or the host)
+	PrioritySourceRange   = 111 // a restricted VIP's allowed sources to the host (loadBalancerSourceRanges)
 	PriorityEgressLocal   = 109 // this node's pods leave unSNATed
 	PriorityEgressNodeIP  = 105 // pkt_mark 1008: SNAT to the node IP
 	PriorityEgressDrop    = 104 // other nodes' pods must not leak

@@ -51,6 +51,11 @@ type GatewayService struct {
 	// VIPs are the ExternalIPs and LoadBalancer ingress IPs.
 	VIPs  []netip.Addr
 	Ports []ServicePort
+	// SourceRanges restricts the VIPs it has a key for to the sources of
+	// its prefixes (loadBalancerSourceRanges) where their traffic goes to
+	// a host-network endpoint: traffic to OVN is filtered there (by
+	// ACLs), not on the bridge.
+	SourceRanges map[netip.Addr][]netip.Prefix
 }
 
 // Owner is the program owner name of the service's flows, the same as
@@ -80,6 +85,9 @@ type Gateway struct {
 	// VLAN is the gateway VLAN of the ARP/NDP bypass (see [Bypass]); like
 	// OVN-Kubernetes', the other Service flows do not depend on it.
 	VLAN uint16
+	// SourceRanges enforces the Services' SourceRanges (OVN-Kubernetes
+	// ignores loadBalancerSourceRanges: without it, the flows are its).
+	SourceRanges bool
 }
 
 // ServiceFlows returns the flows of OVN-Kubernetes' shared gateway mode
@@ -107,6 +115,10 @@ type Gateway struct {
 //	table=6                                           -> LOCAL             (cookie ETPLocalCookie)
 //	in_port=LOCAL,tcp,tp_src=<target>                 -> ct(table=7,zone=64003,nat)  (cookie PortCookie(..., target))
 //	table=7                                           -> output:<uplink>   (cookie ETPLocalCookie)
+//
+// A VIP with SourceRanges has, for a port going to the host, the DNAT
+// flow once per allowed range at PrioritySourceRange (nw_src=<range>) and
+// in its place at 110 a drop.
 //
 // Flows several ports or VIPs of the Service emit alike are emitted once.
 func ServiceFlows(g Gateway, svc GatewayService) ([]ovsflow.Flow, error) {
@@ -152,7 +164,7 @@ func ServiceFlows(g Gateway, svc GatewayService) ([]ovsflow.Flow, error) {
 			proto := p.Protocol.Family(v6)
 			m := ovsflow.Match{InPort: b.uplink, Proto: proto, TpDst: uint16(p.NodePort)}
 			cookie := PortCookie(svc.Namespace, svc.Name, proto, p.NodePort)
-			if err := b.toOVNOrHost(p, v6, m, cookie, ovsflow.Match{Proto: proto, TpSrc: uint16(p.NodePort)}); err != nil {
+			if err := b.toOVNOrHost(p, v6, m, cookie, ovsflow.Match{Proto: proto, TpSrc: uint16(p.NodePort)}, nil, false); err != nil {
 				return nil, err
 			}
 		}
@@ -177,7 +189,9 @@ func ServiceFlows(g Gateway, svc GatewayService) ([]ovsflow.Flow, error) {
 			proto := p.Protocol.Family(vip.Is6())
 			m := ovsflow.Match{InPort: b.uplink, Proto: proto, NwDst: ovsflow.Host(vip), TpDst: uint16(p.Port)}
 			reply := ovsflow.Match{Proto: proto, NwSrc: ovsflow.Host(vip), TpSrc: uint16(p.Port)}
-			if err := b.toOVNOrHost(p, vip.Is6(), m, ServiceCookie(svc.Namespace, svc.Name, vip, p.Port), reply); err != nil {
+			allowed, restricted := svc.SourceRanges[vip]
+			restricted = restricted && g.SourceRanges
+			if err := b.toOVNOrHost(p, vip.Is6(), m, ServiceCookie(svc.Namespace, svc.Name, vip, p.Port), reply, allowed, restricted); err != nil {
 				return nil, err
 			}
 		}
@@ -209,8 +223,10 @@ func (b *serviceBuilder) add(f ovsflow.Flow) {
 // toOVNOrHost adds the flows of traffic matching in (from the uplink):
 // to OVN, with replies matching reply from the patch port with the
 // bridge MAC going back out; or, when the port has a host target port for
-// the family, DNATed to the host.
-func (b *serviceBuilder) toOVNOrHost(p ServicePort, v6 bool, in ovsflow.Match, cookie uint64, reply ovsflow.Match) error {
+// the family, DNATed to the host (when restricted, from the allowed
+// sources only).
+func (b *serviceBuilder) toOVNOrHost(p ServicePort, v6 bool, in ovsflow.Match, cookie uint64, reply ovsflow.Match,
+	allowed []netip.Prefix, restricted bool) error {
 	target := p.hostPort(v6)
 	if target == 0 {
 		reply.InPort, reply.DlSrc = b.patch, b.g.BridgeMAC
@@ -229,8 +245,19 @@ func (b *serviceBuilder) toOVNOrHost(p ServicePort, v6 bool, in ovsflow.Match, c
 		return fmt.Errorf("gateway flows for %s/%s: port %d has a host-network endpoint but there is no %s node IP among %v",
 			b.svc.Namespace, b.svc.Name, p.Port, in.Proto, b.g.NodeIPs)
 	}
-	b.add(ovsflow.Flow{Priority: PriorityService, Cookie: cookie, Match: in, Actions: []ovsflow.Action{ovsflow.CT{Commit: true,
-		Table: ovsflow.ToTable(TableHostDNAT), Zone: b.zone, NAT: &ovsflow.NAT{Kind: ovsflow.NATDst, Addr: nodeIP, Port: uint16(target)}}}})
+	dnat := ovsflow.Flow{Priority: PriorityService, Cookie: cookie, Match: in, Actions: []ovsflow.Action{ovsflow.CT{Commit: true,
+		Table: ovsflow.ToTable(TableHostDNAT), Zone: b.zone, NAT: &ovsflow.NAT{Kind: ovsflow.NATDst, Addr: nodeIP, Port: uint16(target)}}}}
+	if restricted {
+		for _, r := range allowed {
+			if r.Addr().Is6() == v6 {
+				f := dnat
+				f.Priority, f.Match.NwSrc = PrioritySourceRange, r
+				b.add(f)
+			}
+		}
+		dnat.Actions = nil // drop
+	}
+	b.add(dnat)
 	b.add(ovsflow.Flow{Table: TableHostDNAT, Priority: PriorityService, Cookie: ETPLocalCookie, Actions: []ovsflow.Action{ovsflow.Output(ovsflow.LOCAL)}})
 	b.add(ovsflow.Flow{Priority: PriorityService, Cookie: PortCookie(b.svc.Namespace, b.svc.Name, in.Proto, target),
 		Match:   ovsflow.Match{InPort: ovsflow.LOCAL, Proto: in.Proto, TpSrc: uint16(target)},

@@ -341,3 +341,51 @@ func TestGatewayTraceRealBridge(t *testing.T) {
 		}
 	}
 }
+
+// loadBalancerSourceRanges on the bridge: a restricted VIP's traffic to
+// a host-network endpoint is DNATed from the allowed sources only (one
+// flow per range of the VIP's family at PrioritySourceRange) and dropped
+// otherwise; the unrestricted VIP, the NodePort and traffic to OVN (an
+// ACL's job) are OVN-Kubernetes' flows; without Gateway.SourceRanges
+// every flow is OVN-Kubernetes'.
+func TestServiceFlowsSourceRanges(t *testing.T) {
+	c := ovnkSGWCases[1] // host-network endpoint, VIPs 1.1.1.1 and 5.5.5.5
+	svc := c.svc
+	svc.SourceRanges = map[netip.Addr][]netip.Prefix{netip.MustParseAddr("5.5.5.5"): {
+		netip.MustParsePrefix("192.168.1.0/24"), netip.MustParsePrefix("10.1.0.0/16"), netip.MustParsePrefix("fd00::/64")}}
+	g := brextest.OVNKGateway()
+	flows, err := brex.ServiceFlows(g, svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := rendered(flows), brextest.Canonical(t, c.want); !slices.Equal(got, want) {
+		t.Errorf("without Gateway.SourceRanges:\n%s", flowtest.Diff(strings.Join(want, "\n"), strings.Join(got, "\n")))
+	}
+	g.SourceRanges = true
+	if flows, err = brex.ServiceFlows(g, svc); err != nil {
+		t.Fatal(err)
+	}
+	const dnat = "actions=ct(commit,zone=64003,nat(dst=10.244.0.1:8888),table=6)"
+	var want []string
+	for _, f := range c.want {
+		if f != "cookie=0x10c6b89e483ea111, priority=110, in_port=eth0, tcp, nw_dst=5.5.5.5, tp_dst=8080, "+dnat {
+			want = append(want, f)
+		}
+	}
+	want = append(want,
+		"cookie=0x10c6b89e483ea111, priority=110, in_port=eth0, tcp, nw_dst=5.5.5.5, tp_dst=8080, actions=drop",
+		"cookie=0x10c6b89e483ea111, priority=111, in_port=eth0, tcp, nw_src=192.168.1.0/24, nw_dst=5.5.5.5, tp_dst=8080, "+dnat,
+		"cookie=0x10c6b89e483ea111, priority=111, in_port=eth0, tcp, nw_src=10.1.0.0/16, nw_dst=5.5.5.5, tp_dst=8080, "+dnat)
+	if got, want := rendered(flows), brextest.Canonical(t, want); !slices.Equal(got, want) {
+		t.Errorf("with Gateway.SourceRanges:\n%s", flowtest.Diff(strings.Join(want, "\n"), strings.Join(got, "\n")))
+	}
+	var p ovsflow.Program
+	if err := p.Set(svc.Owner(), flows); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range flows {
+		if !brex.Owns(true)(f.ID()) {
+			t.Errorf("flow %s is not owned with gateway flows on", f)
+		}
+	}
+}

@@ -68,9 +68,54 @@ func (h *harness) kubeletBackends(t *testing.T) {
 		h.throughNode(t, n, svcs, pods)
 	}
 	h.measured("Services apply -> answered through every node", time.Since(begin))
+	h.sourceRanges(t, svcs)
 	h.l2Announce(t, svcs, pods)
 	h.bgp(t, svcs, pods)
 	h.removeBackends(t, pods)
+}
+
+// sourceRanges restricts each Service's loadBalancerSourceRanges (the
+// chart's default loadBalancer.sourceRanges=true) to a range without the
+// client, which then gets nothing from the VIP while the NodePort still
+// answers, then to the client's own address, which connects again, and
+// clears them (the client's route is through the last node).
+func (h *harness) sourceRanges(t *testing.T, svcs map[corev1.ServiceExternalTrafficPolicy]*corev1.Service) {
+	n := h.cl.Nodes[len(h.cl.Nodes)-1]
+	for etp, svc := range svcs {
+		vip := svc.Status.LoadBalancer.Ingress[0].IP + ":80"
+		np := fmt.Sprintf("%s:%d", n.IP, svc.Spec.Ports[0].NodePort)
+		for _, c := range []struct {
+			ranges []string
+			open   bool
+		}{{[]string{"192.0.2.0/24"}, false}, {[]string{testbed.ClusterClientIP + "/32"}, true}, {nil, true}} {
+			begin := time.Now()
+			h.setRanges(t, svc.Name, c.ranges)
+			h.eventually(t, 30*time.Second, fmt.Sprintf("%s (ETP=%s) with ranges %v: open=%v", vip, etp, c.ranges, c.open), func() error {
+				_, err := e2e.Reply(h.cl.Client, vip, 1000, 2*time.Second)
+				if open := err == nil; open != c.open {
+					return fmt.Errorf("open=%v (%v)", open, err)
+				}
+				return nil
+			})
+			t.Logf("%s (ETP=%s): ranges %v -> open=%v in %v", vip, etp, c.ranges, c.open, time.Since(begin).Round(time.Millisecond))
+			if _, err := e2e.Reply(h.cl.Client, np, 1000, 3*time.Second); err != nil {
+				t.Errorf("NodePort %s with ranges %v: %v (NodePorts are never restricted)", np, c.ranges, err)
+			}
+		}
+	}
+}
+
+// setRanges replaces the Service's loadBalancerSourceRanges.
+func (h *harness) setRanges(t *testing.T, name string, ranges []string) {
+	t.Helper()
+	s, err := h.cs.CoreV1().Services(backendsNS).Get(h.ctx, name, metav1.GetOptions{})
+	if err == nil {
+		s.Spec.LoadBalancerSourceRanges = ranges
+		_, err = h.cs.CoreV1().Services(backendsNS).Update(h.ctx, s, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		t.Fatalf("ranges %v of %s: %v", ranges, name, err)
+	}
 }
 
 // l2Announce turns the chart's loadBalancer.l2Announce on (helm upgrade

@@ -29,7 +29,11 @@
 // DaemonSet of kubelet-run pods on OVN, whose EndpointSlices
 // kube-controller-manager writes, answering the client through each
 // node's VIP route and NodePort (ETP=Local: only that node's pod, which
-// sees the client's address), then, with loadBalancer.l2Announce turned
+// sees the client's address), then each Service's loadBalancerSourceRanges
+// (the chart's default loadBalancer.sourceRanges) set to a range without
+// the client, which the VIP then no longer answers while the NodePort
+// does, to the client's address and cleared, the VIP answering again,
+// then, with loadBalancer.l2Announce turned
 // on by `helm upgrade --reuse-values --set` and no route on the client,
 // exactly one node answering ARP for each VIP (for ETP=Local one with a
 // backend) and serving it, then, with the chart's bgp values turned on
