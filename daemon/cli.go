@@ -174,6 +174,9 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer, log *slog.L
 	if cfg.NodeName == "" {
 		log.Warn("no --node-name: no node work (bridge flows, ARP/NDP)")
 	}
+	if cfg.LeaderElect && cfg.OVNEmptyLBEvents && len(cfg.SBAddress) == 0 {
+		return errors.New("--ovn-empty-lb-events needs --sb-address: the leader reads the Southbound's Controller_Event rows")
+	}
 	applyMemoryLimit(log)
 	c, err := Connect(cfg, log)
 	if err != nil {
@@ -185,6 +188,9 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer, log *slog.L
 	d := NewDataplane(cfg, c, rec, m, log)
 	defer d.Close()
 	env := runEnv{Log: log, Metrics: m, ManifestPoll: cfg.ManifestsPoll, FullRecompute: cfg.FullRecompute}
+	if cfg.LeaderElect && cfg.OVNEmptyLBEvents {
+		env.Unidle = &unidling{cfg: cfg, cs: c.Typed, rec: rec, log: log}
+	}
 	if err := wireReachability(ctx, cfg, c, d, &env, log); err != nil {
 		return err
 	}

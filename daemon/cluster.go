@@ -2,12 +2,10 @@ package daemon
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -377,13 +375,9 @@ const drainWait = 100 * time.Millisecond
 
 // dialSB connects the make-before-break waiter to the Southbound.
 func (c *clusterWork) dialSB(ctx context.Context) (*sbwait.Waiter, error) {
-	var cfg *tls.Config
-	if slices.ContainsFunc(c.cfg.SBAddress, func(a string) bool { return strings.HasPrefix(a, "ssl:") }) {
-		t, err := ovsdbnb.TLSConfig(c.cfg.NBPrivKey, c.cfg.NBCert, c.cfg.NBCA)
-		if err != nil {
-			return nil, err
-		}
-		cfg = t
+	cfg, err := sbTLS(c.cfg)
+	if err != nil {
+		return nil, err
 	}
 	return sbwait.Dial(ctx, c.cfg.SBAddress, cfg)
 }

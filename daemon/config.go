@@ -60,6 +60,10 @@ type Config struct {
 	// LBSourceRanges enforces LoadBalancer Services'
 	// spec.loadBalancerSourceRanges in OVN (lbsvc.Options.SourceRanges).
 	LBSourceRanges bool
+	// OVNEmptyLBEvents is OVN-Kubernetes' --ovn-empty-lb-events
+	// (unidling): idled Services' load balancers raise events, which
+	// the leader turns into NeedPods events (needs --sb-address).
+	OVNEmptyLBEvents bool
 
 	// Northbound database: endpoints (several for RAFT) and TLS files.
 	NBAddress               []string
@@ -252,6 +256,9 @@ var options = []option{
 			c.KubeAPIQPS = float32(q)
 			return nil
 		}},
+	{"ovn-empty-lb-events", "kubernetes", "ovn-empty-lb-events", "false",
+		"unidling, as OVN-Kubernetes' flag: an idled Service's (*/idled-at) load balancers raise an event instead of rejecting, and the leader turns the Southbound's Controller_Event rows into NeedPods events and keeps k8s.ovn.org/unidled-at (needs --sb-address)",
+		func(c *Config, v string) (err error) { c.OVNEmptyLBEvents, err = strconv.ParseBool(v); return err }},
 	{"kube-api-burst", "kubernetes", "kube-api-burst", "400", "requests to the API server allowed at once above --kube-api-qps",
 		func(c *Config, v string) (err error) { c.KubeAPIBurst, err = parseUint(v, 1, 100000); return err }},
 	{"manifests", "ovnedge", "manifests", "", "read Kubernetes objects from YAML files in this directory instead of an API server",
@@ -616,6 +623,7 @@ type rawSection struct {
 	V6MasqueradeSubnet               *string `gcfg:"v6-masquerade-subnet"`
 	LBTemplates                      *string `gcfg:"lb-templates"`
 	LBSourceRanges                   *string `gcfg:"lb-source-ranges"`
+	OVNEmptyLBEvents                 *string `gcfg:"ovn-empty-lb-events"`
 	Address                          *string `gcfg:"address"`
 	ClientPrivkey                    *string `gcfg:"client-privkey"`
 	ClientCert                       *string `gcfg:"client-cert"`

@@ -26,7 +26,7 @@ func ParamsFrom(cfg *Config) desired.Params {
 		p.LB.ClusterSubnets = append(p.LB.ClusterSubnets, cs.CIDR)
 	}
 	p.LB.MasqueradeSubnetV4, p.LB.MasqueradeSubnetV6 = cfg.MasqueradeSubnetV4, cfg.MasqueradeSubnetV6
-	p.LB.PerNodeLBs, p.LB.SourceRanges = !cfg.LBTemplates, cfg.LBSourceRanges
+	p.LB.PerNodeLBs, p.LB.SourceRanges, p.LB.EmptyLBEvents = !cfg.LBTemplates, cfg.LBSourceRanges, cfg.OVNEmptyLBEvents
 	for _, j := range []netip.Prefix{cfg.JoinSubnet, cfg.JoinSubnet6} {
 		if j.IsValid() {
 			p.Egress.JoinSubnets = append(p.Egress.JoinSubnets, j)

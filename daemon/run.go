@@ -19,6 +19,7 @@ import (
 	"github.com/ovnedge/ovnedge/manifests"
 	"github.com/ovnedge/ovnedge/metrics"
 	"github.com/ovnedge/ovnedge/readiness"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -94,6 +95,9 @@ type runEnv struct {
 	// Ready, when not nil, is told every change of the instance's
 	// readiness (besides /readyz): the Pod's condition and events.
 	Ready func(readiness.State)
+	// Unidle, when not nil, runs unidling while leading
+	// (--ovn-empty-lb-events).
+	Unidle *unidling
 }
 
 // Clients are the API clients the daemon watches through.
@@ -199,6 +203,15 @@ func run(ctx context.Context, cfg *Config, c *Clients, r reconcilers, env runEnv
 		w: kubewatch.NewWatcher(c.Typed, c.Dynamic, env.Log, opts...)}
 	l.ready = readiness.NewTracker(r.Node != nil, l.publish)
 	l.nodeQ, l.clusterQ = l.w.Queue("node"), l.w.Queue("cluster")
+	if u := env.Unidle; u != nil {
+		if err := l.w.OnServiceUpdate(func(old, cur *corev1.Service) {
+			if l.leading.Load() {
+				go u.serviceUpdated(ctx, old, cur)
+			}
+		}); err != nil {
+			return err
+		}
+	}
 	if err := l.w.Start(ctx); err != nil {
 		return err
 	}
@@ -366,6 +379,9 @@ func (l *loops) elect(ctx context.Context, c *Clients) {
 		defer l.lead(false)
 		l.w.RequestFull() // what changed while following was not kept
 		l.clusterQ.Add("cluster")
+		if u := l.env.Unidle; u != nil {
+			go u.run(lctx, l.w.Services)
+		}
 		l.leadUntil(lctx)
 	})
 	if err != nil {

@@ -36,13 +36,17 @@
 //     enableExternalLBAddress) serves its VIPs on its logical switch only,
 //     with local preference on stock OVN through chassis templates.
 //
-// The deliberate differences from OVN-Kubernetes (one central NB, no
-// unidling, per-node NodePorts without a chassis, a gateway router load
+// The deliberate differences from OVN-Kubernetes (one central NB, per-node
+// NodePorts without a chassis, a gateway router load
 // balancer beside a template NodePort on the nodes hosting its backends,
 // ...) and from Kube-OVN's
 // underlay mode (no patched OVN) are in docs/deviations.md.
 //
+// Unidling: with Options.EmptyLBEvents an idled Service's load balancers
+// raise events ([Idled], [Unidling], [UnidledAtPatch]); lbsvc/unidle turns
+// the Southbound's events into NeedPods.
+//
 // Subpackages: lbsvc/ipam (address pools), lbsvc/kubeovn (Kube-OVN's
 // LoadBalancer Service plan), lbsvc/agent and lbsvc/agent/pod (the agent in
-// its pod).
+// its pod), lbsvc/unidle (the Southbound's controller events).
 package lbsvc

@@ -135,6 +135,14 @@ type Options struct {
 	// ovnedge's own rows, on switches OVN-Kubernetes writes no ACL to
 	// the same effect).
 	SourceRanges bool
+	// EmptyLBEvents is OVN-Kubernetes' --ovn-empty-lb-events: the load
+	// balancers of an idled Service (an "*/idled-at" annotation), or of
+	// one unidled less than UnidleGracePeriod ago, have reject=false and
+	// event=true, so ovn-controller reports a connection to them
+	// without backends (package lbsvc/unidle turns that into NeedPods).
+	// The grace period is read when the Service's state is computed, as
+	// OVN-Kubernetes does: it ends with the Service's next change.
+	EmptyLBEvents bool
 	// Underlay are the underlay subnets (Kube-OVN's MetalLB integration).
 	Underlay []UnderlaySubnet
 	// UnderlayNodes are the nodes whose chassis get the underlay

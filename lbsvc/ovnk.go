@@ -663,9 +663,10 @@ outer:
 // row is the Load_Balancer row of lb (OVN-Kubernetes' buildLB): targets
 // of rules with the same VIP joined.
 func (lb ovnLB) row(svc *corev1.Service, opts Options) ovsdbnb.LoadBalancer {
+	idle := emptyLBEvents(svc, opts)
 	o := map[string]string{
-		"reject":             "true",
-		"event":              "false",
+		"reject":             strconv.FormatBool(!idle),
+		"event":              strconv.FormatBool(idle),
 		"skip_snat":          strconv.FormatBool(lb.opts.skipSNAT),
 		"neighbor_responder": "none",
 		"hairpin_snat_ip":    opts.hairpin(),

@@ -28,13 +28,18 @@ func TestNodePortTemplates(t *testing.T) {
 	})
 	// Beside the template one, a gateway router load balancer on the nodes
 	// hosting a backend only (lbsvc's localGatewayLBs): web-1 on
-	// ovn-worker2, web-2 on ovn-worker3.
-	out := e.OVN.Nbctl("--bare", "--columns=name", "find", "Load_Balancer", "external_ids:k8s.ovn.org/owner=shop/np-tpl")
-	for node, want := range map[string]bool{w1: false, w2: true, w3: true} {
-		if got := strings.Contains(out, "_TCP_nodeport_router_"+node+"\n") || strings.HasSuffix(out, "_TCP_nodeport_router_"+node); got != want {
-			t.Errorf("gateway router load balancer of %s: %v, want %v, among\n%s", node, got, want, out)
+	// ovn-worker2, web-2 on ovn-worker3 (once the Service's EndpointSlice,
+	// written after the Service, is in).
+	var out string
+	e.Eventually(30*time.Second, "the gateway router load balancers of the backends' nodes", func() error {
+		out = e.OVN.Nbctl("--bare", "--columns=name", "find", "Load_Balancer", "external_ids:k8s.ovn.org/owner=shop/np-tpl")
+		for node, want := range map[string]bool{w1: false, w2: true, w3: true} {
+			if got := strings.Contains(out, "_TCP_nodeport_router_"+node+"\n") || strings.HasSuffix(out, "_TCP_nodeport_router_"+node); got != want {
+				return fmt.Errorf("gateway router load balancer of %s: %v, want %v, among\n%s", node, got, want, out)
+			}
 		}
-	}
+		return nil
+	})
 	if strings.Contains(out, "node_switch_ovn") {
 		t.Errorf("per-node switch load balancers beside the template one:\n%s", out)
 	}
