@@ -64,8 +64,9 @@ type OVN struct {
 	NB string
 	// SB is the southbound database remote, "unix:<Dir>/sb.sock".
 	SB string
-	// NBTCP is the northbound database on loopback, "tcp:127.0.0.1:PORT".
-	NBTCP string
+	// NBTCP is the northbound database on loopback, "tcp:127.0.0.1:PORT";
+	// SBTCP the southbound's.
+	NBTCP, SBTCP string
 
 	t        T
 	nb       *daemon // the NB ovsdb-server
@@ -108,12 +109,16 @@ func StartOVNWith(t T, opts OVNOptions) *OVN {
 		}
 	}
 	nb := startOVSDB(t, dir, "nb", schema, filepath.Join(dir, "nb.sock"), "ptcp:0:127.0.0.1")
-	startOVSDB(t, dir, "sb", sbSchema, filepath.Join(dir, "sb.sock"))
+	sb := startOVSDB(t, dir, "sb", sbSchema, filepath.Join(dir, "sb.sock"), "ptcp:0:127.0.0.1")
 	port, err := logPort(nb.log, nb.check)
 	if err != nil {
 		t.Fatalf("testbed: NB TCP port: %v", err)
 	}
 	n.NBTCP = "tcp:127.0.0.1:" + port
+	if port, err = logPort(sb.log, sb.check); err != nil {
+		t.Fatalf("testbed: SB TCP port: %v", err)
+	}
+	n.SBTCP = "tcp:127.0.0.1:" + port
 	n.nb, n.nbSchema = nb, schema
 
 	file := filepath.Join(dir, "northd")
@@ -123,8 +128,8 @@ func StartOVNWith(t T, opts OVNOptions) *OVN {
 		"--no-chdir", "-vconsole:off")
 	stopOnCleanup(t, northd)
 	n.Nbctl("--wait=sb", "--timeout=10", "sync")
-	t.Logf("testbed: OVN central up in %v (dir %s, NB also on %s)",
-		time.Since(begin).Round(time.Millisecond), dir, n.NBTCP)
+	t.Logf("testbed: OVN central up in %v (dir %s, NB also on %s, SB on %s)",
+		time.Since(begin).Round(time.Millisecond), dir, n.NBTCP, n.SBTCP)
 	return n
 }
 

@@ -214,6 +214,9 @@ func TestOVN(t *testing.T) {
 		if out, err := run("ovn-nbctl", "--db="+n.NBTCP, "ls-list"); err != nil || !strings.Contains(out, "sw0") {
 			t.Errorf("NB over %s: %q, %v", n.NBTCP, out, err)
 		}
+		if out, err := run("ovn-sbctl", "--db="+n.SBTCP, "list", "SB_Global"); err != nil || !strings.Contains(out, "_uuid") {
+			t.Errorf("SB over %s: %q, %v", n.SBTCP, out, err)
+		}
 		trace := n.Trace("sw0", `inport == "p1" && eth.src == 00:00:00:00:00:01 && eth.dst == ff:ff:ff:ff:ff:ff`)
 		if !strings.Contains(trace, `ingress(dp="sw0", inport="p1")`) {
 			t.Errorf("unexpected ovn-trace:\n%s", trace)

@@ -69,6 +69,7 @@ func (h *harness) kubeletBackends(t *testing.T) {
 	}
 	h.measured("Services apply -> answered through every node", time.Since(begin))
 	h.sourceRanges(t, svcs)
+	h.unidling(t, pods)
 	h.l2Announce(t, svcs, pods)
 	h.bgp(t, svcs, pods)
 	h.removeBackends(t, pods)
@@ -103,6 +104,63 @@ func (h *harness) sourceRanges(t *testing.T, svcs map[corev1.ServiceExternalTraf
 			}
 		}
 	}
+}
+
+// unidling turns the chart's loadBalancer.emptyLBEvents on (helm upgrade
+// --reuse-values: the leaders' --ovn-empty-lb-events and their RBAC,
+// with the cluster's ovn.sbAddress): a kubelet-run pod's connection to
+// an idled Service's ClusterIP becomes a NeedPods event, and the idler
+// removing idled-at makes the leader set k8s.ovn.org/unidled-at; it
+// turns it off again.
+func (h *harness) unidling(t *testing.T, pods map[string]corev1.Pod) {
+	h.setValueOf(t, "leader", "loadBalancer.emptyLBEvents=true")
+	defer h.setValueOf(t, "leader", "loadBalancer.emptyLBEvents=false")
+	svc := lbService(corev1.ServiceExternalTrafficPolicyCluster)
+	svc.Name, svc.Spec.Type, svc.Spec.ExternalTrafficPolicy = "idle", corev1.ServiceTypeClusterIP, ""
+	svc.Spec.Selector = map[string]string{"app": "nobody"}
+	svc.Annotations = map[string]string{"idling.alpha.openshift.io/idled-at": time.Now().UTC().Format(time.RFC3339)}
+	svc, err := h.cs.CoreV1().Services(backendsNS).Create(h.ctx, svc, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = h.cs.CoreV1().Services(backendsNS).Delete(h.ctx, svc.Name, metav1.DeleteOptions{}) }()
+	n := h.cl.Nodes[0]
+	pod := pods[n.Name]
+	ns := h.env.KubeNode(n.Name).PodNetns(t, pod.Status.ContainerStatuses[0].ContainerID)
+	addr := svc.Spec.ClusterIP + ":80"
+	begin := time.Now()
+	h.eventually(t, 60*time.Second, "a NeedPods event after connections to the idled "+addr, func() error {
+		if _, err := e2e.Reply(ns, addr, 10, 2*time.Second); err == nil {
+			t.Fatalf("the idled Service %s answered", addr)
+		}
+		evs, err := h.cs.CoreV1().Events(backendsNS).List(h.ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=idle,reason=NeedPods"})
+		if err != nil {
+			return err
+		}
+		if len(evs.Items) == 0 || evs.Items[0].Message != "The service idle needs pods" {
+			return fmt.Errorf("events %v", evs.Items)
+		}
+		return nil
+	})
+	h.measured("idled Service, pod connects -> NeedPods event", time.Since(begin))
+	cur, err := h.cs.CoreV1().Services(backendsNS).Get(h.ctx, svc.Name, metav1.GetOptions{})
+	if err == nil {
+		delete(cur.Annotations, "idling.alpha.openshift.io/idled-at")
+		_, err = h.cs.CoreV1().Services(backendsNS).Update(h.ctx, cur, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.eventually(t, 30*time.Second, "k8s.ovn.org/unidled-at after the idled-at annotation went", func() error {
+		got, err := h.cs.CoreV1().Services(backendsNS).Get(h.ctx, svc.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if got.Annotations["k8s.ovn.org/unidled-at"] == "" {
+			return fmt.Errorf("annotations %v", got.Annotations)
+		}
+		return nil
+	})
 }
 
 // setRanges replaces the Service's loadBalancerSourceRanges.
@@ -168,7 +226,11 @@ func (h *harness) l2Announce(t *testing.T, svcs map[corev1.ServiceExternalTraffi
 // setValue runs helm upgrade --reuse-values --set kv, a value of the node
 // DaemonSet, and waits until every node pod is new and every pod Ready
 // and Reconciled.
-func (h *harness) setValue(t *testing.T, kv string) {
+func (h *harness) setValue(t *testing.T, kv string) { h.setValueOf(t, "node", kv) }
+
+// setValueOf is setValue for a value of component's pods ("node" or
+// "leader").
+func (h *harness) setValueOf(t *testing.T, component, kv string) {
 	old, err := h.pods(h.ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -179,15 +241,15 @@ func (h *harness) setValue(t *testing.T, kv string) {
 	if err != nil {
 		t.Fatalf("helm upgrade --set %s: %v\n%s%s", kv, err, out, h.diagnose())
 	}
-	h.eventually(t, 90*time.Second, "every node pod replaced, every pod Ready and Reconciled after --set "+kv, func() error {
+	h.eventually(t, 90*time.Second, "every "+component+" pod replaced, every pod Ready and Reconciled after --set "+kv, func() error {
 		return h.everyPodReady(func(p *corev1.Pod) error {
-			if p.Labels["app.kubernetes.io/component"] == "node" && slices.ContainsFunc(old, func(o corev1.Pod) bool { return o.UID == p.UID }) {
+			if p.Labels["app.kubernetes.io/component"] == component && slices.ContainsFunc(old, func(o corev1.Pod) bool { return o.UID == p.UID }) {
 				return fmt.Errorf("pod %s not replaced yet", p.Name)
 			}
 			return nil
 		})
 	})
-	h.measured("helm upgrade --set "+kv+" -> node pods new and Ready", time.Since(begin))
+	h.measured("helm upgrade --set "+kv+" -> "+component+" pods new and Ready", time.Since(begin))
 }
 
 // netserverDaemonSet is a pod on every node serving TCP 8080.

@@ -33,6 +33,10 @@
 // (the chart's default loadBalancer.sourceRanges) set to a range without
 // the client, which the VIP then no longer answers while the NodePort
 // does, to the client's address and cleared, the VIP answering again,
+// then, with loadBalancer.emptyLBEvents turned on by `helm upgrade
+// --reuse-values --set` (the leaders' flag and RBAC), a kubelet-run pod's
+// connection to an idled Service's ClusterIP becoming a NeedPods event and
+// the idled-at annotation's removal a k8s.ovn.org/unidled-at annotation,
 // then, with loadBalancer.l2Announce turned
 // on by `helm upgrade --reuse-values --set` and no route on the client,
 // exactly one node answering ARP for each VIP (for ETP=Local one with a
@@ -83,12 +87,10 @@
 //     (routers, switches, gateway routers, management ports, breth0) and
 //     the test patches the annotations ovnkube-node would write
 //     (e2e.NodeAnnotations) onto the Nodes the kubelets registered;
-//   - the OVN central's Service: the NB listens on the test's loopback;
-//     each node namespace reaches it at testbed.KubeAPIAddress:<port>
-//     through a forwarder of the test process (Netns.ForwardTo), which is
-//     ovn.nbAddress. The SB is served on a unix socket only, so
-//     ovn.sbAddress is empty (it is optional: EgressIP make-before-break
-//     only, which this test does not exercise);
+//   - the OVN central's Service: the NB and the SB listen on the test's
+//     loopback; each node namespace reaches them at
+//     testbed.KubeAPIAddress:<port> through forwarders of the test process
+//     (Netns.ForwardTo), which are ovn.nbAddress and ovn.sbAddress;
 //   - the ExternalIP Service's backend (used through the upgrade and
 //     failover steps) is a testbed pod (a network namespace on a node's
 //     br-int, serving TCP from the test process), so that Service has no

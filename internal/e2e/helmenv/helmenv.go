@@ -94,12 +94,13 @@ func Start(t testbed.T, kc *testbed.KubeCluster, root string, n int, measured fu
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build examples/ovncni: %v\n%s", err, out)
 	}
-	port := c.nbPort(t)
+	port, sbPort := c.nbPort(t), tcpPort(t, c.OVN.OVN.SBTCP)
 	for _, cn := range c.OVN.Nodes {
 		nbegin := time.Now()
 		c.Nodes = append(c.Nodes, kc.AddOVNClusterNode(t, cn, plugin))
 		measured("AddClusterNode "+cn.Name+" (Ready)", time.Since(nbegin))
 		cn.NS.ForwardTo(t, testbed.KubeAPIAddress+":"+port, "127.0.0.1:"+port)
+		cn.NS.ForwardTo(t, testbed.KubeAPIAddress+":"+sbPort, "127.0.0.1:"+sbPort)
 		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": e2e.NodeAnnotations(cn)}})
 		if err != nil {
 			t.Fatalf("%v", err)
@@ -123,10 +124,13 @@ func TempDir(t testbed.T) string {
 }
 
 // nbPort is the port of the NB's TCP remote.
-func (c *Cluster) nbPort(t testbed.T) string {
-	_, port, ok := strings.Cut(strings.TrimPrefix(c.OVN.OVN.NBTCP, "tcp:"), ":")
+func (c *Cluster) nbPort(t testbed.T) string { return tcpPort(t, c.OVN.OVN.NBTCP) }
+
+// tcpPort is the port of a "tcp:127.0.0.1:PORT" remote.
+func tcpPort(t testbed.T, remote string) string {
+	_, port, ok := strings.Cut(strings.TrimPrefix(remote, "tcp:"), ":")
 	if !ok {
-		t.Fatalf("NB TCP remote %q", c.OVN.OVN.NBTCP)
+		t.Fatalf("TCP remote %q", remote)
 	}
 	return port
 }
@@ -134,6 +138,11 @@ func (c *Cluster) nbPort(t testbed.T) string {
 // NBAddress is the NB as a pod on the host network sees it.
 func (c *Cluster) NBAddress(t testbed.T) string {
 	return "tcp:" + testbed.KubeAPIAddress + ":" + c.nbPort(t)
+}
+
+// SBAddress is the SB as a pod on the host network sees it.
+func (c *Cluster) SBAddress(t testbed.T) string {
+	return "tcp:" + testbed.KubeAPIAddress + ":" + tcpPort(t, c.OVN.OVN.SBTCP)
 }
 
 // KubeNode returns the kubelet node called name, or nil.
@@ -159,7 +168,7 @@ joinSubnet: %q
 joinSubnetV6: %q
 ovn:
   nbAddress: %q
-  sbAddress: ""
+  sbAddress: %q
 node:
   bridge: %s
   uplink: %s
@@ -168,7 +177,7 @@ node:
 leader:
   replicas: %d
   hostNetwork: true
-`, ImageRepo, tag, e2e.ClusterSubnets, testbed.ClusterJoin, testbed.ClusterJoin6, c.NBAddress(t),
+`, ImageRepo, tag, e2e.ClusterSubnets, testbed.ClusterJoin, testbed.ClusterJoin6, c.NBAddress(t), c.SBAddress(t),
 		testbed.ClusterBridge, testbed.ClusterUplink, leaders) + extra
 }
 
