@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/ovnedge/ovnedge/daemon"
 	"github.com/ovnedge/ovnedge/internal/e2e"
 	"github.com/ovnedge/ovnedge/internal/e2e/helmenv"
 	"github.com/ovnedge/ovnedge/testbed"
@@ -105,8 +106,29 @@ func installed(ctx context.Context, t testbed.T, out io.Writer) *helmenv.Cluster
 	fmt.Fprintf(out, "  helm install %s deploy/helm/ovnedge --namespace %s --values values.yaml --wait\n", helmenv.Release, helmenv.Namespace)
 	fmt.Fprintln(out, "  values: the testbed's NB, subnets and breth0; leader.hostNetwork=true, leader.replicas=2;")
 	fmt.Fprintln(out, "  egress.fastFailover=true; loadBalancer.pools={demo: 172.18.0.200/29}")
+	// helm's --wait counts a DaemonSet or Deployment ready with
+	// maxUnavailable pods not (yet) Ready.
+	begin := time.Now()
+	wait(t, 60*time.Second, func() error { return allReady(ctx, kc) })
+	fmt.Fprintf(out, "  every pod Ready %v later (helm's --wait allows maxUnavailable pods not Ready):\n", time.Since(begin).Round(100*time.Millisecond))
 	showPods(ctx, t, kc, out)
 	return c
+}
+
+// allReady is nil once every pod of the release is Ready.
+func allReady(ctx context.Context, kc *testbed.KubeCluster) error {
+	list, err := kc.Client.CoreV1().Pods(helmenv.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=ovnedge"})
+	if err != nil {
+		return err
+	}
+	for _, p := range list.Items {
+		for _, s := range p.Status.ContainerStatuses {
+			if !s.Ready {
+				return fmt.Errorf("pod %s not Ready", p.Name)
+			}
+		}
+	}
+	return nil
 }
 
 // showPods prints the release's pods as `kubectl get pods -o wide` would.
@@ -196,6 +218,7 @@ func egress(ctx context.Context, t testbed.T, c *helmenv.Cluster, client *corev1
 		}
 		return nil
 	})
+	holder := leaseHolderNode(ctx, t, c)
 	killed, sentAtKill := time.Now(), s.Sent()
 	killMachine(ctx, t, c, node)
 	to := egressNode(ctx, t, c, node)
@@ -206,6 +229,43 @@ func egress(ctx context.Context, t testbed.T, c *helmenv.Cluster, client *corev1
 	fmt.Fprintf(out, "  (the chart's egress.fastFailover: heartbeats instead of polling each node);\n")
 	fmt.Fprintf(out, "  a 10 ms UDP stream from prod/client-1 to the external host stopped for %d ms, then arrived again from %s\n",
 		r.Gap.Milliseconds(), s.LastFrom())
+	if holder != node {
+		fmt.Fprintf(out, "  (the leader, the Lease's holder, ran on %s and went on)\n", holder)
+		return
+	}
+	l := daemon.DefaultLease("")
+	lease, err := c.Kube.Client.CoordinationV1().Leases(l.Namespace).Get(ctx, l.Name, metav1.GetOptions{})
+	if err != nil || lease.Spec.AcquireTime == nil {
+		t.Fatalf("Lease %s/%s after the kill: %v", l.Namespace, l.Name, err)
+	}
+	fmt.Fprintf(out, "  (the leader, the Lease's holder, ran on %s too: the other leader took the Lease %d ms after the kill,\n"+
+		"  the Lease's %v duration, and moved the egress IP then; most of the gap is that wait)\n",
+		node, lease.Spec.AcquireTime.Sub(killed).Milliseconds(), l.Duration)
+}
+
+// leaseHolderNode is the node of the leader pod holding the Lease (its
+// identity starts with the pod's name).
+func leaseHolderNode(ctx context.Context, t testbed.T, c *helmenv.Cluster) string {
+	t.Helper()
+	l := daemon.DefaultLease("")
+	lease, err := c.Kube.Client.CoordinationV1().Leases(l.Namespace).Get(ctx, l.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("Lease %s/%s: %v", l.Namespace, l.Name, err)
+	}
+	pods, err := c.Kube.Client.CoreV1().Pods(helmenv.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=leader"})
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	holder := ""
+	if lease.Spec.HolderIdentity != nil {
+		holder = *lease.Spec.HolderIdentity
+	}
+	for _, p := range pods.Items {
+		if strings.HasPrefix(holder, p.Name+"_") {
+			return p.Spec.NodeName
+		}
+	}
+	return "?"
 }
 
 // egressNode waits until EgressIP egress-prod's status puts egressIP on
