@@ -925,41 +925,52 @@ func (s *syncer) planAddressSets(sn *snap, p *plan, want []AddressSet) error {
 
 // planQoS makes the owner's QoS rows those of want (see planHeld).
 func (s *syncer) planQoS(sn *snap, p *plan, want []QoS) error {
-	rows, err := ownedRows(s, p.owner, nbdb.QoSTable, &nbdb.QoS{ExternalIDs: ownerIDs(p.owner)},
-		func(r *nbdb.QoS) map[string]string { return r.ExternalIDs })
-	if err != nil {
-		return err
-	}
-	cur := make([]cachedHeld, len(rows))
-	for i, r := range rows {
-		cur[i] = cachedHeld{r.UUID, qosID(r.Direction, r.Priority, r.Match), qosRowOf(r)}
-	}
-	hs := make([]held, len(want))
-	for i, q := range want {
-		hs[i] = held{qosID(q.Direction, q.Priority, q.Match), qosRow(q), q.Switches,
-			map[string]any{"priority": q.Priority, "direction": q.Direction, "match": q.Match}}
-	}
-	return s.planHeld(sn, p, nbdb.QoSTable, "qos_rules", hs, cur, true)
+	return planSwitchRows(s, sn, p, nbdb.QoSTable, "qos_rules", true,
+		func(r *nbdb.QoS) (map[string]string, cachedHeld) {
+			return r.ExternalIDs, cachedHeld{r.UUID, qosID(r.Direction, r.Priority, r.Match), qosRowOf(r)}
+		},
+		want, func(q QoS) held {
+			return newHeld(qosID(q.Direction, q.Priority, q.Match), qosRow(q), q.Switches, q.Priority, q.Direction, q.Match)
+		})
 }
 
 // planACLs makes the owner's ACLs those of want (see planHeld). ACLs
 // are never adopted: OVN-Kubernetes writes none of the same identity.
 func (s *syncer) planACLs(sn *snap, p *plan, want []ACL) error {
-	rows, err := ownedRows(s, p.owner, nbdb.ACLTable, &nbdb.ACL{ExternalIDs: ownerIDs(p.owner)},
-		func(r *nbdb.ACL) map[string]string { return r.ExternalIDs })
+	return planSwitchRows(s, sn, p, nbdb.ACLTable, "acls", false,
+		func(r *nbdb.ACL) (map[string]string, cachedHeld) {
+			return r.ExternalIDs, cachedHeld{r.UUID, aclID(r.Direction, r.Priority, r.Match), aclRowOf(r)}
+		},
+		want, func(a ACL) held {
+			return newHeld(aclID(a.Direction, a.Priority, a.Match), aclRow(a), a.Switches, a.Priority, a.Direction, a.Match)
+		})
+}
+
+// planSwitchRows plans the owner's rows of table (of model T, held by
+// switches in col) with planHeld: its cached rows read through cached
+// (their external_ids and form), the desired ones converted by heldOf.
+func planSwitchRows[T, W any](s *syncer, sn *snap, p *plan, table, col string, adopt bool,
+	cached func(*T) (map[string]string, cachedHeld), want []W, heldOf func(W) held) error {
+	rows, err := ownedRows(s, p.owner, table, ownerProbe(table, ownerIDs(p.owner)),
+		func(r *T) map[string]string { ids, _ := cached(r); return ids })
 	if err != nil {
 		return err
 	}
 	cur := make([]cachedHeld, len(rows))
 	for i, r := range rows {
-		cur[i] = cachedHeld{r.UUID, aclID(r.Direction, r.Priority, r.Match), aclRowOf(r)}
+		_, cur[i] = cached(r)
 	}
 	hs := make([]held, len(want))
-	for i, a := range want {
-		hs[i] = held{aclID(a.Direction, a.Priority, a.Match), aclRow(a), a.Switches,
-			map[string]any{"priority": a.Priority, "direction": a.Direction, "match": a.Match}}
+	for i, w := range want {
+		hs[i] = heldOf(w)
 	}
-	return s.planHeld(sn, p, nbdb.ACLTable, "acls", hs, cur, false)
+	return s.planHeld(sn, p, table, col, hs, cur, adopt)
+}
+
+// newHeld is a held row whose insert is guarded by its priority,
+// direction and match.
+func newHeld(id string, r row, switches []string, priority int, direction, match string) held {
+	return held{id, r, switches, map[string]any{"priority": priority, "direction": direction, "match": match}}
 }
 
 // held is a desired row that switches hold (a QoS row, an ACL): its

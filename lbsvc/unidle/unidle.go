@@ -3,16 +3,13 @@ package unidle
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"github.com/ovn-kubernetes/libovsdb/cache"
 	"github.com/ovn-kubernetes/libovsdb/client"
 	"github.com/ovn-kubernetes/libovsdb/model"
@@ -20,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/ovnedge/ovnedge/event"
+	"github.com/ovnedge/ovnedge/ovsdbnb"
 )
 
 // ReasonNeedPods is the reason of the Normal event on a Service whose
@@ -61,31 +59,12 @@ type Events struct {
 // Dial connects to the Southbound at endpoints (unix:, tcp:, ssl:, with
 // tlsConfig for ssl:) and monitors Controller_Event.
 func Dial(ctx context.Context, endpoints []string, tlsConfig *tls.Config, log *slog.Logger) (*Events, error) {
-	if len(endpoints) == 0 {
-		return nil, errors.New("unidle: no Southbound endpoints")
-	}
 	if log == nil {
 		log = slog.Default()
 	}
-	m, err := model.NewClientDBModel("OVN_Southbound", map[string]model.Model{"Controller_Event": &controllerEvent{}})
-	if err != nil {
-		return nil, fmt.Errorf("unidle: model: %w", err)
-	}
-	bo := backoff.NewExponentialBackOff()
-	bo.InitialInterval, bo.MaxInterval, bo.MaxElapsedTime = 50*time.Millisecond, 5*time.Second, 0
-	opts := []client.Option{client.WithReconnect(5*time.Second, bo)}
-	for _, ep := range endpoints {
-		opts = append(opts, client.WithEndpoint(ep))
-	}
-	if tlsConfig != nil {
-		opts = append(opts, client.WithTLSConfig(tlsConfig))
-	}
-	sb, err := client.NewOVSDBClient(m, opts...)
+	sb, err := ovsdbnb.DialSouthbound(ctx, endpoints, tlsConfig, map[string]model.Model{"Controller_Event": &controllerEvent{}})
 	if err != nil {
 		return nil, fmt.Errorf("unidle: %w", err)
-	}
-	if err := sb.Connect(ctx); err != nil {
-		return nil, fmt.Errorf("unidle: connect %s: %w", strings.Join(endpoints, ","), err)
 	}
 	e := &Events{sb: sb, log: log, wake: make(chan struct{}, 1), queued: map[string]bool{}}
 	sb.Cache().AddEventHandler(&cache.EventHandlerFuncs{AddFunc: func(_ string, m model.Model) {
@@ -93,15 +72,13 @@ func Dial(ctx context.Context, endpoints []string, tlsConfig *tls.Config, log *s
 			e.add(r)
 		}
 	}})
-	if _, err := sb.MonitorAll(ctx); err != nil {
+	var rows []controllerEvent // those before the handler
+	if err := sb.List(ctx, &rows); err != nil {
 		sb.Close()
-		return nil, fmt.Errorf("unidle: monitor: %w", err)
+		return nil, fmt.Errorf("unidle: list the controller events: %w", err)
 	}
-	var rows []controllerEvent
-	if err := sb.List(ctx, &rows); err == nil { // rows the handler may have missed
-		for i := range rows {
-			e.add(&rows[i])
-		}
+	for i := range rows {
+		e.add(&rows[i])
 	}
 	return e, nil
 }

@@ -14,14 +14,13 @@ package sbwait
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"github.com/ovn-kubernetes/libovsdb/client"
 	"github.com/ovn-kubernetes/libovsdb/model"
+	"github.com/ovnedge/ovnedge/ovsdbnb"
 )
 
 // chassisPrivate is the Southbound Chassis_Private row (every column:
@@ -44,32 +43,9 @@ type Waiter struct {
 // Dial connects to the Southbound at endpoints (unix:, tcp:, ssl:, with
 // tlsConfig for ssl:) and monitors Chassis_Private.
 func Dial(ctx context.Context, endpoints []string, tlsConfig *tls.Config) (*Waiter, error) {
-	if len(endpoints) == 0 {
-		return nil, errors.New("sbwait: no endpoints")
-	}
-	m, err := model.NewClientDBModel("OVN_Southbound", map[string]model.Model{"Chassis_Private": &chassisPrivate{}})
-	if err != nil {
-		return nil, fmt.Errorf("sbwait: model: %w", err)
-	}
-	bo := backoff.NewExponentialBackOff()
-	bo.InitialInterval, bo.MaxInterval, bo.MaxElapsedTime = 50*time.Millisecond, 5*time.Second, 0
-	opts := []client.Option{client.WithReconnect(5*time.Second, bo)}
-	for _, ep := range endpoints {
-		opts = append(opts, client.WithEndpoint(ep))
-	}
-	if tlsConfig != nil {
-		opts = append(opts, client.WithTLSConfig(tlsConfig))
-	}
-	sb, err := client.NewOVSDBClient(m, opts...)
+	sb, err := ovsdbnb.DialSouthbound(ctx, endpoints, tlsConfig, map[string]model.Model{"Chassis_Private": &chassisPrivate{}})
 	if err != nil {
 		return nil, fmt.Errorf("sbwait: %w", err)
-	}
-	if err := sb.Connect(ctx); err != nil {
-		return nil, fmt.Errorf("sbwait: connect %s: %w", strings.Join(endpoints, ","), err)
-	}
-	if _, err := sb.MonitorAll(ctx); err != nil {
-		sb.Close()
-		return nil, fmt.Errorf("sbwait: monitor: %w", err)
 	}
 	return &Waiter{sb: sb}, nil
 }
