@@ -174,6 +174,9 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer, log *slog.L
 	if cfg.NodeName == "" {
 		log.Warn("no --node-name: no node work (bridge flows, ARP/NDP)")
 	}
+	if err := cfg.CheckLease(); cfg.LeaderElect && err != nil {
+		return err
+	}
 	if cfg.LeaderElect && cfg.OVNEmptyLBEvents && len(cfg.SBAddress) == 0 {
 		return errors.New("--ovn-empty-lb-events needs --sb-address: the leader reads the Southbound's Controller_Event rows")
 	}

@@ -167,6 +167,10 @@ type Config struct {
 	// (an NB it cannot reach) before it releases the Lease for another
 	// candidate; 0 never.
 	LeaderStepDown time.Duration
+	// LeaseDuration, LeaseRenewDeadline and LeaseRetryPeriod time the
+	// Lease's election (OVN-Kubernetes' cluster manager HA flags): a dead
+	// leader is replaced within LeaseDuration of its last renewal.
+	LeaseDuration, LeaseRenewDeadline, LeaseRetryPeriod time.Duration
 
 	// BGP announces the VIPs a node can serve (and, with BGPEgressIPs,
 	// the egress IPs assigned to it) to its BGP peers: see package bgp.
@@ -400,6 +404,15 @@ var options = []option{
 	{"leader-step-down-after", "ovnedge", "leader-step-down-after", "30s",
 		"release the Lease, for another candidate, once the leader's cluster pass has failed this long (an NB it cannot reach); it campaigns again after a lease duration; 0 never",
 		func(c *Config, v string) (err error) { c.LeaderStepDown, err = parseDurationOrZero(v); return err }},
+	{"cluster-manager-ha-election-lease-duration", "clustermgrha", "election-lease-duration", "15",
+		"seconds a leader's Lease lasts after its last renewal: how long a dead leader's work waits for another (OVN-Kubernetes' flag; its default is 137)",
+		func(c *Config, v string) (err error) { c.LeaseDuration, err = parseSeconds(v); return err }},
+	{"cluster-manager-ha-election-renew-deadline", "clustermgrha", "election-renew-deadline", "10",
+		"seconds the leader keeps trying to renew its Lease before it stops leading; less than the lease duration (OVN-Kubernetes' default 107)",
+		func(c *Config, v string) (err error) { c.LeaseRenewDeadline, err = parseSeconds(v); return err }},
+	{"cluster-manager-ha-election-retry-period", "clustermgrha", "election-retry-period", "2",
+		"seconds between a candidate's attempts on the Lease; less than the renew deadline (OVN-Kubernetes' default 26)",
+		func(c *Config, v string) (err error) { c.LeaseRetryPeriod, err = parseSeconds(v); return err }},
 	{"enable-bgp", "bgp", "enable", "false",
 		"announce ExternalIPs and LoadBalancer ingress VIPs over BGP from every node that can serve them (externalTrafficPolicy=Local: nodes with a ready local endpoint), from an embedded speaker (node instances)",
 		func(c *Config, v string) (err error) { c.EnableBGP, err = strconv.ParseBool(v); return err }},
@@ -590,13 +603,14 @@ func ParseConfig(name string, args []string, extra ...func(*flag.FlagSet)) (*Con
 // has many) are ignored.
 func readConfigFile(path string) (map[string]string, error) {
 	var raw struct {
-		Default, Kubernetes, Gateway, Ovnnorth, Ovnsouth, Ovnkubernetesfeature, Ovnedge, Bgp, Kubeovn rawSection
+		Default, Kubernetes, Gateway, Ovnnorth, Ovnsouth, Ovnkubernetesfeature, Ovnedge, Bgp, Kubeovn, Clustermgrha rawSection
 	}
 	if err := gcfg.FatalOnly(gcfg.ReadFileInto(&raw, path)); err != nil {
 		return nil, fmt.Errorf("config file %s: %w", path, err)
 	}
 	sections := map[string]*rawSection{"default": &raw.Default, "kubernetes": &raw.Kubernetes, "gateway": &raw.Gateway, "ovnnorth": &raw.Ovnnorth, "ovnsouth": &raw.Ovnsouth,
-		"ovnkubernetesfeature": &raw.Ovnkubernetesfeature, "ovnedge": &raw.Ovnedge, "bgp": &raw.Bgp, "kubeovn": &raw.Kubeovn}
+		"ovnkubernetesfeature": &raw.Ovnkubernetesfeature, "ovnedge": &raw.Ovnedge, "bgp": &raw.Bgp, "kubeovn": &raw.Kubeovn,
+		"clustermgrha": &raw.Clustermgrha}
 	out := map[string]string{}
 	for _, o := range options {
 		if s := sections[o.section]; s != nil {
@@ -656,6 +670,9 @@ type rawSection struct {
 	LBSvcImage                       *string `gcfg:"lb-svc-image"`
 	LeaderElect                      *string `gcfg:"leader-elect"`
 	LeaderStepDownAfter              *string `gcfg:"leader-step-down-after"`
+	ElectionLeaseDuration            *string `gcfg:"election-lease-duration"`
+	ElectionRenewDeadline            *string `gcfg:"election-renew-deadline"`
+	ElectionRetryPeriod              *string `gcfg:"election-retry-period"`
 	MetricsAddress                   *string `gcfg:"metrics-address"`
 	MetricsSecure                    *string `gcfg:"metrics-secure"`
 	MetricsCertFile                  *string `gcfg:"metrics-cert-file"`
@@ -802,6 +819,30 @@ func parseDuration(s string) (time.Duration, error) {
 }
 
 // parseDurationOrZero parses a duration that may be 0.
+// parseSeconds parses a positive whole number of seconds.
+func parseSeconds(s string) (time.Duration, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err == nil && n <= 0 {
+		err = fmt.Errorf("%s is not a positive number of seconds", s)
+	}
+	return time.Duration(n) * time.Second, err
+}
+
+// CheckLease refuses Lease timings client-go's election cannot keep:
+// the lease duration must exceed the renew deadline, which must exceed
+// the retry period (OVN-Kubernetes refuses the same).
+func (c *Config) CheckLease() error {
+	if c.LeaseDuration <= c.LeaseRenewDeadline {
+		return fmt.Errorf("--cluster-manager-ha-election-lease-duration %v must be longer than --cluster-manager-ha-election-renew-deadline %v",
+			c.LeaseDuration, c.LeaseRenewDeadline)
+	}
+	if c.LeaseRenewDeadline <= c.LeaseRetryPeriod {
+		return fmt.Errorf("--cluster-manager-ha-election-renew-deadline %v must be longer than --cluster-manager-ha-election-retry-period %v",
+			c.LeaseRenewDeadline, c.LeaseRetryPeriod)
+	}
+	return nil
+}
+
 func parseDurationOrZero(s string) (time.Duration, error) {
 	d, err := time.ParseDuration(strings.TrimSpace(s))
 	if err == nil && d < 0 {

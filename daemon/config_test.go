@@ -457,3 +457,32 @@ func TestKubeAPIRateLimit(t *testing.T) {
 		}
 	}
 }
+
+// The Lease's timings take OVN-Kubernetes' cluster manager HA flags and
+// [clustermgrha] keys (whole seconds); ovnedge's defaults are client-go's
+// 15/10/2, and CheckLease refuses timings the election cannot keep.
+func TestParseConfigLease(t *testing.T) {
+	c, _, err := ParseConfig("daemon", nil)
+	if err != nil || c.LeaseDuration != 15*time.Second || c.LeaseRenewDeadline != 10*time.Second || c.LeaseRetryPeriod != 2*time.Second || c.CheckLease() != nil {
+		t.Errorf("defaults %v/%v/%v (%v, %v)", c.LeaseDuration, c.LeaseRenewDeadline, c.LeaseRetryPeriod, err, c.CheckLease())
+	}
+	file := writeFile(t, "[clustermgrha]\nelection-lease-duration = 6\nelection-renew-deadline = 4\nelection-retry-period = 1\n")
+	c, _, err = ParseConfig("daemon", []string{"--config-file", file, "--cluster-manager-ha-election-retry-period=2"})
+	if err != nil || c.LeaseDuration != 6*time.Second || c.LeaseRenewDeadline != 4*time.Second || c.LeaseRetryPeriod != 2*time.Second || c.CheckLease() != nil {
+		t.Errorf("file and flag: %v/%v/%v (%v, %v)", c.LeaseDuration, c.LeaseRenewDeadline, c.LeaseRetryPeriod, err, c.CheckLease())
+	}
+	for _, args := range [][]string{
+		{"--cluster-manager-ha-election-lease-duration=10"},
+		{"--cluster-manager-ha-election-renew-deadline=2"},
+	} {
+		c, _, err := ParseConfig("daemon", args)
+		if err != nil || c.CheckLease() == nil {
+			t.Errorf("%v: %v, CheckLease %v; want a refusal", args, err, c.CheckLease())
+		}
+	}
+	for _, v := range []string{"0", "-3", "1.5", "10s"} {
+		if _, _, err := ParseConfig("daemon", []string{"--cluster-manager-ha-election-lease-duration=" + v}); err == nil {
+			t.Errorf("lease duration %q accepted", v)
+		}
+	}
+}

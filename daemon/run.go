@@ -373,6 +373,9 @@ func (l *loops) elect(ctx context.Context, c *Clients) {
 		// the Lease.
 		host, _ := os.Hostname()
 		lease = DefaultLease(leaseIdentity(l.cfg.NodeName, cmp.Or(os.Getenv("POD_NAME"), host), rand.Text()[:8]))
+		if l.cfg.CheckLease() == nil {
+			lease.Duration, lease.RenewDeadline, lease.RetryPeriod = l.cfg.LeaseDuration, l.cfg.LeaseRenewDeadline, l.cfg.LeaseRetryPeriod
+		}
 	}
 	err := RunLeader(ctx, c.Typed, lease, l.log, func(lctx context.Context) {
 		l.lead(true)

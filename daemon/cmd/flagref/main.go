@@ -34,6 +34,7 @@ var flagSections = []struct{ name, title string }{
 	{"gateway", "`[gateway]`: the shared gateway"},
 	{"ovnnorth", "`[ovnnorth]`: OVN Northbound database"},
 	{"ovnsouth", "`[ovnsouth]`: OVN Southbound database"},
+	{"clustermgrha", "`[clustermgrha]`: the leader's Lease election"},
 	{"ovnkubernetesfeature", "`[ovnkubernetesfeature]`: EgressIP"},
 	{"kubeovn", "`[kubeovn]`: Kube-OVN underlay LoadBalancer VIPs"},
 	{"bgp", "`[bgp]`: BGP"},
