@@ -56,6 +56,7 @@ func Run(ctx context.Context, t testbed.T, out io.Writer) Report {
 
 	var r Report
 	r.Answers = requests(ctx, t, c, out)
+	r.Ranges = sourceRanges(ctx, t, c, out)
 	egress(ctx, t, c, pods["client-1"], out, &r)
 	fmt.Fprintf(out, "\nDone in %v; everything is removed now.\n", time.Since(begin).Round(100*time.Millisecond))
 	return r
@@ -183,6 +184,63 @@ func requests(ctx context.Context, t testbed.T, c *helmenv.Cluster, out io.Write
 		answers = append(answers, req.addr+" "+line)
 	}
 	return answers
+}
+
+// sourceRanges restricts Service web's loadBalancerSourceRanges to the
+// external client and shows who its LoadBalancer IP then answers: the
+// client, not a routed client behind the router (whose NodePort still
+// answers, as with kube-proxy); it clears them again. It returns what
+// each attempt got.
+func sourceRanges(ctx context.Context, t testbed.T, c *helmenv.Cluster, out io.Writer) []string {
+	t.Helper()
+	web, err := c.Kube.Client.CoreV1().Services("prod").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	lbIP := web.Status.LoadBalancer.Ingress[0].IP
+	c.OVN.Router.Run(t, "ip", "route", "replace", lbIP+"/32", "via", c.OVN.Node(w1).IP.String())
+	web.Spec.LoadBalancerSourceRanges = []string{testbed.ClusterClientIP + "/32"}
+	if _, err := c.Kube.Client.CoreV1().Services("prod").Update(ctx, web, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("%v", err)
+	}
+	fmt.Fprintf(out, "\nSource ranges (OVN-Kubernetes ignores them; ovnedge enforces them as kube-proxy does):\n")
+	fmt.Fprintf(out, "  Service prod/web: loadBalancerSourceRanges [%s/32]\n", testbed.ClusterClientIP)
+	addr, np := lbIP+":80", fmt.Sprintf("%s:%d", c.OVN.Node(w1).IP, web.Spec.Ports[0].NodePort)
+	var got []string
+	for _, a := range []struct {
+		who  string
+		from *testbed.Netns
+		addr string
+		open bool
+	}{
+		{"the external client " + testbed.ClusterClientIP, c.OVN.Client, addr, true},
+		{"a routed client " + testbed.ClusterRemoteClientIP, c.OVN.RemoteClient, addr, false},
+		{"a routed client " + testbed.ClusterRemoteClientIP, c.OVN.RemoteClient, np, true},
+	} {
+		var line string
+		wait(t, 30*time.Second, func() (err error) {
+			line, err = e2e.Reply(a.from, a.addr, 1000, 2*time.Second)
+			if open := err == nil; open != a.open {
+				return fmt.Errorf("%s -> %s: answered %v, want %v", a.who, a.addr, open, a.open)
+			}
+			return nil
+		})
+		result := "gets nothing (dropped in OVN)"
+		if a.open {
+			pod, _, _ := strings.Cut(line, " ")
+			result = "answered by " + pod
+		}
+		fmt.Fprintf(out, "  %-40s -> %-20s %s\n", a.who, a.addr, result)
+		got = append(got, a.addr+" "+result)
+	}
+	if web, err = c.Kube.Client.CoreV1().Services("prod").Get(ctx, "web", metav1.GetOptions{}); err == nil {
+		web.Spec.LoadBalancerSourceRanges = nil
+		_, err = c.Kube.Client.CoreV1().Services("prod").Update(ctx, web, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	return got
 }
 
 // egress shows the source the external host sees for client's traffic,

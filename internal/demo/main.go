@@ -81,6 +81,10 @@ type Report struct {
 	EgressSource string
 	// Gap is the egress stream's loss window after the kill.
 	Gap time.Duration
+	// Ranges are "<addr> <result>" for each source ranges attempt: the
+	// external client's answered, the routed client's VIP dropped, its
+	// NodePort answered.
+	Ranges []string
 }
 
 // connect makes one TCP exchange from ns to addr, retrying while the

@@ -31,6 +31,10 @@ func TestDemo(t *testing.T) {
 	if r.Gap <= 0 {
 		t.Errorf("no failover gap measured")
 	}
+	if len(r.Ranges) != 3 || !strings.Contains(r.Ranges[0], "answered by web-") || !strings.Contains(r.Ranges[1], "gets nothing") ||
+		!strings.Contains(r.Ranges[2], "answered by web-") {
+		t.Errorf("source ranges: %q", r.Ranges)
+	}
 }
 
 // TestDemoKubeOVN runs `make demo FLAVOR=kube-ovn` and checks its report:
