@@ -818,7 +818,6 @@ func parseDuration(s string) (time.Duration, error) {
 	return d, err
 }
 
-// parseDurationOrZero parses a duration that may be 0.
 // parseSeconds parses a positive whole number of seconds.
 func parseSeconds(s string) (time.Duration, error) {
 	n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -843,6 +842,7 @@ func (c *Config) CheckLease() error {
 	return nil
 }
 
+// parseDurationOrZero parses a duration that may be 0.
 func parseDurationOrZero(s string) (time.Duration, error) {
 	d, err := time.ParseDuration(strings.TrimSpace(s))
 	if err == nil && d < 0 {

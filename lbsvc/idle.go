@@ -14,9 +14,12 @@ const (
 	// IdledAtSuffix ends the annotation an idler (oc idle, Knative, ...)
 	// puts on a Service it scaled to zero: "<prefix>/idled-at".
 	IdledAtSuffix = "/idled-at"
-	// UnidledAtAnnotation is set to the time (RFC 3339) an idled-at
-	// annotation was removed, and removed when one comes back.
-	UnidledAtAnnotation = "k8s.ovn.org/unidled-at"
+	// UnidledAtSuffix ends the annotation of when a Service was
+	// unidled; UnidledAtAnnotation, set to the time (RFC 3339) an
+	// idled-at annotation was removed and removed when one comes back,
+	// is the leader's.
+	UnidledAtSuffix     = "/unidled-at"
+	UnidledAtAnnotation = "k8s.ovn.org" + UnidledAtSuffix
 	// UnidleGracePeriod is how long after unidling a Service's load
 	// balancers still raise events instead of rejecting, while its new
 	// endpoints come up.
@@ -37,7 +40,7 @@ func Idled(svc *corev1.Service) bool {
 // before now (an "*/unidled-at" annotation of that time).
 func Unidling(svc *corev1.Service, now time.Time) bool {
 	for k, v := range svc.Annotations {
-		if !strings.HasSuffix(k, "/unidled-at") {
+		if !strings.HasSuffix(k, UnidledAtSuffix) {
 			continue
 		}
 		at, err := time.Parse(time.RFC3339, v)
