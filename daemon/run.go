@@ -206,7 +206,7 @@ func run(ctx context.Context, cfg *Config, c *Clients, r reconcilers, env runEnv
 	if u := env.Unidle; u != nil {
 		if err := l.w.OnServiceUpdate(func(old, cur *corev1.Service) {
 			if l.leading.Load() {
-				go u.serviceUpdated(ctx, old, cur)
+				u.serviceUpdated(ctx, old, cur)
 			}
 		}); err != nil {
 			return err
@@ -373,7 +373,7 @@ func (l *loops) elect(ctx context.Context, c *Clients) {
 		// the Lease.
 		host, _ := os.Hostname()
 		lease = DefaultLease(leaseIdentity(l.cfg.NodeName, cmp.Or(os.Getenv("POD_NAME"), host), rand.Text()[:8]))
-		if l.cfg.CheckLease() == nil {
+		if l.cfg.CheckLease() == nil { // a Config not parsed has none: the defaults
 			lease.Duration, lease.RenewDeadline, lease.RetryPeriod = l.cfg.LeaseDuration, l.cfg.LeaseRenewDeadline, l.cfg.LeaseRetryPeriod
 		}
 	}

@@ -335,12 +335,19 @@ func (ks *kubeStatus) reportHost(ctx context.Context, node string, s desired.Sna
 	if (value == nil && !had) || (had && value == old) {
 		return nil
 	}
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{ovnknode.AnnotationHostEgress: value}}})
+	patch := annotationPatch(ovnknode.AnnotationHostEgress, value)
 	if _, err := ks.clients.Typed.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("report host egress IPs on node %s: %w", node, err)
 	}
 	ks.log.Info("host egress IPs reported", "node", node, "report", value)
 	return nil
+}
+
+// annotationPatch is the JSON merge patch setting annotation key to
+// value (a string), or removing it (nil).
+func annotationPatch(key string, value any) []byte {
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: value}}})
+	return patch
 }
 
 // eventLog records events not recorded by the pass before: a reconcile

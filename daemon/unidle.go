@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"log/slog"
 	"slices"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/ovnedge/ovnedge/event"
 	"github.com/ovnedge/ovnedge/lbsvc"
 	"github.com/ovnedge/ovnedge/lbsvc/unidle"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
@@ -30,41 +30,25 @@ type unidling struct {
 	log *slog.Logger
 }
 
-// run turns controller events into NeedPods events until ctx ends,
-// finding their Service among services(); it dials the Southbound
-// again until it connects.
+// run records NeedPods events until ctx ends (unidle.Serve), finding
+// their Service among services().
 func (u *unidling) run(ctx context.Context, services func() []*corev1.Service) {
-	var events *unidle.Events
-	for events == nil {
+	dial := func(ctx context.Context) (*unidle.Events, error) {
 		t, err := sbTLS(u.cfg)
-		if err == nil {
-			events, err = unidle.Dial(ctx, u.cfg.SBAddress, t, u.log)
-		}
 		if err != nil {
-			u.log.Error("unidling: southbound", "err", err)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(5 * time.Second):
-			}
+			return nil, err
 		}
+		return unidle.Dial(ctx, u.cfg.SBAddress, t, u.log)
 	}
-	defer events.Close()
-	u.log.Info("unidling: watching the Southbound's controller events")
-	events.Run(ctx, func(ev unidle.Event) {
-		e, ok := unidle.NeedPods(services(), ev)
-		if !ok {
-			u.log.Warn("unidling: no Service has the controller event's VIP", "vip", ev.VIP, "protocol", ev.Protocol)
-			return
-		}
+	unidle.Serve(ctx, dial, 5*time.Second, services, func(e event.Event) {
 		ref := e.Object
 		u.rec.Event(&ref, e.Type, e.Reason, e.Message)
-		u.log.Info("unidling: NeedPods", "service", ref.Namespace+"/"+ref.Name, "vip", ev.VIP)
-	})
+	}, u.log)
 }
 
 // serviceUpdated sets or removes k8s.ovn.org/unidled-at as the update
-// of a Service calls for (lbsvc.UnidledAtPatch).
+// of a Service calls for (lbsvc.UnidledAtPatch). It runs on the
+// informer's goroutine for every update: only a change is sent, off it.
 func (u *unidling) serviceUpdated(ctx context.Context, old, cur *corev1.Service) {
 	v, ok := lbsvc.UnidledAtPatch(old, cur, time.Now())
 	if !ok {
@@ -74,10 +58,12 @@ func (u *unidling) serviceUpdated(ctx context.Context, old, cur *corev1.Service)
 	if v != nil {
 		value = *v
 	}
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{lbsvc.UnidledAtAnnotation: value}}})
-	if _, err := u.cs.CoreV1().Services(cur.Namespace).Patch(ctx, cur.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		u.log.Error("unidling: annotate the Service", "service", cur.Namespace+"/"+cur.Name, "annotation", lbsvc.UnidledAtAnnotation, "err", err)
-	}
+	patch := annotationPatch(lbsvc.UnidledAtAnnotation, value)
+	go func() {
+		if _, err := u.cs.CoreV1().Services(cur.Namespace).Patch(ctx, cur.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			u.log.Error("unidling: annotate the Service", "service", cur.Namespace+"/"+cur.Name, "annotation", lbsvc.UnidledAtAnnotation, "err", err)
+		}
+	}()
 }
 
 // sbTLS is the TLS configuration of ssl: Southbound endpoints (the

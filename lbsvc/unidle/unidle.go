@@ -105,7 +105,8 @@ func (e *Events) add(r *controllerEvent) {
 // Run deletes each empty_lb_backends row, those in the table first, and
 // calls handle with it, until ctx ends. A row that cannot be deleted is
 // logged and handled all the same (OVN-Kubernetes deletes it first and
-// drops the event when the delete fails).
+// drops the event when the delete fails). A handled row is forgotten:
+// the rows seen are not kept for the process's life.
 func (e *Events) Run(ctx context.Context, handle func(Event)) {
 	for {
 		e.mu.Lock()
@@ -117,6 +118,9 @@ func (e *Events) Run(ctx context.Context, handle func(Event)) {
 				e.log.Warn("unidle: delete the controller event", "uuid", ev.UUID, "vip", ev.VIP, "err", err)
 			}
 			handle(ev)
+			e.mu.Lock()
+			delete(e.queued, ev.UUID)
+			e.mu.Unlock()
 		}
 		select {
 		case <-ctx.Done():
@@ -143,6 +147,35 @@ func (e *Events) delete(ctx context.Context, uuid string) error {
 
 // Close disconnects.
 func (e *Events) Close() { e.sb.Close() }
+
+// Serve records the NeedPods event of every controller event until ctx
+// ends: it dials the Southbound with dial (again every retry until it
+// connects), finds each event's Service among services() and calls
+// record with its event; an event no Service has is logged.
+func Serve(ctx context.Context, dial func(context.Context) (*Events, error), retry time.Duration,
+	services func() []*corev1.Service, record func(event.Event), log *slog.Logger) {
+	events, err := dial(ctx)
+	for err != nil {
+		log.Error("unidle: southbound", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(retry):
+		}
+		events, err = dial(ctx)
+	}
+	defer events.Close()
+	log.Info("unidle: watching the Southbound's controller events")
+	events.Run(ctx, func(ev Event) {
+		e, ok := NeedPods(services(), ev)
+		if !ok {
+			log.Warn("unidle: no Service has the controller event's VIP", "vip", ev.VIP, "protocol", ev.Protocol)
+			return
+		}
+		record(e)
+		log.Info("unidle: NeedPods", "service", e.Object.Namespace+"/"+e.Object.Name, "vip", ev.VIP)
+	})
+}
 
 // NeedPods returns the NeedPods event of ev: on the Service among svcs
 // one of whose ClusterIPs, ExternalIPs or LoadBalancer ingress IPs and

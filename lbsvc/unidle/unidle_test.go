@@ -3,12 +3,14 @@ package unidle_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/ovnedge/ovnedge/event"
 	"github.com/ovnedge/ovnedge/lbsvc/unidle"
 	"github.com/ovnedge/ovnedge/testbed"
 )
@@ -107,4 +109,34 @@ func ExampleNeedPods() {
 	e, ok := unidle.NeedPods([]*corev1.Service{svc}, unidle.Event{VIP: "10.96.0.10:80", Protocol: "tcp"})
 	fmt.Println(ok, e.Object.Namespace, e.Type, e.Reason, e.Message)
 	// Output: true shop Normal NeedPods The service web needs pods
+}
+
+// Serve dials again after a failure, and records the NeedPods event of
+// a controller event on the Service with its VIP.
+func TestServe(t *testing.T) {
+	o := testbed.StartOVN(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dials := 0
+	dial := func(ctx context.Context) (*unidle.Events, error) {
+		if dials++; dials == 1 {
+			return nil, fmt.Errorf("the Southbound is not there yet")
+		}
+		return unidle.Dial(ctx, []string{o.SB}, nil, nil)
+	}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"},
+		Spec: corev1.ServiceSpec{ClusterIPs: []string{"10.96.0.10"}, Ports: []corev1.ServicePort{{Port: 80}}}}
+	got := make(chan string, 1)
+	go unidle.Serve(ctx, dial, 10*time.Millisecond, func() []*corev1.Service { return []*corev1.Service{svc} },
+		func(e event.Event) { got <- e.Object.Name + " " + e.Reason }, slog.Default())
+	o.Sbctl("create", "Controller_Event", "event_type=empty_lb_backends", "seq_num=1",
+		`event_info:vip="10.96.0.10:80"`, "event_info:protocol=tcp")
+	select {
+	case r := <-got:
+		if r != "web NeedPods" || dials != 2 {
+			t.Errorf("recorded %q after %d dials, want web NeedPods after 2", r, dials)
+		}
+	case <-ctx.Done():
+		t.Fatalf("nothing recorded (%d dials)", dials)
+	}
 }
