@@ -118,41 +118,45 @@ func sourceRangeACLs(svc *corev1.Service, fws []Firewall, nodes []Node) []ovsdbn
 				ports = append(ports, strconv.Itoa(int(sp.Port)))
 			}
 		}
-		if len(ports) == 0 {
-			continue
-		}
 		for _, v6 := range []bool{false, true} {
-			var vips []string
-			var allowed []netip.Prefix
-			for _, f := range fws {
-				if f.VIP.Is6() == v6 {
-					vips, allowed = append(vips, f.VIP.String()), f.Allowed
-				}
+			if a, ok := sourceRangeACL(svc, fws, proto, ports, v6); ok {
+				a.Switches = switches
+				out = append(out, a)
 			}
-			if len(vips) == 0 {
-				continue
-			}
-			ip, l4 := "ip4", strings.ToLower(string(proto))
-			if v6 {
-				ip = "ip6"
-			}
-			var srcs []string
-			for _, p := range allowed {
-				srcs = append(srcs, p.String())
-			}
-			key := svc.Namespace + "/" + svc.Name + ":" + l4 + ":" + familyName(v6)
-			out = append(out, ovsdbnb.ACL{Priority: SourceRangeACLPriority, Direction: "from-lport", Action: "drop",
-				Name: aclName(svc),
-				Match: fmt.Sprintf("%s.dst == {%s} && %s.dst == {%s} && %s.src != {%s}", ip, strings.Join(vips, ", "),
-					l4, strings.Join(ports, ", "), ip, strings.Join(srcs, ", ")),
-				ExternalIDs: map[string]string{
-					ovsdbnb.KeyOwnerController: Controller, ovsdbnb.KeyOwnerType: "LoadBalancerSourceRanges",
-					ovsdbnb.KeyName: svc.Namespace + "/" + svc.Name, ovsdbnb.KeyID: Controller + ":LoadBalancerSourceRanges:" + key,
-				},
-				Switches: switches})
 		}
 	}
 	return out
+}
+
+// sourceRangeACL is the drop ACL of svc's VIPs of a family among fws on
+// its ports of proto; ok is false when it has none of either.
+func sourceRangeACL(svc *corev1.Service, fws []Firewall, proto corev1.Protocol, ports []string, v6 bool) (ovsdbnb.ACL, bool) {
+	var vips, srcs []string
+	for _, f := range fws {
+		if f.VIP.Is6() == v6 {
+			vips = append(vips, f.VIP.String())
+			if srcs == nil { // every VIP of a family has the same ranges
+				for _, p := range f.Allowed {
+					srcs = append(srcs, p.String())
+				}
+			}
+		}
+	}
+	if len(vips) == 0 || len(ports) == 0 {
+		return ovsdbnb.ACL{}, false
+	}
+	ip, l4 := "ip4", strings.ToLower(string(proto))
+	if v6 {
+		ip = "ip6"
+	}
+	key := svc.Namespace + "/" + svc.Name + ":" + l4 + ":" + familyName(v6)
+	return ovsdbnb.ACL{Priority: SourceRangeACLPriority, Direction: "from-lport", Action: "drop", Name: aclName(svc),
+		Match: fmt.Sprintf("%s.dst == {%s} && %s.dst == {%s} && %s.src != {%s}", ip, strings.Join(vips, ", "),
+			l4, strings.Join(ports, ", "), ip, strings.Join(srcs, ", ")),
+		ExternalIDs: map[string]string{
+			ovsdbnb.KeyOwnerController: Controller, ovsdbnb.KeyOwnerType: "LoadBalancerSourceRanges",
+			ovsdbnb.KeyName: svc.Namespace + "/" + svc.Name, ovsdbnb.KeyID: Controller + ":LoadBalancerSourceRanges:" + key,
+		}}, true
 }
 
 // Controller is the owner-controller of the NB rows ovnedge defines and
