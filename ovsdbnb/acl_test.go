@@ -20,9 +20,7 @@ func dropACL(switches ...string) ovsdbnb.ACL {
 }
 
 // aclUUIDs returns the acls of switch sw.
-func aclUUIDs(o *testbed.OVN, sw string) string {
-	return o.Nbctl("--bare", "--columns=acls", "find", "Logical_Switch", "name="+sw)
-}
+func aclUUIDs(o *testbed.OVN, sw string) string { return switchColumn(o, sw, "acls") }
 
 // One ACL shared by several switches, as a QoS row is: inserted once,
 // marked KeyACL and held by each switch's acls; read back by Current as

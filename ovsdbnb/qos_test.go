@@ -24,8 +24,11 @@ func dscpQoS(switches ...string) ovsdbnb.QoS {
 }
 
 // qosUUIDs returns the qos_rules of switch sw.
-func qosUUIDs(o *testbed.OVN, sw string) string {
-	return o.Nbctl("--bare", "--columns=qos_rules", "find", "Logical_Switch", "name="+sw)
+func qosUUIDs(o *testbed.OVN, sw string) string { return switchColumn(o, sw, "qos_rules") }
+
+// switchColumn returns column col of switch sw (a set of UUIDs, bare).
+func switchColumn(o *testbed.OVN, sw, col string) string {
+	return o.Nbctl("--bare", "--columns="+col, "find", "Logical_Switch", "name="+sw)
 }
 
 // One QoS row shared by several switches: inserted once and held by each
