@@ -118,7 +118,7 @@ update-golden:
 # Linux either (egress/hostspec holds hostnet's types, lbsvc/agent the
 # lb-svc agent's configuration); no package outside internal/ imports one
 # inside it.
-PORTABLE = ./event ./bgp/metallb ./desired ./egress ./egress/hostspec ./egress/api/... ./egress/reach ./lbsvc ./lbsvc/ipam \
+PORTABLE = ./event ./bgp/metallb ./desired ./egress ./egress/egresssvc ./egress/hostspec ./egress/api/... ./egress/reach ./lbsvc ./lbsvc/ipam \
 	./lbsvc/kubeovn ./lbsvc/agent ./ovsflow ./ovsflow/brex ./ovsflow/openflow ./ovsflow/flowtest ./ovsdbnb ./ovsdbnb/nbdb \
 	./ovsdbnb/sbwait ./arp ./kubewatch ./manifests ./gcahead ./ovnknode
 embed:

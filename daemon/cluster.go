@@ -210,6 +210,7 @@ func (c *clusterWork) write(ctx context.Context, s desired.Snapshot, cs *desired
 	} else if c.nb != nil {
 		c.nb.Postpone(cs.Dirty)
 	}
+	errs = append(errs, c.status.writeEgressServices(ctx, s, cs.EgressServices))
 	if statusLater {
 		startStatus()
 	}

@@ -120,8 +120,10 @@ type Config struct {
 	// "iptables", "nftables" or "auto".
 	HostBackend string
 
-	EnableEgressIP   bool
-	EnableL2Announce bool
+	EnableEgressIP bool
+	// EnableEgressService runs k8s.ovn.org/v1 EgressServices.
+	EnableEgressService bool
+	EnableL2Announce    bool
 	// GatewayFlows programs the shared gateway's base and Service flows
 	// on the bridge; off where OVN-Kubernetes' node agent installs them.
 	GatewayFlows bool
@@ -363,6 +365,9 @@ var options = []option{
 		}},
 	{"enable-egress-ip", "ovnkubernetesfeature", "enable-egress-ip", "true", "program EgressIPs",
 		func(c *Config, v string) (err error) { c.EnableEgressIP, err = strconv.ParseBool(v); return err }},
+	{"enable-egress-service", "ovnkubernetesfeature", "enable-egress-service", "false",
+		"program EgressServices (k8s.ovn.org/v1, their CRD must exist): the leader chooses each one's host node (status.host, node label egress-service.k8s.ovn.org/<namespace>-<name>) and reroutes the Service's endpoints to it (router policies at priority 101); the host SNATs them to the Service's ingress IP (nftables table ovnedge-egress-service) and, with spec.network, adds their ip rules; with the L2 announcer or BGP only the host announces the ingress IP. Node instances then keep every EndpointSlice whole",
+		func(c *Config, v string) (err error) { c.EnableEgressService, err = strconv.ParseBool(v); return err }},
 	{"gateway-flows", "gateway", "gateway-flows", "true",
 		"program the shared gateway's base and Service flows on the bridge (NodePorts, ExternalIPs and LoadBalancer VIPs to OVN and back, conntrack zone 64000, NORMAL; they replace the bridge's default NORMAL flow); false where OVN-Kubernetes' node agent installs them (ovnedge then installs no flow it installs: only the EgressIP flows stay, under ovnedge's own cookie)",
 		func(c *Config, v string) (err error) { c.GatewayFlows, err = strconv.ParseBool(v); return err }},
@@ -656,6 +661,7 @@ type rawSection struct {
 	EgressIPCheckInterval            *string `gcfg:"egressip-check-interval"`
 	EgressIPAgentRestartGrace        *string `gcfg:"egressip-agent-restart-grace"`
 	EnableEgressIP                   *string `gcfg:"enable-egress-ip"`
+	EnableEgressService              *string `gcfg:"enable-egress-service"`
 	EgressIPFastFailover             *string `gcfg:"egressip-fast-failover"`
 	EgressIPHeartbeatInterval        *string `gcfg:"egressip-heartbeat-interval"`
 	EgressIPHeartbeatMisses          *string `gcfg:"egressip-heartbeat-misses"`

@@ -707,3 +707,51 @@ status:
 		})
 	}
 }
+
+const webEgressService = `apiVersion: k8s.ovn.org/v1
+kind: EgressService
+metadata: {namespace: prod, name: web}
+spec: {}
+status: {host: ovn-worker2}
+`
+
+// TestComputeNodeEgressService: the host of EgressService prod/web SNATs
+// the Service's endpoints to its ingress IP and alone announces that IP
+// (L2 and BGP); another node announces it no more and SNATs nothing.
+func TestComputeNodeEgressService(t *testing.T) {
+	s, _, err := LoadSnapshot(context.Background(), &Config{Manifests: demoDir(t, map[string]string{"esvc.yaml": webEgressService}),
+		EnableEgressService: true}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vip := netip.MustParseAddr("172.18.0.200")
+	for _, c := range []struct {
+		args []string
+		node string
+		host bool
+	}{
+		{nil, "ovn-worker2", true},
+		{nil, "ovn-worker", false},
+		{[]string{"--enable-egress-service=false"}, "ovn-worker", false},
+	} {
+		p := demoParams(t, append([]string{"--gateway-flows=false", "--enable-bgp", "--enable-l2-announce", "--enable-egress-service"}, c.args...)...)
+		ns, err := desired.ComputeNode(s, p, c.node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		announced := slices.Contains(ns.Announce, vip)
+		routed := slices.Contains(ns.Routes, netip.PrefixFrom(vip, 32))
+		if !p.EnableEgressService {
+			if ns.EgressService != nil || !routed {
+				t.Errorf("%s without EgressServices: %+v, routes %v", c.node, ns.EgressService, ns.Routes)
+			}
+			continue
+		}
+		if announced != c.host || routed != c.host {
+			t.Errorf("%s: announces %s over L2 %v and BGP %v, want %v", c.node, vip, announced, routed, c.host)
+		}
+		if snat := ns.EgressService.SNAT; (len(snat) > 0) != c.host || c.host && snat[0].Source != vip {
+			t.Errorf("%s: SNAT %+v", c.node, snat)
+		}
+	}
+}

@@ -81,6 +81,9 @@ func newNodeWork(cfg *Config, p desired.Params, clients *Clients, ev eventLog, m
 			return status.reportHost(ctx, cfg.NodeName, n.snapshot(), r)
 		}})
 	n.writers = []dataplane.Writer{n.bridge, n.host}
+	if cfg.EnableEgressService {
+		n.writers = append(n.writers, &dataplane.EgressServiceHost{Node: cfg.NodeName, Netns: cfg.HostNetns})
+	}
 	if cfg.EnableL2Announce {
 		n.writers = append(n.writers, dataplane.NewL2(dataplane.L2Options{Interface: cfg.Bridge, Logger: log,
 			Addrs: func(ns *desired.NodeState) []netip.Addr { return ns.Announce }, Started: startedL2(m)}))

@@ -13,7 +13,8 @@ const ReasonNBSyncFailed = "NorthboundSyncFailed"
 // ParamsFrom returns the desired-state Params of a configuration.
 func ParamsFrom(cfg *Config) desired.Params {
 	p := desired.Params{Pools: cfg.LBPools, LBClass: cfg.LBClass, Bridge: cfg.Bridge, Uplink: cfg.Uplink, Patch: cfg.Patch(),
-		Zone: cfg.CTZone, EnableEgressIP: cfg.EnableEgressIP, GatewayFlows: cfg.GatewayFlows, BridgeMAC: cfg.BridgeMAC,
+		Zone: cfg.CTZone, EnableEgressIP: cfg.EnableEgressIP,
+		EnableEgressService: cfg.EnableEgressService, GatewayFlows: cfg.GatewayFlows, BridgeMAC: cfg.BridgeMAC,
 		LBSvc: cfg.EnableLBSvc, LBSvcImage: cfg.LBSvcImage,
 		BGP: cfg.EnableBGP, BGPEgressIPs: cfg.EnableBGP && cfg.BGPEgressIPs, L2Announce: cfg.EnableL2Announce,
 		Underlay: cfg.UnderlayLBMode, ProviderVLAN: uint16(cfg.ProviderVLAN)}

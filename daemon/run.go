@@ -128,6 +128,9 @@ func (c *Clients) watchOptions(cfg *Config) []kubewatch.WatchOption {
 	if cfg.UnderlayLBMode != "" && cfg.UnderlayLBMode != UnderlayOff {
 		out = append(out, kubewatch.WatchSubnets())
 	}
+	if cfg.EnableEgressService {
+		out = append(out, kubewatch.WatchEgressServices())
+	}
 	if cfg.EnableBGP && cfg.BGPPeerCRDs && cfg.NodeName != "" {
 		out = append(out, kubewatch.WatchBGPPeers(cfg.BGPCRDNamespace))
 	}
@@ -197,7 +200,12 @@ func run(ctx context.Context, cfg *Config, c *Clients, r reconcilers, env runEnv
 		// serve only (Watcher.NodeSnapshot). Manifests' fake API
 		// does not filter watches by label: they keep every pod.
 		// Of other nodes' endpoints it keeps which nodes have one.
-		opts = append(opts, kubewatch.PodsOnDemand(), kubewatch.ForNode(cfg.NodeName))
+		// An EgressService's host SNATs endpoints of every node: its
+		// slices stay whole.
+		opts = append(opts, kubewatch.PodsOnDemand())
+		if !cfg.EnableEgressService {
+			opts = append(opts, kubewatch.ForNode(cfg.NodeName))
+		}
 	}
 	l := &loops{cfg: cfg, r: r, env: env, log: env.Log,
 		w: kubewatch.NewWatcher(c.Typed, c.Dynamic, env.Log, opts...)}

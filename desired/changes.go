@@ -24,6 +24,7 @@ type Changes struct {
 	Services       map[string]*corev1.Service
 	EndpointSlices map[string]*discoveryv1.EndpointSlice
 	EgressIPs      map[string]*unstructured.Unstructured
+	EgressServices map[string]*unstructured.Unstructured
 	Other          bool
 	// Reassign is set when the EgressIPs' assignment may change without
 	// an object changing: an egress node's reachability, a held egress
@@ -36,14 +37,14 @@ type Changes struct {
 
 // Len is the number of changed objects.
 func (c *Changes) Len() int {
-	return len(c.Nodes) + len(c.Namespaces) + len(c.Pods) + len(c.Services) + len(c.EndpointSlices) + len(c.EgressIPs)
+	return len(c.Nodes) + len(c.Namespaces) + len(c.Pods) + len(c.Services) + len(c.EndpointSlices) + len(c.EgressIPs) + len(c.EgressServices)
 }
 
 // SnapshotChanges are the changes that take an empty cluster to s: every
 // object of s, added.
 func SnapshotChanges(s Snapshot) *Changes {
 	c := &Changes{Nodes: keyed(s.Nodes), Namespaces: keyed(s.Namespaces), Pods: keyed(s.Pods), Services: keyed(s.Services),
-		EndpointSlices: keyed(s.EndpointSlices), EgressIPs: keyed(s.EgressIPs)}
+		EndpointSlices: keyed(s.EndpointSlices), EgressIPs: keyed(s.EgressIPs), EgressServices: keyed(s.EgressServices)}
 	return c
 }
 
@@ -79,6 +80,7 @@ func (c *Changes) Merge(ch *Changes) {
 	c.Services = mergeChanges(c.Services, ch.Services)
 	c.EndpointSlices = mergeChanges(c.EndpointSlices, ch.EndpointSlices)
 	c.EgressIPs = mergeChanges(c.EgressIPs, ch.EgressIPs)
+	c.EgressServices = mergeChanges(c.EgressServices, ch.EgressServices)
 	c.Reassign = c.Reassign || ch.Reassign
 }
 

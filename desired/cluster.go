@@ -44,8 +44,12 @@ type ClusterState struct {
 	ReplyFallback ovsdbnb.State
 	// Nodes are the parsed nodes used (a broken node's last good parse
 	// included), for the next computation's prev.
-	Nodes  []ovnknode.Node
-	Events []event.Event
+	Nodes []ovnknode.Node
+	// EgressServices are the hosts and node labels of the
+	// EgressServices (Params.EnableEgressService); their rows are in
+	// Egress.
+	EgressServices EgressServices
+	Events         []event.Event
 	// Dirty, when not nil, are the owners of Egress and LB whose state
 	// may differ from the previous computation's (the incremental path's,
 	// clusterIndex); nil: any owner's may.
@@ -77,6 +81,8 @@ func (c *ClusterState) NB() map[ovsdbnb.Owner]ovsdbnb.State {
 // annotation). Bad objects become
 // events and are skipped; the error is reserved for bad Params.
 func ComputeCluster(s Snapshot, p Params, reachable func(node string) bool, prev []ovnknode.Node) (ClusterState, error) {
+	p.Egress.EgressServices = p.EnableEgressService
+	replyIPs := map[netip.Addr]bool{} // the pods whose replies stay off the reroutes
 	cs := ClusterState{Status: map[string][]egressv1.EgressIPStatusItem{}, Ingress: map[string][]corev1.LoadBalancerIngress{}}
 	nodes, broken := ovnknode.ParseAll(s.Nodes)
 	// Every consumer of the annotations (egress IPs, load balancers) gets
@@ -133,7 +139,13 @@ func ComputeCluster(s Snapshot, p Params, reachable func(node string) bool, prev
 			return cs, fmt.Errorf("egress: %w", err)
 		}
 		cs.Egress, cs.Host = d.NB, d.Host
-		cs.ReplyFallback = egress.ReplyPortPolicies(p.Egress, servedLocalPorts(served, s.Services, s.EndpointSlices))
+		for _, sv := range served {
+			for _, pod := range sv.Pods {
+				for _, ip := range pod.IPs {
+					replyIPs[ip] = true
+				}
+			}
+		}
 	}
 
 	p, events := withUnderlay(p, s)
@@ -189,22 +201,26 @@ func ComputeCluster(s Snapshot, p Params, reachable func(node string) bool, prev
 	var lbEvents []event.Event
 	cs.LB, lbEvents = p.LBCache.Build(lbsvc.Input{Services: svcs, EndpointSlices: s.EndpointSlices, Nodes: lbNodes}, p.LB)
 	cs.Events = append(cs.Events, lbEvents...)
+	if p.EnableEgressService {
+		served, err := clusterEgressServices(&cs, p, s, svcs, reachable)
+		if err != nil {
+			return cs, fmt.Errorf("egress services: %w", err)
+		}
+		for _, ip := range served {
+			replyIPs[ip] = true
+		}
+	}
+	if p.EnableEgressIP || p.EnableEgressService {
+		cs.ReplyFallback = egress.ReplyPortPolicies(p.Egress, servedLocalPorts(replyIPs, s.Services, s.EndpointSlices))
+	}
 	return cs, nil
 }
 
-// servedLocalPorts are the ports on which pods served by an EgressIP back
-// a Service that keeps the client's address (externalTrafficPolicy=Local,
-// reachable from outside: a LoadBalancer or NodePort Service, or one with
-// ExternalIPs).
-func servedLocalPorts(served []egress.Served, svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice) []egress.ServedPort {
-	podIPs := map[netip.Addr]bool{}
-	for _, sv := range served {
-		for _, p := range sv.Pods {
-			for _, ip := range p.IPs {
-				podIPs[ip] = true
-			}
-		}
-	}
+// servedLocalPorts are the ports on which served pods (podIPs: those of
+// an EgressIP, or of an EgressService) back a Service that keeps the
+// client's address (externalTrafficPolicy=Local, reachable from outside:
+// a LoadBalancer or NodePort Service, or one with ExternalIPs).
+func servedLocalPorts(podIPs map[netip.Addr]bool, svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice) []egress.ServedPort {
 	if len(podIPs) == 0 {
 		return nil
 	}

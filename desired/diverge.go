@@ -40,6 +40,7 @@ func Diverged(full, inc ClusterState) Divergence {
 		{"keep", slices.Equal(sortedOwners(full.Keep), sortedOwners(inc.Keep))},
 		{"host", slices.Equal(sortedStrings(full.Host), sortedStrings(inc.Host))},
 		{"nodes", reflect.DeepEqual(full.Nodes, inc.Nodes)},
+		{"egress services", reflect.DeepEqual(full.EgressServices, inc.EgressServices)},
 		{"events", slices.Equal(sortedStrings(full.Events), sortedStrings(inc.Events))},
 	} {
 		if !part.equal {

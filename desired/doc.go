@@ -6,8 +6,9 @@
 // ovnedge computes exactly what ovnedge's daemon writes.
 //
 //   - ComputeCluster is the leader's part: the EgressIP assignment and
-//     statuses, LoadBalancer addresses (LB IPAM), and the Northbound rows
-//     of the EgressIPs and load balancers by owner (ClusterState).
+//     statuses, LoadBalancer addresses (LB IPAM), the EgressServices'
+//     hosts and node labels, and the Northbound rows of the EgressIPs,
+//     EgressServices and load balancers by owner (ClusterState).
 //   - Index is ComputeCluster kept up to date object by object: Apply
 //     takes the objects that changed (Changes) and returns the state with
 //     the owners whose rows may differ (ClusterState.Dirty), so an event
@@ -16,8 +17,9 @@
 //     step of long random edit sequences); Diverged compares the two, as
 //     the daemon's periodic audit does.
 //   - ComputeNode is one node's part: its bridge flows by owner, the VIPs
-//     it answers ARP/NDP for, its egress IPs on host interfaces and its
-//     BGP routes (NodeState).
+//     it answers ARP/NDP for, its egress IPs on host interfaces, what it
+//     programs for the EgressServices it hosts and its BGP routes
+//     (NodeState).
 //   - RenderFlows renders a NodeState's flows as ovs-ofctl text
 //     (`ovnedge render`).
 //

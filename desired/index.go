@@ -52,6 +52,7 @@ type Index struct {
 	nodeIndex
 	egressIndex
 	lbIndex
+	esvcIndex
 }
 
 // nodeIndex are the nodes as the index keeps them.
@@ -100,6 +101,7 @@ type lbIndex struct {
 // (ClusterState.Nodes), whose last good parses broken nodes keep. Given
 // SnapshotChanges, its first Apply computes everything.
 func NewIndex(p Params, reachable func(string) bool, prev []ovnknode.Node) *Index {
+	p.Egress.EgressServices = p.EnableEgressService
 	return &Index{p: p, reachable: reachable,
 		nodeIndex: nodeIndex{nodes: map[string]*nodeParse{}, eNodes: prev},
 		egressIndex: egressIndex{sel: egress.NewSelection(), hosts: map[string][]egress.HostAssignment{},
@@ -108,7 +110,8 @@ func NewIndex(p Params, reachable func(string) bool, prev []ovnknode.Node) *Inde
 		lbIndex: lbIndex{svcs: map[string]*corev1.Service{}, slices: map[string]*discoveryv1.EndpointSlice{},
 			slicesBy: map[string]map[string]*discoveryv1.EndpointSlice{}, local: map[string]bool{}, vipSvcs: map[string]bool{},
 			view: map[string]*corev1.Service{}, ingress: map[string][]corev1.LoadBalancerIngress{},
-			lbEvents: map[ovsdbnb.Owner][]event.Event{}, lb: map[ovsdbnb.Owner]ovsdbnb.State{}}}
+			lbEvents: map[ovsdbnb.Owner][]event.Event{}, lb: map[ovsdbnb.Owner]ovsdbnb.State{}},
+		esvcIndex: esvcIndex{ess: map[string]*unstructured.Unstructured{}, esServed: map[netip.Addr]bool{}}}
 }
 
 // pass is the work one apply collects before computing.
@@ -121,6 +124,7 @@ type pass struct {
 	clusterRows  bool                // ClusterState again
 	reply        bool                // ReplyFallback again
 	vip          bool                // IPAM and the VIP dedup again
+	esvc         bool                // an EgressService changed
 	allLB        bool                // every Service's load balancers again
 	podsBefore   map[string]bool     // whether a pod counted was served with an assignment before the pass
 	ipsBefore    map[netip.Addr]bool // whether an address counted was served before the pass
@@ -161,6 +165,9 @@ func (x *Index) Apply(ch *Changes) (ClusterState, error) {
 		x.yield()
 		x.setPod(ps, k, pod)
 	}
+	for k, es := range ch.EgressServices {
+		x.setEgressService(ps, k, es)
+	}
 	for k, svc := range ch.Services {
 		x.yield()
 		x.setService(ps, k, svc)
@@ -177,6 +184,14 @@ func (x *Index) Apply(ch *Changes) (ClusterState, error) {
 	}
 	if err := x.computeLB(ps); err != nil {
 		return cs, err
+	}
+	if x.p.EnableEgressService {
+		if err := x.indexEgressServices(ps); err != nil {
+			return cs, fmt.Errorf("egress services: %w", err)
+		}
+	}
+	if ps.reply && (x.p.EnableEgressIP || x.p.EnableEgressService) {
+		x.reply = egress.ReplyPortPolicies(x.p.Egress, x.localPorts())
 	}
 	cs = x.state(cs.HoldWake)
 	cs.Dirty = ps.dirty
@@ -222,6 +237,13 @@ func (x *Index) state(holdWake time.Duration) ClusterState {
 		}
 	} else {
 		cs.Status = map[string][]egressv1.EgressIPStatusItem{}
+	}
+	if x.p.EnableEgressService {
+		cs.Egress, cs.ReplyFallback = x.egressNB, x.reply
+		cs.EgressServices = x.part.status()
+		cs.Events = append(cs.Events, x.part.events...)
+		cs.Events = append(cs.Events, x.part.d.Events...)
+		cs.Keep = append(cs.Keep, x.part.keep...)
 	}
 	cs.Events = append(cs.Events, x.vipEvts...)
 	for _, evs := range x.lbEvents {
@@ -617,9 +639,6 @@ func (x *Index) computeEgress(ps *pass, cs *ClusterState) error {
 		}
 		x.cluster = cl
 	}
-	if ps.reply {
-		x.reply = egress.ReplyPortPolicies(x.p.Egress, x.localPorts())
-	}
 	return nil
 }
 
@@ -678,13 +697,14 @@ func (x *Index) assign(ps *pass, cs *ClusterState) {
 // external Services with externalTrafficPolicy=Local on which a served
 // pod is an endpoint.
 func (x *Index) localPorts() []egress.ServedPort {
-	if len(x.anyRef) == 0 {
+	eip := x.p.EnableEgressIP && len(x.anyRef) > 0
+	if !eip && len(x.esServed) == 0 {
 		return nil
 	}
 	var out []egress.ServedPort
 	for k := range x.local {
 		for _, sl := range x.slicesBy[k] {
-			out = append(out, slicePorts(sl, func(ip netip.Addr) bool { return x.anyRef[ip] > 0 })...)
+			out = append(out, slicePorts(sl, func(ip netip.Addr) bool { return eip && x.anyRef[ip] > 0 || x.esServed[ip] })...)
 		}
 	}
 	return out

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ovnedge/ovnedge/egress/egresssvc"
+
 	"github.com/ovnedge/ovnedge/desired"
 	"github.com/ovnedge/ovnedge/event"
 	"github.com/ovnedge/ovnedge/internal/clustermodel"
@@ -71,6 +73,8 @@ func TestIncrementalMatchesFull(t *testing.T) {
 		{"no pools", 3, nil, 400},
 		{"per-node LBs 2", 4, []string{"--lb-templates=false", "--lb-pools", "a=172.19.0.0/30,b=172.19.0.4/30"}, 400},
 		{"no egress IPs", 5, []string{"--enable-egress-ip=false", "--lb-pools", "a=172.19.0.0/29"}, 300},
+		{"egress services", 6, []string{"--enable-egress-service", "--lb-pools", "a=172.19.0.0/29"}, 400},
+		{"egress services without egress IPs", 7, []string{"--enable-egress-service", "--enable-egress-ip=false"}, 300},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := testParams(t, tc.args...)
@@ -80,6 +84,7 @@ func TestIncrementalMatchesFull(t *testing.T) {
 			var last desired.ClusterState
 			var lastNodes struct{ at, copy []ovnknode.Node }
 			counts := map[string]int{}
+			esvcRows := 0
 			for step := range tc.steps {
 				what := "initial"
 				if step > 0 {
@@ -123,9 +128,17 @@ func TestIncrementalMatchesFull(t *testing.T) {
 						}
 					}
 				}
+				for o := range inc.Egress {
+					if o.Type == egresssvc.OwnerType {
+						esvcRows++
+					}
+				}
 				last = snapshotState(inc)
 			}
-			t.Logf("edits: %v", counts)
+			t.Logf("edits: %v; EgressService owners seen: %d", counts, esvcRows)
+			if p.EnableEgressService && esvcRows == 0 {
+				t.Error("no EgressService had rows")
+			}
 		})
 	}
 }
@@ -156,6 +169,8 @@ func testParams(t *testing.T, args ...string) desired.Params {
 			p.LB.PerNodeLBs = true
 		case "--enable-egress-ip=false":
 			p.EnableEgressIP = false
+		case "--enable-egress-service":
+			p.EnableEgressService = true
 		case "--lb-pools":
 			i++
 			for _, entry := range strings.Split(args[i], ",") {

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ovnedge/ovnedge/egress/egresssvc"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -73,8 +75,11 @@ type NodeState struct {
 	// were computed from: this snapshot's, or when they broke
 	// Params.LastGood; nil when there is neither (or the node carries
 	// none and needs none).
-	Self   *ovnknode.Node
-	Events []event.Event
+	Self *ovnknode.Node
+	// EgressService is what the node programs for the EgressServices it
+	// hosts (Params.EnableEgressService), nil when there are none.
+	EgressService *egresssvc.Host
+	Events        []event.Event
 }
 
 // ComputeNode returns the desired bridge state of node: the EgressIP flows
@@ -141,6 +146,9 @@ func ComputeNode(s Snapshot, p Params, node string) (NodeState, error) {
 	}
 	if p.BGP {
 		bgpRoutes(&ns, s, p, s.Nodes[i], slices.Contains(healthy, node))
+	}
+	if p.EnableEgressService {
+		nodeEgressServices(&ns, s, p, node, slices.Contains(healthy, node))
 	}
 	return ns, nil
 }

@@ -48,6 +48,10 @@ type Params struct {
 	Bridge, Uplink, Patch string
 	Zone                  uint16
 	EnableEgressIP        bool
+	// EnableEgressService runs EgressServices (--enable-egress-service):
+	// hosts, labels and rows by package egress/egresssvc; the
+	// cluster-wide 102 policies are written with them, as with EgressIPs.
+	EnableEgressService bool
 	// GatewayFlows programs the shared gateway's base and Service flows
 	// (else only the Services' ARP/NDP bypass); BridgeMAC is the bridge's
 	// MAC for them, nil to take it from the node's

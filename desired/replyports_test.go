@@ -14,7 +14,8 @@ import (
 )
 
 // TestServedLocalPorts: only externally reachable ETP=Local Services'
-// endpoints that an EgressIP serves get a reply-port rule.
+// endpoints that an EgressIP or an EgressService serves get a reply-port
+// rule.
 func TestServedLocalPorts(t *testing.T) {
 	svc := func(name string, typ corev1.ServiceType, etp corev1.ServiceExternalTrafficPolicy, ext ...string) *corev1.Service {
 		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: name},
@@ -26,7 +27,7 @@ func TestServedLocalPorts(t *testing.T) {
 			Endpoints: []discoveryv1.Endpoint{{Addresses: ips}},
 			Ports:     []discoveryv1.EndpointPort{{Port: ptr.To(port), Protocol: ptr.To(corev1.ProtocolUDP)}}}
 	}
-	served := []egress.Served{{Name: "prod", Pods: []egress.Pod{{Namespace: "prod", Name: "a", IPs: []netip.Addr{netip.MustParseAddr("10.244.1.4")}}}}}
+	served := map[netip.Addr]bool{netip.MustParseAddr("10.244.1.4"): true}
 	got := servedLocalPorts(served,
 		[]*corev1.Service{
 			svc("local-lb", corev1.ServiceTypeLoadBalancer, corev1.ServiceExternalTrafficPolicyLocal),

@@ -25,6 +25,8 @@ type Snapshot struct {
 	Services       []*corev1.Service
 	EndpointSlices []*discoveryv1.EndpointSlice
 	EgressIPs      []*unstructured.Unstructured
+	// EgressServices are k8s.ovn.org/v1 EgressServices, when watched.
+	EgressServices []*unstructured.Unstructured
 	// Subnets and NADs are Kube-OVN's Subnets and Multus'
 	// NetworkAttachmentDefinitions, when watched
 	// (WatchKubeOVN); objects that do not convert are logged and left out.

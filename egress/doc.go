@@ -41,7 +41,8 @@
 // docs/deviations.md; the failover and partition behaviour in
 // docs/manual.md.
 //
-// Subpackages: egress/api/v1 (the API types), egress/reach (egress node
+// Subpackages: egress/api/v1 (the API types, EgressService's too),
+// egress/egresssvc (EgressServices), egress/reach (egress node
 // reachability), egress/hostnet and egress/hostspec (egress IPs on a
-// node's host interface).
+// node's host interface, and the EgressServices' host rules).
 package egress

@@ -49,6 +49,9 @@ const (
 	clusterOwnerName     = "egressip"
 )
 
+// ClusterOwner owns the cluster-wide 102 policies and address sets.
+var ClusterOwner = ovsdbnb.Owner{Type: OwnerClusterPolicies, Name: clusterOwnerName}
+
 // ReplyQoSOwner owns the reply-traffic QoS rules. They are an owner of
 // their own: a node switch not created yet, or a NB whose schema has no
 // QoS "mark" action (OVN older than 24.03), fails them alone and not the
@@ -64,6 +67,7 @@ const (
 	noReroutePodToNode = "EIP-No-Reroute-Pod-To-Node"
 	noRerouteReply     = "EIP-No-Reroute-reply-traffic"
 	replyTrafficMark   = "EgressIP-Mark-Reply-Traffic"
+	svcReplyMark       = "EgressSVC-Mark-Reply-Traffic"
 	servedPodsSet      = "egressip-served-pods"
 	egressSvcPodsSet   = "egresssvc-served-pods"
 	nodeIPsSet         = "node-ips"
@@ -106,6 +110,12 @@ type Cluster struct {
 	// ovsdbnb.DefaultController; Network the network one, default
 	// "default".
 	Controller, Network string
+	// EgressServices adds, per family, a reply-traffic QoS rule for the
+	// pods EgressServices serve (egresssvc-served-pods, named
+	// EgressSVC-Mark-Reply-Traffic; ovnedge's own): the replies of their
+	// connections with a kept client address (externalTrafficPolicy=Local)
+	// must not follow the EgressService's 101 reroute either.
+	EgressServices bool
 }
 
 func (c Cluster) withDefaults() Cluster {
@@ -274,22 +284,32 @@ func ClusterState(c Cluster, nodes []ovnknode.Node, servedPods []Pod) (map[ovsdb
 			fmt.Sprintf("(%s.src == $%s || %s.src == $%s) && %s.dst == $%s", fam, served.Name(), fam, svc.Name(), fam, nodeSet.Name()),
 			map[string]string{"pkt_mark": strconv.Itoa(NodeIPMark)}))
 		if len(switches) > 0 {
-			reply.QoSRules = append(reply.QoSRules, ovsdbnb.QoS{
-				Priority: PriorityReplyQoS, Direction: "from-lport",
-				Match:  fmt.Sprintf("%s.src == $%s && ct.trk && ct.rpl", fam, served.Name()),
-				Action: map[string]int{"mark": ReplyMark},
-				ExternalIDs: c.ids(lrpEgressIP, map[string]string{ovsdbnb.KeyPriority: strconv.Itoa(PriorityReplyQoS),
-					ovsdbnb.KeyName: replyTrafficMark, ovsdbnb.KeyIPFamily: fam, ovsdbnb.KeyNetwork: c.Network}),
-				Switches: switches,
-			})
+			reply.QoSRules = append(reply.QoSRules, c.replyQoS(replyTrafficMark, fam, served.Name(), switches))
+			if c.EgressServices {
+				reply.QoSRules = append(reply.QoSRules, c.replyQoS(svcReplyMark, fam, svc.Name(), switches))
+			}
 		}
 	}
 	// The replies of the served pods' connections, marked by the QoS
 	// rules, are never rerouted: one policy for both families.
 	st.Policies = append(st.Policies, c.noReroute(noRerouteReply, "ip", fmt.Sprintf("pkt.mark == %d", ReplyMark), nil))
-	out[ovsdbnb.Owner{Type: OwnerClusterPolicies, Name: clusterOwnerName}] = st
+	out[ClusterOwner] = st
 	out[ReplyQoSOwner] = reply
 	return out, nil
+}
+
+// replyQoS is the QoS rule named name every node switch holds, marking
+// with ReplyMark the replies of the connections of the pods of address
+// set set, of the IP family fam.
+func (c Cluster) replyQoS(name, fam, set string, switches []string) ovsdbnb.QoS {
+	return ovsdbnb.QoS{
+		Priority: PriorityReplyQoS, Direction: "from-lport",
+		Match:  fmt.Sprintf("%s.src == $%s && ct.trk && ct.rpl", fam, set),
+		Action: map[string]int{"mark": ReplyMark},
+		ExternalIDs: c.ids(lrpEgressIP, map[string]string{ovsdbnb.KeyPriority: strconv.Itoa(PriorityReplyQoS),
+			ovsdbnb.KeyName: name, ovsdbnb.KeyIPFamily: fam, ovsdbnb.KeyNetwork: c.Network}),
+		Switches: switches,
+	}
 }
 
 // noReroute is a 102 allow policy on the cluster router, named name, of
@@ -459,4 +479,24 @@ func addrStrings(as []netip.Addr, v6 bool) []string {
 		out[i] = a.String()
 	}
 	return out
+}
+
+// WithEgressServicePods puts ips, the pods EgressServices serve (package
+// egress/egresssvc), in the egresssvc-served-pods address sets of the
+// cluster-wide rows of nb (ClusterState's), which the 102 policy of
+// pod -> node IP traffic names. The owner's State is copied, not changed.
+func WithEgressServicePods(nb map[ovsdbnb.Owner]ovsdbnb.State, ips []netip.Addr) {
+	o := ClusterOwner
+	st, ok := nb[o]
+	if !ok {
+		return
+	}
+	st.AddressSets = slices.Clone(st.AddressSets)
+	for i, a := range st.AddressSets {
+		if a.ExternalIDs[ovsdbnb.KeyName] == egressSvcPodsSet {
+			a.Addresses = addrStrings(ips, a.ExternalIDs[ovsdbnb.KeyIPFamily] == "v6")
+			st.AddressSets[i] = a
+		}
+	}
+	nb[o] = st
 }

@@ -243,3 +243,41 @@ func seedFailover(t *testing.T) (*egressv1.EgressIP, []ovnknode.Node, func([]egr
 		return d.NB
 	}
 }
+
+// TestEgressServicePods: with Cluster.EgressServices the reply-traffic
+// QoS rules mark the replies of egresssvc-served-pods too (one rule per
+// family beside EgressIP's), and WithEgressServicePods fills that set
+// without changing the state it was given.
+func TestEgressServicePods(t *testing.T) {
+	pfx, addr := netip.MustParsePrefix, netip.MustParseAddr
+	nodes := []ovnknode.Node{{Name: "n1", Subnets: []netip.Prefix{pfx("10.244.1.0/24")}}}
+	for _, on := range []bool{false, true} {
+		out, err := egress.ClusterState(egress.Cluster{ClusterSubnets: []netip.Prefix{pfx("10.244.0.0/16"), pfx("fd00:10:244::/48")}, EgressServices: on}, nodes, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, q := range out[egress.ReplyQoSOwner].QoSRules {
+			names = append(names, q.ExternalIDs[ovsdbnb.KeyName]+" "+q.Match)
+		}
+		want := []string{"EgressIP-Mark-Reply-Traffic ip4.src == $a8519615025667110816 && ct.trk && ct.rpl",
+			"EgressIP-Mark-Reply-Traffic ip6.src == $a3735740021425387998 && ct.trk && ct.rpl"}
+		if on {
+			want = []string{want[0], "EgressSVC-Mark-Reply-Traffic ip4.src == $a13607449821398607916 && ct.trk && ct.rpl",
+				want[1], "EgressSVC-Mark-Reply-Traffic ip6.src == $a13607452020421864338 && ct.trk && ct.rpl"}
+		}
+		if !slices.Equal(names, want) {
+			t.Errorf("EgressServices %v: reply QoS rules\n%s\nwant\n%s", on, strings.Join(names, "\n"), strings.Join(want, "\n"))
+		}
+		before := out[egress.ClusterOwner]
+		egress.WithEgressServicePods(out, []netip.Addr{addr("10.244.1.5"), addr("fd00:10:244:1::5")})
+		for i, a := range out[egress.ClusterOwner].AddressSets {
+			if a.ExternalIDs[ovsdbnb.KeyName] != "egresssvc-served-pods" {
+				continue
+			}
+			if len(before.AddressSets[i].Addresses) != 0 || len(a.Addresses) != 1 {
+				t.Errorf("set %s: %v (given state now %v)", a.ExternalIDs[ovsdbnb.KeyIPFamily], a.Addresses, before.AddressSets[i].Addresses)
+			}
+		}
+	}
+}

@@ -46,6 +46,7 @@ type Watcher struct {
 	factory informers.SharedInformerFactory
 	dynamic dynamicinformer.DynamicSharedInformerFactory
 	eips    cache.SharedIndexInformer
+	esvcs   cache.SharedIndexInformer // nil unless WatchEgressServices
 	subnets cache.SharedIndexInformer // nil unless WatchKubeOVN
 	nads    cache.SharedIndexInformer // nil unless WatchKubeOVN
 	// lbsvc watches the managed lb-svc Deployments and the
@@ -128,6 +129,7 @@ const (
 	kindService
 	kindEndpointSlice
 	kindEgressIP
+	kindEgressService
 	kindOther
 )
 
@@ -201,6 +203,7 @@ func (w *Watcher) TakeChanges() *desired.Changes {
 	ch.Services = lookup[*corev1.Service](c.stores[kindService], keys[kindService])
 	ch.EndpointSlices = lookup[*discoveryv1.EndpointSlice](c.stores[kindEndpointSlice], keys[kindEndpointSlice])
 	ch.EgressIPs = lookup[*unstructured.Unstructured](c.stores[kindEgressIP], keys[kindEgressIP])
+	ch.EgressServices = lookup[*unstructured.Unstructured](c.stores[kindEgressService], keys[kindEgressService])
 	return ch
 }
 
@@ -357,6 +360,16 @@ func WatchLBSvc() WatchOption {
 	}
 }
 
+// WatchEgressServices watches k8s.ovn.org/v1 EgressServices (Snapshot's
+// EgressServices). Their CRD must exist.
+func WatchEgressServices() WatchOption {
+	return func(w *Watcher) {
+		if w.esvcs == nil {
+			w.esvcs = w.customInformer(egressv1.ServiceResource)
+		}
+	}
+}
+
 // WatchBGPPeers watches MetalLB's BGPPeers (metallb.io/v1beta2) and
 // BFDProfiles (metallb.io/v1beta1) in namespace. Their CRDs must exist.
 func WatchBGPPeers(namespace string) WatchOption {
@@ -405,6 +418,7 @@ func NewWatcher(cs kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger
 		w.factory.Core().V1().Services().Informer(),
 		w.factory.Discovery().V1().EndpointSlices().Informer(),
 		w.eips,
+		w.esvcs,
 	}
 	for k, inf := range infs { // in the order of the kinds
 		if inf == nil {
@@ -528,6 +542,7 @@ func (w *Watcher) snapshot() desired.Snapshot {
 	s.Services = cachedList[*corev1.Service](&w.lists[kindService], stores[kindService])
 	s.EndpointSlices = cachedList[*discoveryv1.EndpointSlice](&w.lists[kindEndpointSlice], stores[kindEndpointSlice])
 	s.EgressIPs = cachedList[*unstructured.Unstructured](&w.lists[kindEgressIP], stores[kindEgressIP])
+	s.EgressServices = cachedList[*unstructured.Unstructured](&w.lists[kindEgressService], stores[kindEgressService])
 	if w.subnets != nil {
 		for _, o := range w.subnets.GetStore().List() {
 			if u, ok := o.(*unstructured.Unstructured); ok {

@@ -36,6 +36,7 @@ import (
 // (whose resource name client-go's guess gets wrong), MetalLB's pools.
 var customKinds = map[schema.GroupVersionKind]schema.GroupVersionResource{
 	{Group: "k8s.ovn.org", Version: "v1", Kind: "EgressIP"}:                        egressv1.Resource,
+	{Group: "k8s.ovn.org", Version: "v1", Kind: "EgressService"}:                   egressv1.ServiceResource,
 	{Group: "kubeovn.io", Version: "v1", Kind: "Subnet"}:                           kubeovn.SubnetResource,
 	{Group: "k8s.cni.cncf.io", Version: "v1", Kind: "NetworkAttachmentDefinition"}: kubeovn.NADResource,
 	// MetalLB's pools and L2 advertisements are held (Kube-OVN's MetalLB

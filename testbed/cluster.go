@@ -888,6 +888,19 @@ func (n *ClusterNode) configureForwarding() {
 	n.NS.Run(n.c.T(), "sysctl", "-qw", "net.ipv4.conf.ovn-k8s-mp0.forwarding=1")
 }
 
+// SetForwarding turns the node's IP forwarding on or off in both
+// families (net.ipv4.ip_forward, net.ipv6.conf.all.forwarding), as a
+// Kubernetes node has it on; off, the second host network's links keep
+// theirs (AddHostNetwork).
+func (n *ClusterNode) SetForwarding(on bool) {
+	v := map[bool]string{false: "0", true: "1"}[on]
+	n.NS.Run(n.c.T(), "sysctl", "-qw", "net.ipv4.ip_forward="+v, "net.ipv6.conf.all.forwarding="+v)
+	if !on && n.HostMAC != "" {
+		n.NS.Run(n.c.T(), "sysctl", "-qw", "net.ipv4.conf."+ClusterHostLink+".forwarding=1")
+		n.configureForwarding()
+	}
+}
+
 // SetHostLink takes the node's second host interface down or up.
 func (n *ClusterNode) SetHostLink(up bool) {
 	n.c.T().Helper()

@@ -133,12 +133,18 @@ func validate(a Assignment) error {
 	return nil
 }
 
-// forwarding reads the link's forwarding sysctl inside the namespace
-// (/proc/sys/net resolves to the reading thread's namespace).
+// forwarding reads the link's forwarding sysctl inside the namespace.
 func (m *Manager) forwarding(link string, family int) (bool, error) {
+	return m.ns.forwarding(link, family)
+}
+
+// forwarding reads the link's forwarding sysctl ("all": the namespace's)
+// inside the namespace (/proc/sys/net resolves to the reading thread's
+// namespace).
+func (n *namespace) forwarding(link string, family int) (bool, error) {
 	path := fmt.Sprintf("/proc/sys/net/%s/conf/%s/forwarding", familyName(family), link)
 	var data []byte
-	err := m.ns.do(func() error {
+	err := n.do(func() error {
 		var err error
 		data, err = os.ReadFile(path)
 		return err

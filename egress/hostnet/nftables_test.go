@@ -57,14 +57,14 @@ var nftHandle = regexp.MustCompile(`(?m)( # handle \d+|^\s*comment ".*"\n|^(inet
 // ruleset, its netlink bytecode, and its JSON (handles and the table's
 // comment left out: google/nftables v0.3.0 cannot set a table's comment,
 // and nothing reads it).
-func nftView(t *testing.T, n *testbed.Netns) []string {
+func nftView(t *testing.T, n *testbed.Netns, table string) []string {
 	t.Helper()
-	text := n.Run(t, "nft", "-a", "list", "table", "inet", NFTablesTable)
-	debug := n.Run(t, "nft", "--debug=netlink", "list", "table", "inet", NFTablesTable)
+	text := n.Run(t, "nft", "-a", "list", "table", "inet", table)
+	debug := n.Run(t, "nft", "--debug=netlink", "list", "table", "inet", table)
 	var doc struct {
 		Nftables []map[string]map[string]any `json:"nftables"`
 	}
-	if err := json.Unmarshal([]byte(n.Run(t, "nft", "-j", "list", "table", "inet", NFTablesTable)), &doc); err != nil {
+	if err := json.Unmarshal([]byte(n.Run(t, "nft", "-j", "list", "table", "inet", table)), &doc); err != nil {
 		t.Fatal(err)
 	}
 	var objs []string
@@ -118,7 +118,7 @@ func TestNFTablesRuleset(t *testing.T) {
 
 	ref := testbed.NewNetns(t, "hnnftref")
 	loadReference(t, ref)
-	want := nftView(t, ref)
+	want := nftView(t, ref, NFTablesTable)
 
 	n := testbed.NewNetns(t, "hnnft")
 	b, err := NewNFTables(nsPath(n))
@@ -129,7 +129,7 @@ func TestNFTablesRuleset(t *testing.T) {
 	if err := b.Apply(ctx, refRules, nil); err != nil {
 		t.Fatalf("Apply: %v", err)
 	}
-	got := nftView(t, n)
+	got := nftView(t, n, NFTablesTable)
 	for i, what := range []string{"nft list table", "nft --debug=netlink list table", "nft -j list table"} {
 		if got[i] != want[i] {
 			t.Errorf("%s differs from the nft-made reference:\n--- netlink backend\n%s\n--- reference\n%s", what, got[i], want[i])
@@ -147,7 +147,7 @@ func TestNFTablesRuleset(t *testing.T) {
 	if err := b.Apply(ctx, nil, []SNATRule{extra}); err != nil {
 		t.Fatal(err)
 	}
-	for i, again := range nftView(t, n) {
+	for i, again := range nftView(t, n, NFTablesTable) {
 		if again != want[i] {
 			t.Errorf("after adding and removing an element:\n%s\nwant\n%s", again, want[i])
 		}

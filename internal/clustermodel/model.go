@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -33,6 +34,7 @@ type Model struct {
 	svcs        map[string]*corev1.Service
 	slices      map[string]*discoveryv1.EndpointSlice
 	eips        map[string]*unstructured.Unstructured
+	esvcs       map[string]*unstructured.Unstructured
 	seq         int
 	Ch          *desired.Changes
 	start       time.Time
@@ -47,6 +49,7 @@ func New(seed uint64, nodes, namespaces, pods, svcs, eips int) *Model {
 	m := &Model{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), nodes: map[string]*corev1.Node{},
 		namespaces: map[string]*corev1.Namespace{}, pods: map[string]*corev1.Pod{}, infos: map[string]*egress.PodInfo{}, svcs: map[string]*corev1.Service{},
 		slices: map[string]*discoveryv1.EndpointSlice{}, eips: map[string]*unstructured.Unstructured{},
+		esvcs: map[string]*unstructured.Unstructured{},
 		start: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), nodesN: nodes, namespacesN: namespaces}
 	m.Reset()
 	for i := range nodes {
@@ -73,7 +76,7 @@ func New(seed uint64, nodes, namespaces, pods, svcs, eips int) *Model {
 func (m *Model) Reset() {
 	m.Ch = &desired.Changes{Nodes: map[string]*corev1.Node{}, Namespaces: map[string]*corev1.Namespace{}, Pods: map[string]*egress.PodInfo{},
 		Services: map[string]*corev1.Service{}, EndpointSlices: map[string]*discoveryv1.EndpointSlice{},
-		EgressIPs: map[string]*unstructured.Unstructured{}}
+		EgressIPs: map[string]*unstructured.Unstructured{}, EgressServices: map[string]*unstructured.Unstructured{}}
 }
 
 // Snapshot lists every object, in random order as a store lists them.
@@ -86,6 +89,7 @@ func (m *Model) Snapshot() desired.Snapshot {
 	s.Services = shuffled(m.r, m.svcs)
 	s.EndpointSlices = shuffled(m.r, m.slices)
 	s.EgressIPs = shuffled(m.r, m.eips)
+	s.EgressServices = shuffled(m.r, m.esvcs)
 	return s
 }
 
@@ -284,7 +288,7 @@ func (m *Model) PutEIP(u *unstructured.Unstructured) {
 // Edit makes one random change, as the API would (the daemon's own
 // status writes included), and names it.
 func (m *Model) Edit(cs desired.ClusterState) string {
-	switch n := m.r.IntN(15); n {
+	switch n := m.r.IntN(16); n {
 	case 0, 1, 2, 3:
 		return m.editPod(n)
 	case 4: // a namespace relabelled
@@ -302,6 +306,8 @@ func (m *Model) Edit(cs desired.ClusterState) string {
 		return m.editNode()
 	case 10, 11:
 		return m.editService()
+	case 15:
+		return m.editESvc()
 	default:
 		return m.editSlice()
 	}
@@ -374,6 +380,13 @@ func (m *Model) writeStatus(cs desired.ClusterState) string {
 		u = u.DeepCopy()
 		u.Object["status"] = map[string]any{"items": items}
 		m.PutEIP(u)
+	}
+	for k, host := range cs.EgressServices.Hosts {
+		if u, ok := m.esvcs[k]; ok && m.r.IntN(2) == 0 {
+			u = u.DeepCopy()
+			u.Object["status"] = map[string]any{"host": host}
+			m.putESvc(u)
+		}
 	}
 	for k, ing := range cs.Ingress {
 		if svc, ok := m.svcs[k]; ok {
@@ -479,4 +492,41 @@ func (m *Model) editSlice() string {
 	m.sliceEndpoints(sl)
 	m.putSlice(sl)
 	return "slice-endpoints"
+}
+
+func (m *Model) putESvc(u *unstructured.Unstructured) {
+	k := u.GetNamespace() + "/" + u.GetName()
+	m.esvcs[k], m.Ch.EgressServices[k] = u, u
+}
+
+// editESvc adds, changes or deletes the EgressService of a Service: its
+// nodeSelector, sourceIPBy, or a spec that does not parse.
+func (m *Model) editESvc() string {
+	if len(m.svcs) == 0 {
+		return "none"
+	}
+	k := m.pick(slices.Sorted(maps.Keys(m.svcs)))
+	if _, ok := m.esvcs[k]; ok && m.r.IntN(3) == 0 {
+		delete(m.esvcs, k)
+		m.Ch.EgressServices[k] = nil
+		return "esvc-delete"
+	}
+	ns, name, _ := strings.Cut(k, "/")
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "k8s.ovn.org/v1", "kind": "EgressService",
+		"metadata": map[string]any{"namespace": ns, "name": name}}}
+	if old, ok := m.esvcs[k]; ok {
+		u = old.DeepCopy()
+	}
+	spec := map[string]any{}
+	switch m.r.IntN(6) {
+	case 0, 1:
+		spec["nodeSelector"] = map[string]any{"matchLabels": map[string]any{"k8s.ovn.org/egress-assignable": ""}}
+	case 2:
+		spec["sourceIPBy"] = "Network"
+	case 3:
+		spec["nodeSelector"] = "not a selector"
+	}
+	u.Object["spec"] = spec
+	m.putESvc(u)
+	return "esvc-change"
 }

@@ -66,6 +66,9 @@ LB pools (the node's BGP communities are per pool), TLS. */}}
 - --enable-egress-ip={{ .Values.egress.enabled }}
 - --egressip-node-healthcheck-port={{ .Values.egress.healthCheckPort }}
 - --egressip-heartbeat-port={{ .Values.egress.heartbeatPort }}
+{{- if .Values.egress.services }}
+- --enable-egress-service
+{{- end }}
 {{- if .Values.egress.fastFailover }}
 - --egressip-fast-failover
 {{- else }}

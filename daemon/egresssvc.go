@@ -1,0 +1,81 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/ovnedge/ovnedge/desired"
+	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
+	"github.com/ovnedge/ovnedge/egress/egresssvc"
+)
+
+// writeEgressServices writes the EgressServices' status.host and the
+// nodes' egress-service labels where they differ from the objects of s:
+// labels a node no longer carries go first, the host then, the new
+// node's label last (a label names the node that serves).
+func (ks *kubeStatus) writeEgressServices(ctx context.Context, s desired.Snapshot, st desired.EgressServices) error {
+	if st.Hosts == nil || ks.clients.FromManifests {
+		return nil
+	}
+	return errors.Join(ks.writeLabels(ctx, s, st.Labels, false), ks.writeHosts(ctx, s.EgressServices, st.Hosts),
+		ks.writeLabels(ctx, s, st.Labels, true))
+}
+
+// writeHosts patches the status.host of the EgressServices whose host
+// changed.
+func (ks *kubeStatus) writeHosts(ctx context.Context, objs []*unstructured.Unstructured, hosts map[string]string) error {
+	var errs []error
+	for _, u := range objs {
+		host, ok := hosts[desired.Key(u.GetNamespace(), u.GetName())]
+		cur, found, _ := unstructured.NestedString(u.Object, "status", "host")
+		if !ok || (found && cur == host) {
+			continue
+		}
+		patch, _ := json.Marshal(map[string]any{"status": map[string]any{"host": host}})
+		_, err := ks.clients.Dynamic.Resource(egressv1.ServiceResource).Namespace(u.GetNamespace()).
+			Patch(ctx, u.GetName(), types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+		if err != nil {
+			errs = append(errs, fmt.Errorf("status of EgressService %s/%s: %w", u.GetNamespace(), u.GetName(), err))
+			continue
+		}
+		ks.log.Info("EgressService host", "egressservice", u.GetNamespace()+"/"+u.GetName(), "host", host, "was", cur)
+	}
+	return errors.Join(errs...)
+}
+
+// writeLabels removes (add false) or adds the egress-service labels of
+// the nodes whose labels differ from want.
+func (ks *kubeStatus) writeLabels(ctx context.Context, s desired.Snapshot, want map[string][]string, add bool) error {
+	var errs []error
+	for _, n := range s.Nodes {
+		labels := map[string]any{}
+		for k := range n.Labels {
+			if !add && strings.HasPrefix(k, egresssvc.LabelPrefix+"/") && !slices.Contains(want[n.Name], k) {
+				labels[k] = nil
+			}
+		}
+		for _, k := range want[n.Name] {
+			if _, ok := n.Labels[k]; add && !ok {
+				labels[k] = ""
+			}
+		}
+		if len(labels) == 0 {
+			continue
+		}
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
+		if _, err := ks.clients.Typed.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			errs = append(errs, fmt.Errorf("egress-service labels of node %s: %w", n.Name, err))
+			continue
+		}
+		ks.log.Info("egress-service labels", "node", n.Name, "labels", labels)
+	}
+	return errors.Join(errs...)
+}
