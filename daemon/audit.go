@@ -107,7 +107,7 @@ func (c *clusterWork) audited(ctx context.Context, a *auditRun, p desired.Params
 		return err
 	}
 	c.mu.Lock()
-	s.EgressIPs, _ = c.status.overlayWritten(s.EgressIPs) // as a pass reads them
+	s.EgressIPs, _ = c.status.OverlayWritten(s.EgressIPs) // as a pass reads them
 	c.mu.Unlock()
 	start := time.Now()
 	y := desired.NewIndex(p, reachable, prev)

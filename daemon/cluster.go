@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"reflect"
 	"strings"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
 	"github.com/ovnedge/ovnedge/event"
 	"github.com/ovnedge/ovnedge/gcahead"
+	"github.com/ovnedge/ovnedge/kubestatus"
 	"github.com/ovnedge/ovnedge/lbsvc"
 	"github.com/ovnedge/ovnedge/ovnknode"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
@@ -37,7 +39,7 @@ type clusterWork struct {
 	params desired.Params
 	log    *slog.Logger
 	m      *Metrics
-	status *kubeStatus
+	status *kubestatus.Writer
 	events eventLog
 	nb     *ovsdbnb.Writer // nil without --nb-address
 	sb     *sbwait.Waiter  // nil without --sb-address
@@ -50,6 +52,9 @@ type clusterWork struct {
 	// the reachability targets were last set from.
 	index                  *desired.Index
 	lastNodes, targetNodes []ovnknode.Node
+	// targetHosts are the EgressServices' host nodes the checks probe
+	// besides the egress nodes.
+	targetHosts map[string]bool
 	// audit is the periodic check of index against a full recompute under
 	// way (see Audit), nil when none is.
 	audit *auditRun
@@ -67,7 +72,7 @@ type clusterWork struct {
 // newClusterWork returns the leader's work for cfg.
 func newClusterWork(cfg *Config, p desired.Params, clients *Clients, ev eventLog, m *Metrics, h *hooks, log *slog.Logger) *clusterWork {
 	c := &clusterWork{cfg: cfg, params: p, log: log, m: m, events: ev, hooks: h,
-		status: &kubeStatus{clients: clients, log: log, m: m}}
+		status: newStatus(clients, log, m)}
 	if cfg.GCAhead {
 		c.gc = gcahead.New(log)
 	}
@@ -116,7 +121,7 @@ func (c *clusterWork) leading(leading bool) {
 	c.audit = nil
 	// The heartbeat drops its targets with the leadership: the next pass
 	// sets them again, even with the nodes unchanged.
-	c.targetNodes = nil
+	c.targetNodes, c.targetHosts = nil, nil
 	if !leading && c.nb != nil {
 		c.nb.Close()
 		c.lastNodes = nil
@@ -141,9 +146,9 @@ func (c *clusterWork) pass(ctx context.Context, s desired.Snapshot) error {
 	// The statuses this leader wrote and its informer does not show yet
 	// are read as written.
 	var shown map[string]*unstructured.Unstructured
-	s.EgressIPs, shown = c.status.overlayWritten(s.EgressIPs)
+	s.EgressIPs, shown = c.status.OverlayWritten(s.EgressIPs)
 	if s.Changed != nil {
-		c.status.injectWritten(s.Changed, shown)
+		c.status.InjectWritten(s.Changed, shown)
 	}
 	cs, err := c.compute(s)
 	if err != nil {
@@ -166,9 +171,10 @@ func (c *clusterWork) followNodes(cs desired.ClusterState) {
 		}
 		c.hooks.requeue(cs.HoldWake)
 	}
-	if c.hooks.targets != nil && !sameSlice(cs.Nodes, c.targetNodes) {
-		c.hooks.targets(targetsOf(cs.Nodes, true, ""))
-		c.targetNodes = cs.Nodes
+	hosts := kubestatus.EgressServiceHosts(cs.EgressServices.Hosts)
+	if c.hooks.targets != nil && (!sameSlice(cs.Nodes, c.targetNodes) || !maps.Equal(hosts, c.targetHosts)) {
+		c.hooks.targets(targetsOf(cs.Nodes, true, "", hosts))
+		c.targetNodes, c.targetHosts = cs.Nodes, hosts
 	}
 }
 
@@ -187,7 +193,7 @@ func (c *clusterWork) write(ctx context.Context, s desired.Snapshot, cs *desired
 	statusErr := make(chan error, 1)
 	var once sync.Once
 	startStatus := func() {
-		once.Do(func() { go func() { statusErr <- c.status.writeEgressStatus(ctx, s, cs.Status) }() })
+		once.Do(func() { go func() { statusErr <- c.status.WriteEgressStatus(ctx, s, cs.Status) }() })
 	}
 	syncsNB := nbErr == nil && c.nb != nil
 	statusLater := syncsNB && cs.Dirty != nil && !c.nb.FullDue()
@@ -198,10 +204,10 @@ func (c *clusterWork) write(ctx context.Context, s desired.Snapshot, cs *desired
 		startStatus()
 	}
 	defer func() { retErr = errors.Join(retErr, <-statusErr) }()
-	errs := []error{nbErr, c.status.writeIngress(ctx, s, cs.Ingress)}
+	errs := []error{nbErr, c.status.WriteIngress(ctx, s, cs.Ingress)}
 	events := cs.Events
 	if cs.LBSvc != nil {
-		lbEvents, err := c.status.syncLBSvc(ctx, cs.LBSvc, s.LBSvcDeployments)
+		lbEvents, err := c.status.SyncLBSvc(ctx, cs.LBSvc, s.LBSvcDeployments)
 		events, errs = append(events, lbEvents...), append(errs, err)
 	}
 	if syncsNB {
@@ -210,7 +216,7 @@ func (c *clusterWork) write(ctx context.Context, s desired.Snapshot, cs *desired
 	} else if c.nb != nil {
 		c.nb.Postpone(cs.Dirty)
 	}
-	errs = append(errs, c.status.writeEgressServices(ctx, s, cs.EgressServices))
+	errs = append(errs, c.status.WriteEgressServices(ctx, s, cs.EgressServices))
 	if statusLater {
 		startStatus()
 	}
@@ -429,7 +435,7 @@ func (c *clusterWork) verify(ctx context.Context, s desired.Snapshot) error {
 		return nil
 	}
 	cl := c.nb.Client()
-	s.EgressIPs, _ = c.status.overlayWritten(s.EgressIPs) // as the pass reads them
+	s.EgressIPs, _ = c.status.OverlayWritten(s.EgressIPs) // as the pass reads them
 	cs, err := desired.ComputeCluster(s, c.params, c.hooks.reachable, c.lastNodes)
 	if err != nil {
 		return err

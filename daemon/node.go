@@ -68,7 +68,7 @@ type nodeWork struct {
 func newNodeWork(cfg *Config, p desired.Params, clients *Clients, ev eventLog, m *Metrics, h *hooks, log *slog.Logger) *nodeWork {
 	n := &nodeWork{cfg: cfg, params: p, log: log, events: ev, hooks: h,
 		transport: ovsflow.NewNativeTransport(cfg.OVSRunDir, ovsflow.NativeOptions{Logger: log})}
-	status := &kubeStatus{clients: clients, log: log, m: m}
+	status := newStatus(clients, log, m)
 	// Owns: flows a previous process left for owners gone meanwhile (a
 	// Service deleted while the daemon was down) are removed by the first
 	// apply; unchanged ones are left as they are. Without the gateway
@@ -78,7 +78,7 @@ func newNodeWork(cfg *Config, p desired.Params, clients *Clients, ev eventLog, m
 	n.host = dataplane.NewHostEgress(dataplane.HostOptions{Node: cfg.NodeName, Netns: cfg.HostNetns, Backend: cfg.HostBackend,
 		Confirm: confirmer(clients, cfg.NodeName), Fenced: h.isFenced, LinksChanged: h.kickNode, Logger: log,
 		Report: func(ctx context.Context, r ovnknode.HostReport) error {
-			return status.reportHost(ctx, cfg.NodeName, n.snapshot(), r)
+			return status.ReportHost(ctx, cfg.NodeName, n.snapshot(), r)
 		}})
 	n.writers = []dataplane.Writer{n.bridge, n.host}
 	if cfg.EnableEgressService {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/ovnedge/ovnedge/event"
+	"github.com/ovnedge/ovnedge/kubestatus"
 	"github.com/ovnedge/ovnedge/lbsvc"
 	"github.com/ovnedge/ovnedge/lbsvc/unidle"
 	"github.com/ovnedge/ovnedge/ovsdbnb"
@@ -58,7 +59,7 @@ func (u *unidling) serviceUpdated(ctx context.Context, old, cur *corev1.Service)
 	if v != nil {
 		value = *v
 	}
-	patch := annotationPatch(lbsvc.UnidledAtAnnotation, value)
+	patch := kubestatus.AnnotationPatch(lbsvc.UnidledAtAnnotation, value)
 	go func() {
 		if _, err := u.cs.CoreV1().Services(cur.Namespace).Patch(ctx, cur.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			u.log.Error("unidling: annotate the Service", "service", cur.Namespace+"/"+cur.Name, "annotation", lbsvc.UnidledAtAnnotation, "err", err)

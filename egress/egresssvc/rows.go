@@ -30,21 +30,11 @@ const (
 // EgressService reroutes (readiness is not read, as upstream).
 func Endpoints(slices_ []*discoveryv1.EndpointSlice, cluster []netip.Prefix) []netip.Addr {
 	var out []netip.Addr
-	for _, sl := range slices_ {
-		if sl.AddressType == discoveryv1.AddressTypeFQDN {
-			continue
+	eachEndpoint(slices_, func(_ string, ip netip.Addr) {
+		if inSubnets(ip, cluster) {
+			out = append(out, ip)
 		}
-		for _, ep := range sl.Endpoints {
-			if ep.NodeName == nil {
-				continue
-			}
-			for _, a := range ep.Addresses {
-				if ip, err := netip.ParseAddr(a); err == nil && inSubnets(ip, cluster) {
-					out = append(out, ip.Unmap())
-				}
-			}
-		}
-	}
+	})
 	slices.SortFunc(out, netip.Addr.Compare)
 	return slices.Compact(out)
 }

@@ -176,7 +176,7 @@ func eligible(in Input, c choice, node string) bool {
 	}
 	n := findNode(in.Nodes, node)
 	p := in.Parsed[node]
-	if n == nil || p == nil || len(p.Subnets) == 0 || !ready(n) || (in.Reachable != nil && !in.Reachable(node)) {
+	if n == nil || p == nil || len(p.Subnets) == 0 || !ovnknode.Ready(n) || (in.Reachable != nil && !in.Reachable(node)) {
 		return false
 	}
 	return (c.only == nil || c.only[node]) && c.sel.Matches(labels.Set(n.Labels))
@@ -191,19 +191,23 @@ func findNode(nodes []*corev1.Node, name string) *corev1.Node {
 	return nil
 }
 
-func ready(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 // endpointNodes are the nodes with an endpoint of the slices, none when
 // no endpoint is on the pod network (OVN-Kubernetes' backendNodesFor).
 func endpointNodes(slices []*discoveryv1.EndpointSlice, cluster []netip.Prefix) map[string]bool {
 	nodes, onPodNetwork := map[string]bool{}, false
+	eachEndpoint(slices, func(node string, ip netip.Addr) {
+		nodes[node] = true
+		onPodNetwork = onPodNetwork || inSubnets(ip, cluster)
+	})
+	if !onPodNetwork {
+		return nil
+	}
+	return nodes
+}
+
+// eachEndpoint calls f with every address of the slices' endpoints that
+// run on a node (FQDN slices left out).
+func eachEndpoint(slices []*discoveryv1.EndpointSlice, f func(node string, ip netip.Addr)) {
 	for _, sl := range slices {
 		if sl.AddressType == discoveryv1.AddressTypeFQDN {
 			continue
@@ -212,18 +216,13 @@ func endpointNodes(slices []*discoveryv1.EndpointSlice, cluster []netip.Prefix) 
 			if ep.NodeName == nil {
 				continue
 			}
-			nodes[*ep.NodeName] = true
 			for _, a := range ep.Addresses {
-				if ip, err := netip.ParseAddr(a); err == nil && inSubnets(ip, cluster) {
-					onPodNetwork = true
+				if ip, err := netip.ParseAddr(a); err == nil {
+					f(*ep.NodeName, ip.Unmap())
 				}
 			}
 		}
 	}
-	if !onPodNetwork {
-		return nil
-	}
-	return nodes
 }
 
 func inSubnets(ip netip.Addr, subnets []netip.Prefix) bool {

@@ -12,10 +12,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/ovnedge/ovnedge/daemon"
+	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
+	"github.com/ovnedge/ovnedge/egress/egresssvc"
 	"github.com/ovnedge/ovnedge/internal/e2e"
 	"github.com/ovnedge/ovnedge/internal/e2e/helmenv"
 	"github.com/ovnedge/ovnedge/testbed"
@@ -25,6 +28,7 @@ import (
 // (helmenv.Cluster.Values): the fast egress failover and an LB IPAM pool.
 const demoValues = `egress:
   fastFailover: true
+  services: true
 loadBalancer:
   pools: {demo: 172.18.0.200/29}
 `
@@ -57,6 +61,7 @@ func Run(ctx context.Context, t testbed.T, out io.Writer) Report {
 	var r Report
 	r.Answers = requests(ctx, t, c, out)
 	r.Ranges = sourceRanges(ctx, t, c, out)
+	egressService(ctx, t, c, pods["web-1"], out, &r)
 	egress(ctx, t, c, pods["client-1"], out, &r)
 	fmt.Fprintf(out, "\nDone in %v; everything is removed now.\n", time.Since(begin).Round(100*time.Millisecond))
 	return r
@@ -106,7 +111,7 @@ func installed(ctx context.Context, t testbed.T, out io.Writer) *helmenv.Cluster
 		took.Round(100*time.Millisecond), helmenv.ImageRepo, img.tag)
 	fmt.Fprintf(out, "  helm install %s deploy/helm/ovnedge --namespace %s --values values.yaml --wait\n", helmenv.Release, helmenv.Namespace)
 	fmt.Fprintln(out, "  values: the testbed's NB, subnets and breth0; leader.hostNetwork=true, leader.replicas=2;")
-	fmt.Fprintln(out, "  egress.fastFailover=true; loadBalancer.pools={demo: 172.18.0.200/29}")
+	fmt.Fprintln(out, "  egress.fastFailover=true; egress.services=true; loadBalancer.pools={demo: 172.18.0.200/29}")
 	// helm's --wait counts a DaemonSet or Deployment ready with
 	// maxUnavailable pods not (yet) Ready.
 	begin := time.Now()
@@ -242,6 +247,72 @@ func sourceRanges(ctx context.Context, t testbed.T, c *helmenv.Cluster, out io.W
 	}
 	return got
 }
+
+// egressService applies EgressService prod/web and shows where its
+// pods' traffic leaves from: web-1 (also selected by EgressIP
+// egress-prod) reaches the external host from the Service's
+// LoadBalancer IP through the host the leader chose; with the
+// EgressService deleted it leaves with the egress IP again.
+func egressService(ctx context.Context, t testbed.T, c *helmenv.Cluster, web1 *corev1.Pod, out io.Writer, r *Report) {
+	t.Helper()
+	fmt.Fprintln(out, "\nEgressService (k8s.ovn.org/v1, OVN-Kubernetes' API):")
+	for _, n := range []string{w1, w2, w3} {
+		c.OVN.Node(n).SetForwarding(true) // as on every Kubernetes node (kubeadm requires it)
+	}
+	if err := e2e.NewApplier(c.Kube.Config).Apply(ctx, esvcYAML, nil); err != nil {
+		t.Fatalf("EgressService: %v", err)
+	}
+	dyn := dynamic.NewForConfigOrDie(c.Kube.Config)
+	esvcs := dyn.Resource(egressv1.ServiceResource).Namespace("prod")
+	var host string
+	wait(t, 60*time.Second, func() error {
+		u, err := esvcs.Get(ctx, "web", metav1.GetOptions{})
+		if err == nil {
+			if host, _, _ = unstructured.NestedString(u.Object, "status", "host"); host == "" {
+				err = fmt.Errorf("no host yet")
+			}
+		}
+		return err
+	})
+	web, err := c.Kube.Client.CoreV1().Services("prod").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	lbIP := web.Status.LoadBalancer.Ingress[0].IP
+	c.OVN.Client.Run(t, "ip", "route", "replace", lbIP+"/32", "via", c.OVN.Node(host).IP.String())
+	if err := e2e.Serve(ctx, c.OVN.Client, "external-host", 9001); err != nil {
+		t.Fatalf("%v", err)
+	}
+	ns := c.KubeNode(w2).PodNetns(t, web1.Status.ContainerStatuses[0].ContainerID)
+	from := func(want string) string {
+		var seen string
+		wait(t, 30*time.Second, func() error {
+			_, seen, _ = strings.Cut(connect(t, ns, testbed.ClusterClientIP+":9001"), " ")
+			if !strings.HasPrefix(seen, want+":") {
+				return fmt.Errorf("the external host saw %s", seen)
+			}
+			return nil
+		})
+		return seen
+	}
+	r.ServiceSource = from(lbIP)
+	fmt.Fprintf(out, "  EgressService prod/web (nodeSelector k8s.ovn.org/egress-assignable): status.host %s, node label %s\n", host, egresssvc.Label("prod/web"))
+	fmt.Fprintf(out, "  (the external host routes %s through %s, as the VIP's announcer would tell it)\n", lbIP, host)
+	fmt.Fprintf(out, "  prod/web-1 (on %s, also selected by EgressIP egress-prod) -> %s:9001: the external host saw %s,\n", w2, testbed.ClusterClientIP, r.ServiceSource)
+	fmt.Fprintf(out, "  the Service's LoadBalancer IP (OVN policy 101 beats EgressIP's 100; %s SNATs it)\n", host)
+	if err := esvcs.Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("%v", err)
+	}
+	fmt.Fprintf(out, "  EgressService deleted: prod/web-1 -> the external host saw %s (the EgressIP)\n", from(egressIP))
+}
+
+// esvcYAML is the demo's EgressService.
+const esvcYAML = `apiVersion: k8s.ovn.org/v1
+kind: EgressService
+metadata: {namespace: prod, name: web}
+spec:
+  nodeSelector: {matchLabels: {k8s.ovn.org/egress-assignable: ""}}
+`
 
 // egress shows the source the external host sees for client's traffic,
 // then kills the egress node as a machine dies (kubelet, chassis and the

@@ -79,6 +79,8 @@ type Report struct {
 	Answers []string
 	// EgressSource is what the external host saw as source.
 	EgressSource string
+	// ServiceSource is what it saw for the EgressService's pod.
+	ServiceSource string
 	// Gap is the egress stream's loss window after the kill.
 	Gap time.Duration
 	// Ranges are "<addr> <result>" for each source ranges attempt: the

@@ -28,6 +28,9 @@ func TestDemo(t *testing.T) {
 	if !strings.HasPrefix(r.EgressSource, egressIP+":") {
 		t.Errorf("egress source %q, want %s", r.EgressSource, egressIP)
 	}
+	if !strings.HasPrefix(r.ServiceSource, "172.18.0.20") {
+		t.Errorf("EgressService source %q, want the LoadBalancer IP", r.ServiceSource)
+	}
 	if r.Gap <= 0 {
 		t.Errorf("no failover gap measured")
 	}

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
 	"github.com/ovnedge/ovnedge/egress/egresssvc"
@@ -117,7 +118,8 @@ func setETP(t *testing.T, e *Env, name string, etp corev1.ServiceExternalTraffic
 // chassis dies, the other node takes over and new connections leave with
 // the same IP; an EgressIP selecting the same pods does not change their
 // source (the 101 policies beat its 100 ones) until the EgressService is
-// deleted. IPv4 and IPv6.
+// deleted; spec.network sends the endpoints' traffic by its routing
+// table on the host. IPv4 and IPv6.
 func TestEgressService(t *testing.T) {
 	env := shared.With(t)
 	chartRBAC(t, env, "egress.services=true")
@@ -216,6 +218,8 @@ spec:
 				e.WaitPod("shop", "esvc-b")
 			}
 
+			network(t, e, f, name, w2, a)
+
 			// An EgressIP of the same pods: the EgressService's 101
 			// policies win over its 100 ones while it is there.
 			eip := netip.MustParseAddr(map[bool]string{false: "172.18.0.48", true: "fd00:18::48"}[f.v6])
@@ -255,4 +259,49 @@ spec:
 			}
 		})
 	}
+}
+
+// network proves spec.network on host: the host's priority-5000 ip rules
+// send pod's traffic by routing table 100, which first has no route
+// (connections fail) and then routes the external client on breth0 (they
+// leave from the VIP again); without spec.network the rules are gone.
+func network(t *testing.T, e *Env, f family, name, host string, pod *testbed.Pod) {
+	t.Helper()
+	ns := e.Node(host).NS
+	ipf := "-4"
+	podIP := pod.IP
+	if f.v6 {
+		ipf, podIP = "-6", pod.IP6
+	}
+	ns.Run(t, "ip", ipf, "route", "replace", "unreachable", "default", "table", "100")
+	t.Cleanup(func() { _, _ = ns.RunErr("ip", ipf, "route", "flush", "table", "100") })
+	setNetwork := func(network string) {
+		patch := []byte(`{"spec":{"network":"` + network + `"}}`)
+		if _, err := e.Dyn.Resource(egressv1.ServiceResource).Namespace("shop").Patch(e.Context(), name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setNetwork("100")
+	client := f.client[:strings.IndexByte(f.client, '/')]
+	dst := net.JoinHostPort(client, fmt.Sprint(esvcPort))
+	e.Eventually(Timeout, "table 100 used on "+host, func() error {
+		if rules := ns.Run(t, "ip", ipf, "rule", "show", "priority", "5000"); !strings.Contains(rules, "from "+podIP.String()+" lookup 100") {
+			return fmt.Errorf("rules: %s", rules)
+		}
+		if !refused(pod.Netns, dst) {
+			return fmt.Errorf("%s still reaches %s", pod.Name, dst)
+		}
+		return nil
+	})
+	ns.Run(t, "ip", ipf, "route", "replace", client, "dev", testbed.ClusterBridge, "table", "100")
+	vip := e.LoadBalancerIP("shop", name)
+	leavesAs(t, e, f, vip, pod)
+	setNetwork("")
+	e.Eventually(Timeout, "no rules left on "+host, func() error {
+		if rules := ns.Run(t, "ip", ipf, "rule", "show", "priority", "5000"); strings.TrimSpace(rules) != "" {
+			return fmt.Errorf("rules: %s", rules)
+		}
+		return nil
+	})
+	t.Logf("spec.network 100 on %s: %s's traffic follows table 100 (no route: refused; a route: from %s)", host, pod.Name, vip)
 }

@@ -1,6 +1,7 @@
 package v1_test
 
 import (
+	"maps"
 	"os"
 	"reflect"
 	"slices"
@@ -76,6 +77,55 @@ func TestCRDMatchesTypes(t *testing.T) {
 		slices.Sort(fields)
 		if !slices.Equal(props, fields) {
 			t.Errorf("%s: CRD properties %q, Go fields %q", c.typ, props, fields)
+		}
+	}
+}
+
+// TestServiceCRDMatchesTypes checks deploy/crds' EgressService (OVN-
+// Kubernetes' CRD as it ships it) against the Go types: group, kind,
+// scope, the status subresource and the JSON names of every field.
+func TestServiceCRDMatchesTypes(t *testing.T) {
+	b, err := os.ReadFile("../../../deploy/crds/k8s.ovn.org_egressservices.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd struct {
+		Spec struct {
+			Group, Scope string
+			Names        struct{ Kind, Plural string }
+			Versions     []struct {
+				Name         string
+				Subresources map[string]any
+				Schema       struct {
+					OpenAPIV3Schema struct {
+						Properties map[string]struct {
+							Properties map[string]any
+						}
+					}
+				}
+			}
+		}
+	}
+	if err := yaml.Unmarshal(b, &crd); err != nil {
+		t.Fatal(err)
+	}
+	s := crd.Spec
+	if s.Group != egressv1.GroupName || s.Names.Kind != egressv1.ServiceKind || s.Names.Plural != egressv1.ServicePlural || s.Scope != "Namespaced" {
+		t.Errorf("group/kind/plural/scope = %s/%s/%s/%s", s.Group, s.Names.Kind, s.Names.Plural, s.Scope)
+	}
+	if len(s.Versions) != 1 || s.Versions[0].Name != "v1" || s.Versions[0].Subresources["status"] == nil {
+		t.Fatalf("versions %+v: want v1 with a status subresource", s.Versions)
+	}
+	props := s.Versions[0].Schema.OpenAPIV3Schema.Properties
+	for name, typ := range map[string]reflect.Type{"spec": reflect.TypeFor[egressv1.EgressServiceSpec](), "status": reflect.TypeFor[egressv1.EgressServiceStatus]()} {
+		var fields []string
+		for f := range typ.Fields() {
+			fields = append(fields, strings.Split(f.Tag.Get("json"), ",")[0])
+		}
+		slices.Sort(fields)
+		keys := slices.Sorted(maps.Keys(props[name].Properties))
+		if !slices.Equal(keys, fields) {
+			t.Errorf("%s: CRD properties %q, Go fields %q", name, keys, fields)
 		}
 	}
 }

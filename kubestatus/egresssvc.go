@@ -1,4 +1,4 @@
-package daemon
+package kubestatus
 
 import (
 	"context"
@@ -17,12 +17,24 @@ import (
 	"github.com/ovnedge/ovnedge/egress/egresssvc"
 )
 
-// writeEgressServices writes the EgressServices' status.host and the
+// EgressServiceHosts are the host nodes of the EgressServices (neither
+// "" nor HostAll): the leader probes them as it probes egress nodes.
+func EgressServiceHosts(hosts map[string]string) map[string]bool {
+	out := map[string]bool{}
+	for _, h := range hosts {
+		if h != "" && h != egressv1.HostAll {
+			out[h] = true
+		}
+	}
+	return out
+}
+
+// WriteEgressServices writes the EgressServices' status.host and the
 // nodes' egress-service labels where they differ from the objects of s:
 // labels a node no longer carries go first, the host then, the new
 // node's label last (a label names the node that serves).
-func (ks *kubeStatus) writeEgressServices(ctx context.Context, s desired.Snapshot, st desired.EgressServices) error {
-	if st.Hosts == nil || ks.clients.FromManifests {
+func (ks *Writer) WriteEgressServices(ctx context.Context, s desired.Snapshot, st desired.EgressServices) error {
+	if st.Hosts == nil || ks.FromManifests {
 		return nil
 	}
 	return errors.Join(ks.writeLabels(ctx, s, st.Labels, false), ks.writeHosts(ctx, s.EgressServices, st.Hosts),
@@ -31,7 +43,7 @@ func (ks *kubeStatus) writeEgressServices(ctx context.Context, s desired.Snapsho
 
 // writeHosts patches the status.host of the EgressServices whose host
 // changed.
-func (ks *kubeStatus) writeHosts(ctx context.Context, objs []*unstructured.Unstructured, hosts map[string]string) error {
+func (ks *Writer) writeHosts(ctx context.Context, objs []*unstructured.Unstructured, hosts map[string]string) error {
 	var errs []error
 	for _, u := range objs {
 		host, ok := hosts[desired.Key(u.GetNamespace(), u.GetName())]
@@ -40,20 +52,20 @@ func (ks *kubeStatus) writeHosts(ctx context.Context, objs []*unstructured.Unstr
 			continue
 		}
 		patch, _ := json.Marshal(map[string]any{"status": map[string]any{"host": host}})
-		_, err := ks.clients.Dynamic.Resource(egressv1.ServiceResource).Namespace(u.GetNamespace()).
+		_, err := ks.Dynamic.Resource(egressv1.ServiceResource).Namespace(u.GetNamespace()).
 			Patch(ctx, u.GetName(), types.MergePatchType, patch, metav1.PatchOptions{}, "status")
 		if err != nil {
 			errs = append(errs, fmt.Errorf("status of EgressService %s/%s: %w", u.GetNamespace(), u.GetName(), err))
 			continue
 		}
-		ks.log.Info("EgressService host", "egressservice", u.GetNamespace()+"/"+u.GetName(), "host", host, "was", cur)
+		ks.Log.Info("EgressService host", "egressservice", u.GetNamespace()+"/"+u.GetName(), "host", host, "was", cur)
 	}
 	return errors.Join(errs...)
 }
 
 // writeLabels removes (add false) or adds the egress-service labels of
 // the nodes whose labels differ from want.
-func (ks *kubeStatus) writeLabels(ctx context.Context, s desired.Snapshot, want map[string][]string, add bool) error {
+func (ks *Writer) writeLabels(ctx context.Context, s desired.Snapshot, want map[string][]string, add bool) error {
 	var errs []error
 	for _, n := range s.Nodes {
 		labels := map[string]any{}
@@ -71,11 +83,11 @@ func (ks *kubeStatus) writeLabels(ctx context.Context, s desired.Snapshot, want 
 			continue
 		}
 		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
-		if _, err := ks.clients.Typed.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		if _, err := ks.Typed.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			errs = append(errs, fmt.Errorf("egress-service labels of node %s: %w", n.Name, err))
 			continue
 		}
-		ks.log.Info("egress-service labels", "node", n.Name, "labels", labels)
+		ks.Log.Info("egress-service labels", "node", n.Name, "labels", labels)
 	}
 	return errors.Join(errs...)
 }

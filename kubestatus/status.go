@@ -1,4 +1,4 @@
-package daemon
+package kubestatus
 
 import (
 	"context"
@@ -18,22 +18,30 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 )
 
-// kubeStatus writes what the dataplane's owners report back to the API
+// Writer writes what the dataplane's owners report back to the API
 // server: the EgressIPs' status, the LoadBalancer Services' ingress, the
-// lb-svc Deployments of Kube-OVN's LoadBalancer Services and a node's
-// report of its egress IPs on host interfaces. In manifests mode they go
-// to the in-memory API (and the log).
-type kubeStatus struct {
-	clients *Clients
-	log     *slog.Logger
-	m       *Metrics
+// lb-svc Deployments of Kube-OVN's LoadBalancer Services, a node's
+// report of its egress IPs on host interfaces, and the EgressServices'
+// hosts and node labels. With FromManifests they go to the in-memory API
+// of a manifests directory (and the log).
+type Writer struct {
+	// Typed and Dynamic are the clients; FromManifests says they serve
+	// a manifests directory.
+	Typed         kubernetes.Interface
+	Dynamic       dynamic.Interface
+	FromManifests bool
+	Log           *slog.Logger
+	// Failovers, when not nil, counts the egress IPs a status write moves
+	// from one node to another.
+	Failovers func(n int)
 	// checked are the EgressIPs found holding their status.
 	checked map[string]checkedStatus
 	// written are the EgressIPs whose status this leader wrote while its
@@ -45,11 +53,11 @@ type kubeStatus struct {
 	written map[string]writtenStatus
 }
 
-// writeEgressStatus writes the EgressIPs' new status items. In manifests
+// WriteEgressStatus writes the EgressIPs' new status items. In manifests
 // mode they are logged (and kept in the in-memory API, so the assignment
 // sticks). A conflict is returned: the reconcile is retried on the fresh
 // object.
-func (ks *kubeStatus) writeEgressStatus(ctx context.Context, s desired.Snapshot, status map[string][]egressv1.EgressIPStatusItem) error {
+func (ks *Writer) WriteEgressStatus(ctx context.Context, s desired.Snapshot, status map[string][]egressv1.EgressIPStatusItem) error {
 	var errs []error
 	seen := make(map[string]checkedStatus, len(ks.checked))
 	defer func() { ks.checked = seen }()
@@ -76,7 +84,9 @@ func (ks *kubeStatus) writeEgressStatus(ctx context.Context, s desired.Snapshot,
 			seen[name] = checkedStatus{obj: u, items: items}
 			continue
 		}
-		ks.m.Failovers.Add(float64(failovers(old.Status.Items, items)))
+		if ks.Failovers != nil {
+			ks.Failovers(failovers(old.Status.Items, items))
+		}
 		n := old.DeepCopy()
 		n.Status.Items = items
 		obj, err := egressv1.ToUnstructured(n)
@@ -84,7 +94,7 @@ func (ks *kubeStatus) writeEgressStatus(ctx context.Context, s desired.Snapshot,
 			errs = append(errs, fmt.Errorf("status of EgressIP %s: %w", n.Name, err))
 			continue
 		}
-		ks.log.Info("EgressIP status", "egressip", n.Name, "items", fmt.Sprint(items), "manifests", ks.clients.FromManifests)
+		ks.Log.Info("EgressIP status", "egressip", n.Name, "items", fmt.Sprint(items), "manifests", ks.FromManifests)
 		updates = append(updates, obj)
 		over := u
 		if w, ok := ks.written[name]; ok && w.obj == u {
@@ -105,7 +115,7 @@ func (ks *kubeStatus) writeEgressStatus(ctx context.Context, s desired.Snapshot,
 		go func() {
 			defer wg.Done()
 			for obj := range next {
-				res, err := ks.clients.Dynamic.Resource(egressv1.Resource).Update(ctx, obj, metav1.UpdateOptions{})
+				res, err := ks.Dynamic.Resource(egressv1.Resource).Update(ctx, obj, metav1.UpdateOptions{})
 				mu.Lock()
 				if err != nil {
 					errs = append(errs, fmt.Errorf("status of EgressIP %s: %w", obj.GetName(), err))
@@ -138,7 +148,7 @@ type writtenStatus struct {
 	injected bool
 }
 
-// overlayWritten returns objs with every object the leader wrote over
+// OverlayWritten returns objs with every object the leader wrote over
 // replaced by what it wrote, and forgets the writes the informer shows.
 //
 // shown are the informer's objects of the writes it forgot: the
@@ -147,7 +157,7 @@ type writtenStatus struct {
 // of the changes and its listing of the objects: the change is then in
 // the next pass's changes, and without shown this pass would read the
 // EgressIP as it was before the write, with no status).
-func (ks *kubeStatus) overlayWritten(objs []*unstructured.Unstructured) (out []*unstructured.Unstructured, shown map[string]*unstructured.Unstructured) {
+func (ks *Writer) OverlayWritten(objs []*unstructured.Unstructured) (out []*unstructured.Unstructured, shown map[string]*unstructured.Unstructured) {
 	if len(ks.written) == 0 {
 		return objs, nil
 	}
@@ -178,11 +188,11 @@ func (ks *kubeStatus) overlayWritten(objs []*unstructured.Unstructured) (out []*
 	return out, shown
 }
 
-// injectWritten puts into ch, for the incremental index, each written
+// InjectWritten puts into ch, for the incremental index, each written
 // object it has not been given, the written object in place of every
-// changed object it wrote over, and the objects of shown (overlayWritten's
-// forgotten writes) that ch lacks. It runs after overlayWritten.
-func (ks *kubeStatus) injectWritten(ch *desired.Changes, shown map[string]*unstructured.Unstructured) {
+// changed object it wrote over, and the objects of shown (OverlayWritten's
+// forgotten writes) that ch lacks. It runs after OverlayWritten.
+func (ks *Writer) InjectWritten(ch *desired.Changes, shown map[string]*unstructured.Unstructured) {
 	set := func(k string, u *unstructured.Unstructured) {
 		if ch.EgressIPs == nil {
 			ch.EgressIPs = map[string]*unstructured.Unstructured{}
@@ -231,8 +241,8 @@ func failovers(old, items []egressv1.EgressIPStatusItem) int {
 	return n
 }
 
-// writeIngress writes the LoadBalancer Services' ingress addresses.
-func (ks *kubeStatus) writeIngress(ctx context.Context, s desired.Snapshot, ingress map[string][]corev1.LoadBalancerIngress) error {
+// WriteIngress writes the LoadBalancer Services' ingress addresses.
+func (ks *Writer) WriteIngress(ctx context.Context, s desired.Snapshot, ingress map[string][]corev1.LoadBalancerIngress) error {
 	if len(ingress) == 0 {
 		return nil // most passes: no Service's ingress changed
 	}
@@ -244,9 +254,9 @@ func (ks *kubeStatus) writeIngress(ctx context.Context, s desired.Snapshot, ingr
 		}
 		c := svc.DeepCopy()
 		c.Status.LoadBalancer.Ingress = ing
-		ks.log.Info("Service load balancer ingress", "service", svc.Namespace+"/"+svc.Name, "ingress", fmt.Sprint(ing),
-			"manifests", ks.clients.FromManifests)
-		if _, err := ks.clients.Typed.CoreV1().Services(svc.Namespace).UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
+		ks.Log.Info("Service load balancer ingress", "service", svc.Namespace+"/"+svc.Name, "ingress", fmt.Sprint(ing),
+			"manifests", ks.FromManifests)
+		if _, err := ks.Typed.CoreV1().Services(svc.Namespace).UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
 			errs = append(errs, fmt.Errorf("status of Service %s/%s: %w", svc.Namespace, svc.Name, err))
 		}
 	}
@@ -258,13 +268,13 @@ func (ks *kubeStatus) writeIngress(ctx context.Context, s desired.Snapshot, ingr
 // say): it is left alone.
 const ReasonLBSvcNotOwned = "LBServiceDeploymentNotOwned"
 
-// syncLBSvc makes the cluster's lb-svc Deployments those of plan:
+// SyncLBSvc makes the cluster's lb-svc Deployments those of plan:
 // creates, updates (on the resourceVersion the informer saw: a conflict
 // is retried) and deletes of orphans (on their UID). A
 // Deployment of the name that ovnedge does not manage is an event.
-func (ks *kubeStatus) syncLBSvc(ctx context.Context, plan *kubeovn.Plan, existing []*appsv1.Deployment) ([]event.Event, error) {
+func (ks *Writer) SyncLBSvc(ctx context.Context, plan *kubeovn.Plan, existing []*appsv1.Deployment) ([]event.Event, error) {
 	create, update, del := plan.Changes(existing)
-	api := ks.clients.Typed.AppsV1()
+	api := ks.Typed.AppsV1()
 	var events []event.Event
 	var errs []error
 	for _, dp := range create {
@@ -288,14 +298,14 @@ func (ks *kubeStatus) syncLBSvc(ctx context.Context, plan *kubeovn.Plan, existin
 			errs = append(errs, fmt.Errorf("create Deployment %s/%s: %w", dp.Namespace, dp.Name, err))
 			continue
 		}
-		ks.log.Info("lb-svc Deployment created", "deployment", dp.Namespace+"/"+dp.Name, "manifests", ks.clients.FromManifests)
+		ks.Log.Info("lb-svc Deployment created", "deployment", dp.Namespace+"/"+dp.Name, "manifests", ks.FromManifests)
 	}
 	for _, dp := range update {
 		if _, err := api.Deployments(dp.Namespace).Update(ctx, dp, metav1.UpdateOptions{}); err != nil {
 			errs = append(errs, fmt.Errorf("update Deployment %s/%s: %w", dp.Namespace, dp.Name, err))
 			continue
 		}
-		ks.log.Info("lb-svc Deployment updated", "deployment", dp.Namespace+"/"+dp.Name, "manifests", ks.clients.FromManifests)
+		ks.Log.Info("lb-svc Deployment updated", "deployment", dp.Namespace+"/"+dp.Name, "manifests", ks.FromManifests)
 	}
 	for _, dp := range del {
 		err := api.Deployments(dp.Namespace).Delete(ctx, dp.Name, metav1.DeleteOptions{
@@ -304,18 +314,18 @@ func (ks *kubeStatus) syncLBSvc(ctx context.Context, plan *kubeovn.Plan, existin
 			errs = append(errs, fmt.Errorf("delete Deployment %s/%s: %w", dp.Namespace, dp.Name, err))
 			continue
 		}
-		ks.log.Info("lb-svc Deployment deleted: its Service is gone or no longer an lb-svc one", "deployment", dp.Namespace+"/"+dp.Name,
-			"manifests", ks.clients.FromManifests)
+		ks.Log.Info("lb-svc Deployment deleted: its Service is gone or no longer an lb-svc one", "deployment", dp.Namespace+"/"+dp.Name,
+			"manifests", ks.FromManifests)
 	}
 	return events, errors.Join(errs...)
 }
 
-// reportHost writes the node's report to its Node object (annotation
+// ReportHost writes the node's report to its Node object (annotation
 // ovnknode.AnnotationHostEgress) when it differs from what the object
 // holds; an empty report removes the annotation. In manifests mode
 // nothing is written.
-func (ks *kubeStatus) reportHost(ctx context.Context, node string, s desired.Snapshot, r ovnknode.HostReport) error {
-	if ks.clients.FromManifests {
+func (ks *Writer) ReportHost(ctx context.Context, node string, s desired.Snapshot, r ovnknode.HostReport) error {
+	if ks.FromManifests {
 		return nil
 	}
 	var cur *corev1.Node
@@ -335,44 +345,17 @@ func (ks *kubeStatus) reportHost(ctx context.Context, node string, s desired.Sna
 	if (value == nil && !had) || (had && value == old) {
 		return nil
 	}
-	patch := annotationPatch(ovnknode.AnnotationHostEgress, value)
-	if _, err := ks.clients.Typed.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	patch := AnnotationPatch(ovnknode.AnnotationHostEgress, value)
+	if _, err := ks.Typed.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("report host egress IPs on node %s: %w", node, err)
 	}
-	ks.log.Info("host egress IPs reported", "node", node, "report", value)
+	ks.Log.Info("host egress IPs reported", "node", node, "report", value)
 	return nil
 }
 
-// annotationPatch is the JSON merge patch setting annotation key to
+// AnnotationPatch is the JSON merge patch setting annotation key to
 // value (a string), or removing it (nil).
-func annotationPatch(key string, value any) []byte {
+func AnnotationPatch(key string, value any) []byte {
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: value}}})
 	return patch
-}
-
-// eventLog records events not recorded by the pass before: a reconcile
-// recomputes everything, and an event repeated on every pass would
-// flood.
-type eventLog struct {
-	rec  record.EventRecorder
-	seen map[string]bool
-}
-
-// recordOne records e, whatever was recorded before.
-func (l *eventLog) recordOne(e event.Event) {
-	ref := e.Object
-	l.rec.Event(&ref, e.Type, e.Reason, e.Message)
-}
-
-func (l *eventLog) record(events []event.Event) {
-	now := map[string]bool{}
-	for _, e := range events {
-		k := e.String()
-		now[k] = true
-		if !l.seen[k] {
-			ref := e.Object
-			l.rec.Event(&ref, e.Type, e.Reason, e.Message)
-		}
-	}
-	l.seen = now
 }
