@@ -80,16 +80,7 @@ func clusterEgressServices(cs *ClusterState, p Params, s Snapshot, svcs []*corev
 		}
 		cs.Egress = cl
 	}
-	byKey := map[string]*corev1.Service{}
-	for _, svc := range svcs {
-		byKey[Key(svc.Namespace, svc.Name)] = svc
-	}
-	slicesBy := map[string][]*discoveryv1.EndpointSlice{}
-	for _, sl := range s.EndpointSlices {
-		if name := sl.Labels[discoveryv1.LabelServiceName]; name != "" {
-			slicesBy[Key(sl.Namespace, name)] = append(slicesBy[Key(sl.Namespace, name)], sl)
-		}
-	}
+	byKey, slicesBy := servicesOf(svcs, s.EndpointSlices, nil)
 	parsed := map[string]*ovnknode.Node{}
 	for i := range cs.Nodes {
 		parsed[cs.Nodes[i].Name] = &cs.Nodes[i]
@@ -206,25 +197,18 @@ func (x *Index) nodeObjects() []*corev1.Node {
 // BGP) while it is healthy: their replies must come back to it.
 func nodeEgressServices(ns *NodeState, s Snapshot, p Params, node string, healthy bool) {
 	var ess []*egressv1.EgressService
+	keys := map[string]bool{}
 	for _, u := range s.EgressServices {
 		if es, err := egressv1.ServiceFromUnstructured(u); err == nil {
 			ess = append(ess, es) // one that does not parse is the leader's to report
+			keys[egresssvc.Key(es)] = true
 		}
 	}
 	ns.EgressService = &egresssvc.Host{}
 	if len(ess) == 0 {
 		return
 	}
-	svcs := map[string]*corev1.Service{}
-	for _, svc := range s.Services {
-		svcs[Key(svc.Namespace, svc.Name)] = svc
-	}
-	slicesBy := map[string][]*discoveryv1.EndpointSlice{}
-	for _, sl := range s.EndpointSlices {
-		if name := sl.Labels[discoveryv1.LabelServiceName]; name != "" {
-			slicesBy[Key(sl.Namespace, name)] = append(slicesBy[Key(sl.Namespace, name)], sl)
-		}
-	}
+	svcs, slicesBy := servicesOf(s.Services, s.EndpointSlices, keys)
 	h := egresssvc.HostState(node, ess, func(k string) *corev1.Service { return svcs[k] },
 		func(k string) []*discoveryv1.EndpointSlice { return slicesBy[k] }, p.Egress.ClusterSubnets)
 	ns.EgressService = &h
@@ -240,7 +224,31 @@ func nodeEgressServices(ns *NodeState, s Snapshot, p Params, node string, health
 			}
 		}
 	}
-	mine := func(a netip.Addr) bool { return hostOf[a] == node && healthy }
+	announceHosted(ns, p, hostOf, func(a netip.Addr) bool { return hostOf[a] == node && healthy })
+}
+
+// servicesOf are the Services and their slices by key, of the keys only
+// (nil: all).
+func servicesOf(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, keys map[string]bool) (map[string]*corev1.Service, map[string][]*discoveryv1.EndpointSlice) {
+	byKey, slicesBy := map[string]*corev1.Service{}, map[string][]*discoveryv1.EndpointSlice{}
+	for _, svc := range svcs {
+		if k := Key(svc.Namespace, svc.Name); keys == nil || keys[k] {
+			byKey[k] = svc
+		}
+	}
+	for _, sl := range eps {
+		if name := sl.Labels[discoveryv1.LabelServiceName]; name != "" {
+			if k := Key(sl.Namespace, name); keys == nil || keys[k] {
+				slicesBy[k] = append(slicesBy[k], sl)
+			}
+		}
+	}
+	return byKey, slicesBy
+}
+
+// announceHosted makes ns announce (L2, BGP) the hosted addresses (hostOf)
+// that are mine only.
+func announceHosted(ns *NodeState, p Params, hostOf map[netip.Addr]string, mine func(netip.Addr) bool) {
 	if p.L2Announce {
 		ns.Announce = withHosted(ns.Announce, hostOf, mine)
 	}
