@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"reflect"
 	"strings"
 	"sync"
@@ -20,6 +19,7 @@ import (
 	"github.com/ovnedge/ovnedge/desired"
 	"github.com/ovnedge/ovnedge/egress"
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
+	"github.com/ovnedge/ovnedge/egress/egresssvc"
 	"github.com/ovnedge/ovnedge/event"
 	"github.com/ovnedge/ovnedge/gcahead"
 	"github.com/ovnedge/ovnedge/kubestatus"
@@ -52,9 +52,6 @@ type clusterWork struct {
 	// the reachability targets were last set from.
 	index                  *desired.Index
 	lastNodes, targetNodes []ovnknode.Node
-	// targetHosts are the EgressServices' host nodes the checks probe
-	// besides the egress nodes.
-	targetHosts map[string]bool
 	// audit is the periodic check of index against a full recompute under
 	// way (see Audit), nil when none is.
 	audit *auditRun
@@ -80,8 +77,8 @@ func newClusterWork(cfg *Config, p desired.Params, clients *Clients, ev eventLog
 		c.nb = ovsdbnb.NewWriter(ovsdbnb.WriterOptions{
 			Dial: ovsdbnb.Options{Endpoints: cfg.NBAddress, PrivateKey: cfg.NBPrivKey, Certificate: cfg.NBCert,
 				CACert: cfg.NBCA, Logger: log},
-			OwnerTypes:   []string{egress.OwnerEgressIP, egress.OwnerNode, egress.OwnerClusterPolicies, lbsvc.OwnerService},
-			SteppedTypes: []string{egress.OwnerEgressIP, egress.OwnerNode, egress.OwnerClusterPolicies},
+			OwnerTypes:   []string{egress.OwnerEgressIP, egress.OwnerNode, egress.OwnerClusterPolicies, egresssvc.OwnerType, lbsvc.OwnerService},
+			SteppedTypes: []string{egress.OwnerEgressIP, egress.OwnerNode, egress.OwnerClusterPolicies, egresssvc.OwnerType},
 			Steps: func(old, new map[ovsdbnb.Owner]ovsdbnb.State) []map[ovsdbnb.Owner]ovsdbnb.State {
 				return egress.SilenceFirst(old, new, c.silenced)
 			},
@@ -121,7 +118,7 @@ func (c *clusterWork) leading(leading bool) {
 	c.audit = nil
 	// The heartbeat drops its targets with the leadership: the next pass
 	// sets them again, even with the nodes unchanged.
-	c.targetNodes, c.targetHosts = nil, nil
+	c.targetNodes = nil
 	if !leading && c.nb != nil {
 		c.nb.Close()
 		c.lastNodes = nil
@@ -171,10 +168,9 @@ func (c *clusterWork) followNodes(cs desired.ClusterState) {
 		}
 		c.hooks.requeue(cs.HoldWake)
 	}
-	hosts := kubestatus.EgressServiceHosts(cs.EgressServices.Hosts)
-	if c.hooks.targets != nil && (!sameSlice(cs.Nodes, c.targetNodes) || !maps.Equal(hosts, c.targetHosts)) {
-		c.hooks.targets(targetsOf(cs.Nodes, true, "", hosts))
-		c.targetNodes, c.targetHosts = cs.Nodes, hosts
+	if c.hooks.targets != nil && !sameSlice(cs.Nodes, c.targetNodes) {
+		c.hooks.targets(targetsOf(cs.Nodes, true, ""))
+		c.targetNodes = cs.Nodes
 	}
 }
 

@@ -22,17 +22,16 @@ import (
 // through the cluster network whatever the node's external network does.
 func mgmtTargets(nodes []*corev1.Node, assignable bool, skip string) []reach.Target {
 	parsed, _ := ovnknode.ParseAll(nodes)
-	return targetsOf(parsed, assignable, skip, nil)
+	return targetsOf(parsed, assignable, skip)
 }
 
-// targetsOf is mgmtTargets of nodes already parsed, with the nodes also
-// (EgressService hosts) probed whether assignable or not (the leader's
+// targetsOf is mgmtTargets of nodes already parsed (the leader's
 // ClusterState.Nodes: parsing 2,000 nodes' annotations again took 7-10
 // ms of every pass).
-func targetsOf(parsed []ovnknode.Node, assignable bool, skip string, also map[string]bool) []reach.Target {
+func targetsOf(parsed []ovnknode.Node, assignable bool, skip string) []reach.Target {
 	var out []reach.Target
 	for _, n := range parsed {
-		if (assignable && !n.Assignable && !also[n.Name]) || n.Name == skip {
+		if (assignable && !n.Assignable) || n.Name == skip {
 			continue
 		}
 		if ip, ok := mgmtIP(&n); ok {

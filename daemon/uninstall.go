@@ -42,11 +42,11 @@ func watchUninstall(ctx context.Context, cs kubernetes.Interface, namespace stri
 }
 
 // cleanup removes what this instance wrote: with a node, the node's flows,
-// host egress IPs, L2 and BGP announcements (its writers given an empty
-// state); on a leader candidate with an NB, every Northbound row ovnedge
-// owns (a fresh leader's pass over an empty Snapshot: the rows of
-// OVN-Kubernetes' topology are not ovnedge's and stay) and the leader
-// Lease.
+// host egress IPs, EgressService SNATs and rules, L2 and BGP announcements
+// (its writers given an empty state); on a leader candidate with an NB,
+// every Northbound row ovnedge owns (a fresh leader's pass over an empty
+// Snapshot: the rows of OVN-Kubernetes' topology are not ovnedge's and
+// stay), the EgressServices' node labels and the leader Lease.
 func (d *Dataplane) cleanup(ctx context.Context, cfg *Config, c *Clients, rec record.EventRecorder, m *Metrics, log *slog.Logger) error {
 	var errs []error
 	if d.node != nil {
@@ -60,6 +60,19 @@ func (d *Dataplane) cleanup(ctx context.Context, cfg *Config, c *Clients, rec re
 		cw := newClusterWork(cfg, p, c, eventLog{rec: rec}, m, &hooks{}, log)
 		errs = append(errs, cw.pass(ctx, desired.Snapshot{}))
 		cw.close()
+	}
+	if cfg.LeaderElect && cfg.EnableEgressService {
+		// The EgressServices' node labels (their status is the user's
+		// objects').
+		nodes, err := c.Typed.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err == nil {
+			var s desired.Snapshot
+			for i := range nodes.Items {
+				s.Nodes = append(s.Nodes, &nodes.Items[i])
+			}
+			err = newStatus(c, log, nil).WriteEgressServices(ctx, s, desired.EgressServices{Hosts: map[string]string{}})
+		}
+		errs = append(errs, err)
 	}
 	if cfg.LeaderElect {
 		l := DefaultLease("")

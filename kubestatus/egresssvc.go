@@ -17,18 +17,6 @@ import (
 	"github.com/ovnedge/ovnedge/egress/egresssvc"
 )
 
-// EgressServiceHosts are the host nodes of the EgressServices (neither
-// "" nor HostAll): the leader probes them as it probes egress nodes.
-func EgressServiceHosts(hosts map[string]string) map[string]bool {
-	out := map[string]bool{}
-	for _, h := range hosts {
-		if h != "" && h != egressv1.HostAll {
-			out[h] = true
-		}
-	}
-	return out
-}
-
 // WriteEgressServices writes the EgressServices' status.host and the
 // nodes' egress-service labels where they differ from the objects of s:
 // labels a node no longer carries go first, the host then, the new

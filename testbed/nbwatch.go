@@ -23,8 +23,10 @@ type NBWatch struct {
 	// the monitor's first reply (a row deleted and inserted again counts
 	// in both).
 	inserted, deleted int
-	ready             bool
-	changed           chan struct{}
+	// churned are the keys of those rows, "+key" or "-key", in order.
+	churned []string
+	ready   bool
+	changed chan struct{}
 }
 
 // WatchNB monitors table of the NB at endpoint, whose rows are of row's
@@ -51,8 +53,10 @@ func WatchNB[M model.Model](t T, endpoint, table string, row M, key func(M) stri
 		w.keys[key(m.(M))] += d
 		if w.ready && d > 0 {
 			w.inserted++
+			w.churned = append(w.churned, "+"+key(m.(M)))
 		} else if w.ready {
 			w.deleted++
+			w.churned = append(w.churned, "-"+key(m.(M)))
 		}
 		w.mu.Unlock()
 		select {
@@ -94,6 +98,14 @@ func (w *NBWatch) Churn() (inserted, deleted int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.inserted, w.deleted
+}
+
+// Churned are the keys of the rows inserted ("+key") and deleted
+// ("-key") since the monitor's first reply, in order.
+func (w *NBWatch) Churned() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.churned...)
 }
 
 // Wait returns once a row with key exists (or, exists false, none does),

@@ -22,10 +22,11 @@ type SNAT struct {
 	Service string
 }
 
-// Rule is `ip rule add prio RulePriority from From table Table`.
+// Rule is `ip rule add prio RulePriority from From table Table`, for the
+// EgressService Service ("<namespace>/<name>").
 type Rule struct {
-	From  netip.Addr
-	Table string
+	From           netip.Addr
+	Table, Service string
 }
 
 // Host is what a node programs for the EgressServices it hosts.
@@ -77,13 +78,15 @@ func HostState(node string, ess []*egressv1.EgressService, service func(key stri
 			}
 		}
 		for _, ip := range from {
-			h.Rules = append(h.Rules, Rule{From: ip, Table: es.Spec.Network})
+			h.Rules = append(h.Rules, Rule{From: ip, Table: es.Spec.Network, Service: key})
 		}
 	}
 	slices.SortFunc(h.SNAT, func(a, b SNAT) int { return a.Pod.Compare(b.Pod) })
 	h.SNAT = slices.CompactFunc(h.SNAT, func(a, b SNAT) bool { return a.Pod == b.Pod })
-	slices.SortFunc(h.Rules, func(a, b Rule) int { return cmp.Or(a.From.Compare(b.From), cmp.Compare(a.Table, b.Table)) })
-	h.Rules = slices.Compact(h.Rules)
+	slices.SortFunc(h.Rules, func(a, b Rule) int {
+		return cmp.Or(a.From.Compare(b.From), cmp.Compare(a.Table, b.Table), cmp.Compare(a.Service, b.Service))
+	})
+	h.Rules = slices.CompactFunc(h.Rules, func(a, b Rule) bool { return a.From == b.From && a.Table == b.Table })
 	return h
 }
 

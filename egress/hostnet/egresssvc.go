@@ -71,8 +71,10 @@ func (e *EgressServices) Close() error { return e.ns.close() }
 var ErrNoForwarding = errors.New("the node does not forward")
 
 // Sync makes the node's maps and rules those of h; the maps are replaced
-// in one nftables transaction. Nothing is sent when h is what the last
-// Sync applied.
+// in one nftables transaction (a node with no SNAT has no table). Nothing
+// is sent when h is what the last Sync applied. Among its errors,
+// ErrNoForwarding and *TableError say what the node or an EgressService
+// lacks; everything else of h is applied then.
 func (e *EgressServices) Sync(h egresssvc.Host) error {
 	if e.last != nil && slices.Equal(e.last.SNAT, h.SNAT) && slices.Equal(e.last.Rules, h.Rules) {
 		return nil
@@ -90,11 +92,12 @@ func (e *EgressServices) Sync(h egresssvc.Host) error {
 	if err := e.syncNFT(h.SNAT); err != nil {
 		return err
 	}
-	if err := e.syncRules(h.Rules); err != nil {
-		return err
-	}
+	errs := []error{e.syncRules(h.Rules)}
 	if len(off) > 0 {
-		return fmt.Errorf("%w: %s", ErrNoForwarding, strings.Join(off, ", "))
+		errs = append(errs, fmt.Errorf("%w: %s", ErrNoForwarding, strings.Join(off, ", ")))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err // applied again next time
 	}
 	e.last = &h
 	return nil
@@ -106,7 +109,7 @@ var esvcFamilies = [2]nftFamily{
 }
 
 // syncNFT declares the table, replaces the chain's rules and the maps'
-// elements, in one batch.
+// elements, in one batch; without SNATs it deletes the table.
 func (e *EgressServices) syncNFT(snat []egresssvc.SNAT) error {
 	var opts []nftables.ConnOption
 	if e.ns.handle.IsOpen() {
@@ -116,7 +119,15 @@ func (e *EgressServices) syncNFT(snat []egresssvc.SNAT) error {
 	if err != nil {
 		return fmt.Errorf("egress services nftables: %w", err)
 	}
-	t := c.AddTable(&nftables.Table{Name: EgressServicesTable, Family: nftables.TableFamilyINet})
+	table := &nftables.Table{Name: EgressServicesTable, Family: nftables.TableFamilyINet}
+	if len(snat) == 0 {
+		c.DelTable(table)
+		if err := c.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("egress services nftables: delete table %s: %w", EgressServicesTable, err)
+		}
+		return nil
+	}
+	t := c.AddTable(table)
 	ch := c.AddChain(&nftables.Chain{Name: "egress-services", Table: t, Type: nftables.ChainTypeNAT,
 		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource})
 	c.FlushChain(ch)
@@ -175,7 +186,7 @@ func (e *EgressServices) syncRules(want []egresssvc.Rule) error {
 	for _, r := range want {
 		t, err := RouteTable(r.Table)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("egress services: rule from %s: %w", r.From, err))
+			errs = append(errs, &TableError{Service: r.Service, Table: r.Table, Err: err})
 			continue
 		}
 		wanted[key{r.From, t}] = true
@@ -217,6 +228,20 @@ func (e *EgressServices) syncRules(want []egresssvc.Rule) error {
 	}
 	return errors.Join(errs...)
 }
+
+// TableError is Sync's error for the rules of an EgressService whose
+// spec.network names no routing table: they are left out, the rest is
+// applied.
+type TableError struct {
+	Service, Table string
+	Err            error
+}
+
+func (e *TableError) Error() string {
+	return fmt.Sprintf("EgressService %s: spec.network: %v", e.Service, e.Err)
+}
+
+func (e *TableError) Unwrap() error { return e.Err }
 
 // rtTables are where iproute2 names its routing tables.
 var rtTables = []string{"/etc/iproute2/rt_tables", "/usr/share/iproute2/rt_tables", "/usr/lib/iproute2/rt_tables"}

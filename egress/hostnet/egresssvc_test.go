@@ -30,7 +30,8 @@ add element inet ovnedge-egress-service egress-service-snat-v6 { fe00:10:128::3 
 
 // TestEgressServices checks that Sync says when the node does not
 // forward, programs the ruleset nft makes for the same SNATs, replaces the elements in place, and keeps the ip rules
-// of priority 5000 those wanted (by table number and rt_tables name).
+// of priority 5000 those wanted (by table number and rt_tables name); a
+// node without SNATs has no table; an unknown table is an error.
 func TestEgressServices(t *testing.T) {
 	testbed.Require(t, "ip", "nft")
 	a := netip.MustParseAddr
@@ -83,6 +84,16 @@ func TestEgressServices(t *testing.T) {
 	}
 	if r := n.Run(t, "ip", "rule", "show", "priority", "5000"); strings.TrimSpace(r) != "" {
 		t.Errorf("rules left: %s", r)
+	}
+	if err := es.Sync(egresssvc.Host{}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := n.RunErr("nft", "list", "table", "inet", EgressServicesTable); err == nil {
+		t.Errorf("the table is left without SNATs:\n%s", out)
+	}
+	var te *TableError
+	if err := es.Sync(egresssvc.Host{Rules: []egresssvc.Rule{{From: a("10.1.1.1"), Table: "nope", Service: "shop/web"}}}); !errors.As(err, &te) || te.Service != "shop/web" {
+		t.Errorf("a rule to an unknown table: %v", err)
 	}
 }
 

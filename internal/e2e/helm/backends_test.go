@@ -72,6 +72,7 @@ func (h *harness) kubeletBackends(t *testing.T) {
 	h.unidling(t, pods)
 	h.l2Announce(t, svcs, pods)
 	h.bgp(t, svcs, pods)
+	h.egressService(t, svcs, pods)
 	h.removeBackends(t, pods)
 }
 

@@ -169,7 +169,7 @@ func (h *harness) bringUp(t *testing.T) {
 // install imports the image on every node and runs `helm install --wait`.
 func (h *harness) install(t *testing.T, archive, tag string) {
 	h.tag = tag
-	values := h.env.Values(t, tag, leaderReplicas, "loadBalancer:\n  pools: {helm: "+lbPool+"}\nuninstall:\n  timeout: 60s\n")
+	values := h.env.Values(t, tag, leaderReplicas, "loadBalancer:\n  pools: {helm: "+lbPool+"}\negress:\n  services: true\nuninstall:\n  timeout: 60s\n")
 	t.Logf("values:\n%s", values)
 	out, took, err := h.env.Install(t, h.helm, archive, values)
 	t.Logf("helm install (%v):\n%s", took.Round(time.Millisecond), out)
@@ -557,7 +557,7 @@ func (h *harness) check(t *testing.T, k *kept, what string, since time.Time, nod
 	}
 	for table, w := range k.watch {
 		if ins, del := w.Churn(); ins != 0 || del != 0 {
-			errorf("NB %s churn across %s: %d inserted, %d deleted", table, what, ins, del)
+			errorf("NB %s churn across %s: %d inserted, %d deleted: %q", table, what, ins, del, w.Churned())
 		}
 	}
 	// No flow was re-added: every owned flow of the nodes is older than
@@ -681,6 +681,9 @@ func (h *harness) uninstall(t *testing.T) {
 		if len(flows) > 0 {
 			t.Errorf("%d flows with ovnedge cookies left on %s's breth0:\n%s", len(flows), n.Name, strings.Join(flows, "\n"))
 		}
+	}
+	if left := h.esvcLeft(); len(left) > 0 {
+		t.Errorf("EgressService %s/%s's traces left: %q", svcNS, keptESvc, left)
 	}
 	l := daemon.DefaultLease("")
 	if lease, err := h.cs.CoordinationV1().Leases(l.Namespace).Get(h.ctx, l.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
