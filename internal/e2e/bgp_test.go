@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -12,9 +13,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/ovnedge/ovnedge/bgp/metallb"
+	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
 	"github.com/ovnedge/ovnedge/testbed"
 )
 
@@ -214,6 +217,51 @@ spec:
 		took := f.WaitHops(t, eip, 30*time.Second, node)
 		t.Logf("egress IP %s assigned to %s: announced from it alone (at FRR %v after the assignment was seen)", eip, node,
 			took.Round(time.Millisecond))
+	})
+
+	t.Run("EgressService", func(t *testing.T) {
+		// --enable-egress-service (the chart's RBAC with
+		// egress.services=true): an EgressService's LoadBalancer IP is
+		// announced from its host alone, moves with it, and from every
+		// node again once the EgressService is gone.
+		e := e.With(t)
+		chartRBAC(t, e, "egress.services=true")
+		t.Cleanup(func() { shared.With(t).ApplyFile(filepath.Join("..", "..", "deploy", "rbac.yaml")) })
+		e.RestartLeader("--enable-egress-service")
+		e.RestartNodes(append(slices.Clone(bgpNodeArgs), "--enable-egress-service")...)
+		t.Cleanup(func() {
+			s := shared.With(t)
+			s.RestartNodes(bgpNodeArgs...)
+			s.RestartLeader()
+		})
+		createService(t, e, lbService("shop", "bgp-esvc", "web", corev1.ServiceExternalTrafficPolicyCluster, 0))
+		vip := e.LoadBalancerIP("shop", "bgp-esvc")
+		f.WaitHops(t, vip, 30*time.Second, all...)
+		e.ApplyYAML(`
+apiVersion: k8s.ovn.org/v1
+kind: EgressService
+metadata: {namespace: shop, name: bgp-esvc}
+spec:
+  nodeSelector: {matchLabels: {k8s.ovn.org/egress-assignable: ""}}
+`)
+		esvcs := e.Dyn.Resource(egressv1.ServiceResource).Namespace("shop")
+		t.Cleanup(func() { _ = esvcs.Delete(e.Context(), "bgp-esvc", metav1.DeleteOptions{}) })
+		host := esvcHost(t, e, "bgp-esvc", "", "")
+		took := f.WaitHops(t, vip, 30*time.Second, host)
+		other := otherThan([]string{w2, w3}, host)
+		patch := []byte(`{"spec":{"nodeSelector":{"matchLabels":null,"matchExpressions":[{"key":"k8s.ovn.org/egress-assignable","operator":"Exists"},` +
+			`{"key":"kubernetes.io/hostname","operator":"NotIn","values":["` + host + `"]}]}}}`)
+		if _, err := esvcs.Patch(e.Context(), "bgp-esvc", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		esvcHost(t, e, "bgp-esvc", other, "")
+		moved := f.WaitHops(t, vip, 30*time.Second, other)
+		if err := esvcs.Delete(e.Context(), "bgp-esvc", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		f.WaitHops(t, vip, 30*time.Second, all...)
+		t.Logf("EgressService bgp-esvc: %s announced by its host %s alone (at FRR %v), then by %s alone when the host moved (%v), by every node once deleted",
+			vip, host, took.Round(time.Millisecond), other, moved.Round(time.Millisecond))
 	})
 
 	t.Run("NodeDeathBFD", func(t *testing.T) {
