@@ -68,22 +68,6 @@ func (w *EgressServiceHost) requirements(s desired.Snapshot, err error) ([]event
 	return events, errors.Join(rest...)
 }
 
-// flatten is err's errors, errors.Join's unjoined.
-func flatten(err error) []error {
-	if err == nil {
-		return nil
-	}
-	j, ok := err.(interface{ Unwrap() []error })
-	if !ok {
-		return []error{err}
-	}
-	var out []error
-	for _, e := range j.Unwrap() {
-		out = append(out, flatten(e)...)
-	}
-	return out
-}
-
 // ReasonEgressServiceHost is the Warning event of a node that cannot
 // serve the EgressServices it hosts (on the Node), or of an EgressService
 // whose spec.network names no routing table there (on the

@@ -309,23 +309,19 @@ func (h *HostEgress) report(mine []egress.HostAssignment, state hostnet.State, r
 // applyErrors is err without the hostnet.RequirementErrors it joins
 // (those are events, not failures).
 func applyErrors(err error) error {
-	if err == nil {
-		return nil
-	}
-	var rest []error
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		for _, e := range j.Unwrap() {
-			if rest = append(rest, applyErrors(e)); rest[len(rest)-1] == nil {
-				rest = rest[:len(rest)-1]
-			}
+	if _, joined := err.(interface{ Unwrap() []error }); !joined {
+		if requirement(err) {
+			return nil
 		}
-		return errors.Join(rest...)
+		return err
 	}
+	return errors.Join(slices.DeleteFunc(flatten(err), requirement)...)
+}
+
+// requirement reports whether err is a hostnet.RequirementError.
+func requirement(err error) bool {
 	var re *hostnet.RequirementError
-	if errors.As(err, &re) {
-		return nil
-	}
-	return err
+	return errors.As(err, &re)
 }
 
 // newHostSNAT opens the SNAT backend of egress IPs on host interfaces

@@ -39,3 +39,20 @@ func (b *background) stop() {
 	}
 	b.wg.Wait()
 }
+
+// flatten is err's errors, those errors.Join joined (at any depth)
+// unjoined; nil for nil.
+func flatten(err error) []error {
+	if err == nil {
+		return nil
+	}
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
+	}
+	var out []error
+	for _, e := range j.Unwrap() {
+		out = append(out, flatten(e)...)
+	}
+	return out
+}

@@ -111,40 +111,8 @@ func ComputeCluster(s Snapshot, p Params, reachable func(node string) bool, prev
 	}
 
 	if p.EnableEgressIP {
-		eips := make([]*egressv1.EgressIP, 0, len(s.EgressIPs))
-		for _, u := range s.EgressIPs {
-			e, err := egressv1.FromUnstructured(u)
-			if err != nil {
-				cs.Events = append(cs.Events, event.Warningf(event.Ref(u.GetAPIVersion(), u.GetKind(), u),
-					ReasonInvalidObject, "EgressIP skipped, its rows stay as they are: %v", err))
-				cs.Keep = append(cs.Keep, ovsdbnb.Owner{Type: egress.OwnerEgressIP, Name: u.GetName()})
-				continue
-			}
-			eips = append(eips, e)
-		}
-		eNodes := cs.Nodes
-		var res egress.Result
-		res, cs.HoldWake = p.Hold.Assign(eips, eNodes, reachable, broken)
-		cs.Events = append(cs.Events, res.Events...)
-		cs.Status = res.Status
-		served, events := egress.Serve(eips, cs.Status, s.Namespaces, s.Pods)
-		cs.Events = append(cs.Events, events...)
-		for _, e := range eips {
-			if !slices.ContainsFunc(served, func(sv egress.Served) bool { return sv.Name == e.Name }) {
-				cs.Keep = append(cs.Keep, ovsdbnb.Owner{Type: egress.OwnerEgressIP, Name: e.Name})
-			}
-		}
-		d, err := egress.Compute(p.Egress, eNodes, served)
-		if err != nil {
-			return cs, fmt.Errorf("egress: %w", err)
-		}
-		cs.Egress, cs.Host = d.NB, d.Host
-		for _, sv := range served {
-			for _, pod := range sv.Pods {
-				for _, ip := range pod.IPs {
-					replyIPs[ip] = true
-				}
-			}
+		if err := clusterEgressIPs(&cs, p, s, reachable, broken, replyIPs); err != nil {
+			return cs, err
 		}
 	}
 
@@ -214,6 +182,49 @@ func ComputeCluster(s Snapshot, p Params, reachable func(node string) bool, prev
 		cs.ReplyFallback = egress.ReplyPortPolicies(p.Egress, servedLocalPorts(replyIPs, s.Services, s.EndpointSlices))
 	}
 	return cs, nil
+}
+
+// clusterEgressIPs adds the EgressIPs' part to cs: their assignment and
+// statuses, rows and host assignments, and their served pods to replyIPs
+// (whose replies stay off the reroutes). An EgressIP that does not parse
+// is an event and keeps its rows.
+func clusterEgressIPs(cs *ClusterState, p Params, s Snapshot, reachable func(string) bool, broken map[string]error, replyIPs map[netip.Addr]bool) error {
+	eips := make([]*egressv1.EgressIP, 0, len(s.EgressIPs))
+	for _, u := range s.EgressIPs {
+		e, err := egressv1.FromUnstructured(u)
+		if err != nil {
+			cs.Events = append(cs.Events, event.Warningf(event.Ref(u.GetAPIVersion(), u.GetKind(), u),
+				ReasonInvalidObject, "EgressIP skipped, its rows stay as they are: %v", err))
+			cs.Keep = append(cs.Keep, ovsdbnb.Owner{Type: egress.OwnerEgressIP, Name: u.GetName()})
+			continue
+		}
+		eips = append(eips, e)
+	}
+	eNodes := cs.Nodes
+	var res egress.Result
+	res, cs.HoldWake = p.Hold.Assign(eips, eNodes, reachable, broken)
+	cs.Events = append(cs.Events, res.Events...)
+	cs.Status = res.Status
+	served, events := egress.Serve(eips, cs.Status, s.Namespaces, s.Pods)
+	cs.Events = append(cs.Events, events...)
+	for _, e := range eips {
+		if !slices.ContainsFunc(served, func(sv egress.Served) bool { return sv.Name == e.Name }) {
+			cs.Keep = append(cs.Keep, ovsdbnb.Owner{Type: egress.OwnerEgressIP, Name: e.Name})
+		}
+	}
+	d, err := egress.Compute(p.Egress, eNodes, served)
+	if err != nil {
+		return fmt.Errorf("egress: %w", err)
+	}
+	cs.Egress, cs.Host = d.NB, d.Host
+	for _, sv := range served {
+		for _, pod := range sv.Pods {
+			for _, ip := range pod.IPs {
+				replyIPs[ip] = true
+			}
+		}
+	}
+	return nil
 }
 
 // servedLocalPorts are the ports on which served pods (podIPs: those of

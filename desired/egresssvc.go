@@ -134,9 +134,12 @@ func (x *Index) indexEgressServices(ps *pass) error {
 			ps.dirty[o] = true
 		}
 	}
-	changed := ps.first || ps.esvc || ps.nodes || ps.assign
-	for k := range ps.svcs {
-		changed = changed || x.ess[k] != nil
+	changed := ps.first || ps.esvc
+	if len(x.ess) > 0 { // without any, a node's or a Service's change reaches none
+		changed = changed || ps.nodes || ps.assign
+		for k := range ps.svcs {
+			changed = changed || x.ess[k] != nil
+		}
 	}
 	served := x.part.d.Served
 	if changed {

@@ -56,17 +56,7 @@ func (ks *Writer) writeHosts(ctx context.Context, objs []*unstructured.Unstructu
 func (ks *Writer) writeLabels(ctx context.Context, s desired.Snapshot, want map[string][]string, add bool) error {
 	var errs []error
 	for _, n := range s.Nodes {
-		labels := map[string]any{}
-		for k := range n.Labels {
-			if !add && strings.HasPrefix(k, egresssvc.LabelPrefix+"/") && !slices.Contains(want[n.Name], k) {
-				labels[k] = nil
-			}
-		}
-		for _, k := range want[n.Name] {
-			if _, ok := n.Labels[k]; add && !ok {
-				labels[k] = ""
-			}
-		}
+		labels := labelChanges(n.Labels, want[n.Name], add)
 		if len(labels) == 0 {
 			continue
 		}
@@ -78,4 +68,25 @@ func (ks *Writer) writeLabels(ctx context.Context, s desired.Snapshot, want map[
 		ks.Log.Info("egress-service labels", "node", n.Name, "labels", labels)
 	}
 	return errors.Join(errs...)
+}
+
+// labelChanges are the labels of a merge patch adding the wanted
+// egress-service labels a node lacks (add), or removing those it carries
+// and should not.
+func labelChanges(have map[string]string, want []string, add bool) map[string]any {
+	out := map[string]any{}
+	if add {
+		for _, k := range want {
+			if _, ok := have[k]; !ok {
+				out[k] = ""
+			}
+		}
+		return out
+	}
+	for k := range have {
+		if strings.HasPrefix(k, egresssvc.LabelPrefix+"/") && !slices.Contains(want, k) {
+			out[k] = nil
+		}
+	}
+	return out
 }

@@ -88,6 +88,10 @@ func Key(es *egressv1.EgressService) string { return es.Namespace + "/" + es.Nam
 func Hosts(in Input, o Options) Result {
 	res := Result{Hosts: map[string]string{}, Labels: map[string][]string{}}
 	ess := slices.SortedFunc(slices.Values(in.EgressServices), func(a, b *egressv1.EgressService) int { return cmp.Compare(Key(a), Key(b)) })
+	byName := make(map[string]*corev1.Node, len(in.Nodes))
+	for _, n := range in.Nodes {
+		byName[n.Name] = n
+	}
 	load := map[string]int{}
 	var pending []choice
 	for _, es := range ess {
@@ -95,7 +99,7 @@ func Hosts(in Input, o Options) Result {
 		switch {
 		case done:
 			res.Hosts[Key(es)] = host
-		case eligible(in, c, es.Status.Host):
+		case eligible(in, c, byName[es.Status.Host]):
 			res.Hosts[Key(es)] = es.Status.Host
 			load[es.Status.Host]++
 		default:
@@ -105,7 +109,7 @@ func Hosts(in Input, o Options) Result {
 	for _, c := range pending {
 		best := ""
 		for _, n := range in.Nodes {
-			if eligible(in, c, n.Name) && (best == "" || load[n.Name] < load[best] || load[n.Name] == load[best] && n.Name < best) {
+			if eligible(in, c, n) && (best == "" || load[n.Name] < load[best] || load[n.Name] == load[best] && n.Name < best) {
 				best = n.Name
 			}
 		}
@@ -169,26 +173,16 @@ func want(in Input, o Options, es *egressv1.EgressService, res *Result) (c choic
 	return c, "", false
 }
 
-// eligible reports whether node can serve c.
-func eligible(in Input, c choice, node string) bool {
-	if node == "" || node == egressv1.HostAll {
+// eligible reports whether node n (nil: none) can serve c.
+func eligible(in Input, c choice, n *corev1.Node) bool {
+	if n == nil {
 		return false
 	}
-	n := findNode(in.Nodes, node)
-	p := in.Parsed[node]
-	if n == nil || p == nil || len(p.Subnets) == 0 || !ovnknode.Ready(n) || (in.Reachable != nil && !in.Reachable(node)) {
+	p := in.Parsed[n.Name]
+	if p == nil || len(p.Subnets) == 0 || !ovnknode.Ready(n) || (in.Reachable != nil && !in.Reachable(n.Name)) {
 		return false
 	}
-	return (c.only == nil || c.only[node]) && c.sel.Matches(labels.Set(n.Labels))
-}
-
-func findNode(nodes []*corev1.Node, name string) *corev1.Node {
-	for _, n := range nodes {
-		if n.Name == name {
-			return n
-		}
-	}
-	return nil
+	return (c.only == nil || c.only[n.Name]) && c.sel.Matches(labels.Set(n.Labels))
 }
 
 // endpointNodes are the nodes with an endpoint of the slices, none when

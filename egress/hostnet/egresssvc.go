@@ -111,11 +111,7 @@ var esvcFamilies = [2]nftFamily{
 // syncNFT declares the table, replaces the chain's rules and the maps'
 // elements, in one batch; without SNATs it deletes the table.
 func (e *EgressServices) syncNFT(snat []egresssvc.SNAT) error {
-	var opts []nftables.ConnOption
-	if e.ns.handle.IsOpen() {
-		opts = append(opts, nftables.WithNetNSFd(int(e.ns.handle)))
-	}
-	c, err := nftables.New(opts...)
+	c, err := e.ns.nftables()
 	if err != nil {
 		return fmt.Errorf("egress services nftables: %w", err)
 	}

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"runtime"
 
+	"github.com/google/nftables"
+
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 )
@@ -74,6 +76,16 @@ func (n *namespace) netlink() (*netlink.Handle, error) {
 		return nil, fmt.Errorf("hostnet: open netlink: %w", err)
 	}
 	return h, nil
+}
+
+// nftables opens an nftables connection whose netlink sockets (one per
+// operation) are opened in the namespace.
+func (n *namespace) nftables() (*nftables.Conn, error) {
+	var opts []nftables.ConnOption
+	if n.handle.IsOpen() {
+		opts = append(opts, nftables.WithNetNSFd(int(n.handle)))
+	}
+	return nftables.New(opts...)
 }
 
 // close releases the namespace handle.

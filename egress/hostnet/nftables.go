@@ -67,11 +67,7 @@ func (b *NFTables) Close() error { return b.ns.close() }
 // opened in the backend's namespace; nothing is shared between calls, so
 // the backend is safe for concurrent use.
 func (b *NFTables) conn() (*nftables.Conn, error) {
-	var opts []nftables.ConnOption
-	if b.ns.handle.IsOpen() {
-		opts = append(opts, nftables.WithNetNSFd(int(b.ns.handle)))
-	}
-	c, err := nftables.New(opts...)
+	c, err := b.ns.nftables()
 	if err != nil {
 		return nil, fmt.Errorf("hostnet nftables: %w", err)
 	}

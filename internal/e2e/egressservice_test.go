@@ -58,7 +58,7 @@ func esvcHost(t *testing.T, e *Env, name, want, not string) string {
 // client's esvcPort arrives from src, and returns how long that took.
 func leavesAs(t *testing.T, e *Env, f family, src netip.Addr, pods ...*testbed.Pod) time.Duration {
 	t.Helper()
-	dst := net.JoinHostPort(f.client[:strings.IndexByte(f.client, '/')], fmt.Sprint(esvcPort))
+	dst := net.JoinHostPort(f.clientAddr(), fmt.Sprint(esvcPort))
 	start := time.Now()
 	e.Eventually(Timeout, "connections to "+dst+" from "+src.String(), func() error {
 		for _, p := range pods {
@@ -191,72 +191,11 @@ spec:
 				t.Errorf("the VIP answered by %q", pod)
 			}
 
-			setETP(t, e, name, corev1.ServiceExternalTrafficPolicyLocal)
-			esvcHost(t, e, name, w3, "")
-			leavesAs(t, e, f, vip, a, b)
-			announcer(t, e, vip, w3)
-			// Its replies are not rerouted (the reply-traffic rules of the
-			// EgressService's pods): the client keeps reaching the VIP.
-			pod, seen := answers(t, e, e.Client, net.JoinHostPort(vip.String(), "80"))
-			if pod != "esvc-b" || !strings.HasPrefix(seen, net.JoinHostPort(f.client[:strings.IndexByte(f.client, '/')], "")) {
-				t.Errorf("ETP=Local: the VIP answered by %q, which saw %s", pod, seen)
-			}
-			setETP(t, e, name, corev1.ServiceExternalTrafficPolicyCluster)
-			time.Sleep(time.Second)
-			esvcHost(t, e, name, w3, "") // kept
-
-			{
-				killed := time.Now()
-				e.KillNode(w3)
-				t.Cleanup(func() { shared.With(t).RestoreNode(w3) })
-				esvcHost(t, e, name, w2, "")
-				moved := time.Since(killed)
-				leavesAs(t, e, f, vip, a)
-				announcer(t, e, vip, w2)
-				t.Logf("%s's chassis killed: host %s after %v, esvc-a leaving from %s again after %v", w3, w2, moved.Round(time.Millisecond), vip, time.Since(killed).Round(time.Millisecond))
-				e.RestoreNode(w3)
-				e.WaitPod("shop", "esvc-b")
-			}
-
+			esvcETPLocal(t, e, f, name, vip, a, b)
+			esvcFailover(t, e, f, name, vip, a)
 			network(t, e, f, name, w2, a)
 
-			// An EgressIP of the same pods: the EgressService's 101
-			// policies win over its 100 ones while it is there.
-			eip := netip.MustParseAddr(map[bool]string{false: "172.18.0.48", true: "fd00:18::48"}[f.v6])
-			e.ApplyYAML(`
-apiVersion: k8s.ovn.org/v1
-kind: EgressIP
-metadata: {name: esvc-eip` + f.suffix() + `}
-spec:
-  egressIPs: [` + eip.String() + `]
-  namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: shop}}
-  podSelector: {matchLabels: {app: esvc}}
-`)
-			t.Cleanup(func() {
-				_ = e.Dyn.Resource(EgressGVR).Delete(e.Context(), "esvc-eip"+f.suffix(), metav1.DeleteOptions{})
-			})
-			e.EgressNode("esvc-eip"+f.suffix(), eip, "")
-			leavesAs(t, e, f, vip, a)
-			if err := e.Dyn.Resource(egressv1.ServiceResource).Namespace("shop").Delete(e.Context(), name, metav1.DeleteOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			leavesAs(t, e, f, eip, a)
-			t.Logf("with EgressIP %s on the same pods: from %s while the EgressService lives, from %s once it is deleted", eip, vip, eip)
-			e.Eventually(Timeout, "no label left", func() error {
-				for _, n := range e.Nodes {
-					node, err := e.CS.CoreV1().Nodes().Get(e.Context(), n.Name, metav1.GetOptions{})
-					if err != nil {
-						return err
-					}
-					if slices.ContainsFunc(slices.Collect(maps.Keys(node.Labels)), func(k string) bool { return strings.HasPrefix(k, egresssvc.LabelPrefix) }) {
-						return fmt.Errorf("%s: %v", n.Name, node.Labels)
-					}
-				}
-				return nil
-			})
-			if p := e.OVN.Nbctl("--bare", "--columns=_uuid", "find", "Logical_Router_Policy", "priority=101"); p != "" {
-				t.Errorf("101 policies left: %s", p)
-			}
+			esvcUnderEgressIP(t, e, f, name, vip, a)
 		})
 	}
 }
@@ -282,7 +221,7 @@ func network(t *testing.T, e *Env, f family, name, host string, pod *testbed.Pod
 		}
 	}
 	setNetwork("100")
-	client := f.client[:strings.IndexByte(f.client, '/')]
+	client := f.clientAddr()
 	dst := net.JoinHostPort(client, fmt.Sprint(esvcPort))
 	e.Eventually(Timeout, "table 100 used on "+host, func() error {
 		if rules := ns.Run(t, "ip", ipf, "rule", "show", "priority", "5000"); !strings.Contains(rules, "from "+podIP.String()+" lookup 100") {
@@ -305,3 +244,86 @@ func network(t *testing.T, e *Env, f family, name, host string, pod *testbed.Pod
 	})
 	t.Logf("spec.network 100 on %s: %s's traffic follows table 100 (no route: refused; a route: from %s)", host, pod.Name, vip)
 }
+
+// esvcETPLocal sets the Service's externalTrafficPolicy to Local: the
+// host moves to ovn-worker3, the node with an endpoint among the selected
+// ones, and so does the announcement; the VIP's ETP=Local ingress keeps
+// working. Back to Cluster, the host stays.
+func esvcETPLocal(t *testing.T, e *Env, f family, name string, vip netip.Addr, a, b *testbed.Pod) {
+	t.Helper()
+	setETP(t, e, name, corev1.ServiceExternalTrafficPolicyLocal)
+	esvcHost(t, e, name, w3, "")
+	leavesAs(t, e, f, vip, a, b)
+	announcer(t, e, vip, w3)
+	// Its replies are not rerouted (the reply-traffic rules of the
+	// EgressService's pods): the client keeps reaching the VIP.
+	pod, seen := answers(t, e, e.Client, net.JoinHostPort(vip.String(), "80"))
+	if pod != "esvc-b" || !strings.HasPrefix(seen, net.JoinHostPort(f.clientAddr(), "")) {
+		t.Errorf("ETP=Local: the VIP answered by %q, which saw %s", pod, seen)
+	}
+	setETP(t, e, name, corev1.ServiceExternalTrafficPolicyCluster)
+	time.Sleep(time.Second)
+	esvcHost(t, e, name, w3, "") // kept
+}
+
+// esvcFailover kills the host ovn-worker3's chassis: ovn-worker2 becomes
+// the host and esvc-a leaves with the same IP again; it restores the node.
+func esvcFailover(t *testing.T, e *Env, f family, name string, vip netip.Addr, a *testbed.Pod) {
+	t.Helper()
+	killed := time.Now()
+	e.KillNode(w3)
+	t.Cleanup(func() { shared.With(t).RestoreNode(w3) })
+	esvcHost(t, e, name, w2, "")
+	moved := time.Since(killed)
+	leavesAs(t, e, f, vip, a)
+	announcer(t, e, vip, w2)
+	t.Logf("%s's chassis killed: host %s after %v, esvc-a leaving from %s again after %v", w3, w2, moved.Round(time.Millisecond), vip, time.Since(killed).Round(time.Millisecond))
+	e.RestoreNode(w3)
+	e.WaitPod("shop", "esvc-b")
+}
+
+// esvcUnderEgressIP applies an EgressIP of the same pods: the
+// EgressService's 101 policies win over its 100 ones while it is there;
+// deleted, the pods leave from the egress IP, and no label nor 101 policy
+// is left.
+func esvcUnderEgressIP(t *testing.T, e *Env, f family, name string, vip netip.Addr, a *testbed.Pod) {
+	t.Helper()
+	eip := netip.MustParseAddr(map[bool]string{false: "172.18.0.48", true: "fd00:18::48"}[f.v6])
+	e.ApplyYAML(`
+apiVersion: k8s.ovn.org/v1
+kind: EgressIP
+metadata: {name: esvc-eip` + f.suffix() + `}
+spec:
+  egressIPs: [` + eip.String() + `]
+  namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: shop}}
+  podSelector: {matchLabels: {app: esvc}}
+`)
+	t.Cleanup(func() {
+		_ = e.Dyn.Resource(EgressGVR).Delete(e.Context(), "esvc-eip"+f.suffix(), metav1.DeleteOptions{})
+	})
+	e.EgressNode("esvc-eip"+f.suffix(), eip, "")
+	leavesAs(t, e, f, vip, a)
+	if err := e.Dyn.Resource(egressv1.ServiceResource).Namespace("shop").Delete(e.Context(), name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	leavesAs(t, e, f, eip, a)
+	t.Logf("with EgressIP %s on the same pods: from %s while the EgressService lives, from %s once it is deleted", eip, vip, eip)
+	e.Eventually(Timeout, "no label left", func() error {
+		for _, n := range e.Nodes {
+			node, err := e.CS.CoreV1().Nodes().Get(e.Context(), n.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if slices.ContainsFunc(slices.Collect(maps.Keys(node.Labels)), func(k string) bool { return strings.HasPrefix(k, egresssvc.LabelPrefix) }) {
+				return fmt.Errorf("%s: %v", n.Name, node.Labels)
+			}
+		}
+		return nil
+	})
+	if p := e.OVN.Nbctl("--bare", "--columns=_uuid", "find", "Logical_Router_Policy", "priority=101"); p != "" {
+		t.Errorf("101 policies left: %s", p)
+	}
+}
+
+// clientAddr is the external client's address of the family.
+func (f family) clientAddr() string { return f.client[:strings.IndexByte(f.client, '/')] }
