@@ -433,23 +433,34 @@ func (c *KubeCluster) AddClusterNode(t T, cn *ClusterNode) *KubeNode {
 // AddOVNClusterNode is AddClusterNode with the node's pods on OVN, as
 // OVN-Kubernetes plugs them: plugin is examples/ovncni's binary (built by
 // the caller, named ovncni), which puts each pod on br-int and on the
-// node's logical switch with an address of cn.Subnet from host-local
-// (.128 to .250: the testbed's own pods, AddPod, take the first ones)
-// and the switch's router port as its gateway.
+// node's logical switch with an address of cn.Subnet and one of
+// cn.Subnet6 from host-local (dual-stack, as the cluster; .128 to .250 and
+// ::80 to ::fa: the testbed's own pods, AddPod, take the first ones) and
+// the switch's router port as its gateway.
 func (c *KubeCluster) AddOVNClusterNode(t T, cn *ClusterNode, plugin string) *KubeNode {
 	t.Helper()
-	b := cn.Subnet.Masked().Addr().As4()
-	at := func(i byte) string { b[3] = i; return netip.AddrFrom4(b).String() }
 	conf, err := json.Marshal(map[string]any{"cniVersion": "1.0.0", "name": "ovn", "plugins": []any{map[string]any{
 		"type": "ovncni", "nbAddress": cn.c.OVN.NB, "ovsdb": cn.DB, "bridge": "br-int", "logicalSwitch": cn.Name, "mtu": 1400,
-		"ipam": map[string]any{"type": "host-local", "routes": []any{map[string]string{"dst": "0.0.0.0/0"}},
-			"ranges": []any{[]any{map[string]string{"subnet": cn.Subnet.Masked().String(),
-				"rangeStart": at(128), "rangeEnd": at(250), "gateway": at(1)}}}}}}})
+		"ipam": map[string]any{"type": "host-local",
+			"routes": []any{map[string]string{"dst": "0.0.0.0/0"}, map[string]string{"dst": "::/0"}},
+			"ranges": []any{podRange(cn.Subnet), podRange(cn.Subnet6)}}}}})
 	if err != nil {
 		t.Fatalf("testbed: node %s: CNI configuration: %v", cn.Name, err)
 	}
 	return c.AddNode(t, cn.NS, KubeNodeOptions{Name: cn.Name, IP: cn.IP, OVSRunDir: cn.RunDir,
 		CNI: &KubeNodeCNI{Conflist: string(conf), Plugins: []string{plugin}}})
+}
+
+// podRange is host-local's range of subnet for the kubelet's pods: the
+// 128th to the 250th address, the router port's (the first) the gateway.
+func podRange(subnet netip.Prefix) []any {
+	at := func(i byte) string {
+		b := subnet.Masked().Addr().AsSlice()
+		b[len(b)-1] = i
+		a, _ := netip.AddrFromSlice(b)
+		return a.String()
+	}
+	return []any{map[string]string{"subnet": subnet.Masked().String(), "rangeStart": at(128), "rangeEnd": at(250), "gateway": at(1)}}
 }
 
 // startKubelet starts the node's kubelet.

@@ -3,6 +3,7 @@ package helm
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"path/filepath"
 	"slices"
@@ -24,10 +25,41 @@ import (
 const (
 	// backendsNS holds the kubelet-run backends and their Services.
 	backendsNS = "backends"
-	// lbPool is the chart's loadBalancer.pools entry the Services'
-	// addresses come from.
-	lbPool = "172.18.0.160/28"
+	// lbPool and lbPool6 are the chart's loadBalancer.pools entries the
+	// Services' addresses come from.
+	lbPool  = "172.18.0.160/28"
+	lbPool6 = "fd00:18::160/124"
 )
+
+// family is what the steps need of an IP family.
+type family struct {
+	ip corev1.IPFamily
+	// pool is the LB IPAM pool of the family.
+	pool string
+	// client is the external client's address of the family.
+	client string
+	// nodeIP is a node's address of the family.
+	nodeIP func(*testbed.ClusterNode) netip.Addr
+	// subnet is a node's pod subnet of the family.
+	subnet func(*testbed.ClusterNode) netip.Prefix
+}
+
+var (
+	ipv4 = family{corev1.IPv4Protocol, lbPool, testbed.ClusterClientIP,
+		func(n *testbed.ClusterNode) netip.Addr { return n.IP }, func(n *testbed.ClusterNode) netip.Prefix { return n.Subnet }}
+	ipv6 = family{corev1.IPv6Protocol, lbPool6, testbed.ClusterClientIP6,
+		func(n *testbed.ClusterNode) netip.Addr { return n.IP6 }, func(n *testbed.ClusterNode) netip.Prefix { return n.Subnet6 }}
+)
+
+// podIP is p's address of the family, "" if none.
+func (f family) podIP(p corev1.Pod) string {
+	for _, a := range p.Status.PodIPs {
+		if ip, err := netip.ParseAddr(a.IP); err == nil && ip.Is4() == (f.ip == corev1.IPv4Protocol) {
+			return a.IP
+		}
+	}
+	return ""
+}
 
 // kubeletBackends proves LoadBalancer Services, ETP=Cluster and
 // ETP=Local, and their NodePorts with backends that are kubelet-run pods
@@ -58,16 +90,17 @@ func (h *harness) kubeletBackends(t *testing.T) {
 		}
 		svcs[etp] = svc
 	}
-	h.controllerSlices(t, pods)
+	h.controllerSlices(t, svcs, pods, ipv4)
 	h.measured("Services apply -> EndpointSlices by kube-controller-manager", time.Since(begin))
 	for etp, svc := range svcs {
-		svcs[etp] = h.lbAddress(t, svc.Name)
+		svcs[etp] = h.lbAddress(t, svc.Name, ipv4)
 	}
 	h.measured("Services apply -> LB IPAM addresses in status", time.Since(begin))
 	for _, n := range h.cl.Nodes {
-		h.throughNode(t, n, svcs, pods)
+		h.throughNode(t, n, svcs, pods, ipv4)
 	}
 	h.measured("Services apply -> answered through every node", time.Since(begin))
+	h.singleStackIPv6(t, pods)
 	h.sourceRanges(t, svcs)
 	h.unidling(t, pods)
 	h.l2Announce(t, svcs, pods)
@@ -277,7 +310,7 @@ func lbService(etp corev1.ServiceExternalTrafficPolicy) *corev1.Service {
 }
 
 // backendPods waits until every node runs a Ready netserver pod with an
-// address of its node's subnet, and returns them by node.
+// address of each of its node's subnets, and returns them by node.
 func (h *harness) backendPods(t *testing.T) map[string]corev1.Pod {
 	byNode := map[string]corev1.Pod{}
 	h.eventually(t, wait, "a Ready netserver pod on OVN on every node", func() error {
@@ -291,7 +324,8 @@ func (h *harness) backendPods(t *testing.T) map[string]corev1.Pod {
 			if c := condition(&p, corev1.PodReady); err != nil || c == nil || c.Status != corev1.ConditionTrue {
 				continue
 			}
-			if n := h.cl.Node(p.Spec.NodeName); n != nil && n.Subnet.Contains(ip) {
+			ip6, _ := netip.ParseAddr(ipv6.podIP(p))
+			if n := h.cl.Node(p.Spec.NodeName); n != nil && n.Subnet.Contains(ip) && n.Subnet6.Contains(ip6) {
 				byNode[p.Spec.NodeName] = p
 			}
 		}
@@ -301,7 +335,7 @@ func (h *harness) backendPods(t *testing.T) map[string]corev1.Pod {
 		return nil
 	})
 	for node, p := range byNode {
-		t.Logf("kubelet-run backend %s on %s at %s (OVN port %s_%s)", p.Name, node, p.Status.PodIP, p.Namespace, p.Name)
+		t.Logf("kubelet-run backend %s on %s at %v (OVN port %s_%s)", p.Name, node, p.Status.PodIPs, p.Namespace, p.Name)
 	}
 	return byNode
 }
@@ -316,17 +350,18 @@ func podSummary(pods []corev1.Pod) string {
 }
 
 // controllerSlices waits until kube-controller-manager's EndpointSlice
-// controller lists every pod, ready, for both Services.
-func (h *harness) controllerSlices(t *testing.T, pods map[string]corev1.Pod) {
+// controller lists every pod's address of family f, ready, for each
+// Service.
+func (h *harness) controllerSlices(t *testing.T, svcs map[corev1.ServiceExternalTrafficPolicy]*corev1.Service, pods map[string]corev1.Pod, f family) {
 	var want []string
 	for _, p := range pods {
-		want = append(want, p.Status.PodIP)
+		want = append(want, f.podIP(p))
 	}
 	slices.Sort(want)
-	for _, svc := range []string{"lb-cluster", "lb-local"} {
-		h.eventually(t, wait, "EndpointSlices of "+svc+" by kube-controller-manager", func() error {
+	for _, svc := range svcs {
+		h.eventually(t, wait, "EndpointSlices of "+svc.Name+" by kube-controller-manager", func() error {
 			list, err := h.cs.DiscoveryV1().EndpointSlices(backendsNS).List(h.ctx, metav1.ListOptions{
-				LabelSelector: discoveryv1.LabelServiceName + "=" + svc + "," + discoveryv1.LabelManagedBy + "=endpointslice-controller.k8s.io"})
+				LabelSelector: discoveryv1.LabelServiceName + "=" + svc.Name + "," + discoveryv1.LabelManagedBy + "=endpointslice-controller.k8s.io"})
 			if err != nil {
 				return err
 			}
@@ -348,11 +383,11 @@ func (h *harness) controllerSlices(t *testing.T, pods map[string]corev1.Pod) {
 }
 
 // lbAddress waits until Service name has a LoadBalancer ingress address
-// from the pool and returns the Service.
-func (h *harness) lbAddress(t *testing.T, name string) *corev1.Service {
+// from f's pool and returns the Service.
+func (h *harness) lbAddress(t *testing.T, name string, f family) *corev1.Service {
 	var svc *corev1.Service
-	pool := netip.MustParsePrefix(lbPool)
-	h.eventually(t, wait, "a LoadBalancer address of "+lbPool+" for "+name, func() (err error) {
+	pool := netip.MustParsePrefix(f.pool)
+	h.eventually(t, wait, "a LoadBalancer address of "+f.pool+" for "+name, func() (err error) {
 		if svc, err = h.cs.CoreV1().Services(backendsNS).Get(h.ctx, name, metav1.GetOptions{}); err != nil {
 			return err
 		}
@@ -366,15 +401,15 @@ func (h *harness) lbAddress(t *testing.T, name string) *corev1.Service {
 	return svc
 }
 
-// throughNode connects the client to each Service's VIP through node n
-// (its route to the VIPs via n) and to n's NodePorts, several times:
-// ETP=Local ones must all be answered by n's pod, which sees the client's
-// address, ETP=Cluster ones by some pod.
-func (h *harness) throughNode(t *testing.T, n *testbed.ClusterNode, svcs map[corev1.ServiceExternalTrafficPolicy]*corev1.Service, pods map[string]corev1.Pod) {
+// throughNode connects the client to each Service's VIP of family f
+// through node n (its route to the VIPs via n) and to n's NodePorts,
+// several times: ETP=Local ones must all be answered by n's pod, which
+// sees the client's address, ETP=Cluster ones by some pod.
+func (h *harness) throughNode(t *testing.T, n *testbed.ClusterNode, svcs map[corev1.ServiceExternalTrafficPolicy]*corev1.Service, pods map[string]corev1.Pod, f family) {
 	for etp, svc := range svcs {
-		vip := svc.Status.LoadBalancer.Ingress[0].IP
-		h.cl.Client.Run(t, "ip", "route", "replace", vip+"/32", "via", n.IP.String())
-		targets := map[string]string{"VIP": vip + ":80", "NodePort": fmt.Sprintf("%s:%d", n.IP, svc.Spec.Ports[0].NodePort)}
+		vip := ingressIP(svc, f)
+		h.cl.Client.Run(t, "ip", "route", "replace", vip, "via", f.nodeIP(n).String())
+		targets := map[string]string{"VIP": net.JoinHostPort(vip, "80"), "NodePort": net.JoinHostPort(f.nodeIP(n).String(), fmt.Sprint(svc.Spec.Ports[0].NodePort))}
 		for kind, addr := range targets {
 			answered := map[string]int{}
 			for i := range 6 {
@@ -391,11 +426,58 @@ func (h *harness) throughNode(t *testing.T, n *testbed.ClusterNode, svcs map[cor
 				if pod != pods[n.Name].Name {
 					t.Errorf("%s %s (ETP=Local) through %s, connection %d: answered by %s, want %s's %s", kind, addr, n.Name, i, pod, n.Name, pods[n.Name].Name)
 				}
-				if !strings.HasPrefix(client, testbed.ClusterClientIP+":") {
-					t.Errorf("%s %s (ETP=Local) through %s: the pod saw %s, not the client %s", kind, addr, n.Name, client, testbed.ClusterClientIP)
+				if !strings.HasPrefix(client, net.JoinHostPort(f.client, "")) {
+					t.Errorf("%s %s (ETP=Local) through %s: the pod saw %s, not the client %s", kind, addr, n.Name, client, f.client)
 				}
 			}
 			t.Logf("%s %s (%s, ETP=%s) through %s: answered by %v", kind, addr, svc.Name, etp, n.Name, answered)
+		}
+	}
+}
+
+// ingressIP is svc's LoadBalancer ingress address of family f, "" if none.
+func ingressIP(svc *corev1.Service, f family) string {
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		if ip, err := netip.ParseAddr(in.IP); err == nil && ip.Is4() == (f.ip == corev1.IPv4Protocol) {
+			return in.IP
+		}
+	}
+	return ""
+}
+
+// singleStackIPv6 proves IPv6 LoadBalancer Services (IPv6 single-stack,
+// ETP=Cluster and ETP=Local, addresses from the chart's IPv6 pool) of the
+// kubelet-run backends, their IPv6 addresses (examples/ovncni's
+// dual-stack host-local ranges) in the controller's IPv6 EndpointSlices:
+// throughNode over IPv6 through every node. The Services are deleted
+// again.
+func (h *harness) singleStackIPv6(t *testing.T, pods map[string]corev1.Pod) {
+	begin := time.Now()
+	svcs := map[corev1.ServiceExternalTrafficPolicy]*corev1.Service{}
+	for _, etp := range []corev1.ServiceExternalTrafficPolicy{corev1.ServiceExternalTrafficPolicyCluster, corev1.ServiceExternalTrafficPolicyLocal} {
+		svc := lbService(etp)
+		svc.Name += "-6"
+		svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol}
+		svc.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicySingleStack)
+		svc, err := h.cs.CoreV1().Services(backendsNS).Create(h.ctx, svc, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = h.cs.CoreV1().Services(backendsNS).Delete(h.ctx, svc.Name, metav1.DeleteOptions{}) })
+		svcs[etp] = svc
+	}
+	h.controllerSlices(t, svcs, pods, ipv6)
+	for etp, svc := range svcs {
+		svcs[etp] = h.lbAddress(t, svc.Name, ipv6)
+	}
+	for _, n := range h.cl.Nodes {
+		h.throughNode(t, n, svcs, pods, ipv6)
+	}
+	h.measured("IPv6 Services apply -> answered through every node", time.Since(begin))
+	for _, svc := range svcs {
+		_, _ = h.cl.Client.RunErr("ip", "route", "del", ingressIP(svc, ipv6))
+		if err := h.cs.CoreV1().Services(backendsNS).Delete(h.ctx, svc.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

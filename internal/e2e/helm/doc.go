@@ -24,12 +24,18 @@
 // successful reconcile), the leader holding the kube-system/ovnedge Lease,
 // each pod's ovnedge.io/Reconciled condition True; an ExternalIP Service
 // getting its NB load balancer and breth0 flows and answering a real TCP
-// connection from the external client; LoadBalancer Services (ETP=Cluster
+// connection from the external client; the ARP bypass (with no route to
+// the ExternalIP, no node answers ARP for it until it is on a node's lo,
+// then that node alone, and the client connects through it);
+// LoadBalancer Services (ETP=Cluster
 // and ETP=Local, addresses from the chart's loadBalancer.pools) of a
-// DaemonSet of kubelet-run pods on OVN, whose EndpointSlices
+// DaemonSet of kubelet-run pods on OVN (dual-stack: examples/ovncni with
+// host-local ranges of both pod subnets), whose EndpointSlices
 // kube-controller-manager writes, answering the client through each
 // node's VIP route and NodePort (ETP=Local: only that node's pod, which
-// sees the client's address), then each Service's loadBalancerSourceRanges
+// sees the client's address), the same over IPv6 with two IPv6
+// single-stack Services (addresses from the IPv6 pool, the controller's
+// IPv6 EndpointSlices), then each Service's loadBalancerSourceRanges
 // (the chart's default loadBalancer.sourceRanges) set to a range without
 // the client, which the VIP then no longer answers while the NodePort
 // does, to the client's address and cleared, the VIP answering again,
@@ -109,6 +115,12 @@
 //     OVN-Kubernetes cluster would not: the traffic check therefore also
 //     requires that ovnedge's breth0 flow for the ExternalIP counted the
 //     packets (they go to OVN before the host's iptables see them).
+//
+// TestHelmOneNode runs the same steps but Failover on a one-node cluster
+// (single-node OpenShift, a one-node kind): one node pod and one leader
+// replica, the gateway router, every backend, the EgressIP's pod and its
+// egress node on the one chassis; its upgrade replaces the only leader.
+// The image is built once for both tests.
 //
 // It needs root, the OVS/OVN binaries, `make real-node-deps` (Kubernetes
 // binaries, the pause image) and the pinned helm and crane of

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -46,10 +47,6 @@ const (
 	backendPort    = 8080
 	payload        = 100_000
 
-	// leaderReplicas candidates campaign for the Lease, one per node on
-	// the host network (each holds leader.hostNetworkMetricsPort).
-	leaderReplicas = 2
-
 	wait = 60 * time.Second
 )
 
@@ -66,7 +63,11 @@ type harness struct {
 	helm  *helmenv.Helm
 	env   *helmenv.Cluster
 	ctx   context.Context
-	times []string // measured durations, reported at the end
+	// leaders is the chart's leader.replicas: candidates for the Lease,
+	// one per node on the host network (each holds
+	// leader.hostNetworkMetricsPort).
+	leaders int
+	times   []string // measured durations, reported at the end
 	// tag is the image tag installed (Install), then upgraded to
 	// (Upgrade).
 	tag string
@@ -88,8 +89,95 @@ func (h *harness) note(what, value string) {
 }
 
 // TestHelm: see the package documentation. The steps share one cluster
-// and run in order; a failed step stops the rest.
+// of two nodes and run in order; a failed step stops the rest.
 func TestHelm(t *testing.T) {
+	h := start(t, 2, 2)
+	h.run(t, []step{
+		{"Install", h.install},
+		{"Ready", h.ready},
+		{"ExternalIP", h.externalIP},
+		{"ARPBypass", h.arpBypass},
+		{"KubeletBackends", h.kubeletBackends},
+		{"RestartNode", h.restartNode},
+		{"Upgrade", h.upgrade},
+		{"Failover", h.failover},
+		{"Uninstall", h.uninstall},
+	})
+}
+
+// TestHelmOneNode runs TestHelm's steps on a one-node cluster (single-node
+// OpenShift, a one-node kind): one node pod and one leader replica on the
+// node whose chassis has the gateway router, every backend, the EgressIP's
+// pod and its egress IP. Every Service is then served by pods on the node
+// it enters (NodePort templates included), the ExternalIP's backend is on
+// the node the client routes through, the EgressIP's pod leaves through its
+// own node, and the upgrade replaces the only leader (maxSurge 0: no
+// replica holds the Lease until the new pod takes it). Failover needs a
+// second node and is not run.
+func TestHelmOneNode(t *testing.T) {
+	h := start(t, 1, 1)
+	h.run(t, []step{
+		{"Install", h.install},
+		{"Ready", h.ready},
+		{"ExternalIP", h.externalIP},
+		{"ARPBypass", h.arpBypass},
+		{"KubeletBackends", h.kubeletBackends},
+		{"RestartNode", h.restartNode},
+		{"Upgrade", h.upgrade},
+		{"Uninstall", h.uninstall},
+	})
+}
+
+// step is one of a test's steps.
+type step struct {
+	name string
+	f    func(t *testing.T)
+}
+
+// run runs steps in order; a failed step stops the rest.
+func (h *harness) run(t *testing.T, steps []step) {
+	for _, s := range steps {
+		if !t.Run(s.name, s.f) {
+			t.FailNow()
+		}
+	}
+}
+
+// image is the image scripts/image.sh builds, once for the package's
+// tests (TestMain removes it).
+var image struct {
+	once         sync.Once
+	dir          string
+	archive, tag string
+	took         time.Duration
+	err          error
+}
+
+// TestMain removes the image the tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if image.dir != "" {
+		_ = os.RemoveAll(image.dir)
+	}
+	os.Exit(code)
+}
+
+// buildImage builds the image unless an earlier test did.
+func buildImage(root string) {
+	image.once.Do(func() {
+		begin := time.Now()
+		if image.dir, image.err = os.MkdirTemp("", "ovnedge-helm-image"); image.err != nil {
+			return
+		}
+		image.archive, image.tag, image.err = helmenv.BuildImage(root, image.dir)
+		image.took = time.Since(begin)
+	})
+}
+
+// start starts the control plane, an OVN cluster of n chassis that are
+// kubelet nodes, and builds the image meanwhile; Install installs the
+// chart with leaders replicas.
+func start(t *testing.T, n, leaders int) *harness {
 	helmBin, crane := helmenv.ToolPath("helm", helmenv.HelmVersion), helmenv.ToolPath("crane", helmenv.CraneVersion)
 	for _, p := range []string{helmBin, crane} {
 		if _, err := os.Stat(p); err != nil {
@@ -103,7 +191,7 @@ func TestHelm(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	h := &harness{t: t, root: root, ctx: ctx}
+	h := &harness{t: t, root: root, ctx: ctx, leaders: leaders}
 	t.Cleanup(func() {
 		t.Logf("measured:\n  %s", strings.Join(h.times, "\n  "))
 	})
@@ -117,59 +205,27 @@ func TestHelm(t *testing.T) {
 	h.measured("StartKubeCluster", time.Since(begin))
 
 	// The image builds while the OVN cluster and the nodes come up.
-	type built struct {
-		archive, tag string
-		took         time.Duration
-		err          error
-	}
-	image := make(chan built, 1)
-	imageDir := t.TempDir()
 	building := make(chan struct{})
-	t.Cleanup(func() { <-building }) // before imageDir is removed
 	go func() {
 		defer close(building)
-		begin := time.Now()
-		archive, tag, err := helmenv.BuildImage(root, imageDir)
-		image <- built{archive, tag, time.Since(begin), err}
+		buildImage(root)
 	}()
-
-	h.bringUp(t)
-	img := <-image
-	if img.err != nil {
-		t.Fatalf("scripts/image.sh: %v", img.err)
-	}
-	h.measured("image build (scripts/image.sh, concurrent)", img.took)
-	steps := []struct {
-		name string
-		f    func(t *testing.T)
-	}{
-		{"Install", func(t *testing.T) { h.install(t, img.archive, img.tag) }},
-		{"Ready", h.ready},
-		{"ExternalIP", h.externalIP},
-		{"KubeletBackends", h.kubeletBackends},
-		{"RestartNode", h.restartNode},
-		{"Upgrade", h.upgrade},
-		{"Failover", h.failover},
-		{"Uninstall", h.uninstall},
-	}
-	for _, s := range steps {
-		if !t.Run(s.name, s.f) {
-			t.FailNow()
-		}
-	}
-}
-
-// bringUp starts the OVN cluster whose chassis are kubelet nodes
-// (helmenv.Start).
-func (h *harness) bringUp(t *testing.T) {
-	h.env = helmenv.Start(t, h.kc, h.root, 2, h.measured)
+	t.Cleanup(func() { <-building })
+	h.env = helmenv.Start(t, h.kc, h.root, n, h.measured)
 	h.cl, h.nodes = h.env.OVN, h.env.Nodes
+	<-building
+	if image.err != nil {
+		t.Fatalf("scripts/image.sh: %v", image.err)
+	}
+	h.measured("image build (scripts/image.sh, concurrent; once per package)", image.took)
+	return h
 }
 
 // install imports the image on every node and runs `helm install --wait`.
-func (h *harness) install(t *testing.T, archive, tag string) {
+func (h *harness) install(t *testing.T) {
+	archive, tag := image.archive, image.tag
 	h.tag = tag
-	values := h.env.Values(t, tag, leaderReplicas, "loadBalancer:\n  pools: {helm: "+lbPool+"}\negress:\n  services: true\nuninstall:\n  timeout: 60s\n")
+	values := h.env.Values(t, tag, h.leaders, "loadBalancer:\n  pools: {helm: "+lbPool+", helm6: \""+lbPool6+"\"}\negress:\n  services: true\nuninstall:\n  timeout: 60s\n")
 	t.Logf("values:\n%s", values)
 	out, took, err := h.env.Install(t, h.helm, archive, values)
 	t.Logf("helm install (%v):\n%s", took.Round(time.Millisecond), out)
@@ -199,8 +255,8 @@ func (h *harness) everyPodReady(check func(*corev1.Pod) error) error {
 	if err != nil {
 		return err
 	}
-	if len(pods) != len(h.nodes)+leaderReplicas {
-		return fmt.Errorf("%d pods, want %d", len(pods), len(h.nodes)+leaderReplicas)
+	if len(pods) != len(h.nodes)+h.leaders {
+		return fmt.Errorf("%d pods, want %d", len(pods), len(h.nodes)+h.leaders)
 	}
 	for i := range pods {
 		if err := check(&pods[i]); err != nil {
@@ -252,8 +308,8 @@ func (h *harness) ready(t *testing.T) {
 			}
 			byComponent[pods[i].Labels["app.kubernetes.io/component"]]++
 		}
-		if byComponent["node"] != len(h.nodes) || byComponent["leader"] != leaderReplicas {
-			return fmt.Errorf("pods %v, want %d node and %d leader", byComponent, len(h.nodes), leaderReplicas)
+		if byComponent["node"] != len(h.nodes) || byComponent["leader"] != h.leaders {
+			return fmt.Errorf("pods %v, want %d node and %d leader", byComponent, len(h.nodes), h.leaders)
 		}
 		return nil
 	})

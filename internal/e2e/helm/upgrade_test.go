@@ -113,7 +113,7 @@ func (h *harness) upgrade(t *testing.T) {
 		} else if dsDone == 0 {
 			dsDone = time.Since(begin)
 		}
-		if err := deploymentRolledOut(dep, leaderReplicas); err != nil {
+		if err := deploymentRolledOut(dep, int32(h.leaders)); err != nil {
 			return err
 		} else if depDone == 0 {
 			depDone = time.Since(begin)

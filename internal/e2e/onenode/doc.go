@@ -5,4 +5,6 @@
 // templates and ETP=Local), ExternalIP, LoadBalancer ETP=Local, an
 // EgressIP whose egress node is the pod's own, ARP bypass and L2
 // announce. It holds tests only; one cluster serves them all (TestMain).
+// internal/e2e/helm's TestHelmOneNode runs the chart's scenarios on one
+// node with ovnedge as kubelet-run containers installed by helm.
 package onenode
