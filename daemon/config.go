@@ -169,6 +169,11 @@ type Config struct {
 	// (an NB it cannot reach) before it releases the Lease for another
 	// candidate; 0 never.
 	LeaderStepDown time.Duration
+	// LeaderAvoidEgressNodes has a leader on an egress-assignable node
+	// hand the Lease to a Ready candidate on a node that is not
+	// (Successor), so that an egress node's death never waits for the
+	// Lease to expire.
+	LeaderAvoidEgressNodes bool
 	// LeaseDuration, LeaseRenewDeadline and LeaseRetryPeriod time the
 	// Lease's election (OVN-Kubernetes' cluster manager HA flags): a dead
 	// leader is replaced within LeaseDuration of its last renewal.
@@ -409,6 +414,12 @@ var options = []option{
 	{"leader-step-down-after", "ovnedge", "leader-step-down-after", "30s",
 		"release the Lease, for another candidate, once the leader's cluster pass has failed this long (an NB it cannot reach); it campaigns again after a lease duration; 0 never",
 		func(c *Config, v string) (err error) { c.LeaderStepDown, err = parseDurationOrZero(v); return err }},
+	{"leader-avoid-egress-nodes", "ovnedge", "leader-avoid-egress-nodes", "true",
+		"a leader on an egress-assignable node hands the Lease to a Ready candidate on a node that is not, so that the egress node's death does not hold the EgressIPs' failover up for a lease duration",
+		func(c *Config, v string) (err error) {
+			c.LeaderAvoidEgressNodes, err = strconv.ParseBool(v)
+			return err
+		}},
 	{"cluster-manager-ha-election-lease-duration", "clustermgrha", "election-lease-duration", "15",
 		"seconds a leader's Lease lasts after its last renewal: how long a dead leader's work waits for another (OVN-Kubernetes' flag; its default is 137)",
 		func(c *Config, v string) (err error) { c.LeaseDuration, err = parseSeconds(v); return err }},
@@ -676,6 +687,7 @@ type rawSection struct {
 	LBSvcImage                       *string `gcfg:"lb-svc-image"`
 	LeaderElect                      *string `gcfg:"leader-elect"`
 	LeaderStepDownAfter              *string `gcfg:"leader-step-down-after"`
+	LeaderAvoidEgressNodes           *string `gcfg:"leader-avoid-egress-nodes"`
 	ElectionLeaseDuration            *string `gcfg:"election-lease-duration"`
 	ElectionRenewDeadline            *string `gcfg:"election-renew-deadline"`
 	ElectionRetryPeriod              *string `gcfg:"election-retry-period"`

@@ -283,6 +283,9 @@ type loops struct {
 	nodeQ, clusterQ workqueue.TypedRateLimitingInterface[string]
 	leading         atomic.Bool
 	ready           *readiness.Tracker
+	// yielded is when this instance last handed the Lease to a Successor
+	// (Unix nanoseconds).
+	yielded atomic.Int64
 }
 
 // publish makes the readiness known: /readyz always, a change of it or of
@@ -393,35 +396,63 @@ func (l *loops) elect(ctx context.Context, c *Clients) {
 		if u := l.env.Unidle; u != nil {
 			go u.run(lctx, l.w.Services)
 		}
-		l.leadUntil(lctx)
+		l.leadUntil(lctx, c.Typed)
 	})
 	if err != nil {
 		l.log.Error("leader election stopped", "err", err)
 	}
 }
 
-// leadUntil returns when ctx ends or, with --leader-step-down-after, once
-// the cluster pass has failed that long: RunLeader then releases the Lease
-// for another candidate (one that reaches the NB, say).
-func (l *loops) leadUntil(ctx context.Context) {
-	if l.cfg.LeaderStepDown <= 0 {
+// leadUntil returns when ctx ends or when this leader steps down
+// (stepDown): RunLeader then releases the Lease for another candidate.
+func (l *loops) leadUntil(ctx context.Context, cs kubernetes.Interface) {
+	if l.cfg.LeaderStepDown <= 0 && !l.cfg.LeaderAvoidEgressNodes {
 		<-ctx.Done()
 		return
 	}
-	tick := time.NewTicker(cmp.Or(l.cfg.LeaderStepDown/10, time.Second))
+	tick := time.NewTicker(max(time.Second, min(3*time.Second, cmp.Or(l.cfg.LeaderStepDown/10, 3*time.Second))))
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			if d := l.ready.ClusterFailing(); d >= l.cfg.LeaderStepDown {
-				l.log.Warn("the cluster pass has failed too long", "for", d.Round(time.Millisecond), "limit", l.cfg.LeaderStepDown)
+			if l.stepDown(ctx, cs) {
 				return
 			}
 		}
 	}
 }
+
+// stepDown says whether to release the Lease: with
+// --leader-step-down-after, once the cluster pass has failed that long (for
+// a candidate that reaches the NB, say); with --leader-avoid-egress-nodes,
+// for a Successor off the egress nodes, unless it did so less than
+// yieldBackoff ago.
+func (l *loops) stepDown(ctx context.Context, cs kubernetes.Interface) bool {
+	if d := l.ready.ClusterFailing(); l.cfg.LeaderStepDown > 0 && d >= l.cfg.LeaderStepDown {
+		l.log.Warn("the cluster pass has failed too long", "for", d.Round(time.Millisecond), "limit", l.cfg.LeaderStepDown)
+		return true
+	}
+	if !l.cfg.LeaderAvoidEgressNodes || time.Since(time.Unix(0, l.yielded.Load())) < yieldBackoff {
+		return false
+	}
+	to, err := successorOf(ctx, cs, os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME"))
+	if err != nil && ctx.Err() == nil {
+		l.log.Debug("no successor off the egress nodes", "err", err)
+	}
+	if to != "" {
+		l.log.Info("handing the Lease to a candidate off the egress-assignable nodes: this leader's node is one", "to", to)
+		l.yielded.Store(time.Now().UnixNano())
+	}
+	return to != ""
+}
+
+// yieldBackoff is how long a leader that handed the Lease to a Successor
+// keeps it when it gets it back (the successor did not take it: it does
+// not campaign, or lost it), rather than leave the work undone for a
+// lease duration again and again.
+const yieldBackoff = 10 * time.Minute
 
 // leaseIdentity joins the non-empty parts of a candidate's identity with
 // "_": node_pod_random, pod_random for a leader without a node (the Pod's

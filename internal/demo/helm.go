@@ -348,6 +348,7 @@ func egress(ctx context.Context, t testbed.T, c *helmenv.Cluster, client *corev1
 		return nil
 	})
 	holder := leaseHolderNode(ctx, t, c)
+	r.Holder = holder
 	killed, sentAtKill := time.Now(), s.Sent()
 	killMachine(ctx, t, c, node)
 	to := egressNode(ctx, t, c, node)
@@ -359,7 +360,8 @@ func egress(ctx context.Context, t testbed.T, c *helmenv.Cluster, client *corev1
 	fmt.Fprintf(out, "  a 10 ms UDP stream from prod/client-1 to the external host stopped for %d ms, then arrived again from %s\n",
 		r.Gap.Milliseconds(), s.LastFrom())
 	if holder != node {
-		fmt.Fprintf(out, "  (the leader, the Lease's holder, ran on %s and went on)\n", holder)
+		fmt.Fprintf(out, "  (the leader, the Lease's holder, ran on %s and went on: a leader on an egress-assignable node hands\n"+
+			"  the Lease to a replica elsewhere, the chart's leader.avoidEgressNodes)\n", holder)
 		return
 	}
 	l := daemon.DefaultLease("")

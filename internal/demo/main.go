@@ -83,6 +83,9 @@ type Report struct {
 	ServiceSource string
 	// Gap is the egress stream's loss window after the kill.
 	Gap time.Duration
+	// Holder is the node of the Lease's holder when the egress node was
+	// killed.
+	Holder string
 	// Ranges are "<addr> <result>" for each source ranges attempt: the
 	// external client's answered, the routed client's VIP dropped, its
 	// NodePort answered.

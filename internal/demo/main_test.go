@@ -9,7 +9,8 @@ import (
 
 // TestDemo runs `make demo` and checks its report: every VIP answered by
 // a web pod, the ETP=Local ExternalIP with the client's own address, the
-// egress pod seen from the egress IP, and a failover gap measured.
+// egress pod seen from the egress IP, a failover gap measured, and the
+// Lease held off the egress-assignable nodes.
 func TestDemo(t *testing.T) {
 	var out bytes.Buffer
 	r := Run(context.Background(), t, &out)
@@ -33,6 +34,9 @@ func TestDemo(t *testing.T) {
 	}
 	if r.Gap <= 0 {
 		t.Errorf("no failover gap measured")
+	}
+	if r.Holder != w1 {
+		t.Errorf("the Lease's holder ran on %q when the egress node was killed, want %s, the one node that is not egress-assignable", r.Holder, w1)
 	}
 	if len(r.Ranges) != 3 || !strings.Contains(r.Ranges[0], "answered by web-") || !strings.Contains(r.Ranges[1], "gets nothing") ||
 		!strings.Contains(r.Ranges[2], "answered by web-") {

@@ -55,7 +55,11 @@
 // is turned off; the pods' ports and endpoints leaving the NB when the
 // DaemonSet is deleted; the kubelet restarting a killed
 // node instance, which becomes Ready again without touching the
-// Service's flows or NB rows; `helm upgrade --reuse-values --set
+// Service's flows or NB rows; the Lease handed off an egress node (the
+// holder moved onto the second node by deleting its pod elsewhere, then
+// that node labelled egress-assignable: its leader must hand the Lease
+// to the replica on the first node, leader.avoidEgressNodes; timed);
+// `helm upgrade --reuse-values --set
 // image.tag=<new> --wait` to the same image under a second tag (`ctr
 // images tag` on every node: no rebuild, pullPolicy Never), which rolls
 // the DaemonSet and the Deployment (every pod replaced, of the new tag,
@@ -71,7 +75,7 @@
 // by PID (testbed's KubeNode.KillKubelet: nothing restarts or reports
 // its pods), its chassis killed (ClusterNode.Kill) and the kubelet-run
 // ovnedge containers on it killed by PID (the node pod, and the leader
-// pod there, which may hold the Lease), while the sender pod on the
+// pod there, which the hand-over above keeps from holding the Lease), while the sender pod on the
 // other node streams UDP every 10 ms: the status must name the
 // surviving node, the stream arrive from the egress IP again, and the
 // leader's reachability check (its "egress node reachability" log line,
@@ -83,6 +87,15 @@
 // restarted, the kubelet restarted, KubeNode.RestartKubelet, which
 // restarts the killed containers) until every ovnedge pod is Ready and
 // Reconciled again;
+// the fast failover matrix of internal/e2e (egress.fastFailover turned on
+// by `helm upgrade --set`: heartbeats every 100 ms): with the EgressIP on
+// the second node, its uplink down, its uplink down while its
+// ovn-controller is paused (a stale NAT the node pod must fence), and its
+// node pod's ovnedge killed (the kubelet restarts it), each while the
+// sender streams UDP every 10 ms and the client asks ARP for the egress IP
+// every 10 ms: the stream must come back from the egress IP, on the
+// sender's node but after the kill, and no two nodes answer ARP at once
+// (loss windows measured);
 // and `helm uninstall --wait`, whose pre-delete hook Job has every
 // instance remove what it wrote (NB load balancers, flows with ovnedge's
 // cookies, the Lease) before the pods go.

@@ -296,3 +296,60 @@ func (h *harness) restore(t *testing.T, kn *testbed.KubeNode, node string) {
 	h.measured("restore: -> every ovnedge pod Ready again", time.Since(begin))
 	t.Logf("after the restore, EgressIP %s on %s", egressName, h.egressNode(t))
 }
+
+// handOff proves leader.avoidEgressNodes: the Lease's holder is first
+// moved onto node (its pod elsewhere deleted: the replica on node takes
+// the Lease it releases, and the Deployment starts another pod), then node
+// is labelled egress-assignable, and the holder must hand the Lease to the
+// replica on the other node once that one is Ready. The hand-over is
+// timed from the label.
+func (h *harness) handOff(t *testing.T, node string) {
+	if on, pod := h.holder(t); on != node {
+		if err := h.cs.CoreV1().Pods(namespace).Delete(h.ctx, pod, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		h.eventually(t, wait, "the Lease held on "+node+", every pod Ready", func() error {
+			if on, pod := h.holder(t); on != node {
+				return fmt.Errorf("held by %s on %s", pod, on)
+			}
+			return h.everyPodReady(func(*corev1.Pod) error { return nil })
+		})
+	}
+	patch := []byte(`{"metadata":{"labels":{"k8s.ovn.org/egress-assignable":""}}}`)
+	if _, err := h.cs.CoreV1().Nodes().Patch(h.ctx, node, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	labelled := time.Now()
+	h.eventually(t, wait, "the Lease handed off "+node+", now egress-assignable, to the other replica", func() error {
+		if on, pod := h.holder(t); on == node || on == "" {
+			return fmt.Errorf("held by %q on %q", pod, on)
+		}
+		return nil
+	})
+	took := time.Since(labelled)
+	on, pod := h.holder(t)
+	h.measured("node labelled egress-assignable -> its leader handed the Lease off it", took)
+	t.Logf("the leader on %s handed the Lease to %s on %s %v after %s was labelled egress-assignable:\n%s",
+		node, pod, on, took.Round(time.Millisecond), node, h.env.LeaderLog("handing the Lease"))
+}
+
+// holder is the node and name of the leader pod holding the Lease (no
+// node: the holder's identity, "" while the Lease is free).
+func (h *harness) holder(t *testing.T) (node, pod string) {
+	l := daemon.DefaultLease("")
+	lease, err := h.cs.CoordinationV1().Leases(l.Namespace).Get(h.ctx, l.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := ptr.Deref(lease.Spec.HolderIdentity, "")
+	pods, err := h.pods(h.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods {
+		if p.Labels["app.kubernetes.io/component"] == "leader" && strings.HasPrefix(id, p.Name+"_") {
+			return p.Spec.NodeName, p.Name
+		}
+	}
+	return "", id
+}

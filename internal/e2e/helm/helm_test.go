@@ -101,6 +101,7 @@ func TestHelm(t *testing.T) {
 		{"RestartNode", h.restartNode},
 		{"Upgrade", h.upgrade},
 		{"Failover", h.failover},
+		{"FastFailover", h.fastFailover},
 		{"Uninstall", h.uninstall},
 	})
 }

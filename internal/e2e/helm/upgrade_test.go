@@ -51,6 +51,9 @@ var egressIP = netip.MustParseAddr("172.18.0.44")
 func (h *harness) upgrade(t *testing.T) {
 	egressNode := h.cl.Nodes[len(h.cl.Nodes)-1]
 	senderNode := h.cl.Nodes[0]
+	if h.leaders > 1 {
+		h.handOff(t, egressNode.Name)
+	}
 	stream := h.egress(t, senderNode, egressNode)
 	defer stream.Stop()
 	h.longService(t)

@@ -1,0 +1,186 @@
+package helm
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/ovnedge/ovnedge/internal/e2e"
+	"github.com/ovnedge/ovnedge/testbed"
+)
+
+// matrixPort is the first UDP port of the matrix's streams.
+const matrixPort = 9400
+
+// fault is one way the egress node stops serving, as internal/e2e's
+// failover matrix has it, on the kubelet deployment: fail breaks node,
+// and restore (after the failover) brings it back.
+type fault struct {
+	name          string
+	fail, restore func(t *testing.T, h *harness, node string)
+}
+
+// faults are the matrix: the uplink down (the node pod's heartbeats say
+// NOT_SERVING), the uplink down while ovn-controller lags (its chassis
+// keeps the egress IP's NAT when the uplink is back: the node pod's fence
+// must silence it), and the node's ovnedge container killed (the kubelet
+// restarts it; the chassis keeps forwarding meanwhile). Chassis and kubelet
+// killed is the Failover step.
+var faults = []fault{
+	{"UplinkDown",
+		func(t *testing.T, h *harness, n string) { h.cl.Node(n).SetUplink(false) },
+		func(t *testing.T, h *harness, n string) { h.cl.Node(n).SetUplink(true) }},
+	{"UplinkDownControllerLagging",
+		func(t *testing.T, h *harness, n string) {
+			h.cl.Node(n).PauseController(true)
+			h.cl.Node(n).SetUplink(false)
+		},
+		func(t *testing.T, h *harness, n string) {
+			h.cl.Node(n).SetUplink(true)
+			time.Sleep(time.Second) // the chassis's stale NAT, unless fenced
+			h.cl.Node(n).PauseController(false)
+		}},
+	{"OvnedgeKilled",
+		func(t *testing.T, h *harness, n string) { h.killNodePod(t, n) },
+		func(*testing.T, *harness, string) {}},
+}
+
+// fastFailover turns the chart's egress.fastFailover on (`helm upgrade
+// --reuse-values --set`: heartbeats every 100 ms, the leader and the node
+// pods) and runs the matrix: for each fault, with the EgressIP on the node
+// that is not the sender's, a UDP stream every 10 ms from the kubelet-run
+// sender pod and ARP requests for the egress IP every 10 ms from the
+// client, the fault on the egress node. The IP must move to the sender's
+// node (or, with only the ovnedge container killed and restarted before
+// the leader saw it, stay), the stream arrive from the egress IP again,
+// and no two nodes answer ARP for it at once, the owner last. The loss
+// windows are measured.
+func (h *harness) fastFailover(t *testing.T) {
+	h.setValue(t, "egress.fastFailover=true")
+	sender, egressNode := h.cl.Nodes[0].Name, h.cl.Nodes[len(h.cl.Nodes)-1].Name
+	for i, f := range faults {
+		t.Run(f.name, func(t *testing.T) {
+			h.egressOn(t, egressNode, sender)
+			_, _ = h.cl.Client.RunErr("ip", "neigh", "flush", "dev", "eth0")
+			w, err := e2e.StartARPWatch(h.cl.Client, "eth0", egressIP, 10*time.Millisecond)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Stop()
+			s, err := e2e.StartStream(h.sender, h.cl.Client, netip.AddrPortFrom(netip.MustParseAddr(testbed.ClusterClientIP), uint16(matrixPort+i)), 10*time.Millisecond)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Stop()
+			h.eventually(t, 30*time.Second, "the stream arriving from "+egressIP.String(), func() error {
+				if from := s.LastFrom(); from != egressIP {
+					return fmt.Errorf("last from %v", from)
+				}
+				return nil
+			})
+			failed, sentAtFault := time.Now(), s.Sent()
+			f.fail(t, h, egressNode)
+			h.eventually(t, 60*time.Second, "the stream from "+egressIP.String()+" after "+f.name, func() error {
+				return s.ArrivedAfter(sentAtFault+5, egressIP)
+			})
+			time.Sleep(300 * time.Millisecond)
+			gap, lost := s.Gap(failed)
+			owner := h.egressNode(t)
+			f.restore(t, h, egressNode)
+			time.Sleep(500 * time.Millisecond) // ARP after the restore too
+			w.Stop()
+			owners := w.Owners()
+			named := make([]string, len(owners))
+			for j, m := range owners {
+				named[j] = h.nodeOfMAC(m)
+			}
+			t.Logf("%s on %s: EgressIP on %s after it; loss window %v (%d packets lost); ARP answered by %v (%d replies)",
+				f.name, egressNode, owner, gap.Round(time.Millisecond), lost, named, len(w.Replies()))
+			h.note("fast failover "+f.name+": loss window", fmt.Sprintf("%v (EgressIP then on %s)", gap.Round(time.Millisecond), owner))
+			if err := w.Overlap(); err != nil {
+				t.Errorf("two nodes answered ARP for %s: %v (%v)", egressIP, err, named)
+			}
+			if len(named) == 0 || named[len(named)-1] != owner {
+				t.Errorf("ARP for %s last answered by %v, want the owner %s", egressIP, named, owner)
+			}
+			if owner != sender && f.name != "OvnedgeKilled" {
+				t.Errorf("EgressIP %s on %q after %s, want %s", egressName, owner, f.name, sender)
+			}
+			h.eventually(t, 90*time.Second, "every ovnedge pod Ready and Reconciled after "+f.name, func() error {
+				return h.everyPodReady(func(*corev1.Pod) error { return nil })
+			})
+		})
+	}
+}
+
+// egressOn puts the EgressIP on node: the other node (other) loses the
+// egress-assignable label until the status names node, then gets it back
+// (ovnedge keeps an assignment that is still valid).
+func (h *harness) egressOn(t *testing.T, node, other string) {
+	if h.egressNode(t) == node {
+		return
+	}
+	label := func(n, value string) {
+		patch := fmt.Appendf(nil, `{"metadata":{"labels":{"k8s.ovn.org/egress-assignable":%s}}}`, value)
+		if _, err := h.cs.CoreV1().Nodes().Patch(h.ctx, n, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	label(other, "null")
+	h.eventually(t, wait, "EgressIP "+egressName+" on "+node, func() error {
+		if n := h.egressNode(t); n != node {
+			return fmt.Errorf("on %q", n)
+		}
+		return nil
+	})
+	label(other, `""`)
+	time.Sleep(time.Second) // the leader sees the second egress node (it must not move the IP)
+	if n := h.egressNode(t); n != node {
+		t.Fatalf("EgressIP %s moved to %q once %s was egress-assignable again", egressName, n, other)
+	}
+}
+
+// killNodePod SIGKILLs the ovnedge container of node's node pod (the
+// kubelet restarts it).
+func (h *harness) killNodePod(t *testing.T, node string) {
+	pods, err := h.pods(h.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods {
+		if p.Labels["app.kubernetes.io/component"] != "node" || p.Spec.NodeName != node {
+			continue
+		}
+		pid, err := containerPID(h.env.KubeNode(node), &p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); !strings.Contains(string(b), "ovnedge") {
+			t.Fatalf("pid %d is %q, not ovnedge", pid, b)
+		}
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatalf("kill %d: %v", pid, err)
+		}
+		return
+	}
+	t.Fatalf("no node pod on %s", node)
+}
+
+// nodeOfMAC names the node whose breth0 has mac.
+func (h *harness) nodeOfMAC(mac string) string {
+	for _, n := range h.cl.Nodes {
+		if strings.EqualFold(n.MAC, mac) {
+			return n.Name
+		}
+	}
+	return "?" + mac
+}
