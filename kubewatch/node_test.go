@@ -97,3 +97,53 @@ func TestCompactSlice(t *testing.T) {
 		}
 	}
 }
+
+// TestStubService: a ClusterIP Service without external IPs is reduced
+// to its identity, type and cluster IPs (idempotently); any Service a node
+// has work for is kept whole.
+func TestStubService(t *testing.T) {
+	full := func(typ corev1.ServiceType) *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s", UID: "u", ResourceVersion: "7",
+			Labels: map[string]string{"app": "x"}, Annotations: map[string]string{"a": "b"}},
+			Spec: corev1.ServiceSpec{Type: typ, ClusterIP: "10.96.0.1", ClusterIPs: []string{"10.96.0.1"},
+				Selector: map[string]string{"app": "x"}, Ports: []corev1.ServicePort{{Port: 80}}}}
+	}
+	withExternal := full(corev1.ServiceTypeClusterIP)
+	withExternal.Spec.ExternalIPs = []string{"192.0.2.1"}
+	withIngress := full(corev1.ServiceTypeClusterIP)
+	withIngress.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.2"}}
+	for _, c := range []struct {
+		name string
+		svc  *corev1.Service
+		stub bool
+	}{
+		{"ClusterIP", full(corev1.ServiceTypeClusterIP), true},
+		{"no type", full(""), true},
+		{"NodePort", full(corev1.ServiceTypeNodePort), false},
+		{"LoadBalancer", full(corev1.ServiceTypeLoadBalancer), false},
+		{"ExternalName", full(corev1.ServiceTypeExternalName), false},
+		{"ClusterIP with an external IP", withExternal, false},
+		{"ClusterIP with ingress", withIngress, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := c.svc.DeepCopy()
+			stubService(c.svc)
+			if !c.stub {
+				if !reflect.DeepEqual(c.svc, before) {
+					t.Errorf("changed:\n%+v\n%+v", before, c.svc)
+				}
+				return
+			}
+			want := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s", UID: "u", ResourceVersion: "7"},
+				Spec: corev1.ServiceSpec{Type: before.Spec.Type, ClusterIP: "10.96.0.1", ClusterIPs: []string{"10.96.0.1"}}}
+			if !reflect.DeepEqual(c.svc, want) {
+				t.Errorf("stub %+v, want %+v", c.svc, want)
+			}
+			again := c.svc.DeepCopy()
+			stubService(again)
+			if !reflect.DeepEqual(again, c.svc) {
+				t.Errorf("stubbing again changed it")
+			}
+		})
+	}
+}

@@ -2,11 +2,15 @@ package scale
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"testing"
 
+	discoveryv1 "k8s.io/api/discovery/v1"
+
 	"github.com/ovnedge/ovnedge/daemon"
 	"github.com/ovnedge/ovnedge/desired"
+	"github.com/ovnedge/ovnedge/kubewatch"
 	"github.com/ovnedge/ovnedge/lbsvc"
 )
 
@@ -82,4 +86,75 @@ func BenchmarkNodePass(b *testing.B) {
 			}
 		}
 	}
+}
+
+// TestTrimForNodeKeepsNodeState: node instances keep their Services and
+// EndpointSlices trimmed (kubewatch.TrimForNode: ClusterIP Services
+// stubbed, other nodes' endpoints compacted); the desired state of two
+// nodes of the scale benchmark's 10,000-pod cluster, with and without L2
+// announcements and BGP, is the same from the trimmed objects as from the
+// whole ones. The cluster has every kind of Service the benchmark makes
+// (ClusterIP, NodePort, LoadBalancer with ingress), plus ExternalIP
+// Services with externalTrafficPolicy Local and Cluster and host-network
+// endpoints, and a ClusterIP Service whose endpoints are on the host
+// network.
+func TestTrimForNodeKeepsNodeState(t *testing.T) {
+	whole := nodeSnapshot(ShapeFor(10000))
+	for j := range 5 {
+		name := fmt.Sprintf("trim-%d", j)
+		svc := nodeService(name, NodeNewVIP(j), j%2 == 0)
+		if j == 4 { // a ClusterIP Service of host-network endpoints
+			svc.Spec.ExternalIPs, svc.Spec.ExternalTrafficPolicy = nil, ""
+		}
+		svc.Spec.ClusterIP = fmt.Sprintf("10.97.0.%d", j+1)
+		svc.Spec.ClusterIPs = []string{svc.Spec.ClusterIP}
+		whole.Services = append(whole.Services, svc)
+		slice := EndpointSlice(0, nil)
+		slice.Name, slice.Labels = name+"-1", map[string]string{discoveryv1.LabelServiceName: name}
+		slice.Endpoints = nodeEndpoints(j >= 2)
+		whole.EndpointSlices = append(whole.EndpointSlices, slice)
+	}
+	trimmed := whole
+	trimmed.Services, trimmed.EndpointSlices = nil, nil
+	stubs := 0
+	for _, svc := range whole.Services {
+		c := svc.DeepCopy()
+		kubewatch.TrimForNode(c, NodeName(0))
+		if len(c.Spec.Ports) == 0 {
+			stubs++
+		}
+		trimmed.Services = append(trimmed.Services, c)
+	}
+	if stubs < len(whole.Services)*8/10 {
+		t.Fatalf("%d of %d Services stubbed", stubs, len(whole.Services))
+	}
+	for _, node := range []string{NodeName(0), NodeName(1)} {
+		trimmed.EndpointSlices = nil
+		for _, s := range whole.EndpointSlices {
+			trimmed.EndpointSlices = append(trimmed.EndpointSlices, kubewatch.TrimForNode(s.DeepCopy(), node).(*discoveryv1.EndpointSlice))
+		}
+		for _, flags := range [][]string{{"--enable-l2-announce=false"}, {"--enable-l2-announce=true"},
+			{"--enable-bgp=true", "--bgp-peer-address=172.18.0.1"}} {
+			cfg, _, err := daemon.ParseConfig("test", append([]string{"--node-name=" + node, "--gateway-flows=true",
+				"--cluster-subnets=" + ClusterSubnet + "/" + fmt.Sprint(HostPrefix), "--gateway-v4-join-subnet=" + JoinSubnet,
+				"--gateway-v4-masquerade-subnet=169.254.169.0/29", "--enable-egress-ip=true", "--uplink=eth0",
+				"--bridge-mac=0a:58:0a:00:00:01"}, flags...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := daemon.ParamsFrom(cfg)
+			w, err1 := desired.ComputeNode(whole, p, node)
+			c, err2 := desired.ComputeNode(trimmed, p, node)
+			if err1 != nil || err2 != nil {
+				t.Fatalf("%s %v: %v, %v", node, flags, err1, err2)
+			}
+			if !reflect.DeepEqual(w, c) {
+				t.Errorf("%s %v: the node's desired state differs from trimmed objects", node, flags)
+			}
+			if len(w.Sets) == 0 {
+				t.Errorf("%s %v: no flows", node, flags)
+			}
+		}
+	}
+	t.Logf("%d of %d Services stubbed", stubs, len(whole.Services))
 }
