@@ -139,14 +139,15 @@ func objectName(namespace, name string) string {
 
 // Successor names the leader candidate that a Lease holder running on an
 // egress-assignable node hands the Lease to, "" to keep it: another Ready
-// Pod of the holder's workload (its labels but pod-template-hash), not
+// Pod of the holder's workload (its labels but pod-template-hash; a
+// holder without labels keeps the Lease), not
 // being deleted, on a Ready node that is not egress-assignable; the first
 // by name. nodes has the nodes of self and of the candidates. A leader
 // that dies with an egress node holds the EgressIPs' failover up until its
 // Lease expires (leaseDuration); one elsewhere moves them as soon as the
 // reachability check sees the node gone.
 func Successor(self *corev1.Pod, candidates []corev1.Pod, nodes map[string]*corev1.Node) string {
-	if n := nodes[self.Spec.NodeName]; n == nil || !egressAssignable(n) {
+	if n := nodes[self.Spec.NodeName]; n == nil || !egressAssignable(n) || len(workload(self)) == 0 {
 		return ""
 	}
 	var best string
@@ -169,11 +170,18 @@ func egressAssignable(n *corev1.Node) bool {
 	return ok
 }
 
-// sameWorkload says whether p has self's labels, but the ReplicaSet's
-// pod-template-hash (a rollout's pods are candidates too).
+// workload is p's labels but the ReplicaSet's pod-template-hash (a
+// rollout's pods are candidates too): what its workload's Pods share.
+func workload(p *corev1.Pod) map[string]string {
+	w := maps.Clone(p.Labels)
+	delete(w, appsv1.DefaultDeploymentUniqueLabelKey)
+	return w
+}
+
+// sameWorkload says whether p has self's workload labels.
 func sameWorkload(self, p *corev1.Pod) bool {
-	for k, v := range self.Labels {
-		if k != appsv1.DefaultDeploymentUniqueLabelKey && p.Labels[k] != v {
+	for k, v := range workload(self) {
+		if p.Labels[k] != v {
 			return false
 		}
 	}
@@ -215,8 +223,10 @@ func successorOf(ctx context.Context, cs kubernetes.Interface, namespace, name s
 	if err := node(self.Spec.NodeName); err != nil || !egressAssignable(nodes[self.Spec.NodeName]) {
 		return "", err
 	}
-	sel := maps.Clone(self.Labels)
-	delete(sel, appsv1.DefaultDeploymentUniqueLabelKey)
+	sel := workload(self)
+	if len(sel) == 0 {
+		return "", nil // no workload to find the candidates by
+	}
 	list, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(sel).String()})
 	if err != nil {
 		return "", fmt.Errorf("leader candidates: %w", err)

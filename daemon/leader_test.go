@@ -128,6 +128,8 @@ func TestSuccessor(t *testing.T) {
 	}
 	deleting := pod("b", "plain", true)
 	deleting.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	unlabelled := pod("a", "egress1", true)
+	unlabelled.Labels = nil
 	other := pod("b", "plain", true)
 	other.Labels["app.kubernetes.io/component"] = "node"
 	for _, c := range []struct {
@@ -149,6 +151,7 @@ func TestSuccessor(t *testing.T) {
 		{"not to one on an unknown node", pod("a", "egress1", true), []corev1.Pod{pod("b", "gone", true)}, ""},
 		{"not to itself", pod("a", "egress1", true), []corev1.Pod{pod("a", "egress1", true)}, ""},
 		{"holder on an unknown node", pod("a", "gone", true), []corev1.Pod{pod("b", "plain", true)}, ""},
+		{"holder without labels", unlabelled, []corev1.Pod{pod("b", "plain", true)}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if got := Successor(&c.self, c.candidates, nodes); got != c.want {
