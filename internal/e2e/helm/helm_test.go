@@ -92,18 +92,7 @@ func (h *harness) note(what, value string) {
 // of two nodes and run in order; a failed step stops the rest.
 func TestHelm(t *testing.T) {
 	h := start(t, 2, 2)
-	h.run(t, []step{
-		{"Install", h.install},
-		{"Ready", h.ready},
-		{"ExternalIP", h.externalIP},
-		{"ARPBypass", h.arpBypass},
-		{"KubeletBackends", h.kubeletBackends},
-		{"RestartNode", h.restartNode},
-		{"Upgrade", h.upgrade},
-		{"Failover", h.failover},
-		{"FastFailover", h.fastFailover},
-		{"Uninstall", h.uninstall},
-	})
+	h.run(t, h.steps())
 }
 
 // TestHelmOneNode runs TestHelm's steps on a one-node cluster (single-node
@@ -113,11 +102,17 @@ func TestHelm(t *testing.T) {
 // it enters (NodePort templates included), the ExternalIP's backend is on
 // the node the client routes through, the EgressIP's pod leaves through its
 // own node, and the upgrade replaces the only leader (maxSurge 0: no
-// replica holds the Lease until the new pod takes it). Failover needs a
-// second node and is not run.
+// replica holds the Lease until the new pod takes it). The failovers need
+// a second node and are not run.
 func TestHelmOneNode(t *testing.T) {
 	h := start(t, 1, 1)
-	h.run(t, []step{
+	h.run(t, h.steps())
+}
+
+// steps are the tests' steps in order, those that need a second node (the
+// failovers) only when the cluster has one.
+func (h *harness) steps() []step {
+	steps := []step{
 		{"Install", h.install},
 		{"Ready", h.ready},
 		{"ExternalIP", h.externalIP},
@@ -125,8 +120,11 @@ func TestHelmOneNode(t *testing.T) {
 		{"KubeletBackends", h.kubeletBackends},
 		{"RestartNode", h.restartNode},
 		{"Upgrade", h.upgrade},
-		{"Uninstall", h.uninstall},
-	})
+	}
+	if len(h.nodes) > 1 {
+		steps = append(steps, step{"Failover", h.failover}, step{"FastFailover", h.fastFailover})
+	}
+	return append(steps, step{"Uninstall", h.uninstall})
 }
 
 // step is one of a test's steps.
