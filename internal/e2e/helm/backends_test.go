@@ -474,6 +474,7 @@ func (h *harness) singleStackIPv6(t *testing.T, pods map[string]corev1.Pod) {
 		h.throughNode(t, n, svcs, pods, ipv6)
 	}
 	h.measured("IPv6 Services apply -> answered through every node", time.Since(begin))
+	h.ndpBypass(t, ingressIP(svcs[corev1.ServiceExternalTrafficPolicyCluster], ipv6))
 	for _, svc := range svcs {
 		_, _ = h.cl.Client.RunErr("ip", "route", "del", ingressIP(svc, ipv6))
 		if err := h.cs.CoreV1().Services(backendsNS).Delete(h.ctx, svc.Name, metav1.DeleteOptions{}); err != nil {

@@ -26,7 +26,9 @@
 // getting its NB load balancer and breth0 flows and answering a real TCP
 // connection from the external client; the ARP bypass (with no route to
 // the ExternalIP, no node answers ARP for it until it is on a node's lo,
-// then that node alone, and the client connects through it);
+// then that node alone, and the client connects through it); the bridge
+// drift (ovnedge's base and ExternalIP flows deleted by hand on a node's
+// breth0 come back from its node pod, and the client is answered again);
 // LoadBalancer Services (ETP=Cluster
 // and ETP=Local, addresses from the chart's loadBalancer.pools) of a
 // DaemonSet of kubelet-run pods on OVN (dual-stack: examples/ovncni with
@@ -35,8 +37,8 @@
 // node's VIP route and NodePort (ETP=Local: only that node's pod, which
 // sees the client's address), the same over IPv6 with two IPv6
 // single-stack Services (addresses from the IPv6 pool, the controller's
-// IPv6 EndpointSlices), then each Service's loadBalancerSourceRanges
-// (the chart's default loadBalancer.sourceRanges) set to a range without
+// IPv6 EndpointSlices) and the NDP bypass of one of their addresses,
+// then each Service's loadBalancerSourceRanges (the chart's default loadBalancer.sourceRanges) set to a range without
 // the client, which the VIP then no longer answers while the NodePort
 // does, to the client's address and cleared, the VIP answering again,
 // then, with loadBalancer.emptyLBEvents turned on by `helm upgrade

@@ -117,6 +117,7 @@ func (h *harness) steps() []step {
 		{"Ready", h.ready},
 		{"ExternalIP", h.externalIP},
 		{"ARPBypass", h.arpBypass},
+		{"BridgeDrift", h.bridgeDrift},
 		{"KubeletBackends", h.kubeletBackends},
 		{"RestartNode", h.restartNode},
 		{"Upgrade", h.upgrade},
