@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -44,18 +45,18 @@ func DefaultLease(identity string) Lease {
 // instance loses the Lease, and campaigns again, until ctx ends. On ctx's
 // end a held Lease is released so a successor takes over at once. A lead
 // that returns while its context is still alive steps down: the Lease is
-// released, and this instance campaigns again only after l.Duration, so
-// another candidate can take it.
-func RunLeader(ctx context.Context, cs kubernetes.Interface, l Lease, log *slog.Logger, lead func(context.Context)) error {
+// released, and this instance campaigns again only after the pause lead
+// returned (l.Duration when 0), so another candidate can take it.
+func RunLeader(ctx context.Context, cs kubernetes.Interface, l Lease, log *slog.Logger, lead func(context.Context) (pause time.Duration)) error {
 	for ctx.Err() == nil {
-		stepped, err := leaderTerm(ctx, cs, l, log, lead)
+		stepped, pause, err := leaderTerm(ctx, cs, l, log, lead)
 		if err != nil {
 			return err
 		}
 		if stepped {
 			select {
 			case <-ctx.Done():
-			case <-time.After(l.Duration):
+			case <-time.After(cmp.Or(pause, l.Duration)):
 			}
 		}
 	}
@@ -63,11 +64,13 @@ func RunLeader(ctx context.Context, cs kubernetes.Interface, l Lease, log *slog.
 }
 
 // leaderTerm campaigns until this instance has led once and lost or left
-// the Lease (or ctx ends); stepped says whether lead stepped down.
-func leaderTerm(ctx context.Context, cs kubernetes.Interface, l Lease, log *slog.Logger, lead func(context.Context)) (stepped bool, err error) {
+// the Lease (or ctx ends); stepped says whether lead stepped down, and
+// pause is what it returned then.
+func leaderTerm(ctx context.Context, cs kubernetes.Interface, l Lease, log *slog.Logger, lead func(context.Context) time.Duration) (stepped bool, pause time.Duration, err error) {
 	term, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var down atomic.Bool
+	var paused atomic.Int64
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: l.Namespace, Name: l.Name},
 		Client:     cs.CoordinationV1(),
@@ -83,9 +86,10 @@ func leaderTerm(ctx context.Context, cs kubernetes.Interface, l Lease, log *slog
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(lctx context.Context) {
 				log.Info("became the cluster-wide leader", "lease", l.Namespace+"/"+l.Name, "identity", l.Identity)
-				lead(lctx)
+				p := lead(lctx)
 				if lctx.Err() == nil {
-					log.Warn("stepping down: releasing the Lease for another candidate", "lease", l.Namespace+"/"+l.Name, "for", l.Duration)
+					log.Warn("stepping down: releasing the Lease for another candidate", "lease", l.Namespace+"/"+l.Name, "for", cmp.Or(p, l.Duration))
+					paused.Store(int64(p))
 					down.Store(true)
 					cancel()
 				}
@@ -101,10 +105,10 @@ func leaderTerm(ctx context.Context, cs kubernetes.Interface, l Lease, log *slog
 		},
 	})
 	if err != nil {
-		return false, fmt.Errorf("leader election on %s/%s: %w", l.Namespace, l.Name, err)
+		return false, 0, fmt.Errorf("leader election on %s/%s: %w", l.Namespace, l.Name, err)
 	}
 	elector.Run(term) // returns when leadership is lost or left, or ctx ends
-	return down.Load(), nil
+	return down.Load(), time.Duration(paused.Load()), nil
 }
 
 // NewRecorder returns an event recorder for component "ovnedge". Events

@@ -31,9 +31,10 @@ func TestRunLeaderTakeover(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			if err := RunLeader(ctx, cs, lease(id), log, func(ctx context.Context) {
+			if err := RunLeader(ctx, cs, lease(id), log, func(ctx context.Context) time.Duration {
 				leading <- id
 				<-ctx.Done()
+				return 0
 			}); err != nil {
 				t.Error(err)
 			}
@@ -77,13 +78,13 @@ func TestRunLeaderStepDown(t *testing.T) {
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	wg.Go(func() {
-		_ = RunLeader(ctx, cs, l("a"), log, func(context.Context) { leading <- "a" }) // steps down at once
+		_ = RunLeader(ctx, cs, l("a"), log, func(context.Context) time.Duration { leading <- "a"; return 0 }) // steps down at once
 	})
 	if id := <-leading; id != "a" {
 		t.Fatalf("first leader %s, want a", id)
 	}
 	wg.Go(func() {
-		_ = RunLeader(ctx, cs, l("b"), log, func(lctx context.Context) { leading <- "b"; <-lctx.Done() })
+		_ = RunLeader(ctx, cs, l("b"), log, func(lctx context.Context) time.Duration { leading <- "b"; <-lctx.Done(); return 0 })
 	})
 	select {
 	case id := <-leading:
@@ -158,5 +159,41 @@ func TestSuccessor(t *testing.T) {
 				t.Errorf("Successor = %q, want %q", got, c.want)
 			}
 		})
+	}
+}
+
+// A lead that steps down with a pause (a hand-over to a successor) campaigns
+// again after that pause, not a lease duration, and takes the Lease back
+// when nobody took it.
+func TestRunLeaderStepDownPause(t *testing.T) {
+	t.Parallel()
+	cs := fake.NewClientset()
+	l := Lease{Namespace: "kube-system", Name: "ovnedge", Identity: "a",
+		Duration: time.Minute, RenewDeadline: 30 * time.Second, RetryPeriod: 100 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	terms := make(chan int, 4)
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	n := 0
+	wg.Go(func() {
+		_ = RunLeader(ctx, cs, l, slog.New(slog.DiscardHandler), func(lctx context.Context) time.Duration {
+			n++
+			terms <- n
+			if n == 1 {
+				return 200 * time.Millisecond // hand over
+			}
+			<-lctx.Done()
+			return 0
+		})
+	})
+	for want := 1; want <= 2; want++ {
+		select {
+		case got := <-terms:
+			if got != want {
+				t.Fatalf("term %d, want %d", got, want)
+			}
+		case <-time.After(10 * time.Second): // the lease duration is a minute
+			t.Fatalf("no term %d: the pause was not taken instead of the lease duration", want)
+		}
 	}
 }

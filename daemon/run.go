@@ -388,7 +388,7 @@ func (l *loops) elect(ctx context.Context, c *Clients) {
 			lease.Duration, lease.RenewDeadline, lease.RetryPeriod = l.cfg.LeaseDuration, l.cfg.LeaseRenewDeadline, l.cfg.LeaseRetryPeriod
 		}
 	}
-	err := RunLeader(ctx, c.Typed, lease, l.log, func(lctx context.Context) {
+	err := RunLeader(ctx, c.Typed, lease, l.log, func(lctx context.Context) time.Duration {
 		l.lead(true)
 		defer l.lead(false)
 		l.w.RequestFull() // what changed while following was not kept
@@ -396,7 +396,7 @@ func (l *loops) elect(ctx context.Context, c *Clients) {
 		if u := l.env.Unidle; u != nil {
 			go u.run(lctx, l.w.Services)
 		}
-		l.leadUntil(lctx, c.Typed)
+		return l.leadUntil(lctx, c.Typed, 2*lease.RetryPeriod)
 	})
 	if err != nil {
 		l.log.Error("leader election stopped", "err", err)
@@ -404,38 +404,44 @@ func (l *loops) elect(ctx context.Context, c *Clients) {
 }
 
 // leadUntil returns when ctx ends or when this leader steps down
-// (stepDown): RunLeader then releases the Lease for another candidate.
-func (l *loops) leadUntil(ctx context.Context, cs kubernetes.Interface) {
+// (stepDown): RunLeader then releases the Lease for another candidate, and
+// campaigns again after the pause it returns: a lease duration (0) after
+// failing passes, handOff after handing the Lease to a Successor (if the
+// successor did not take it, this one takes it back and keeps it for
+// yieldBackoff).
+func (l *loops) leadUntil(ctx context.Context, cs kubernetes.Interface, handOff time.Duration) time.Duration {
 	if l.cfg.LeaderStepDown <= 0 && !l.cfg.LeaderAvoidEgressNodes {
 		<-ctx.Done()
-		return
+		return 0
 	}
 	tick := time.NewTicker(max(time.Second, min(3*time.Second, cmp.Or(l.cfg.LeaderStepDown/10, 3*time.Second))))
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return 0
 		case <-tick.C:
-			if l.stepDown(ctx, cs) {
-				return
+			if failing, yield := l.stepDown(ctx, cs); failing {
+				return 0
+			} else if yield {
+				return handOff
 			}
 		}
 	}
 }
 
-// stepDown says whether to release the Lease: with
+// stepDown says whether to release the Lease: failing with
 // --leader-step-down-after, once the cluster pass has failed that long (for
-// a candidate that reaches the NB, say); with --leader-avoid-egress-nodes,
-// for a Successor off the egress nodes, unless it did so less than
-// yieldBackoff ago.
-func (l *loops) stepDown(ctx context.Context, cs kubernetes.Interface) bool {
+// a candidate that reaches the NB, say); yield with
+// --leader-avoid-egress-nodes, for a Successor off the egress nodes, unless
+// it did so less than yieldBackoff ago.
+func (l *loops) stepDown(ctx context.Context, cs kubernetes.Interface) (failing, yield bool) {
 	if d := l.ready.ClusterFailing(); l.cfg.LeaderStepDown > 0 && d >= l.cfg.LeaderStepDown {
 		l.log.Warn("the cluster pass has failed too long", "for", d.Round(time.Millisecond), "limit", l.cfg.LeaderStepDown)
-		return true
+		return true, false
 	}
 	if !l.cfg.LeaderAvoidEgressNodes || time.Since(time.Unix(0, l.yielded.Load())) < yieldBackoff {
-		return false
+		return false, false
 	}
 	to, err := successorOf(ctx, cs, os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME"))
 	if err != nil && ctx.Err() == nil {
@@ -445,7 +451,7 @@ func (l *loops) stepDown(ctx context.Context, cs kubernetes.Interface) bool {
 		l.log.Info("handing the Lease to a candidate off the egress-assignable nodes: this leader's node is one", "to", to)
 		l.yielded.Store(time.Now().UnixNano())
 	}
-	return to != ""
+	return false, to != ""
 }
 
 // yieldBackoff is how long a leader that handed the Lease to a Successor

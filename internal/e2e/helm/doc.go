@@ -72,6 +72,8 @@
 // its one egress-assignable node the second one; the loss window measured,
 // aim < 1 s) — no owned flow re-added or changed and no NB load
 // balancer, router policy, NAT or address set changed or re-inserted;
+// the EgressIP's IP changed to an IPv6 one, from which the dual-stack
+// sender pod then reaches the client over IPv6, and back;
 // a chassis-kill failover (both nodes egress-assignable): the node the
 // EgressIP's status names dies as a machine would, its kubelet killed
 // by PID (testbed's KubeNode.KillKubelet: nothing restarts or reports

@@ -297,40 +297,51 @@ func (h *harness) restore(t *testing.T, kn *testbed.KubeNode, node string) {
 	t.Logf("after the restore, EgressIP %s on %s", egressName, h.egressNode(t))
 }
 
-// handOff proves leader.avoidEgressNodes: the Lease's holder is first
-// moved onto node (its pod elsewhere deleted: the replica on node takes
-// the Lease it releases, and the Deployment starts another pod), then node
-// is labelled egress-assignable, and the holder must hand the Lease to the
-// replica on the other node once that one is Ready. The hand-over is
-// timed from the label.
+// handOff proves leader.avoidEgressNodes on the two nodes: if the Lease's
+// holder runs on the other node, that node is labelled egress-assignable
+// and its leader must hand the Lease to the replica on node (then the
+// label goes); then node is labelled, and its leader must hand the Lease
+// to the replica on the other node. Each hand-over is timed from the
+// label. (Deleting the holder's pod instead races the standby against the
+// Deployment's new pod on the same node.)
 func (h *harness) handOff(t *testing.T, node string) {
-	if on, pod := h.holder(t); on != node {
-		if err := h.cs.CoreV1().Pods(namespace).Delete(h.ctx, pod, metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		h.eventually(t, wait, "the Lease held on "+node+", every pod Ready", func() error {
-			if on, pod := h.holder(t); on != node {
-				return fmt.Errorf("held by %s on %s", pod, on)
-			}
-			return h.everyPodReady(func(*corev1.Pod) error { return nil })
-		})
+	other := h.cl.Nodes[0].Name
+	if other == node {
+		other = h.cl.Nodes[1].Name
 	}
-	patch := []byte(`{"metadata":{"labels":{"k8s.ovn.org/egress-assignable":""}}}`)
+	if on, _ := h.holder(t); on == other {
+		h.labelEgress(t, other, `""`)
+		h.handedOff(t, other, node)
+		h.labelEgress(t, other, "null")
+	}
+	h.labelEgress(t, node, `""`)
+	h.handedOff(t, node, other)
+	t.Logf("the leaders' hand-overs:\n%s", h.env.LeaderLog("handing the Lease"))
+}
+
+// labelEgress sets node's k8s.ovn.org/egress-assignable label to value
+// (JSON: `""`, or null to remove it).
+func (h *harness) labelEgress(t *testing.T, node, value string) {
+	patch := fmt.Appendf(nil, `{"metadata":{"labels":{"k8s.ovn.org/egress-assignable":%s}}}`, value)
 	if _, err := h.cs.CoreV1().Nodes().Patch(h.ctx, node, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// handedOff waits until the Lease is held by the leader pod on to, once
+// from was labelled egress-assignable, and measures the wait.
+func (h *harness) handedOff(t *testing.T, from, to string) {
 	labelled := time.Now()
-	h.eventually(t, wait, "the Lease handed off "+node+", now egress-assignable, to the other replica", func() error {
-		if on, pod := h.holder(t); on == node || on == "" {
+	h.eventually(t, wait, "the Lease handed from "+from+", now egress-assignable, to the replica on "+to, func() error {
+		if on, pod := h.holder(t); on != to {
 			return fmt.Errorf("held by %q on %q", pod, on)
 		}
 		return nil
 	})
 	took := time.Since(labelled)
-	on, pod := h.holder(t)
-	h.measured("node labelled egress-assignable -> its leader handed the Lease off it", took)
-	t.Logf("the leader on %s handed the Lease to %s on %s %v after %s was labelled egress-assignable:\n%s",
-		node, pod, on, took.Round(time.Millisecond), node, h.env.LeaderLog("handing the Lease"))
+	h.measured("node labelled egress-assignable -> its leader handed the Lease to the replica elsewhere", took)
+	t.Logf("the leader on %s handed the Lease to the replica on %s %v after %s was labelled egress-assignable", from, to,
+		took.Round(time.Millisecond), from)
 }
 
 // holder is the node and name of the leader pod holding the Lease (no

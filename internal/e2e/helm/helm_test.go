@@ -121,6 +121,7 @@ func (h *harness) steps() []step {
 		{"KubeletBackends", h.kubeletBackends},
 		{"RestartNode", h.restartNode},
 		{"Upgrade", h.upgrade},
+		{"EgressIPv6", h.egressIPv6},
 	}
 	if len(h.nodes) > 1 {
 		steps = append(steps, step{"Failover", h.failover}, step{"FastFailover", h.fastFailover})

@@ -11,8 +11,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ovnedge/ovnedge/internal/e2e"
 	"github.com/ovnedge/ovnedge/testbed"
@@ -129,20 +127,14 @@ func (h *harness) egressOn(t *testing.T, node, other string) {
 	if h.egressNode(t) == node {
 		return
 	}
-	label := func(n, value string) {
-		patch := fmt.Appendf(nil, `{"metadata":{"labels":{"k8s.ovn.org/egress-assignable":%s}}}`, value)
-		if _, err := h.cs.CoreV1().Nodes().Patch(h.ctx, n, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	label(other, "null")
+	h.labelEgress(t, other, "null")
 	h.eventually(t, wait, "EgressIP "+egressName+" on "+node, func() error {
 		if n := h.egressNode(t); n != node {
 			return fmt.Errorf("on %q", n)
 		}
 		return nil
 	})
-	label(other, `""`)
+	h.labelEgress(t, other, `""`)
 	time.Sleep(time.Second) // the leader sees the second egress node (it must not move the IP)
 	if n := h.egressNode(t); n != node {
 		t.Fatalf("EgressIP %s moved to %q once %s was egress-assignable again", egressName, n, other)

@@ -3,6 +3,7 @@ package helm
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -32,6 +33,7 @@ const (
 	// the EgressIP of the Upgrade step, its namespace and sender pod
 	egressName, egressNS, senderName = "upgrade", "egress", "sender"
 	egressPort                       = 9100
+	egressPort6                      = 9007
 	// the Service's second port, for the long-lived connection (Serve's
 	// connections end after 30 s)
 	longPort, longTargetPort = 81, 8081
@@ -430,4 +432,50 @@ func probe(ctx context.Context, try func() error) prober {
 		p.done <- r
 	}()
 	return p
+}
+
+// egressIP6 is the IPv6 egress IP of the EgressIPv6 step.
+const egressIP6 = "fd00:18::44"
+
+// egressIPv6 gives the Upgrade step's EgressIP an IPv6 egress IP instead
+// of its IPv4 one (an EgressIP's IPs go to different nodes, and one node
+// may be egress-assignable): the kubelet-run sender pod (dual-stack,
+// examples/ovncni) reaches the external client over IPv6 from it; with the
+// IPv4 one back, over IPv4 from that again.
+func (h *harness) egressIPv6(t *testing.T) {
+	set := func(ip string) {
+		patch, err := json.Marshal(map[string]any{"spec": map[string]any{"egressIPs": []string{ip}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.dyn.Resource(e2e.EgressGVR).Patch(h.ctx, egressName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatalf("EgressIP %s: %v", egressName, err)
+		}
+	}
+	if err := e2e.Serve(h.ctx, h.cl.Client, "client", egressPort6); err != nil {
+		t.Fatal(err)
+	}
+	from := func(client, src string) {
+		dst := net.JoinHostPort(client, fmt.Sprint(egressPort6))
+		var seen string
+		h.eventually(t, wait, "the client seeing "+dst+"'s connection from "+src, func() error {
+			line, err := e2e.Reply(h.sender, dst, 100, 2*time.Second)
+			if _, seen, _ = strings.Cut(line, " "); err != nil || !strings.HasPrefix(seen, net.JoinHostPort(src, "")) {
+				return fmt.Errorf("seen as %q (%v)", seen, err)
+			}
+			return nil
+		})
+		t.Logf("%s/%s -> %s: the client saw %s", egressNS, senderName, dst, seen)
+	}
+	begin := time.Now()
+	set(egressIP6)
+	from(testbed.ClusterClientIP6, egressIP6)
+	h.measured("EgressIP changed to IPv6 -> the sender's connections leave from it", time.Since(begin))
+	u, err := h.dyn.Resource(e2e.EgressGVR).Get(h.ctx, egressName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("EgressIP %s: %s on %q", egressName, egressIP6, e2e.EgressStatusNode(u, netip.MustParseAddr(egressIP6), ""))
+	set(egressIP.String())
+	from(testbed.ClusterClientIP, egressIP.String())
 }
