@@ -171,7 +171,7 @@ type Config struct {
 	LeaderStepDown time.Duration
 	// LeaderAvoidEgressNodes has a leader on an egress-assignable node
 	// hand the Lease to a Ready candidate on a node that is not
-	// (Successor), so that an egress node's death never waits for the
+	// (handoff.Successor), so that an egress node's death never waits for the
 	// Lease to expire.
 	LeaderAvoidEgressNodes bool
 	// LeaseDuration, LeaseRenewDeadline and LeaseRetryPeriod time the

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ovnedge/ovnedge/desired"
+	"github.com/ovnedge/ovnedge/handoff"
 	"github.com/ovnedge/ovnedge/kubewatch"
 	"github.com/ovnedge/ovnedge/manifests"
 	"github.com/ovnedge/ovnedge/metrics"
@@ -283,7 +284,7 @@ type loops struct {
 	nodeQ, clusterQ workqueue.TypedRateLimitingInterface[string]
 	leading         atomic.Bool
 	ready           *readiness.Tracker
-	// yielded is when this instance last handed the Lease to a Successor
+	// yielded is when this instance last handed the Lease to a handoff.Successor
 	// (Unix nanoseconds).
 	yielded atomic.Int64
 }
@@ -406,7 +407,7 @@ func (l *loops) elect(ctx context.Context, c *Clients) {
 // leadUntil returns when ctx ends or when this leader steps down
 // (stepDown): RunLeader then releases the Lease for another candidate, and
 // campaigns again after the pause it returns: a lease duration (0) after
-// failing passes, handOff after handing the Lease to a Successor (if the
+// failing passes, handOff after handing the Lease to a handoff.Successor (if the
 // successor did not take it, this one takes it back and keeps it for
 // yieldBackoff).
 func (l *loops) leadUntil(ctx context.Context, cs kubernetes.Interface, handOff time.Duration) time.Duration {
@@ -433,7 +434,7 @@ func (l *loops) leadUntil(ctx context.Context, cs kubernetes.Interface, handOff 
 // stepDown says whether to release the Lease: failing with
 // --leader-step-down-after, once the cluster pass has failed that long (for
 // a candidate that reaches the NB, say); yield with
-// --leader-avoid-egress-nodes, for a Successor off the egress nodes, unless
+// --leader-avoid-egress-nodes, for a handoff.Successor off the egress nodes, unless
 // it did so less than yieldBackoff ago.
 func (l *loops) stepDown(ctx context.Context, cs kubernetes.Interface) (failing, yield bool) {
 	if d := l.ready.ClusterFailing(); l.cfg.LeaderStepDown > 0 && d >= l.cfg.LeaderStepDown {
@@ -443,7 +444,7 @@ func (l *loops) stepDown(ctx context.Context, cs kubernetes.Interface) (failing,
 	if !l.cfg.LeaderAvoidEgressNodes || time.Since(time.Unix(0, l.yielded.Load())) < yieldBackoff {
 		return false, false
 	}
-	to, err := successorOf(ctx, cs, os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME"))
+	to, err := handoff.Find(ctx, cs, os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME"))
 	if err != nil && ctx.Err() == nil {
 		l.log.Debug("no successor off the egress nodes", "err", err)
 	}
@@ -454,7 +455,7 @@ func (l *loops) stepDown(ctx context.Context, cs kubernetes.Interface) (failing,
 	return false, to != ""
 }
 
-// yieldBackoff is how long a leader that handed the Lease to a Successor
+// yieldBackoff is how long a leader that handed the Lease to a handoff.Successor
 // keeps it when it gets it back (the successor did not take it: it does
 // not campaign, or lost it), rather than leave the work undone for a
 // lease duration again and again.
