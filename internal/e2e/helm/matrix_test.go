@@ -90,12 +90,15 @@ func (h *harness) fastFailover(t *testing.T) {
 			h.eventually(t, 60*time.Second, "the stream from "+egressIP.String()+" after "+f.name, func() error {
 				return s.ArrivedAfter(sentAtFault+5, egressIP)
 			})
-			time.Sleep(300 * time.Millisecond)
+			// The leader's verdict lands within its heartbeat timeout
+			// (300 ms) even where the stream never stopped (the chassis
+			// forwards while only ovnedge is dead): watch it land.
+			time.Sleep(1500 * time.Millisecond)
 			gap, lost := s.Gap(failed)
-			owner := h.egressNode(t)
 			f.restore(t, h, egressNode)
 			time.Sleep(500 * time.Millisecond) // ARP after the restore too
 			w.Stop()
+			owner := h.egressNode(t)
 			owners := w.Owners()
 			named := make([]string, len(owners))
 			for j, m := range owners {
