@@ -2,7 +2,6 @@ package helm
 
 import (
 	"fmt"
-	"net/netip"
 	"os"
 	"slices"
 	"strconv"
@@ -17,7 +16,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/ovnedge/ovnedge/daemon"
-	"github.com/ovnedge/ovnedge/internal/e2e"
 	"github.com/ovnedge/ovnedge/testbed"
 )
 
@@ -38,11 +36,8 @@ const failoverPort = egressPort + 1
 func (h *harness) failover(t *testing.T) {
 	senderNode := h.cl.Nodes[0]
 	// Both nodes egress-assignable: the surviving one can take the IP.
-	patch := []byte(`{"metadata":{"labels":{"k8s.ovn.org/egress-assignable":""}}}`)
 	for _, n := range h.cl.Nodes {
-		if _, err := h.cs.CoreV1().Nodes().Patch(h.ctx, n.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		h.labelEgress(t, n.Name, `""`)
 	}
 	time.Sleep(time.Second) // the leader sees the second egress node (it must not move the IP)
 	from := h.egressNode(t)
@@ -54,17 +49,8 @@ func (h *harness) failover(t *testing.T) {
 	if kn == nil {
 		t.Fatalf("no kubelet node %s", from)
 	}
-	stream, err := e2e.StartStream(h.sender, h.cl.Client, netip.AddrPortFrom(netip.MustParseAddr(testbed.ClusterClientIP), failoverPort), 10*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
+	stream := h.egressStream(t, failoverPort)
 	defer stream.Stop()
-	h.eventually(t, 30*time.Second, "the failover stream arriving from "+egressIP.String(), func() error {
-		if f := stream.LastFrom(); f != egressIP {
-			return fmt.Errorf("last from %v", f)
-		}
-		return nil
-	})
 
 	// What dies with the node: its ovnedge containers (by PID) and the
 	// Lease's holder, if it runs there.

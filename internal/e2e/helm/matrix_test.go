@@ -2,7 +2,6 @@ package helm
 
 import (
 	"fmt"
-	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/ovnedge/ovnedge/internal/e2e"
-	"github.com/ovnedge/ovnedge/testbed"
 )
 
 // matrixPort is the first UDP port of the matrix's streams.
@@ -74,17 +72,8 @@ func (h *harness) fastFailover(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer w.Stop()
-			s, err := e2e.StartStream(h.sender, h.cl.Client, netip.AddrPortFrom(netip.MustParseAddr(testbed.ClusterClientIP), uint16(matrixPort+i)), 10*time.Millisecond)
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := h.egressStream(t, uint16(matrixPort+i))
 			defer s.Stop()
-			h.eventually(t, 30*time.Second, "the stream arriving from "+egressIP.String(), func() error {
-				if from := s.LastFrom(); from != egressIP {
-					return fmt.Errorf("last from %v", from)
-				}
-				return nil
-			})
 			failed, sentAtFault := time.Now(), s.Sent()
 			f.fail(t, h, egressNode)
 			h.eventually(t, 60*time.Second, "the stream from "+egressIP.String()+" after "+f.name, func() error {

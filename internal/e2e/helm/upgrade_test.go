@@ -218,10 +218,7 @@ func deploymentRolledOut(d *appsv1.Deployment, replicas int32) error {
 // is never scheduled (a scheduling gate) and the harness writes its
 // status (Running, the testbed pod's IPs), as the kubelet would.
 func (h *harness) egress(t *testing.T, senderNode, egressNode *testbed.ClusterNode) *e2e.Stream {
-	patch := []byte(`{"metadata":{"labels":{"k8s.ovn.org/egress-assignable":""}}}`)
-	if _, err := h.cs.CoreV1().Nodes().Patch(h.ctx, egressNode.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	h.labelEgress(t, egressNode.Name, `""`)
 	if _, err := h.cs.CoreV1().Namespaces().Create(h.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: egressNS,
 		Labels: map[string]string{"env": egressNS}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -250,16 +247,7 @@ func (h *harness) egress(t *testing.T, senderNode, egressNode *testbed.ClusterNo
 		return nil
 	})
 	h.measured("EgressIP apply -> status assigned", time.Since(begin))
-	s, err := e2e.StartStream(h.sender, h.cl.Client, netip.AddrPortFrom(netip.MustParseAddr(testbed.ClusterClientIP), egressPort), 10*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.eventually(t, 30*time.Second, "the egress stream arriving from "+egressIP.String(), func() error {
-		if from := s.LastFrom(); from != egressIP {
-			return fmt.Errorf("last from %v", from)
-		}
-		return nil
-	})
+	s := h.egressStream(t, egressPort)
 	h.measured("EgressIP apply -> stream arriving from it", time.Since(begin))
 	t.Logf("EgressIP %s (%s) on %s serves %s/%s (%s) on %s: the client sees its stream from %s", egressName, egressIP,
 		egressNode.Name, egressNS, senderName, pod.Status.PodIP, senderNode.Name, s.LastFrom())
@@ -478,4 +466,21 @@ func (h *harness) egressIPv6(t *testing.T) {
 	t.Logf("EgressIP %s: %s on %q", egressName, egressIP6, e2e.EgressStatusNode(u, netip.MustParseAddr(egressIP6), ""))
 	set(egressIP.String())
 	from(testbed.ClusterClientIP, egressIP.String())
+}
+
+// egressStream starts a UDP packet every 10 ms from the sender pod to the
+// external client's port and waits until the stream arrives from the
+// egress IP; the caller stops it.
+func (h *harness) egressStream(t *testing.T, port uint16) *e2e.Stream {
+	s, err := e2e.StartStream(h.sender, h.cl.Client, netip.AddrPortFrom(netip.MustParseAddr(testbed.ClusterClientIP), port), 10*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.eventually(t, 30*time.Second, fmt.Sprintf("the stream to port %d arriving from %s", port, egressIP), func() error {
+		if from := s.LastFrom(); from != egressIP {
+			return fmt.Errorf("last from %v", from)
+		}
+		return nil
+	})
+	return s
 }
