@@ -27,6 +27,10 @@ type Lease struct {
 	Duration        time.Duration
 	RenewDeadline   time.Duration
 	RetryPeriod     time.Duration
+	// OnOtherHolder, if set, is called (on its own goroutine) with each
+	// other candidate's identity this one sees holding the Lease while it
+	// campaigns.
+	OnOtherHolder func(identity string)
 }
 
 // DefaultLease is the Lease ovnedge's leader holds: kube-system/ovnedge,
@@ -95,6 +99,9 @@ func leaderTerm(ctx context.Context, cs kubernetes.Interface, l Lease, log *slog
 			OnNewLeader: func(id string) {
 				if id != l.Identity {
 					log.Info("leader elected", "leader", id)
+				}
+				if id != l.Identity && id != "" && l.OnOtherHolder != nil {
+					l.OnOtherHolder(id)
 				}
 			},
 		},

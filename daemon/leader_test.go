@@ -59,7 +59,8 @@ func TestRunLeaderTakeover(t *testing.T) {
 
 // A lead that returns while it still holds the Lease steps down: the
 // Lease is released at once and another candidate takes it, while the
-// one that stepped down waits a lease duration before campaigning again.
+// one that stepped down waits a lease duration before campaigning again,
+// and then sees the other holding it (OnOtherHolder).
 func TestRunLeaderStepDown(t *testing.T) {
 	t.Parallel()
 	cs := fake.NewClientset()
@@ -72,8 +73,11 @@ func TestRunLeaderStepDown(t *testing.T) {
 	leading := make(chan string, 10)
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
+	seen := make(chan string, 10)
+	a := l("a")
+	a.OnOtherHolder = func(id string) { seen <- id }
 	wg.Go(func() {
-		_ = RunLeader(ctx, cs, l("a"), log, func(context.Context) time.Duration { leading <- "a"; return 0 }) // steps down at once
+		_ = RunLeader(ctx, cs, a, log, func(context.Context) time.Duration { leading <- "a"; return 0 }) // steps down at once
 	})
 	if id := <-leading; id != "a" {
 		t.Fatalf("first leader %s, want a", id)
@@ -88,6 +92,14 @@ func TestRunLeaderStepDown(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("b never took the Lease a stepped down from")
+	}
+	select {
+	case id := <-seen:
+		if id != "b" {
+			t.Fatalf("a saw %s holding the Lease, want b", id)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a, campaigning again, never saw b holding the Lease")
 	}
 }
 

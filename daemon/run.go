@@ -285,8 +285,10 @@ type loops struct {
 	leading         atomic.Bool
 	ready           *readiness.Tracker
 	// yielded is when this instance last handed the Lease to a handoff.Successor
-	// (Unix nanoseconds).
+	// (Unix nanoseconds); 0 once another candidate was seen holding it.
 	yielded atomic.Int64
+	// noSuccessor is why handoff.Find last found no successor (logged once).
+	noSuccessor string
 }
 
 // publish makes the readiness known: /readyz always, a change of it or of
@@ -389,6 +391,9 @@ func (l *loops) elect(ctx context.Context, c *Clients) {
 			lease.Duration, lease.RenewDeadline, lease.RetryPeriod = l.cfg.LeaseDuration, l.cfg.LeaseRenewDeadline, l.cfg.LeaseRetryPeriod
 		}
 	}
+	// The hand-over's backoff guards only a Lease nobody else took: one
+	// that came back after another's term may be handed on again.
+	lease.OnOtherHolder = func(string) { l.yielded.Store(0) }
 	err := RunLeader(ctx, c.Typed, lease, l.log, func(lctx context.Context) time.Duration {
 		l.lead(true)
 		defer l.lead(false)
@@ -445,8 +450,11 @@ func (l *loops) stepDown(ctx context.Context, cs kubernetes.Interface) (failing,
 		return false, false
 	}
 	to, err := handoff.Find(ctx, cs, os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME"))
-	if err != nil && ctx.Err() == nil {
-		l.log.Debug("no successor off the egress nodes", "err", err)
+	if msg := fmt.Sprint(err); err != nil && ctx.Err() == nil && msg != l.noSuccessor {
+		l.log.Info("keeping the Lease on an egress-assignable node", "err", err) // once per reason
+		l.noSuccessor = msg
+	} else if err == nil {
+		l.noSuccessor = ""
 	}
 	if to != "" {
 		l.log.Info("handing the Lease to a candidate off the egress-assignable nodes: this leader's node is one", "to", to)
@@ -456,9 +464,11 @@ func (l *loops) stepDown(ctx context.Context, cs kubernetes.Interface) (failing,
 }
 
 // yieldBackoff is how long a leader that handed the Lease to a handoff.Successor
-// keeps it when it gets it back (the successor did not take it: it does
-// not campaign, or lost it), rather than leave the work undone for a
-// lease duration again and again.
+// keeps it when it gets it back without any other candidate having held it
+// meanwhile (the successor did not take it: it does not campaign, or lost
+// it), rather than leave the work undone again and again. A Lease that
+// comes back after another's term (a hand-over back, say) is handed on as
+// any other.
 const yieldBackoff = 10 * time.Minute
 
 // leaseIdentity joins the non-empty parts of a candidate's identity with

@@ -2,6 +2,7 @@ package handoff
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 
@@ -30,16 +31,33 @@ func Successor(self *corev1.Pod, candidates []corev1.Pod, nodes map[string]*core
 	var best string
 	for i := range candidates {
 		p := &candidates[i]
-		n := nodes[p.Spec.NodeName]
-		if p.Name == self.Name || p.DeletionTimestamp != nil || !sameWorkload(self, p) || !podReady(p) ||
-			n == nil || egressAssignable(n) || !ovnknode.Ready(n) {
-			continue
-		}
-		if best == "" || p.Name < best {
+		if reject(self, p, nodes) == "" && (best == "" || p.Name < best) {
 			best = p.Name
 		}
 	}
 	return best
+}
+
+// reject says why p cannot take self's Lease, "" if it can.
+func reject(self, p *corev1.Pod, nodes map[string]*corev1.Node) string {
+	n := nodes[p.Spec.NodeName]
+	switch {
+	case p.Name == self.Name:
+		return "itself"
+	case !sameWorkload(self, p):
+		return "another workload"
+	case p.DeletionTimestamp != nil:
+		return "being deleted"
+	case !podReady(p):
+		return "not Ready"
+	case n == nil:
+		return "node " + p.Spec.NodeName + " unknown"
+	case egressAssignable(n):
+		return "node " + n.Name + " egress-assignable"
+	case !ovnknode.Ready(n):
+		return "node " + n.Name + " not Ready"
+	}
+	return ""
 }
 
 func egressAssignable(n *corev1.Node) bool {
@@ -76,7 +94,9 @@ func podReady(p *corev1.Pod) bool {
 
 // Find reads what Successor needs from the API server: the Pod
 // namespace/name (this leader's, from POD_NAMESPACE and POD_NAME), its
-// workload's Pods and their nodes. It returns "" without a Pod to read.
+// workload's Pods and their nodes. It returns "" without a Pod to read or
+// off the egress-assignable nodes, and ErrNoSuccessor when Successor
+// names nobody.
 func Find(ctx context.Context, cs kubernetes.Interface, namespace, name string) (string, error) {
 	if namespace == "" || name == "" {
 		return "", nil
@@ -115,5 +135,25 @@ func Find(ctx context.Context, cs kubernetes.Interface, namespace, name string) 
 			}
 		}
 	}
-	return Successor(self, list.Items, nodes), nil
+	if to := Successor(self, list.Items, nodes); to != "" {
+		return to, nil
+	}
+	return "", noSuccessor(self, list.Items, nodes)
 }
+
+// noSuccessor is ErrNoSuccessor with the reason each candidate was
+// rejected.
+func noSuccessor(self *corev1.Pod, candidates []corev1.Pod, nodes map[string]*corev1.Node) error {
+	var why []string
+	for i := range candidates {
+		if r := reject(self, &candidates[i], nodes); r != "itself" {
+			why = append(why, candidates[i].Name+": "+r)
+		}
+	}
+	return fmt.Errorf("%w (its node %s is egress-assignable): %d other replicas %v", ErrNoSuccessor, self.Spec.NodeName, len(why), why)
+}
+
+// ErrNoSuccessor is Find's error when the leader runs on an
+// egress-assignable node and none of its workload's other replicas can
+// take the Lease; the error says why each cannot.
+var ErrNoSuccessor = errors.New("no successor for the Lease")

@@ -1,6 +1,7 @@
 package handoff
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"testing"
@@ -90,4 +91,21 @@ func ExampleSuccessor() {
 	nodes := map[string]*corev1.Node{"worker2": node("worker2", true, true), "worker1": node("worker1", false, true)}
 	fmt.Println(Successor(self, []corev1.Pod{*self, replica}, nodes))
 	// Output: leader-b
+}
+
+// TestNoSuccessor: Find's error says why each other replica was rejected.
+func TestNoSuccessor(t *testing.T) {
+	nodes := map[string]*corev1.Node{"egress1": node("egress1", true, true), "egress2": node("egress2", true, true),
+		"plain": node("plain", false, true)}
+	labels := map[string]string{"app.kubernetes.io/component": "leader"}
+	pod := func(name, on string, ready corev1.ConditionStatus) corev1.Pod {
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Spec: corev1.PodSpec{NodeName: on},
+			Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: ready}}}}
+	}
+	self := pod("a", "egress1", corev1.ConditionTrue)
+	err := noSuccessor(&self, []corev1.Pod{self, pod("b", "egress2", corev1.ConditionTrue), pod("c", "plain", corev1.ConditionFalse)}, nodes)
+	want := "no successor for the Lease (its node egress1 is egress-assignable): 2 other replicas [b: node egress2 egress-assignable c: not Ready]"
+	if !errors.Is(err, ErrNoSuccessor) || err.Error() != want {
+		t.Errorf("noSuccessor = %v\nwant %s", err, want)
+	}
 }

@@ -318,6 +318,11 @@ func (h *harness) labelEgress(t *testing.T, node, value string) {
 // from was labelled egress-assignable, and measures the wait.
 func (h *harness) handedOff(t *testing.T, from, to string) {
 	labelled := time.Now()
+	defer func() {
+		if t.Failed() {
+			t.Logf("the leaders' log on the Lease:\n%s", h.env.LeaderLog("Lease", "leader"))
+		}
+	}()
 	h.eventually(t, wait, "the Lease handed from "+from+", now egress-assignable, to the replica on "+to, func() error {
 		if on, pod := h.holder(t); on != to {
 			return fmt.Errorf("held by %q on %q", pod, on)
