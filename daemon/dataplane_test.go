@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
+	"github.com/ovnedge/ovnedge/manifests"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -80,7 +81,7 @@ func TestClusterStatusConflict(t *testing.T) {
 	cfg := demoConfig(t)
 	s, c := loadDemo(t, cfg, nil)
 	conflicts := 1
-	c.Source.Dynamic.PrependReactor("update", "egressips", func(a k8stesting.Action) (bool, runtime.Object, error) {
+	c.Source.(*manifests.Source).Dynamic.PrependReactor("update", "egressips", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if conflicts == 0 {
 			return false, nil, nil
 		}

@@ -17,7 +17,6 @@ import (
 	"github.com/ovnedge/ovnedge/desired"
 	"github.com/ovnedge/ovnedge/handoff"
 	"github.com/ovnedge/ovnedge/kubewatch"
-	"github.com/ovnedge/ovnedge/manifests"
 	"github.com/ovnedge/ovnedge/metrics"
 	"github.com/ovnedge/ovnedge/readiness"
 	corev1 "k8s.io/api/core/v1"
@@ -108,9 +107,21 @@ type Clients struct {
 	// FromManifests is true when the clients serve a manifests directory:
 	// events and status then go to the log only.
 	FromManifests bool
-	// Source is the manifests source, nil for an API server.
-	Source *manifests.Source
+	// Source is the manifests source (a *manifests.Source), nil for an
+	// API server.
+	Source ManifestSource
 }
+
+// ManifestSource is a manifests directory the clients serve: Reload
+// loads it again, Watch reloads it on changes until ctx ends.
+type ManifestSource interface {
+	Reload() error
+	Watch(ctx context.Context, interval time.Duration)
+}
+
+// connectManifests is Connect for a manifests directory; nil in a binary
+// built with -tags nomanifests (daemon/manifests.go).
+var connectManifests func(dir string, log *slog.Logger) (*Clients, error)
 
 // watchOptions are the kinds watched beyond the built-in ones: with
 // --enable-lb-svc what Kube-OVN's LoadBalancer Services need (kubewatch.WatchLBSvc),
@@ -143,14 +154,10 @@ func (c *Clients) watchOptions(cfg *Config) []kubewatch.WatchOption {
 // loaded once.
 func Connect(cfg *Config, log *slog.Logger) (*Clients, error) {
 	if cfg.Manifests != "" {
-		src := manifests.NewSource(cfg.Manifests, log)
-		if err := src.Reload(); err != nil {
-			if _, statErr := os.Stat(cfg.Manifests); statErr != nil {
-				return nil, fmt.Errorf("manifests: %w", err)
-			}
-			log.Warn("some manifests could not be loaded; the rest are used", "err", err)
+		if connectManifests == nil {
+			return nil, fmt.Errorf("--manifests %s: this ovnedge was built without the manifests mode (-tags nomanifests, as the image is); use one built without that tag", cfg.Manifests)
 		}
-		return &Clients{Typed: src.Clientset, Dynamic: src.Dynamic, FromManifests: true, Source: src}, nil
+		return connectManifests(cfg.Manifests, log)
 	}
 	var rc *rest.Config
 	var err error

@@ -11,8 +11,9 @@
 //
 // On a host network Serve splits them: /metrics over HTTPS for the bearer
 // tokens the API server authenticates and authorizes (KubeAuth:
-// TokenReview and SubjectAccessReview through k8s.io/apiserver's
-// delegating authenticator and authorizer, cached), /healthz and /readyz
+// TokenReview and SubjectAccessReview, cached and retried as
+// k8s.io/apiserver's delegating authenticator and authorizer do, on
+// client-go's typed clients: see KubeAuth's deviation), /healthz and /readyz
 // alone over plain HTTP for the kubelet's probes, /debug/pprof/ on a
 // loopback address only.
 //

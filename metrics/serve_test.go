@@ -13,9 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"sync/atomic"
+
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/ovnedge/ovnedge/testbed"
@@ -189,11 +192,22 @@ func TestTLSConfig(t *testing.T) {
 // client without a token gets 401, one with a token the API server does
 // not know 401, one whose user RBAC does not allow get on /metrics 403,
 // the same user once bound to a ClusterRole allowing it 200; health stays
-// plain and open on its own address.
+// plain and open on its own address. Answers are cached: asking again
+// sends no review.
 func TestSecureMetricsKubeAPI(t *testing.T) {
 	k := testbed.StartKubeAPI(t)
+	var reviews atomic.Int64
+	counted := rest.CopyConfig(k.Config)
+	counted.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(r *http.Request) (*http.Response, error) {
+			if strings.HasSuffix(r.URL.Path, "reviews") {
+				reviews.Add(1)
+			}
+			return rt.RoundTrip(r)
+		})
+	})
 	admin := kubernetes.NewForConfigOrDie(k.Config)
-	auth, err := NewKubeAuth(admin, slog.New(slog.DiscardHandler))
+	auth, err := NewKubeAuth(kubernetes.NewForConfigOrDie(counted), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,6 +234,13 @@ func TestSecureMetricsKubeAPI(t *testing.T) {
 	check("an unknown token", "not-a-token", http.StatusUnauthorized)
 	check("a user without RBAC", k.UserConfig.BearerToken, http.StatusForbidden)
 	check("system:masters", k.Config.BearerToken, http.StatusOK)
+	before := reviews.Load()
+	check("system:masters again", k.Config.BearerToken, http.StatusOK)
+	check("an unknown token again", "not-a-token", http.StatusUnauthorized)
+	check("a user without RBAC again", k.UserConfig.BearerToken, http.StatusForbidden)
+	if n := reviews.Load(); n != before || n < 5 {
+		t.Errorf("reviews sent: %d, then %d asking again (want at least 5, then none: the answers are cached)", before, n)
+	}
 	if got, _ := get(t, "http://"+metricsAddr+"/metrics", ""); got == http.StatusOK {
 		t.Error("plain HTTP on the secure metrics address answered 200")
 	}
@@ -255,3 +276,8 @@ func TestSecureMetricsKubeAPI(t *testing.T) {
 		t.Errorf("/metrics body without the registry's metrics: %.200q", body)
 	}
 }
+
+// roundTripper is a func as an http.RoundTripper.
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -26,7 +26,9 @@ log() { echo "image.sh: $*" >&2; }
 rm -rf "$out"
 mkdir -p "$out/rootfs/usr/local/bin"
 bin=$out/rootfs/usr/local/bin/ovnedge
-build() { CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -buildvcs=true -trimpath "$@" -o "$bin" ./daemon/cmd/ovnedge; }
+# -tags nomanifests: no manifests mode (client-go's fake clientsets, a
+# quarter of the binary) in the pods; internal/e2e's ImageBuildFlags.
+build() { CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -buildvcs=true -trimpath -tags nomanifests "$@" -o "$bin" ./daemon/cmd/ovnedge; }
 build
 read -r _ version revision < <("$bin" version)
 if [[ -z ${revision:-} ]] && git rev-parse --git-dir >/dev/null 2>&1; then

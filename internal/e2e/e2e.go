@@ -214,6 +214,30 @@ var buildOnce struct {
 	bin string
 }
 
+// ImageBuildFlags are the go build flags of the image's binary
+// (scripts/image.sh): no cgo, -trimpath, no manifests mode.
+var ImageBuildFlags = []string{"-trimpath", "-tags", "nomanifests"}
+
+// BuildAsImage builds ./daemon/cmd/ovnedge as scripts/image.sh does
+// (ImageBuildFlags, CGO_ENABLED=0) into a directory removed when t ends,
+// and returns its path: what a pod runs, for measuring its memory.
+func BuildAsImage(t testbed.T, root string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "ovnedge-image-bin")
+	if err != nil {
+		t.Fatalf("e2e: %v", err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	bin := filepath.Join(dir, "ovnedge")
+	cmd := exec.Command("go", append(append([]string{"build"}, ImageBuildFlags...), "-o", bin, "./daemon/cmd/ovnedge")...)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("e2e: go build %v ./daemon/cmd/ovnedge: %v\n%s", ImageBuildFlags, err, out)
+	}
+	return bin
+}
+
 // Build builds ./daemon/cmd/ovnedge into a temporary directory and
 // returns its path. The binary is shared by the callers until t ends: then
 // the directory (~110 MB) is removed, and the next call builds again.

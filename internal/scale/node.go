@@ -258,8 +258,9 @@ func flowCount(ovs *testbed.OVS) (int, error) {
 
 // BaseBinary is SCALE_BASE_BIN, the baseline binary a node instance is
 // also measured with (none when unset): a build of the tree compared with,
-// e.g. `git worktree add /tmp/base main && go build -o /tmp/ovnedge-base
-// /tmp/base/daemon/cmd/ovnedge`.
+// e.g. `git worktree add /tmp/base main && cd /tmp/base && CGO_ENABLED=0
+// go build -trimpath -tags nomanifests -o /tmp/ovnedge-base ./daemon/cmd/ovnedge`
+// (the image's build, e2e.ImageBuildFlags, as the tree's is built).
 func BaseBinary() (string, error) {
 	bin := os.Getenv("SCALE_BASE_BIN")
 	if bin == "" {

@@ -117,7 +117,7 @@ func BenchmarkScale(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	bin := e2e.Build(b, root)
+	bin := e2e.BuildAsImage(b, root) // what the chart's pods run
 	kube := testbed.StartKubeAPI(b)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
