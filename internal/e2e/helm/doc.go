@@ -94,12 +94,19 @@
 // the fast failover matrix of internal/e2e (egress.fastFailover turned on
 // by `helm upgrade --set`: heartbeats every 100 ms): with the EgressIP on
 // the second node, its uplink down, its uplink down while its
-// ovn-controller is paused (a stale NAT the node pod must fence), and its
-// node pod's ovnedge killed (the kubelet restarts it), each while the
-// sender streams UDP every 10 ms and the client asks ARP for the egress IP
-// every 10 ms: the stream must come back from the egress IP, on the
-// sender's node but after the kill, and no two nodes answer ARP at once
-// (loss windows measured);
+// ovn-controller is paused (a stale NAT the node pod must fence), its
+// node pod's ovnedge killed (the kubelet restarts it), and the Lease
+// holder's ovnedge killed (no release: the Lease is taken again once it
+// expires), each while the sender streams UDP every 10 ms and the client
+// asks ARP for the egress IP every 10 ms: the stream must come back from
+// the egress IP, on the sender's node but after the kills (the leader's
+// leaves it where it was, and no NB row or flow changes), and no two
+// nodes answer ARP at once (loss windows measured);
+// the L2 takeover (loadBalancer.l2Announce on, with the node pods'
+// heartbeats): one node answers ARP for an ExternalIP with a backend on
+// each node; that machine is killed as in Failover, the other node must
+// answer instead (never both at once) and carry the client's next
+// connection, and the node is restored;
 // and `helm uninstall --wait`, whose pre-delete hook Job has every
 // instance remove what it wrote (NB load balancers, flows with ovnedge's
 // cookies, the Lease) before the pods go.

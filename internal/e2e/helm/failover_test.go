@@ -13,9 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 
-	"github.com/ovnedge/ovnedge/daemon"
 	"github.com/ovnedge/ovnedge/testbed"
 )
 
@@ -45,76 +43,12 @@ func (h *harness) failover(t *testing.T) {
 		t.Fatalf("EgressIP %s on %q: want it on the node other than the sender's %s", egressName, from, senderNode.Name)
 	}
 	to := senderNode.Name
-	kn := h.env.KubeNode(from)
-	if kn == nil {
-		t.Fatalf("no kubelet node %s", from)
-	}
 	stream := h.egressStream(t, failoverPort)
 	defer stream.Stop()
 
-	// What dies with the node: its ovnedge containers (by PID) and the
-	// Lease's holder, if it runs there.
-	pods, err := h.pods(h.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	type victim struct {
-		pod corev1.Pod
-		pid int
-	}
-	var victims []victim
-	for _, p := range pods {
-		if p.Spec.NodeName != from {
-			continue
-		}
-		pid, err := containerPID(kn, &p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); !strings.Contains(string(b), "ovnedge") {
-			t.Fatalf("pid %d is %q, not ovnedge", pid, b)
-		}
-		victims = append(victims, victim{p, pid})
-	}
-	if !slices.ContainsFunc(victims, func(v victim) bool { return v.pod.Labels["app.kubernetes.io/component"] == "node" }) {
-		t.Fatalf("no node pod on %s: %d pods there", from, len(victims))
-	}
-	l := daemon.DefaultLease("")
-	lease, err := h.cs.CoordinationV1().Leases(l.Namespace).Get(h.ctx, l.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	holder := ptr.Deref(lease.Spec.HolderIdentity, "")
-	deadHolder := ""
-	for _, v := range victims {
-		if v.pod.Labels["app.kubernetes.io/component"] == "leader" && strings.HasPrefix(holder, v.pod.Name+"_") {
-			deadHolder = v.pod.Name
-		}
-	}
-	t.Logf("killing %s (EgressIP %s there; sender %s/%s on %s): the Lease is held by %q (on the dying node: %v); pods there: %s",
-		from, egressIP, egressNS, senderName, to, holder, deadHolder != "", strings.Join(func() []string {
-			var s []string
-			for _, v := range victims {
-				s = append(s, fmt.Sprintf("%s (pid %d)", v.pod.Name, v.pid))
-			}
-			return s
-		}(), ", "))
-
-	// The kill: the kubelet first (so that it restarts nothing; nothing
-	// the dataplane sees), then the chassis (silent, as a machine losing
-	// power), then the ovnedge containers.
-	kubeletPID := kn.KillKubelet(t)
-	sentAtKill, killed := stream.Sent(), time.Now()
-	h.cl.Node(from).Kill()
-	for _, v := range victims {
-		if err := syscall.Kill(v.pid, syscall.SIGKILL); err != nil {
-			t.Fatalf("kill %s's pid %d: %v", v.pod.Name, v.pid, err)
-		}
-	}
-	t.Logf("killed %s's kubelet (pid %d), chassis and %d ovnedge containers within %v", from, kubeletPID, len(victims),
-		time.Since(killed).Round(time.Millisecond))
-	// (A failure below stops the test with the node dead: the cluster's
-	// teardown stops what is left of it by PID.)
+	var sentAtKill uint64
+	m := h.killMachine(t, from, func() { sentAtKill = stream.Sent() })
+	kn, deadHolder, killed := m.kn, m.deadHolder, m.at
 
 	// Until the status names the surviving node, the stream arrives from
 	// the egress IP again and the Lease (if its holder died) is taken
@@ -141,11 +75,7 @@ func (h *harness) failover(t *testing.T) {
 			back = time.Since(killed)
 		}
 		if deadHolder != "" && takeover == 0 {
-			lease, err := h.cs.CoordinationV1().Leases(l.Namespace).Get(h.ctx, l.Name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			if hold := ptr.Deref(lease.Spec.HolderIdentity, ""); hold != "" && !strings.HasPrefix(hold, deadHolder+"_") {
+			if hold := h.leaseHolder(t); hold != "" && !strings.HasPrefix(hold, deadHolder+"_") {
 				takeover = time.Since(killed)
 				t.Logf("the Lease taken over by %q after %v", hold, takeover.Round(time.Millisecond))
 			}
@@ -208,6 +138,78 @@ func (h *harness) failover(t *testing.T) {
 	}
 
 	h.restore(t, kn, from)
+}
+
+// victim is an ovnedge container a machine's death kills.
+type victim struct {
+	pod corev1.Pod
+	pid int
+}
+
+// machineKill is what killMachine killed, and when.
+type machineKill struct {
+	kn      *testbed.KubeNode
+	victims []victim
+	// deadHolder is the leader pod that held the Lease and died with
+	// the machine ("": the holder runs elsewhere).
+	deadHolder string
+	at         time.Time
+}
+
+// killMachine kills node as a machine dying would: its kubelet first (so
+// that it restarts nothing; nothing the dataplane sees), then, after
+// atKill, its chassis (silent, as a machine losing power), then its
+// ovnedge containers (by PID: the node pod, and a leader pod if one runs
+// there). A failure after it stops the test with the node dead: the
+// cluster's teardown stops what is left of it by PID; h.restore brings
+// it back.
+func (h *harness) killMachine(t *testing.T, node string, atKill func()) *machineKill {
+	m := &machineKill{kn: h.env.KubeNode(node)}
+	if m.kn == nil {
+		t.Fatalf("no kubelet node %s", node)
+	}
+	pods, err := h.pods(h.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods {
+		if p.Spec.NodeName != node {
+			continue
+		}
+		pid, err := containerPID(m.kn, &p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); !strings.Contains(string(b), "ovnedge") {
+			t.Fatalf("pid %d is %q, not ovnedge", pid, b)
+		}
+		m.victims = append(m.victims, victim{p, pid})
+	}
+	if !slices.ContainsFunc(m.victims, func(v victim) bool { return v.pod.Labels["app.kubernetes.io/component"] == "node" }) {
+		t.Fatalf("no node pod on %s: %d pods there", node, len(m.victims))
+	}
+	holder := h.leaseHolder(t)
+	var names []string
+	for _, v := range m.victims {
+		if v.pod.Labels["app.kubernetes.io/component"] == "leader" && strings.HasPrefix(holder, v.pod.Name+"_") {
+			m.deadHolder = v.pod.Name
+		}
+		names = append(names, fmt.Sprintf("%s (pid %d)", v.pod.Name, v.pid))
+	}
+	t.Logf("killing %s: the Lease is held by %q (on the dying node: %v); pods there: %s",
+		node, holder, m.deadHolder != "", strings.Join(names, ", "))
+	kubeletPID := m.kn.KillKubelet(t)
+	atKill()
+	m.at = time.Now()
+	h.cl.Node(node).Kill()
+	for _, v := range m.victims {
+		if err := syscall.Kill(v.pid, syscall.SIGKILL); err != nil {
+			t.Fatalf("kill %s's pid %d: %v", v.pod.Name, v.pid, err)
+		}
+	}
+	t.Logf("killed %s's kubelet (pid %d), chassis and %d ovnedge containers within %v", node, kubeletPID, len(m.victims),
+		time.Since(m.at).Round(time.Millisecond))
+	return m
 }
 
 func nodeCondition(n *corev1.Node, typ corev1.NodeConditionType) *corev1.NodeCondition {
@@ -338,12 +340,7 @@ func (h *harness) handedOff(t *testing.T, from, to string) {
 // holder is the node and name of the leader pod holding the Lease (no
 // node: the holder's identity, "" while the Lease is free).
 func (h *harness) holder(t *testing.T) (node, pod string) {
-	l := daemon.DefaultLease("")
-	lease, err := h.cs.CoordinationV1().Leases(l.Namespace).Get(h.ctx, l.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := ptr.Deref(lease.Spec.HolderIdentity, "")
+	id := h.leaseHolder(t)
 	pods, err := h.pods(h.ctx)
 	if err != nil {
 		t.Fatal(err)

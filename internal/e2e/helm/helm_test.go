@@ -124,7 +124,7 @@ func (h *harness) steps() []step {
 		{"EgressIPv6", h.egressIPv6},
 	}
 	if len(h.nodes) > 1 {
-		steps = append(steps, step{"Failover", h.failover}, step{"FastFailover", h.fastFailover})
+		steps = append(steps, step{"Failover", h.failover}, step{"FastFailover", h.fastFailover}, step{"L2Takeover", h.l2Takeover})
 	}
 	return append(steps, step{"Uninstall", h.uninstall})
 }

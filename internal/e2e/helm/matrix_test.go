@@ -10,7 +10,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
+	"github.com/ovnedge/ovnedge/daemon"
 	"github.com/ovnedge/ovnedge/internal/e2e"
 )
 
@@ -21,21 +24,27 @@ const matrixPort = 9400
 // failover matrix has it, on the kubelet deployment: fail breaks node,
 // and restore (after the failover) brings it back.
 type fault struct {
-	name          string
+	name string
+	// ip is where the EgressIP must be after the fault: "moves" to the
+	// sender's node, "stays" on the egress node, or "either" (killed
+	// ovnedge restarted before the leader saw it gone, or not).
+	ip            string
 	fail, restore func(t *testing.T, h *harness, node string)
 }
 
 // faults are the matrix: the uplink down (the node pod's heartbeats say
 // NOT_SERVING), the uplink down while ovn-controller lags (its chassis
 // keeps the egress IP's NAT when the uplink is back: the node pod's fence
-// must silence it), and the node's ovnedge container killed (the kubelet
-// restarts it; the chassis keeps forwarding meanwhile). Chassis and kubelet
+// must silence it), the node's ovnedge container killed (the kubelet
+// restarts it; the chassis keeps forwarding meanwhile), and the leader's
+// (anywhere: the egress keeps flowing while the Lease expires and is
+// taken again, and the new leader changes no row). Chassis and kubelet
 // killed is the Failover step.
 var faults = []fault{
-	{"UplinkDown",
+	{"UplinkDown", "moves",
 		func(t *testing.T, h *harness, n string) { h.cl.Node(n).SetUplink(false) },
 		func(t *testing.T, h *harness, n string) { h.cl.Node(n).SetUplink(true) }},
-	{"UplinkDownControllerLagging",
+	{"UplinkDownControllerLagging", "moves",
 		func(t *testing.T, h *harness, n string) {
 			h.cl.Node(n).PauseController(true)
 			h.cl.Node(n).SetUplink(false)
@@ -45,8 +54,11 @@ var faults = []fault{
 			time.Sleep(time.Second) // the chassis's stale NAT, unless fenced
 			h.cl.Node(n).PauseController(false)
 		}},
-	{"OvnedgeKilled",
+	{"OvnedgeKilled", "either",
 		func(t *testing.T, h *harness, n string) { h.killNodePod(t, n) },
+		func(*testing.T, *harness, string) {}},
+	{"LeaderKilled", "stays",
+		func(t *testing.T, h *harness, _ string) { h.killLeader(t) },
 		func(*testing.T, *harness, string) {}},
 }
 
@@ -102,8 +114,10 @@ func (h *harness) fastFailover(t *testing.T) {
 			if len(named) == 0 || named[len(named)-1] != owner {
 				t.Errorf("ARP for %s last answered by %v, want the owner %s", egressIP, named, owner)
 			}
-			if owner != sender && f.name != "OvnedgeKilled" {
-				t.Errorf("EgressIP %s on %q after %s, want %s", egressName, owner, f.name, sender)
+			if f.ip == "moves" && owner != sender || f.ip == "stays" && owner != egressNode ||
+				owner != sender && owner != egressNode {
+				t.Errorf("EgressIP %s on %q after %s, want it %s (%s, the egress node, or %s, the sender's)",
+					egressName, owner, f.name, f.ip, egressNode, sender)
 			}
 			h.eventually(t, 90*time.Second, "every ovnedge pod Ready and Reconciled after "+f.name, func() error {
 				return h.everyPodReady(func(*corev1.Pod) error { return nil })
@@ -141,22 +155,74 @@ func (h *harness) killNodePod(t *testing.T, node string) {
 		t.Fatal(err)
 	}
 	for _, p := range pods {
-		if p.Labels["app.kubernetes.io/component"] != "node" || p.Spec.NodeName != node {
-			continue
+		if p.Labels["app.kubernetes.io/component"] == "node" && p.Spec.NodeName == node {
+			h.kill(t, &p)
+			return
 		}
-		pid, err := containerPID(h.env.KubeNode(node), &p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); !strings.Contains(string(b), "ovnedge") {
-			t.Fatalf("pid %d is %q, not ovnedge", pid, b)
-		}
-		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-			t.Fatalf("kill %d: %v", pid, err)
-		}
-		return
 	}
 	t.Fatalf("no node pod on %s", node)
+}
+
+// kill SIGKILLs p's ovnedge container (its kubelet restarts it).
+func (h *harness) kill(t *testing.T, p *corev1.Pod) {
+	pid, err := containerPID(h.env.KubeNode(p.Spec.NodeName), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); !strings.Contains(string(b), "ovnedge") {
+		t.Fatalf("pid %d is %q, not ovnedge", pid, b)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill %d: %v", pid, err)
+	}
+}
+
+// killLeader SIGKILLs the Lease holder's container: it releases nothing,
+// so the Lease is taken again (by the other replica or the restarted
+// process, a new identity) once it expires. It waits for that and for the
+// new leader's first pass, and checks that meanwhile and then no NB row
+// or flow changed: the EgressIP keeps its node and its rows.
+func (h *harness) killLeader(t *testing.T) {
+	k := h.keep(t)
+	id := h.leaseHolder(t)
+	var holder *corev1.Pod
+	pods, err := h.pods(h.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range pods {
+		if p.Labels["app.kubernetes.io/component"] == "leader" && strings.HasPrefix(id, p.Name+"_") {
+			holder = &pods[i]
+		}
+	}
+	if holder == nil {
+		t.Fatalf("no leader pod holds the Lease (holder %q)", id)
+	}
+	killed := time.Now()
+	h.kill(t, holder)
+	h.eventually(t, 60*time.Second, "a new leader after "+holder.Name+"'s was killed", func() error {
+		if now := h.leaseHolder(t); now == "" || now == id {
+			return fmt.Errorf("the Lease held by %q", now)
+		}
+		return nil
+	})
+	h.measured("leader killed -> the Lease taken again", time.Since(killed))
+	h.eventually(t, 90*time.Second, "every ovnedge pod Ready and Reconciled after the leader's kill", func() error {
+		return h.everyPodReady(func(*corev1.Pod) error { return nil })
+	})
+	time.Sleep(2 * time.Second) // the new leader's passes
+	t.Logf("leader %s killed; the Lease now held by %s; %s", holder.Name, h.leaseHolder(t),
+		h.check(t, k, "the leader's kill", killed))
+}
+
+// leaseHolder is the Lease's holder identity ("" while free).
+func (h *harness) leaseHolder(t *testing.T) string {
+	l := daemon.DefaultLease("")
+	lease, err := h.cs.CoordinationV1().Leases(l.Namespace).Get(h.ctx, l.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ptr.Deref(lease.Spec.HolderIdentity, "")
 }
 
 // nodeOfMAC names the node whose breth0 has mac.
