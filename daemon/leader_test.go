@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/leaderelection"
 )
 
 // TestRunLeaderTakeover runs two candidates on one API: one leads; when it
@@ -135,6 +138,60 @@ func TestRunLeaderStepDownPause(t *testing.T) {
 			}
 		case <-time.After(10 * time.Second): // the lease duration is a minute
 			t.Fatalf("no term %d: the pause was not taken instead of the lease duration", want)
+		}
+	}
+}
+
+// TestRunLeaderHandOff: a leader that steps down for a successor with
+// HandOffPause leaves it the Lease every time: with two candidates that
+// both step down at once, the leadership alternates over many terms (a
+// pause within a standby's jittered retry wait, 2×RetryPeriod, let the
+// leader take the Lease back now and then). The API answers each Lease
+// request after 10 ms, as a busy one does.
+func TestRunLeaderHandOff(t *testing.T) {
+	t.Parallel()
+	cs := fake.NewClientset()
+	cs.PrependReactor("*", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		time.Sleep(10 * time.Millisecond)
+		return false, nil, nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	terms := make(chan string, 64)
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	for _, id := range []string{"a", "b"} {
+		l := Lease{Namespace: "kube-system", Name: "ovnedge", Identity: id,
+			Duration: time.Minute, RenewDeadline: 30 * time.Second, RetryPeriod: 50 * time.Millisecond}
+		wg.Go(func() {
+			_ = RunLeader(ctx, cs, l, slog.New(slog.DiscardHandler), func(context.Context) time.Duration {
+				terms <- id
+				return l.HandOffPause()
+			})
+		})
+	}
+	var seq []string
+	for len(seq) < 24 {
+		select {
+		case id := <-terms:
+			if len(seq) > 0 && seq[len(seq)-1] == id {
+				t.Fatalf("term %d: %s took the Lease back after handing it over (terms %v)", len(seq), id, seq)
+			}
+			seq = append(seq, id)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no term after %v", seq)
+		}
+	}
+}
+
+// TestHandOffPause: the pause outlasts a standby's longest wait between
+// two tries (client-go's RetryPeriod×(1+JitterFactor)) by a RetryPeriod
+// of API latency, for client-go's defaults and the chart's fast settings.
+func TestHandOffPause(t *testing.T) {
+	for _, retry := range []time.Duration{2 * time.Second, 500 * time.Millisecond, 100 * time.Millisecond} {
+		l := Lease{RetryPeriod: retry}
+		longest := time.Duration((1 + leaderelection.JitterFactor) * float64(retry))
+		if got := l.HandOffPause(); got < longest+retry {
+			t.Errorf("RetryPeriod %v: HandOffPause %v, want at least %v (a standby waits up to %v between tries)", retry, got, longest+retry, longest)
 		}
 	}
 }

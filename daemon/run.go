@@ -291,9 +291,9 @@ type loops struct {
 	nodeQ, clusterQ workqueue.TypedRateLimitingInterface[string]
 	leading         atomic.Bool
 	ready           *readiness.Tracker
-	// yielded is when this instance last handed the Lease to a handoff.Successor
-	// (Unix nanoseconds); 0 once another candidate was seen holding it.
-	yielded atomic.Int64
+	// handOffs spaces the hand-overs to a handoff.Successor that did not
+	// take.
+	handOffs handoff.Backoff
 	// noSuccessor is why handoff.Find last found no successor (logged once).
 	noSuccessor string
 }
@@ -398,9 +398,9 @@ func (l *loops) elect(ctx context.Context, c *Clients) {
 			lease.Duration, lease.RenewDeadline, lease.RetryPeriod = l.cfg.LeaseDuration, l.cfg.LeaseRenewDeadline, l.cfg.LeaseRetryPeriod
 		}
 	}
-	// The hand-over's backoff guards only a Lease nobody else took: one
+	// The hand-overs' backoff guards only a Lease nobody else took: one
 	// that came back after another's term may be handed on again.
-	lease.OnOtherHolder = func(string) { l.yielded.Store(0) }
+	lease.OnOtherHolder = func(string) { l.handOffs.Taken() }
 	err := RunLeader(ctx, c.Typed, lease, l.log, func(lctx context.Context) time.Duration {
 		l.lead(true)
 		defer l.lead(false)
@@ -409,7 +409,7 @@ func (l *loops) elect(ctx context.Context, c *Clients) {
 		if u := l.env.Unidle; u != nil {
 			go u.run(lctx, l.w.Services)
 		}
-		return l.leadUntil(lctx, c.Typed, 2*lease.RetryPeriod)
+		return l.leadUntil(lctx, c.Typed, lease.HandOffPause())
 	})
 	if err != nil {
 		l.log.Error("leader election stopped", "err", err)
@@ -420,8 +420,8 @@ func (l *loops) elect(ctx context.Context, c *Clients) {
 // (stepDown): RunLeader then releases the Lease for another candidate, and
 // campaigns again after the pause it returns: a lease duration (0) after
 // failing passes, handOff after handing the Lease to a handoff.Successor (if the
-// successor did not take it, this one takes it back and keeps it for
-// yieldBackoff).
+// successor did not take it, this one takes it back and tries again as
+// handoff.Backoff allows).
 func (l *loops) leadUntil(ctx context.Context, cs kubernetes.Interface, handOff time.Duration) time.Duration {
 	if l.cfg.LeaderStepDown <= 0 && !l.cfg.LeaderAvoidEgressNodes {
 		<-ctx.Done()
@@ -446,14 +446,14 @@ func (l *loops) leadUntil(ctx context.Context, cs kubernetes.Interface, handOff 
 // stepDown says whether to release the Lease: failing with
 // --leader-step-down-after, once the cluster pass has failed that long (for
 // a candidate that reaches the NB, say); yield with
-// --leader-avoid-egress-nodes, for a handoff.Successor off the egress nodes, unless
-// it did so less than yieldBackoff ago.
+// --leader-avoid-egress-nodes, for a handoff.Successor off the egress nodes, as
+// l.handOffs allows.
 func (l *loops) stepDown(ctx context.Context, cs kubernetes.Interface) (failing, yield bool) {
 	if d := l.ready.ClusterFailing(); l.cfg.LeaderStepDown > 0 && d >= l.cfg.LeaderStepDown {
 		l.log.Warn("the cluster pass has failed too long", "for", d.Round(time.Millisecond), "limit", l.cfg.LeaderStepDown)
 		return true, false
 	}
-	if !l.cfg.LeaderAvoidEgressNodes || time.Since(time.Unix(0, l.yielded.Load())) < yieldBackoff {
+	if !l.cfg.LeaderAvoidEgressNodes || !l.handOffs.Allow(time.Now()) {
 		return false, false
 	}
 	to, err := handoff.Find(ctx, cs, os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME"))
@@ -465,18 +465,10 @@ func (l *loops) stepDown(ctx context.Context, cs kubernetes.Interface) (failing,
 	}
 	if to != "" {
 		l.log.Info("handing the Lease to a candidate off the egress-assignable nodes: this leader's node is one", "to", to)
-		l.yielded.Store(time.Now().UnixNano())
+		l.handOffs.HandedOver(time.Now())
 	}
 	return false, to != ""
 }
-
-// yieldBackoff is how long a leader that handed the Lease to a handoff.Successor
-// keeps it when it gets it back without any other candidate having held it
-// meanwhile (the successor did not take it: it does not campaign, or lost
-// it), rather than leave the work undone again and again. A Lease that
-// comes back after another's term (a hand-over back, say) is handed on as
-// any other.
-const yieldBackoff = 10 * time.Minute
 
 // leaseIdentity joins the non-empty parts of a candidate's identity with
 // "_": node_pod_random, pod_random for a leader without a node (the Pod's

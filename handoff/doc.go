@@ -12,6 +12,10 @@
 //		// release the Lease; to takes it within its retry period
 //	}
 //
+// Backoff spaces hand-overs that did not take (the Lease came back with
+// no other candidate seen holding it): 30 s, then twice as long each
+// time, up to 10 minutes.
+//
 // OVN-Kubernetes' cluster manager has no such preference (its Lease is
 // ovn-kubernetes-master, 137 s by default): this is ovnedge's own,
 // docs/deviations.md "Leader election".
