@@ -8,7 +8,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/ovnedge/ovnedge/bgp/metallb"
 	"github.com/ovnedge/ovnedge/internal/e2e"
 	"github.com/ovnedge/ovnedge/testbed"
 )
@@ -69,4 +73,52 @@ func (h *harness) bgp(t *testing.T, svcs map[corev1.ServiceExternalTrafficPolicy
 		f.WaitHops(t, netip.MustParseAddr(svc.Status.LoadBalancer.Ingress[0].IP), 30*time.Second)
 	}
 	h.measured("helm upgrade --set bgp.enabled=false -> routes withdrawn", time.Since(begin))
+	h.bgpPeerCRDs(t, f, svcs, all)
+}
+
+// bgpPeerCRDs turns BGP on again with the peers from MetalLB's objects
+// instead of the chart's values (bgp.peerCRDs=true, the chart's crds/ has
+// MetalLB's BGPPeer and BFDProfile CRDs): a BGPPeer selecting every node
+// with a BFDProfile; every node pod peers with FRR, BFD included, and both
+// VIPs are routed through every node. Deleting the BGPPeer ends the
+// sessions and withdraws the routes; BGP is then turned off.
+func (h *harness) bgpPeerCRDs(t *testing.T, f *e2e.FRR, svcs map[corev1.ServiceExternalTrafficPolicy]*corev1.Service, all []string) {
+	const ns = "metallb-system"
+	if _, err := h.cs.CoreV1().Namespaces().Create(h.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	profile := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "metallb.io/v1beta1", "kind": "BFDProfile",
+		"metadata": map[string]any{"namespace": ns, "name": "fast"},
+		"spec":     map[string]any{"transmitInterval": int64(100), "receiveInterval": int64(100), "detectMultiplier": int64(3)}}}
+	peer := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "metallb.io/v1beta2", "kind": "BGPPeer",
+		"metadata": map[string]any{"namespace": ns, "name": "router"},
+		"spec": map[string]any{"myASN": int64(e2e.NodeASN), "peerASN": int64(e2e.FRRASN), "peerAddress": testbed.ClusterGatewayIP,
+			"holdTime": "9s", "bfdProfile": "fast"}}}
+	if _, err := h.dyn.Resource(metallb.BFDProfileResource).Namespace(ns).Create(h.ctx, profile, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.dyn.Resource(metallb.BGPPeerResource).Namespace(ns).Create(h.ctx, peer, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	h.setValue(t, "bgp.enabled=true,bgp.peers=null,bgp.peerCRDs=true,bgp.crdNamespace="+ns)
+	f.WaitEstablished(t, 60*time.Second, func(node string) string { return h.env.NodeLog(node, "bgp", "BGP") })
+	f.WaitBFD(t)
+	for _, svc := range svcs {
+		f.WaitHops(t, netip.MustParseAddr(svc.Status.LoadBalancer.Ingress[0].IP), 30*time.Second, all...)
+	}
+	h.measured("helm upgrade --set bgp.peerCRDs=true -> MetalLB's BGPPeer peered, BFD up, VIPs routed", time.Since(begin))
+	begin = time.Now()
+	if err := h.dyn.Resource(metallb.BGPPeerResource).Namespace(ns).Delete(h.ctx, "router", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, svc := range svcs {
+		f.WaitHops(t, netip.MustParseAddr(svc.Status.LoadBalancer.Ingress[0].IP), 30*time.Second)
+	}
+	h.measured("BGPPeer deleted -> routes withdrawn", time.Since(begin))
+	if err := h.dyn.Resource(metallb.BFDProfileResource).Namespace(ns).Delete(h.ctx, "fast", metav1.DeleteOptions{}); err != nil {
+		t.Error(err)
+	}
+	h.setValue(t, "bgp.enabled=false,bgp.peerCRDs=false")
 }

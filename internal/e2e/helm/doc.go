@@ -54,7 +54,9 @@
 // VIPs routed through every node and answered for the routed client
 // behind the router (ETP=Local by the pod on the node its path enters,
 // which sees the client's address), and every route withdrawn when BGP
-// is turned off; the pods' ports and endpoints leaving the NB when the
+// is turned off; then the same peering from MetalLB's objects
+// (bgp.peerCRDs: a BGPPeer and its BFDProfile in metallb-system, the
+// chart's CRDs), its routes withdrawn when the BGPPeer is deleted; the pods' ports and endpoints leaving the NB when the
 // DaemonSet is deleted; the kubelet restarting a killed
 // node instance, which becomes Ready again without touching the
 // Service's flows or NB rows; the Lease handed off an egress node (the
