@@ -265,17 +265,25 @@ func (h *harness) setValue(t *testing.T, kv string) { h.setValueOf(t, "node", kv
 // setValueOf is setValue for a value of component's pods ("node" or
 // "leader").
 func (h *harness) setValueOf(t *testing.T, component, kv string) {
+	h.upgradeWith(t, component, "--set "+kv, "--set", kv)
+}
+
+// upgradeWith runs helm upgrade --reuse-values with args (what says
+// them) and waits as setValue does. (--set-json key=[] empties a list:
+// --set key=null keeps the reused value, --set key={} gives [""].)
+func (h *harness) upgradeWith(t *testing.T, component, what string, args ...string) {
 	old, err := h.pods(h.ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	begin := time.Now()
-	out, err := h.runHelm("upgrade", release, filepath.Join(h.root, "deploy", "helm", "ovnedge"), "--namespace", namespace,
-		"--reuse-values", "--set", kv, "--wait", "--timeout", "120s")
+	argv := append([]string{"upgrade", release, filepath.Join(h.root, "deploy", "helm", "ovnedge"), "--namespace", namespace,
+		"--reuse-values"}, args...)
+	out, err := h.runHelm(append(argv, "--wait", "--timeout", "120s")...)
 	if err != nil {
-		t.Fatalf("helm upgrade --set %s: %v\n%s%s", kv, err, out, h.diagnose())
+		t.Fatalf("helm upgrade %s: %v\n%s%s", what, err, out, h.diagnose())
 	}
-	h.eventually(t, 90*time.Second, "every "+component+" pod replaced, every pod Ready and Reconciled after --set "+kv, func() error {
+	h.eventually(t, 90*time.Second, "every "+component+" pod replaced, every pod Ready and Reconciled after "+what, func() error {
 		return h.everyPodReady(func(p *corev1.Pod) error {
 			if p.Labels["app.kubernetes.io/component"] == component && slices.ContainsFunc(old, func(o corev1.Pod) bool { return o.UID == p.UID }) {
 				return fmt.Errorf("pod %s not replaced yet", p.Name)
@@ -283,7 +291,7 @@ func (h *harness) setValueOf(t *testing.T, component, kv string) {
 			return nil
 		})
 	})
-	h.measured("helm upgrade --set "+kv+" -> "+component+" pods new and Ready", time.Since(begin))
+	h.measured("helm upgrade "+what+" -> "+component+" pods new and Ready", time.Since(begin))
 }
 
 // netserverDaemonSet is a pod on every node serving TCP 8080.

@@ -102,13 +102,22 @@ func (h *harness) bgpPeerCRDs(t *testing.T, f *e2e.FRR, svcs map[corev1.ServiceE
 		t.Fatal(err)
 	}
 	begin := time.Now()
-	h.setValue(t, "bgp.enabled=true,bgp.peers=null,bgp.peerCRDs=true,bgp.crdNamespace="+ns)
+	h.upgradeWith(t, "node", "--set bgp.peerCRDs=true --set-json bgp.peers=[]",
+		"--set", "bgp.enabled=true,bgp.peerCRDs=true,bgp.crdNamespace="+ns, "--set-json", "bgp.peers=[]")
 	f.WaitEstablished(t, 60*time.Second, func(node string) string { return h.env.NodeLog(node, "bgp", "BGP") })
 	f.WaitBFD(t)
 	for _, svc := range svcs {
 		f.WaitHops(t, netip.MustParseAddr(svc.Status.LoadBalancer.Ingress[0].IP), 30*time.Second, all...)
 	}
 	h.measured("helm upgrade --set bgp.peerCRDs=true -> MetalLB's BGPPeer peered, BFD up, VIPs routed", time.Since(begin))
+	ds, err := h.cs.AppsV1().DaemonSets(namespace).Get(h.ctx, release+"-node", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if args := strings.Join(ds.Spec.Template.Spec.Containers[0].Args, " "); !strings.Contains(args, "--bgp-peer-crds") ||
+		strings.Contains(args, "--bgp-peer-address") {
+		t.Fatalf("the node pods' arguments: %s; want --bgp-peer-crds and no --bgp-peer-address (the peers from the BGPPeer only)", args)
+	}
 	begin = time.Now()
 	if err := h.dyn.Resource(metallb.BGPPeerResource).Namespace(ns).Delete(h.ctx, "router", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)

@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
@@ -29,7 +28,7 @@ const keptESvc = "esvc-kept"
 // host, labelled so; it returns the host.
 func (h *harness) applyESvc(t *testing.T, ns, name string) string {
 	t.Helper()
-	dyn := dynamic.NewForConfigOrDie(h.kc.Config)
+	dyn := h.dyn
 	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "k8s.ovn.org/v1", "kind": egressv1.ServiceKind,
 		"metadata": map[string]any{"namespace": ns, "name": name}, "spec": map[string]any{}}}
 	if _, err := dyn.Resource(egressv1.ServiceResource).Namespace(ns).Create(h.ctx, u, metav1.CreateOptions{}); err != nil {
@@ -93,7 +92,7 @@ func (h *harness) egressService(t *testing.T, svcs map[corev1.ServiceExternalTra
 	from(func(string) string { return vip })
 	h.measured("EgressService apply -> every backend leaving from its LoadBalancer IP", time.Since(begin))
 	t.Logf("EgressService %s/%s: host %s; the backends on %d nodes reach %s from %s", backendsNS, svc.Name, host, len(pods), dst, vip)
-	dyn := dynamic.NewForConfigOrDie(h.kc.Config)
+	dyn := h.dyn
 	if err := dyn.Resource(egressv1.ServiceResource).Namespace(backendsNS).Delete(h.ctx, svc.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -71,7 +71,7 @@ type harness struct {
 	// tag is the image tag installed (Install), then upgraded to
 	// (Upgrade).
 	tag string
-	dyn dynamic.Interface // for the EgressIP (Upgrade)
+	dyn dynamic.Interface // for the custom resources
 	// sender is the network namespace of the EgressIP's kubelet-run pod
 	// (Upgrade, Failover).
 	sender *testbed.Netns
@@ -202,6 +202,7 @@ func start(t *testing.T, n, leaders int) *harness {
 	begin := time.Now()
 	h.kc = testbed.StartKubeCluster(t)
 	h.cs = h.kc.Client
+	h.dyn = dynamic.NewForConfigOrDie(h.kc.Config)
 	h.helm = helmenv.NewHelm(h.kc, t.TempDir())
 	h.measured("StartKubeCluster", time.Since(begin))
 

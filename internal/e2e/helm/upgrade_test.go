@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 
 	"github.com/ovnedge/ovnedge/internal/e2e"
@@ -227,19 +226,14 @@ func (h *harness) egress(t *testing.T, senderNode, egressNode *testbed.ClusterNo
 	// The test's sockets in the kubelet-run pod's network namespace
 	// (for the whole test: Failover streams from it too).
 	h.sender = h.env.KubeNode(senderNode.Name).PodNetns(h.t, pod.Status.ContainerStatuses[0].ContainerID)
-	dyn, err := dynamic.NewForConfig(h.kc.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
 	eip := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "k8s.ovn.org/v1", "kind": "EgressIP",
 		"metadata": map[string]any{"name": egressName},
 		"spec": map[string]any{"egressIPs": []any{egressIP.String()},
 			"namespaceSelector": map[string]any{"matchLabels": map[string]any{"env": egressNS}}}}}
 	begin := time.Now()
-	if _, err := dyn.Resource(e2e.EgressGVR).Create(h.ctx, eip, metav1.CreateOptions{}); err != nil {
+	if _, err := h.dyn.Resource(e2e.EgressGVR).Create(h.ctx, eip, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("EgressIP %s: %v", egressName, err)
 	}
-	h.dyn = dyn
 	h.eventually(t, wait, "EgressIP "+egressName+" assigned to "+egressNode.Name, func() error {
 		if n := h.egressNode(t); n != egressNode.Name {
 			return fmt.Errorf("on %q", n)
