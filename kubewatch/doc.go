@@ -29,9 +29,5 @@
 // WatchPods starts one per label selector its host-interface egress IPs
 // serve (desired.HostEgressPodSelectors) and stops those no longer
 // needed, so a node without such egress IPs caches no pod, however many
-// the cluster runs. Its Services and EndpointSlices are trimmed to what a
-// node reads (ForNode, TrimForNode): a Service no node has work for (a
-// ClusterIP one without external IPs or ingress) is a stub, and so are its
-// EndpointSlices (StubSlice); those are fetched whole again from the API
-// server when the Service comes to need a node.
+// the cluster runs.
 package kubewatch

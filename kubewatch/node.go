@@ -13,28 +13,18 @@ import (
 // ForNode makes the Watcher a node instance's, on node: its
 // EndpointSlices and Services keep only what that node reads
 // (TrimForNode). A node instance needs every Service with an external IP,
-// ingress or NodePort and their EndpointSlices, but of the endpoints on
-// other nodes only which nodes have one ready; of the other Services and
-// their slices, stubs (a slice is fetched whole again when its Service
-// comes to need a node).
+// ingress or NodePort and every EndpointSlice, but of the endpoints on
+// other nodes only which nodes have one ready.
 func ForNode(node string) WatchOption {
-	return func(w *Watcher) { w.node, w.stubs = node, newSliceStubs() }
+	return func(w *Watcher) { w.node = node }
 }
 
 // transform is the typed informers' transform: stripManagedFields, and
-// on a node instance's Watcher TrimForNode, with the EndpointSlices of
-// stubbed Services as stubs (sliceStubs).
+// on a node instance's Watcher TrimForNode.
 func (w *Watcher) transform(obj any) (any, error) {
 	obj, err := stripManagedFields(obj)
-	if w.node == "" {
-		return obj, err
-	}
-	if s, ok := obj.(*discoveryv1.EndpointSlice); ok && w.stubs.trim(s) {
-		return s, err
-	}
-	obj = TrimForNode(obj, w.node)
-	if s, ok := obj.(*corev1.Service); ok {
-		w.stubs.service(s)
+	if w.node != "" {
+		obj = TrimForNode(obj, w.node)
 	}
 	return obj, err
 }
@@ -62,20 +52,14 @@ func TrimForNode(obj any, node string) any {
 // the leader's, serve cluster IPs. At 150,000 pods nine Services in ten
 // of the scale benchmark's are such. It is idempotent.
 func stubService(s *corev1.Service) {
-	if !stubbable(s) {
+	if (s.Spec.Type != corev1.ServiceTypeClusterIP && s.Spec.Type != "") || len(s.Spec.ExternalIPs) > 0 ||
+		len(s.Status.LoadBalancer.Ingress) > 0 {
 		return
 	}
 	*s = corev1.Service{TypeMeta: s.TypeMeta,
 		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, UID: s.UID, ResourceVersion: s.ResourceVersion,
 			Generation: s.Generation, CreationTimestamp: s.CreationTimestamp},
 		Spec: corev1.ServiceSpec{Type: s.Spec.Type, ClusterIP: s.Spec.ClusterIP, ClusterIPs: s.Spec.ClusterIPs}}
-}
-
-// stubbable says whether no node has work for s: a ClusterIP (or
-// headless) Service with no external IP and no ingress.
-func stubbable(s *corev1.Service) bool {
-	return (s.Spec.Type == corev1.ServiceTypeClusterIP || s.Spec.Type == "") && len(s.Spec.ExternalIPs) == 0 &&
-		len(s.Status.LoadBalancer.Ingress) == 0
 }
 
 // compactSlice keeps of s what a node instance on node reads: its

@@ -62,11 +62,8 @@ type Watcher struct {
 	// (then the Watcher has no Pod informer of its own).
 	pods *podWatches
 	// node is the node of a node instance's Watcher (ForNode), "" for
-	// others; stubs and slices (its own EndpointSlice informer, started
-	// once the Services are synced, so that it knows their stubs) then.
+	// others.
 	node   string
-	stubs  *sliceStubs
-	slices cache.SharedIndexInformer
 	synced []cache.InformerSynced
 	queues []keyedQueue
 	log    *slog.Logger
@@ -414,13 +411,12 @@ func NewWatcher(cs kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger
 	if w.pods == nil {
 		pods = w.factory.InformerFor(&corev1.Pod{}, newPodInformer(nil))
 	}
-	svcs, slices := w.factory.Core().V1().Services().Informer(), w.sliceInformer()
 	infs := []cache.SharedIndexInformer{
 		w.factory.Core().V1().Nodes().Informer(),
 		w.factory.Core().V1().Namespaces().Informer(),
 		pods,
-		svcs,
-		slices,
+		w.factory.Core().V1().Services().Informer(),
+		w.factory.Discovery().V1().EndpointSlices().Informer(),
 		w.eips,
 		w.esvcs,
 	}
@@ -430,10 +426,6 @@ func NewWatcher(cs kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger
 			continue
 		}
 		w.changes.stores[k] = inf.GetStore()
-	}
-	if w.stubs != nil {
-		w.changes.stores[kindEndpointSlice] = stubStore{slices.GetStore(), w.stubs}
-		w.followStubs(svcs, slices)
 	}
 	w.changes.full = true
 	for _, inf := range []cache.SharedIndexInformer{w.subnets, w.nads} {
@@ -504,16 +496,6 @@ func (w *Watcher) Start(ctx context.Context) error {
 		w.pods.mu.Unlock()
 	}
 	w.factory.Start(ctx.Done())
-	if w.slices != nil {
-		// The Services first: a slice of a stubbed one is kept as a stub
-		// from its first list on.
-		if !cache.WaitForCacheSync(ctx.Done(), w.factory.Core().V1().Services().Informer().HasSynced) {
-			return fmt.Errorf("the Services' cache did not sync: %w", ctx.Err())
-		}
-		go w.slices.Run(ctx.Done())
-		go w.stubs.run(ctx, w.cs, w.slices.GetStore(), w.node, func(o any) { w.changed(kindEndpointSlice, o) },
-			func(msg string, args ...any) { w.log.Warn(msg, args...) })
-	}
 	w.dynamic.Start(ctx.Done())
 	for _, f := range w.lbsvc {
 		f.Start(ctx.Done())
