@@ -291,11 +291,9 @@ type loops struct {
 	nodeQ, clusterQ workqueue.TypedRateLimitingInterface[string]
 	leading         atomic.Bool
 	ready           *readiness.Tracker
-	// handOffs spaces the hand-overs to a handoff.Successor that did not
-	// take.
-	handOffs handoff.Backoff
-	// noSuccessor is why handoff.Find last found no successor (logged once).
-	noSuccessor string
+	// handOffs finds a handoff.Successor, spacing the hand-overs that did
+	// not take.
+	handOffs handoff.Checker
 }
 
 // publish makes the readiness known: /readyz always, a change of it or of
@@ -453,19 +451,15 @@ func (l *loops) stepDown(ctx context.Context, cs kubernetes.Interface) (failing,
 		l.log.Warn("the cluster pass has failed too long", "for", d.Round(time.Millisecond), "limit", l.cfg.LeaderStepDown)
 		return true, false
 	}
-	if !l.cfg.LeaderAvoidEgressNodes || !l.handOffs.Allow(time.Now()) {
+	if !l.cfg.LeaderAvoidEgressNodes {
 		return false, false
 	}
-	to, err := handoff.Find(ctx, cs, os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME"))
-	if msg := fmt.Sprint(err); err != nil && ctx.Err() == nil && msg != l.noSuccessor {
+	to, err := l.handOffs.Check(ctx, cs, os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME"), time.Now())
+	if err != nil && ctx.Err() == nil {
 		l.log.Info("keeping the Lease on an egress-assignable node", "err", err) // once per reason
-		l.noSuccessor = msg
-	} else if err == nil {
-		l.noSuccessor = ""
 	}
 	if to != "" {
 		l.log.Info("handing the Lease to a candidate off the egress-assignable nodes: this leader's node is one", "to", to)
-		l.handOffs.HandedOver(time.Now())
 	}
 	return false, to != ""
 }

@@ -14,7 +14,8 @@
 //
 // Backoff spaces hand-overs that did not take (the Lease came back with
 // no other candidate seen holding it): 30 s, then twice as long each
-// time, up to 10 minutes.
+// time, up to 10 minutes. Checker is what a leader runs while it leads:
+// Find as Backoff allows, each new reason to keep the Lease returned once.
 //
 // OVN-Kubernetes' cluster manager has no such preference (its Lease is
 // ovn-kubernetes-master, 137 s by default): this is ovnedge's own,
