@@ -372,7 +372,7 @@ func nodeEgressIPs(s Snapshot, p Params, node string, self *ovnknode.Node) (host
 func egressIPsOn(s Snapshot, node string) []*egressv1.EgressIP {
 	var out []*egressv1.EgressIP
 	for _, u := range s.EgressIPs {
-		if !statusNames(u, node) {
+		if !StatusNames(u, node) {
 			continue // other nodes' work
 		}
 		if e, err := egressv1.FromUnstructured(u); err == nil {
@@ -385,7 +385,7 @@ func egressIPsOn(s Snapshot, node string) []*egressv1.EgressIP {
 // statusNames reports whether EgressIP u's status gives node an egress
 // IP, read from the object as it is (converting every EgressIP on every
 // pass cost more than the rest of it).
-func statusNames(u *unstructured.Unstructured, node string) bool {
+func StatusNames(u *unstructured.Unstructured, node string) bool {
 	v, _, _ := unstructured.NestedFieldNoCopy(u.Object, "status", "items")
 	items, _ := v.([]any)
 	for _, it := range items {

@@ -37,7 +37,7 @@ func TestStatusNames(t *testing.T) {
 		{"items not a list", eip(map[string]any{"items": "n1"}), false},
 		{"an item not an object", eip(map[string]any{"items": []any{"n1"}}), false},
 	} {
-		if got := statusNames(tc.u, "n1"); got != tc.want {
+		if got := StatusNames(tc.u, "n1"); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}

@@ -7,11 +7,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
+
+	"github.com/ovnedge/ovnedge/desired"
+	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
+	"github.com/ovnedge/ovnedge/lbsvc"
 )
 
 // ForNode makes the Watcher a node instance's, on node: its
-// EndpointSlices and Services keep only what that node reads
+// EndpointSlices, Services and EgressIPs keep only what that node reads
 // (TrimForNode). A node instance needs every Service with an external IP,
 // ingress or NodePort and every EndpointSlice, but of the endpoints on
 // other nodes only which nodes have one ready.
@@ -19,8 +24,8 @@ func ForNode(node string) WatchOption {
 	return func(w *Watcher) { w.node = node }
 }
 
-// transform is the typed informers' transform: stripManagedFields, and
-// on a node instance's Watcher TrimForNode.
+// transform is the typed informers' and the EgressIPs' transform:
+// stripManagedFields, and on a node instance's Watcher TrimForNode.
 func (w *Watcher) transform(obj any) (any, error) {
 	obj, err := stripManagedFields(obj)
 	if w.node != "" {
@@ -30,36 +35,42 @@ func (w *Watcher) transform(obj any) (any, error) {
 }
 
 // TrimForNode is what a node instance on node keeps of an informer's
-// object (in place): an EndpointSlice compacted (compactSlice), a Service
-// that no node has work for reduced to a stub (stubService), anything else
-// as it is. A node's desired state (desired.ComputeNode) is the same from
-// trimmed objects as from whole ones.
+// object: an EndpointSlice compacted (compactSlice, in place); a Service
+// that no node has work for (lbsvc.NodeWork), or an EgressIP whose status
+// does not name node (desired.StatusNames), replaced by its key (a stub,
+// which Snapshot and Services leave out); anything else as it is. A
+// node's desired state (desired.ComputeNode) is the same from the trimmed
+// objects as from whole ones. It is idempotent.
 func TrimForNode(obj any, node string) any {
 	switch o := obj.(type) {
 	case *discoveryv1.EndpointSlice:
 		compactSlice(o, node)
 	case *corev1.Service:
-		stubService(o)
+		if !lbsvc.NodeWork(o) {
+			return &stub{namespace: o.Namespace, name: o.Name, resourceVersion: o.ResourceVersion}
+		}
+	case *unstructured.Unstructured:
+		if o.GroupVersionKind() == egressv1.SchemeGroupVersion.WithKind(egressv1.Kind) && !desired.StatusNames(o, node) {
+			return &stub{name: o.GetName(), resourceVersion: o.GetResourceVersion()}
+		}
 	}
 	return obj
 }
 
-// stubService keeps of a Service that no node has work for, a ClusterIP
-// (or headless) Service with no external IP and no ingress, what the
-// Watcher and a node's work read of it: its identity, type and cluster
-// IPs. Its flows, announcements and routes are none: a node's bridge
-// serves external IPs, ingress and NodePorts, and OVN's load balancers,
-// the leader's, serve cluster IPs. At 150,000 pods nine Services in ten
-// of the scale benchmark's are such. It is idempotent.
-func stubService(s *corev1.Service) {
-	if (s.Spec.Type != corev1.ServiceTypeClusterIP && s.Spec.Type != "") || len(s.Spec.ExternalIPs) > 0 ||
-		len(s.Status.LoadBalancer.Ingress) > 0 {
-		return
-	}
-	*s = corev1.Service{TypeMeta: s.TypeMeta,
-		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, UID: s.UID, ResourceVersion: s.ResourceVersion,
-			Generation: s.Generation, CreationTimestamp: s.CreationTimestamp},
-		Spec: corev1.ServiceSpec{Type: s.Spec.Type, ClusterIP: s.Spec.ClusterIP, ClusterIPs: s.Spec.ClusterIPs}}
+// stub is what a node instance's informer keeps of an object that it has
+// no work for: its key and version, so that the informer tells its
+// changes and deletion apart. Such are a ClusterIP (or headless) Service
+// with no external IP and no ingress (a node's bridge serves external
+// IPs, ingress and NodePorts; OVN's load balancers, the leader's, serve
+// cluster IPs), nine in ten of the scale benchmark's at 150,000 pods (a
+// corev1.Service is 592 bytes before its strings and maps), and an
+// EgressIP that gives the node no IP (about 3.5 KB each, unstructured).
+type stub struct{ namespace, name, resourceVersion string }
+
+// GetObjectMeta makes a stub an object to meta.Accessor (the informer's
+// key and the version it compares on a relist).
+func (s *stub) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Namespace: s.namespace, Name: s.name, ResourceVersion: s.resourceVersion}
 }
 
 // compactSlice keeps of s what a node instance on node reads: its

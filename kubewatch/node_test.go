@@ -7,8 +7,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	"github.com/ovnedge/ovnedge/lbsvc"
@@ -98,10 +101,10 @@ func TestCompactSlice(t *testing.T) {
 	}
 }
 
-// TestStubService: a ClusterIP Service without external IPs is reduced
-// to its identity, type and cluster IPs (idempotently); any Service a node
-// has work for is kept whole.
-func TestStubService(t *testing.T) {
+// TestServiceStub: a ClusterIP Service without external IPs is replaced
+// by its key and version (idempotently), which the informer's key
+// function reads; any Service a node has work for is kept whole.
+func TestServiceStub(t *testing.T) {
 	full := func(typ corev1.ServiceType) *corev1.Service {
 		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s", UID: "u", ResourceVersion: "7",
 			Labels: map[string]string{"app": "x"}, Annotations: map[string]string{"a": "b"}},
@@ -127,22 +130,65 @@ func TestStubService(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			before := c.svc.DeepCopy()
-			stubService(c.svc)
+			got := TrimForNode(c.svc, "a")
 			if !c.stub {
-				if !reflect.DeepEqual(c.svc, before) {
-					t.Errorf("changed:\n%+v\n%+v", before, c.svc)
+				if got != any(c.svc) || !reflect.DeepEqual(c.svc, before) {
+					t.Errorf("changed:\n%+v\n%+v", before, got)
 				}
 				return
 			}
-			want := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s", UID: "u", ResourceVersion: "7"},
-				Spec: corev1.ServiceSpec{Type: before.Spec.Type, ClusterIP: "10.96.0.1", ClusterIPs: []string{"10.96.0.1"}}}
-			if !reflect.DeepEqual(c.svc, want) {
-				t.Errorf("stub %+v, want %+v", c.svc, want)
+			want := &stub{namespace: "ns", name: "s", resourceVersion: "7"}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("stub %+v, want %+v", got, want)
 			}
-			again := c.svc.DeepCopy()
-			stubService(again)
-			if !reflect.DeepEqual(again, c.svc) {
-				t.Errorf("stubbing again changed it")
+			if again := TrimForNode(got, "a"); again != got {
+				t.Errorf("trimming again gave %+v", again)
+			}
+			if key, err := cache.MetaNamespaceKeyFunc(got); key != "ns/s" || err != nil {
+				t.Errorf("key %q, %v", key, err)
+			}
+			a, err := meta.Accessor(got)
+			if err != nil || a.GetResourceVersion() != "7" {
+				t.Errorf("accessor: %v, %v", a, err)
+			}
+		})
+	}
+}
+
+// TestEgressIPStub: a node instance keeps whole the EgressIPs whose
+// status gives it an IP and a stub (key and version) of the others;
+// objects of other kinds stay as they are.
+func TestEgressIPStub(t *testing.T) {
+	eip := func(kind string, nodes ...string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "k8s.ovn.org/v1", "kind": kind,
+			"metadata": map[string]any{"name": "e", "resourceVersion": "9"},
+			"spec":     map[string]any{"egressIPs": []any{"172.18.0.44"}}}}
+		var items []any
+		for _, n := range nodes {
+			items = append(items, map[string]any{"node": n, "egressIP": "172.18.0.44"})
+		}
+		if items != nil {
+			u.Object["status"] = map[string]any{"items": items}
+		}
+		return u
+	}
+	for _, c := range []struct {
+		name string
+		u    *unstructured.Unstructured
+		kept bool
+	}{
+		{"assigned to the node", eip("EgressIP", "b", "a"), true},
+		{"assigned elsewhere", eip("EgressIP", "b"), false},
+		{"unassigned", eip("EgressIP"), false},
+		{"another kind", eip("EgressService"), true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := TrimForNode(c.u, "a")
+			if c.kept != (got == any(c.u)) {
+				t.Fatalf("kept %v, want %v: %+v", got == any(c.u), c.kept, got)
+			}
+			if !c.kept && !reflect.DeepEqual(got, &stub{name: "e", resourceVersion: "9"}) {
+				t.Errorf("stub %+v", got)
 			}
 		})
 	}

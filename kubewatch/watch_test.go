@@ -156,11 +156,11 @@ func TestWatcherTakeChanges(t *testing.T) {
 
 // startedWatcher starts a Watcher on an empty in-memory API (stopped at
 // the test's end).
-func startedWatcher(t *testing.T) (context.Context, *manifests.Source, *Watcher) {
+func startedWatcher(t *testing.T, opts ...WatchOption) (context.Context, *manifests.Source, *Watcher) {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	src := manifests.NewSource(t.TempDir(), log)
-	w := NewWatcher(src.Clientset, src.Dynamic, log)
+	w := NewWatcher(src.Clientset, src.Dynamic, log, opts...)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	if err := w.Start(ctx); err != nil {
@@ -225,6 +225,66 @@ func TestWatcherSnapshotLists(t *testing.T) {
 	if s4, _ := w.Snapshot(); !sameSlice(s3.Services, s4.Services) || !sameSlice(s3.Pods, s4.Pods) {
 		t.Error("two snapshots with no change between them listed the services or pods twice")
 	}
+}
+
+// TestNodeWatcherServices: a node instance's Watcher (ForNode) lists a
+// Service while a node has work for it (here while it is a LoadBalancer)
+// and not while its informer holds it as a stub (Changes then hold it as
+// nil, as a deleted one); its deletion as a stub is seen.
+func TestNodeWatcherServices(t *testing.T) {
+	ctx, src, w := startedWatcher(t, ForNode("n1"))
+	svcs := src.Clientset.CoreV1().Services("default")
+	listed := func(want bool) {
+		t.Helper()
+		testbed.Eventually(t, 5*time.Second, func() error {
+			s, err := w.Snapshot()
+			if err != nil {
+				return err
+			}
+			if got := slices.ContainsFunc(s.Services, func(s *corev1.Service) bool { return s.Name == "web" }); got != want {
+				return fmt.Errorf("listed %v, want %v (%d Services)", got, want, len(s.Services))
+			}
+			if got := len(w.Services()) == 1; got != want {
+				return fmt.Errorf("Services() %d", len(w.Services()))
+			}
+			return nil
+		})
+	}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: "10.96.0.10", Ports: []corev1.ServicePort{{Port: 80}}}}
+	created, err := svcs.Create(ctx, svc, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testbed.Eventually(t, 5*time.Second, func() error {
+		if _, ok, _ := w.factory.Core().V1().Services().Informer().GetStore().GetByKey("default/web"); !ok {
+			return errors.New("not in the informer")
+		}
+		return nil
+	})
+	listed(false)
+	created.Spec.Type = corev1.ServiceTypeLoadBalancer
+	if created, err = svcs.Update(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	listed(true)
+	created.Spec.Type = corev1.ServiceTypeClusterIP
+	if _, err = svcs.Update(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	listed(false)
+	w.TakeChanges()
+	if err := svcs.Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testbed.Eventually(t, 5*time.Second, func() error {
+		if ch := w.TakeChanges(); ch != nil {
+			if _, ok := ch.Services["default/web"]; ok {
+				return nil
+			}
+		}
+		return errors.New("the stub's deletion not seen")
+	})
 }
 
 // TestCachedPod: the informers keep a Pod as its egress.PodInfo (what the

@@ -138,6 +138,16 @@ type GatewayFlows struct {
 	Events []event.Event
 }
 
+// NodeWork reports whether a node may have work for svc: NodePorts or
+// load balancers (types NodePort and LoadBalancer; ExternalName is kept
+// too), an external IP or a load balancer ingress. A ClusterIP Service
+// without them is served by OVN's load balancers alone, the leader's: no
+// node's bridge flows, announcements or routes serve it.
+func NodeWork(svc *corev1.Service) bool {
+	return (svc.Spec.Type != corev1.ServiceTypeClusterIP && svc.Spec.Type != "") || len(svc.Spec.ExternalIPs) > 0 ||
+		len(svc.Status.LoadBalancer.Ingress) > 0
+}
+
 // NodeGatewayFlows returns node's shared gateway flows of every Service
 // (brex.ServiceFlows of GatewayService), by owner. g describes node's
 // bridge. A Service whose flows cannot be built, or would program a flow
@@ -157,6 +167,9 @@ func (c *GatewayCache) NodeGatewayFlows(g brex.Gateway, svcs []*corev1.Service, 
 	sorted := c.sortedServices(svcs)
 	var check ovsflow.Program // finds clashes between Services
 	for _, svc := range sorted {
+		if !NodeWork(svc) {
+			continue // nothing to build or remember
+		}
 		sf := c.service(g, svc, bySvc[serviceKey{svc.Namespace, svc.Name}], node)
 		out.Events = append(out.Events, sf.events...)
 		if !sf.ok {

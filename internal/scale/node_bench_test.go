@@ -6,7 +6,9 @@ import (
 	"slices"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/ovnedge/ovnedge/daemon"
 	"github.com/ovnedge/ovnedge/desired"
@@ -88,9 +90,10 @@ func BenchmarkNodePass(b *testing.B) {
 	}
 }
 
-// TestTrimForNodeKeepsNodeState: node instances keep their Services and
-// EndpointSlices trimmed (kubewatch.TrimForNode: ClusterIP Services
-// stubbed, other nodes' endpoints compacted); the desired state of two
+// TestTrimForNodeKeepsNodeState: node instances keep their Services,
+// EndpointSlices and EgressIPs trimmed (kubewatch.TrimForNode: ClusterIP
+// Services and EgressIPs that give the node no IP stubbed, other nodes'
+// endpoints compacted); the desired state of two
 // nodes of the scale benchmark's 10,000-pod cluster, with and without L2
 // announcements and BGP, is the same from the trimmed objects as from the
 // whole ones. The cluster has every kind of Service the benchmark makes
@@ -114,14 +117,21 @@ func TestTrimForNodeKeepsNodeState(t *testing.T) {
 		slice.Endpoints = nodeEndpoints(j >= 2)
 		whole.EndpointSlices = append(whole.EndpointSlices, slice)
 	}
+	// The first EgressIPs assigned: to nodes 0, 1, 2, 0, 1, 2, ...
+	for k, u := range whole.EgressIPs[:12] {
+		items := []any{map[string]any{"node": NodeName(k % 3), "egressIP": EgressIPAddr(k).String()}}
+		if err := unstructured.SetNestedSlice(u.Object, items, "status", "items"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	trimmed := whole
 	trimmed.Services, trimmed.EndpointSlices = nil, nil
 	stubs := 0
 	for _, svc := range whole.Services {
-		c := svc.DeepCopy()
-		kubewatch.TrimForNode(c, NodeName(0))
-		if len(c.Spec.Ports) == 0 {
+		c, kept := kubewatch.TrimForNode(svc.DeepCopy(), NodeName(0)).(*corev1.Service)
+		if !kept { // a stub: the node's Watcher lists none
 			stubs++
+			continue
 		}
 		trimmed.Services = append(trimmed.Services, c)
 	}
@@ -129,12 +139,20 @@ func TestTrimForNodeKeepsNodeState(t *testing.T) {
 		t.Fatalf("%d of %d Services stubbed", stubs, len(whole.Services))
 	}
 	for _, node := range []string{NodeName(0), NodeName(1)} {
-		trimmed.EndpointSlices = nil
+		trimmed.EndpointSlices, trimmed.EgressIPs = nil, nil
+		for _, u := range whole.EgressIPs {
+			if c, kept := kubewatch.TrimForNode(u.DeepCopy(), node).(*unstructured.Unstructured); kept {
+				trimmed.EgressIPs = append(trimmed.EgressIPs, c)
+			}
+		}
+		if len(trimmed.EgressIPs) != 4 {
+			t.Fatalf("%s: %d EgressIPs kept, want the 4 assigned to it", node, len(trimmed.EgressIPs))
+		}
 		for _, s := range whole.EndpointSlices {
 			trimmed.EndpointSlices = append(trimmed.EndpointSlices, kubewatch.TrimForNode(s.DeepCopy(), node).(*discoveryv1.EndpointSlice))
 		}
 		for _, flags := range [][]string{{"--enable-l2-announce=false"}, {"--enable-l2-announce=true"},
-			{"--enable-bgp=true", "--bgp-peer-address=172.18.0.1"}} {
+			{"--enable-bgp=true", "--bgp-peer-address=172.18.0.1", "--bgp-announce-egress-ips=true"}} {
 			cfg, _, err := daemon.ParseConfig("test", append([]string{"--node-name=" + node, "--gateway-flows=true",
 				"--cluster-subnets=" + ClusterSubnet + "/" + fmt.Sprint(HostPrefix), "--gateway-v4-join-subnet=" + JoinSubnet,
 				"--gateway-v4-masquerade-subnet=169.254.169.0/29", "--enable-egress-ip=true", "--uplink=eth0",
@@ -151,8 +169,8 @@ func TestTrimForNodeKeepsNodeState(t *testing.T) {
 			if !reflect.DeepEqual(w, c) {
 				t.Errorf("%s %v: the node's desired state differs from trimmed objects", node, flags)
 			}
-			if len(w.Sets) == 0 {
-				t.Errorf("%s %v: no flows", node, flags)
+			if len(w.Sets) == 0 || len(w.Held) != 4 {
+				t.Errorf("%s %v: %d flow sets, %d egress IPs held, want some and 4", node, flags, len(w.Sets), len(w.Held))
 			}
 		}
 	}
