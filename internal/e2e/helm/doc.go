@@ -109,6 +109,14 @@
 // each node; that machine is killed as in Failover, the other node must
 // answer instead (never both at once) and carry the client's next
 // connection, and the node is restored;
+// an EgressIP on a host interface (every node's second host network,
+// testbed's AddHostNetwork, in its Node's k8s.ovn.org/host-cidrs): only
+// the egress node's pod starts a pod watch, a kubelet-run pod on the
+// other node (where the Lease's holder runs) reaches the host on that
+// network from the egress IP, and the egress node's machine is killed as
+// in Failover: the IP must move to the surviving node and the stream
+// arrive from it again, with never two nodes answering ARP for it, and
+// the node is restored;
 // and `helm uninstall --wait`, whose pre-delete hook Job has every
 // instance remove what it wrote (NB load balancers, flows with ovnedge's
 // cookies, the Lease) before the pods go.

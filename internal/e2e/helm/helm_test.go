@@ -124,7 +124,8 @@ func (h *harness) steps() []step {
 		{"EgressIPv6", h.egressIPv6},
 	}
 	if len(h.nodes) > 1 {
-		steps = append(steps, step{"Failover", h.failover}, step{"FastFailover", h.fastFailover}, step{"L2Takeover", h.l2Takeover})
+		steps = append(steps, step{"Failover", h.failover}, step{"FastFailover", h.fastFailover}, step{"L2Takeover", h.l2Takeover},
+			step{"HostEgress", h.hostEgress})
 	}
 	return append(steps, step{"Uninstall", h.uninstall})
 }
