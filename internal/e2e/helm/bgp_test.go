@@ -67,6 +67,9 @@ func (h *harness) bgp(t *testing.T, svcs map[corev1.ServiceExternalTrafficPolicy
 			vip, svc.Name, etp, all, through, pod, client)
 	}
 	h.measured("BGP on -> both VIPs routed and answered", time.Since(begin))
+	if len(all) > 1 {
+		h.bgpShutdown(t, f, svcs, all)
+	}
 	begin = time.Now()
 	h.setValue(t, "bgp.enabled=false")
 	for _, svc := range svcs {

@@ -53,8 +53,12 @@
 // (e2e.StartFRR), every node pod's BGP session and BFD up at FRR, both
 // VIPs routed through every node and answered for the routed client
 // behind the router (ETP=Local by the pod on the node its path enters,
-// which sees the client's address), and every route withdrawn when BGP
-// is turned off; then the same peering from MetalLB's objects
+// which sees the client's address); with bgp.shutdown=auto (graceful
+// restart 30 s), the node pod on the client's path deleted (the kubelet's
+// SIGTERM, the DaemonSet's new pod) keeping its route at FRR and every
+// connection through it answered, and the same node cordoned, its node
+// pod deleted, its route withdrawn at once; every route withdrawn when
+// BGP is turned off; then the same peering from MetalLB's objects
 // (bgp.peerCRDs: a BGPPeer and its BFDProfile in metallb-system, the
 // chart's CRDs), its routes withdrawn when the BGPPeer is deleted; the pods' ports and endpoints leaving the NB when the
 // DaemonSet is deleted; the kubelet restarting a killed
