@@ -193,11 +193,7 @@ func (h *harness) hostEgressOff(t *testing.T, node string) string {
 
 // hostEgressNode is the node EgressIP hostegr's status puts its IP on.
 func (h *harness) hostEgressNode(t *testing.T) string {
-	u, err := h.dyn.Resource(e2e.EgressGVR).Get(h.ctx, hostEgressName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e2e.EgressStatusNode(u, hostEgressIP, "")
+	return h.statusNode(t, hostEgressName, hostEgressIP)
 }
 
 // podWatchesOnlyOn checks that host's node pod, the one serving a

@@ -250,12 +250,15 @@ func (h *harness) egress(t *testing.T, senderNode, egressNode *testbed.ClusterNo
 
 // egressNode is the node EgressIP egressName's status puts egressIP
 // on, "" if none.
-func (h *harness) egressNode(t *testing.T) string {
-	u, err := h.dyn.Resource(e2e.EgressGVR).Get(h.ctx, egressName, metav1.GetOptions{})
+func (h *harness) egressNode(t *testing.T) string { return h.statusNode(t, egressName, egressIP) }
+
+// statusNode is the node EgressIP name's status puts ip on, "" if none.
+func (h *harness) statusNode(t *testing.T, name string, ip netip.Addr) string {
+	u, err := h.dyn.Resource(e2e.EgressGVR).Get(h.ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return e2e.EgressStatusNode(u, egressIP, "")
+	return e2e.EgressStatusNode(u, ip, "")
 }
 
 // egressGap is the longest time, between from and to, without a packet
