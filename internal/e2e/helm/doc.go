@@ -121,6 +121,11 @@
 // in Failover: the IP must move to the surviving node and the stream
 // arrive from it again, with never two nodes answering ARP for it, and
 // the node is restored;
+// the leader dying with the egress node (every node egress-assignable, so
+// the Lease's holder cannot keep off them: it is moved onto the node of
+// the Upgrade step's EgressIP, and that machine killed): the IP moves
+// once the surviving replica holds the Lease, the loss window bounded by
+// the Lease's duration (measured), and the node is restored;
 // and `helm uninstall --wait`, whose pre-delete hook Job has every
 // instance remove what it wrote (NB load balancers, flows with ovnedge's
 // cookies, the Lease) before the pods go.

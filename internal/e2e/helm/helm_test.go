@@ -125,7 +125,7 @@ func (h *harness) steps() []step {
 	}
 	if len(h.nodes) > 1 {
 		steps = append(steps, step{"Failover", h.failover}, step{"FastFailover", h.fastFailover}, step{"L2Takeover", h.l2Takeover},
-			step{"HostEgress", h.hostEgress})
+			step{"HostEgress", h.hostEgress}, step{"LeaderDiesWithEgressNode", h.leaderDiesWithEgressNode})
 	}
 	return append(steps, step{"Uninstall", h.uninstall})
 }
