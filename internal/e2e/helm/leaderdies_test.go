@@ -2,6 +2,7 @@ package helm
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,7 +46,11 @@ func (h *harness) leaderDiesWithEgressNode(t *testing.T) {
 	if m.deadHolder == "" {
 		t.Fatalf("the Lease's holder did not run on %s", node)
 	}
+	var takeover time.Duration
 	h.eventually(t, 90*time.Second, "the stream from "+egressIP.String()+" through "+sender, func() error {
+		if hold := h.leaseHolder(t); takeover == 0 && hold != "" && !strings.HasPrefix(hold, m.deadHolder+"_") {
+			takeover = time.Since(m.at)
+		}
 		if on := h.egressNode(t); on != sender {
 			return fmt.Errorf("EgressIP %s on %q", egressName, on)
 		}
@@ -56,9 +61,9 @@ func (h *harness) leaderDiesWithEgressNode(t *testing.T) {
 	gap, _, _ := egressGap(s, egressIP, m.at, time.Now())
 	_, lost := s.Gap(m.at)
 	lease := daemon.DefaultLease("")
-	t.Logf("leader and egress node %s killed together: the EgressIP on %s after a loss window of %v (%d packets lost; the Lease's duration %v bounds it); the Lease now held by %q; ARP answered by %v",
-		node, sender, gap.Round(time.Millisecond), lost, lease.Duration, h.leaseHolder(t), h.namedOwners(w.Owners()))
-	h.note("leader and egress node killed together: loss window", fmt.Sprintf("%v (Lease duration %v)", gap.Round(time.Millisecond), lease.Duration))
+	t.Logf("leader and egress node %s killed together: the Lease taken over by %q %v after the kill (its duration %v after the last renewal, then a candidate's next try); the EgressIP on %s after a loss window of %v (%d packets lost); ARP answered by %v",
+		node, h.leaseHolder(t), takeover.Round(time.Millisecond), lease.Duration, sender, gap.Round(time.Millisecond), lost, h.namedOwners(w.Owners()))
+	h.note("leader and egress node killed together: loss window", fmt.Sprintf("%v (the Lease taken over after %v)", gap.Round(time.Millisecond), takeover.Round(time.Millisecond)))
 	if err := w.Overlap(); err != nil {
 		t.Errorf("two nodes answered ARP for %s: %v", egressIP, err)
 	}
