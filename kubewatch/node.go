@@ -30,6 +30,7 @@ func (w *Watcher) transform(obj any) (any, error) {
 	obj, err := stripManagedFields(obj)
 	if w.node != "" {
 		obj = TrimForNode(obj, w.node)
+		obj = w.stubSlice(obj)
 	}
 	return obj, err
 }
@@ -65,7 +66,11 @@ func TrimForNode(obj any, node string) any {
 // cluster IPs), nine in ten of the scale benchmark's at 150,000 pods (a
 // corev1.Service is 592 bytes before its strings and maps), and an
 // EgressIP that gives the node no IP (about 3.5 KB each, unstructured).
-type stub struct{ namespace, name, resourceVersion string }
+type stub struct {
+	namespace, name, resourceVersion string
+	// service is an EndpointSlice's Service (sliceStubs).
+	service string
+}
 
 // GetObjectMeta makes a stub an object to meta.Accessor (the informer's
 // key and the version it compares on a relist).

@@ -64,7 +64,11 @@ type Watcher struct {
 	pods *podWatches
 	// node is the node of a node instance's Watcher (ForNode), "" for
 	// others.
-	node   string
+	node string
+	// late, on a node instance's Watcher, builds the EndpointSlice
+	// informer, started once the Services are synced (sliceStubs).
+	late   informers.SharedInformerFactory
+	stubs  sliceStubs
 	synced []cache.InformerSynced
 	queues []keyedQueue
 	log    *slog.Logger
@@ -296,8 +300,9 @@ func newPodInformer(tweak func(*metav1.ListOptions)) func(kubernetes.Interface, 
 	}
 }
 
-// unindexed has factory build its Node, Namespace, Service and
-// EndpointSlice informers without the namespace index its own keep:
+// unindexed has factory build its Node, Namespace and Service informers
+// (and newSliceInformer the EndpointSlices') without the namespace index
+// its own keep:
 // nothing looks them up by namespace (Snapshot lists them whole), and at
 // 150,000 pods the index's sets were 2.6 MB of a node instance's heap.
 func unindexed(factory informers.SharedInformerFactory) {
@@ -311,9 +316,12 @@ func unindexed(factory informers.SharedInformerFactory) {
 	factory.InformerFor(&corev1.Service{}, func(cs kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
 		return coreinformers.NewServiceInformer(cs, metav1.NamespaceAll, resync, none)
 	})
-	factory.InformerFor(&discoveryv1.EndpointSlice{}, func(cs kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-		return discoveryinformers.NewEndpointSliceInformer(cs, metav1.NamespaceAll, resync, none)
-	})
+}
+
+// newSliceInformer builds an EndpointSlice informer without the namespace
+// index (unindexed).
+func newSliceInformer(cs kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+	return discoveryinformers.NewEndpointSliceInformer(cs, metav1.NamespaceAll, resync, cache.Indexers{})
 }
 
 // trimSlice drops what ovnedge never reads of an EndpointSlice: its
@@ -432,6 +440,7 @@ func NewWatcher(cs kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger
 	for _, o := range opts {
 		o(w)
 	}
+	slices := w.sliceInformer()
 	var pods cache.SharedIndexInformer // nil: on demand
 	if w.pods == nil {
 		pods = w.factory.InformerFor(&corev1.Pod{}, newPodInformer(nil))
@@ -441,7 +450,7 @@ func NewWatcher(cs kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger
 		w.factory.Core().V1().Namespaces().Informer(),
 		pods,
 		w.factory.Core().V1().Services().Informer(),
-		w.factory.Discovery().V1().EndpointSlices().Informer(),
+		slices,
 		w.eips,
 		w.esvcs,
 	}
@@ -521,6 +530,9 @@ func (w *Watcher) Start(ctx context.Context) error {
 		w.pods.mu.Unlock()
 	}
 	w.factory.Start(ctx.Done())
+	if err := w.startSlices(ctx); err != nil {
+		return err
+	}
 	w.dynamic.Start(ctx.Done())
 	for _, f := range w.lbsvc {
 		f.Start(ctx.Done())
@@ -565,7 +577,7 @@ func (w *Watcher) snapshot() desired.Snapshot {
 		return cachedListAs(&w.lists[kindPod], stores[kindPod], podInfo), nil
 	}
 	s.Services = cachedList[*corev1.Service](&w.lists[kindService], stores[kindService])
-	s.EndpointSlices = cachedList[*discoveryv1.EndpointSlice](&w.lists[kindEndpointSlice], stores[kindEndpointSlice])
+	s.EndpointSlices = cachedListAs(&w.lists[kindEndpointSlice], stores[kindEndpointSlice], w.sliceOf)
 	s.EgressIPs = cachedList[*unstructured.Unstructured](&w.lists[kindEgressIP], stores[kindEgressIP])
 	s.EgressServices = cachedList[*unstructured.Unstructured](&w.lists[kindEgressService], stores[kindEgressService])
 	if w.subnets != nil {

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	"github.com/ovnedge/ovnedge/desired"
 	"github.com/ovnedge/ovnedge/egress"
@@ -285,6 +286,85 @@ func TestNodeWatcherServices(t *testing.T) {
 		}
 		return errors.New("the stub's deletion not seen")
 	})
+}
+
+// TestNodeWatcherSlices: a node instance's Watcher keeps the
+// EndpointSlices of a Service it keeps as a stub as stubs too, and lists
+// none; once the Service has node work, it lists them (read from the API
+// server), then as the informer has them after their next change.
+func TestNodeWatcherSlices(t *testing.T) {
+	ctx, src, w := startedWatcher(t, ForNode("n1"))
+	svcs := src.Clientset.CoreV1().Services("default")
+	slices := src.Clientset.DiscoveryV1().EndpointSlices("default")
+	svc, err := svcs.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: "10.96.0.10", Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := func() cache.Store { return w.late.Discovery().V1().EndpointSlices().Informer().GetStore() }
+	testbed.Eventually(t, 5*time.Second, func() error {
+		if _, ok, _ := w.factory.Core().V1().Services().Informer().GetStore().GetByKey("default/web"); !ok {
+			return errors.New("Service not in the informer")
+		}
+		return nil
+	})
+	slice, err := slices.Create(ctx, &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-1",
+		Labels: map[string]string{discoveryv1.LabelServiceName: "web"}}, AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.244.0.5"}, NodeName: ptr.To("n1")}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := func(endpoints int) {
+		t.Helper()
+		testbed.Eventually(t, 5*time.Second, func() error {
+			s, err := w.Snapshot()
+			if err != nil {
+				return err
+			}
+			n := -1
+			for _, e := range s.EndpointSlices {
+				if e.Name == "web-1" {
+					n = len(e.Endpoints)
+				}
+			}
+			if n != endpoints {
+				return fmt.Errorf("web-1 listed with %d endpoints (-1: not listed), want %d", n, endpoints)
+			}
+			return nil
+		})
+	}
+	testbed.Eventually(t, 5*time.Second, func() error {
+		if o, ok, _ := store().GetByKey("default/web-1"); !ok || !reflect.DeepEqual(o, &stub{namespace: "default", name: "web-1",
+			resourceVersion: slice.ResourceVersion, service: "web"}) {
+			return fmt.Errorf("the informer holds %+v", o)
+		}
+		return nil
+	})
+	listed(-1)
+	svc.Spec.Type = corev1.ServiceTypeLoadBalancer
+	if svc, err = svcs.Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	listed(1) // fetched
+	slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{"10.244.0.6"}, NodeName: ptr.To("n1")})
+	if _, err := slices.Update(ctx, slice, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	listed(2) // the informer's
+	w.stubs.mu.Lock()
+	_, ok := w.stubs.fetched["default/web-1"]
+	w.stubs.mu.Unlock()
+	if ok {
+		t.Error("the fetched slice kept once the informer had it whole")
+	}
+	svc.Spec.Type = corev1.ServiceTypeClusterIP
+	if _, err = svcs.Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := slices.Delete(ctx, "web-1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	listed(-1)
 }
 
 // TestCachedPod: the informers keep a Pod as its egress.PodInfo (what the

@@ -92,8 +92,8 @@ func BenchmarkNodePass(b *testing.B) {
 
 // TestTrimForNodeKeepsNodeState: node instances keep their Services,
 // EndpointSlices and EgressIPs trimmed (kubewatch.TrimForNode: ClusterIP
-// Services and EgressIPs that give the node no IP stubbed, other nodes'
-// endpoints compacted); the desired state of two
+// Services, their EndpointSlices and EgressIPs that give the node no IP
+// stubbed, other nodes' endpoints compacted); the desired state of two
 // nodes of the scale benchmark's 10,000-pod cluster, with and without L2
 // announcements and BGP, is the same from the trimmed objects as from the
 // whole ones. The cluster has every kind of Service the benchmark makes
@@ -127,10 +127,12 @@ func TestTrimForNodeKeepsNodeState(t *testing.T) {
 	trimmed := whole
 	trimmed.Services, trimmed.EndpointSlices = nil, nil
 	stubs := 0
+	stubbed := map[string]bool{} // their slices are stubs too, and not listed
 	for _, svc := range whole.Services {
 		c, kept := kubewatch.TrimForNode(svc.DeepCopy(), NodeName(0)).(*corev1.Service)
 		if !kept { // a stub: the node's Watcher lists none
 			stubs++
+			stubbed[svc.Namespace+"/"+svc.Name] = true
 			continue
 		}
 		trimmed.Services = append(trimmed.Services, c)
@@ -149,6 +151,9 @@ func TestTrimForNodeKeepsNodeState(t *testing.T) {
 			t.Fatalf("%s: %d EgressIPs kept, want the 4 assigned to it", node, len(trimmed.EgressIPs))
 		}
 		for _, s := range whole.EndpointSlices {
+			if stubbed[s.Namespace+"/"+s.Labels[discoveryv1.LabelServiceName]] {
+				continue
+			}
 			trimmed.EndpointSlices = append(trimmed.EndpointSlices, kubewatch.TrimForNode(s.DeepCopy(), node).(*discoveryv1.EndpointSlice))
 		}
 		for _, flags := range [][]string{{"--enable-l2-announce=false"}, {"--enable-l2-announce=true"},
