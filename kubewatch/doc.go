@@ -29,5 +29,10 @@
 // WatchPods starts one per label selector its host-interface egress IPs
 // serve (desired.HostEgressPodSelectors) and stops those no longer
 // needed, so a node without such egress IPs caches no pod, however many
-// the cluster runs.
+// the cluster runs. With ForNode it also keeps only the key and version
+// (a stub) of what no node has work for: ClusterIP Services without
+// external IPs or ingress, their EndpointSlices, and the EgressIPs that
+// give the node no IP; of other nodes' endpoints it keeps one per node
+// and state (TrimForNode). Snapshot lists no stub, and a node's desired
+// state is the same as from the whole objects.
 package kubewatch
