@@ -654,55 +654,64 @@ func TestComputeNodeFence(t *testing.T) {
 	}
 }
 
-// TestHostEgressPodSelectors: a node watches the pods of the EgressIPs
-// that give it an egress IP on a secondary host network, by their
-// podSelector, and no pod for egress IPs on its primary network or on
-// other nodes.
-func TestHostEgressPodSelectors(t *testing.T) {
+// TestHostEgressPodWatches: a node watches the pods of the EgressIPs that
+// give it an egress IP on a secondary host network, by their podSelector,
+// in the namespaces their namespaceSelector matches (in every namespace
+// past desired.MaxNamespacedPodWatches of them), and no pod for egress IPs
+// on its primary network or on other nodes.
+func TestHostEgressPodWatches(t *testing.T) {
 	nodes, err := os.ReadFile("../examples/demo/nodes.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	withHost := strings.Replace(string(nodes), `k8s.ovn.org/host-cidrs: '["172.18.0.3/24"]'`,
 		`k8s.ovn.org/host-cidrs: '["172.18.0.3/24","192.168.100.2/24"]'`, 1)
-	eip := func(name, podSelector, node, ip string) string {
+	eip := func(name, namespaceSelector, podSelector, node, ip string) string {
 		return `apiVersion: k8s.ovn.org/v1
 kind: EgressIP
 metadata: {name: ` + name + `}
 spec:
   egressIPs: ["` + ip + `"]
-  namespaceSelector: {matchLabels: {env: prod}}
+  namespaceSelector: ` + namespaceSelector + `
   podSelector: ` + podSelector + `
 status:
   items: [{node: ` + node + `, egressIP: "` + ip + `"}]
 `
 	}
+	prod := "{matchLabels: {env: prod}}"
 	eips := strings.Join([]string{
-		eip("all-pods", "{}", "ovn-worker2", "192.168.100.50"),
-		eip("web", "{matchLabels: {app: web}}", "ovn-worker2", "192.168.100.51"),
-		eip("web-too", "{matchLabels: {app: web}}", "ovn-worker2", "192.168.100.52"),
-		eip("primary", "{matchLabels: {app: db}}", "ovn-worker2", "172.18.0.44"),
-		eip("elsewhere", "{matchLabels: {app: api}}", "ovn-worker", "192.168.100.53"),
-		eip("bad-selector", "{matchExpressions: [{key: app, operator: Near}]}", "ovn-worker2", "192.168.100.54"),
+		eip("all-pods", prod, "{}", "ovn-worker2", "192.168.100.50"),
+		eip("web", prod, "{matchLabels: {app: web}}", "ovn-worker2", "192.168.100.51"),
+		eip("web-too", prod, "{matchLabels: {app: web}}", "ovn-worker2", "192.168.100.52"),
+		eip("primary", prod, "{matchLabels: {app: db}}", "ovn-worker2", "172.18.0.44"),
+		eip("elsewhere", prod, "{matchLabels: {app: api}}", "ovn-worker", "192.168.100.53"),
+		eip("bad-selector", prod, "{matchExpressions: [{key: app, operator: Near}]}", "ovn-worker2", "192.168.100.54"),
+		eip("no-namespace", "{matchLabels: {env: none}}", "{matchLabels: {app: x}}", "ovn-worker2", "192.168.100.55"),
+		eip("many-namespaces", "{matchLabels: {team: many}}", "{matchLabels: {app: batch}}", "ovn-worker2", "192.168.100.56"),
 	}, "---\n")
+	var namespaces []string
+	for i := range desired.MaxNamespacedPodWatches + 1 {
+		namespaces = append(namespaces, fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata: {name: many-%d, labels: {team: many}}\n", i))
+	}
 	broken := strings.Replace(withHost, `k8s.ovn.org/host-cidrs: '["172.18.0.3/24","192.168.100.2/24"]'`,
 		`k8s.ovn.org/host-cidrs: 'not json'`, 1)
+	hosted := []desired.PodWatch{{LabelSelector: "app=batch"}, {Namespace: "prod"}, {Namespace: "prod", LabelSelector: "app=web"}}
 	for _, c := range []struct {
 		name, nodes, node string
-		want              []string
+		want              []desired.PodWatch
 		ok                bool
 	}{
-		{"host network", withHost, "ovn-worker2", []string{"", "app=web"}, true},
+		{"host network", withHost, "ovn-worker2", hosted, true},
 		{"no host network", string(nodes), "ovn-worker2", nil, true},
 		{"other node", withHost, "ovn-worker", nil, true},
 		{"unknown node", withHost, "ovn-worker9", nil, false},
 		{"broken annotations", broken, "ovn-worker2", nil, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := demoSnapshot(t, map[string]string{"nodes.yaml": c.nodes, "egressip.yaml": eips})
-			got, ok := desired.HostEgressPodSelectors(s, c.node)
+			s := demoSnapshot(t, map[string]string{"nodes.yaml": c.nodes, "egressip.yaml": eips, "many.yaml": strings.Join(namespaces, "---\n")})
+			got, ok := desired.HostEgressPodWatches(s, c.node)
 			if !slices.Equal(got, c.want) || ok != c.ok {
-				t.Errorf("HostEgressPodSelectors(%s) = %q, %v; want %q, %v", c.node, got, ok, c.want, c.ok)
+				t.Errorf("HostEgressPodWatches(%s) = %q, %v; want %q, %v", c.node, got, ok, c.want, c.ok)
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package desired
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -382,7 +383,7 @@ func egressIPsOn(s Snapshot, node string) []*egressv1.EgressIP {
 	return out
 }
 
-// statusNames reports whether EgressIP u's status gives node an egress
+// StatusNames reports whether EgressIP u's status gives node an egress
 // IP, read from the object as it is (converting every EgressIP on every
 // pass cost more than the rest of it).
 func StatusNames(u *unstructured.Unstructured, node string) bool {
@@ -396,14 +397,26 @@ func StatusNames(u *unstructured.Unstructured, node string) bool {
 	return false
 }
 
-// HostEgressPodSelectors are the podSelectors (the API server's label
-// selectors, sorted, distinct; "" selects every pod) of the EgressIPs
-// whose status gives node an egress IP on one of its secondary host
-// networks: the only pods ComputeNode reads. A node instance watches just
-// these (kubewatch.PodsOnDemand), none when the node hosts no such IP.
-// ok is false when node's annotations cannot be parsed: the caller keeps
-// the pods it watches, so that the node's last good state stays.
-func HostEgressPodSelectors(s Snapshot, node string) (selectors []string, ok bool) {
+// PodWatch is a watch of the pods a node reads: those of Namespace (""
+// for every namespace) that LabelSelector selects (the API server's
+// syntax; "" selects every pod).
+type PodWatch struct{ Namespace, LabelSelector string }
+
+// MaxNamespacedPodWatches is how many namespaces an EgressIP's pods are
+// watched in, one watch each; an EgressIP whose namespaceSelector matches
+// more is watched in every namespace by its podSelector alone.
+const MaxNamespacedPodWatches = 8
+
+// HostEgressPodWatches are the pod watches (sorted, distinct) of the
+// EgressIPs whose status gives node an egress IP on one of its secondary
+// host networks: the only pods ComputeNode reads. An EgressIP's pods are
+// watched in the namespaces its namespaceSelector matches (a watch each,
+// by its podSelector), or in every namespace when those are more than
+// MaxNamespacedPodWatches. A node instance watches just these
+// (kubewatch.PodsOnDemand), none when the node hosts no such IP. ok is
+// false when node's annotations cannot be parsed: the caller keeps the
+// pods it watches, so that the node's last good state stays.
+func HostEgressPodWatches(s Snapshot, node string) (watches []PodWatch, ok bool) {
 	i := slices.IndexFunc(s.Nodes, func(n *corev1.Node) bool { return n.Name == node })
 	if i < 0 {
 		return nil, false
@@ -425,11 +438,40 @@ func HostEgressPodSelectors(s Snapshot, node string) (selectors []string, ok boo
 			continue
 		}
 		if sel, err := egress.NewSelector(&e.Spec); err == nil { // a bad one is the leader's to report
-			selectors = append(selectors, sel.PodLabelSelector())
+			watches = append(watches, podWatches(sel, s.Namespaces)...)
 		}
 	}
-	slices.Sort(selectors)
-	return slices.Compact(selectors), true
+	return compactWatches(watches), true
+}
+
+// podWatches are the pod watches of one EgressIP's selector.
+func podWatches(sel *egress.Selector, namespaces []*corev1.Namespace) []PodWatch {
+	var out []PodWatch
+	for _, ns := range namespaces {
+		if sel.SelectsNamespace(ns) {
+			out = append(out, PodWatch{ns.Name, sel.PodLabelSelector()})
+		}
+	}
+	if len(out) > MaxNamespacedPodWatches {
+		return []PodWatch{{"", sel.PodLabelSelector()}}
+	}
+	return out
+}
+
+// compactWatches sorts and dedupes watches, dropping a namespace's watch
+// that an every-namespace watch of the same selector covers.
+func compactWatches(watches []PodWatch) []PodWatch {
+	every := map[string]bool{}
+	for _, w := range watches {
+		if w.Namespace == "" {
+			every[w.LabelSelector] = true
+		}
+	}
+	watches = slices.DeleteFunc(watches, func(w PodWatch) bool { return w.Namespace != "" && every[w.LabelSelector] })
+	slices.SortFunc(watches, func(a, b PodWatch) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.LabelSelector, b.LabelSelector))
+	})
+	return slices.Compact(watches)
 }
 
 // Fence sets the fence flows of the egress IPs the node lost

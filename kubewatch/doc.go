@@ -26,10 +26,10 @@
 // kept between Snapshots until one of its objects changes.
 //
 // A node instance's Watcher (PodsOnDemand) has no Pod watch of its own:
-// WatchPods starts one per label selector its host-interface egress IPs
-// serve (desired.HostEgressPodSelectors) and stops those no longer
-// needed, so a node without such egress IPs caches no pod, however many
-// the cluster runs. With ForNode it also keeps only the key and version
+// WatchPods starts one per namespace and label selector its
+// host-interface egress IPs serve (desired.HostEgressPodWatches) and
+// stops those no longer needed, so a node without such egress IPs caches
+// no pod, however many the cluster runs. With ForNode it also keeps only the key and version
 // (a stub) of what no node has work for: ClusterIP Services without
 // external IPs or ingress, their EndpointSlices, and the EgressIPs that
 // give the node no IP; of other nodes' endpoints it keeps one per node

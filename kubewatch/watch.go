@@ -290,13 +290,13 @@ func trimNode(n *corev1.Node) {
 	n.Status.Images, n.Status.VolumesInUse, n.Status.VolumesAttached = nil, nil, nil
 }
 
-// newPodInformer builds a Pod informer (listing with tweak, when not nil)
-// without the namespace index the factory's would keep: nothing looks pods
-// up by namespace in the cache, and at 150,000 pods the index was 8 MB of
-// the leader's heap.
-func newPodInformer(tweak func(*metav1.ListOptions)) func(kubernetes.Interface, time.Duration) cache.SharedIndexInformer {
+// newPodInformer builds a Pod informer of namespace ("" for every one),
+// listing with tweak when not nil, without the namespace index the
+// factory's would keep: nothing looks pods up by namespace in the cache,
+// and at 150,000 pods the index was 8 MB of the leader's heap.
+func newPodInformer(namespace string, tweak func(*metav1.ListOptions)) func(kubernetes.Interface, time.Duration) cache.SharedIndexInformer {
 	return func(cs kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-		return coreinformers.NewFilteredPodInformer(cs, metav1.NamespaceAll, resync, cache.Indexers{}, tweak)
+		return coreinformers.NewFilteredPodInformer(cs, namespace, resync, cache.Indexers{}, tweak)
 	}
 }
 
@@ -443,7 +443,7 @@ func NewWatcher(cs kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger
 	slices := w.sliceInformer()
 	var pods cache.SharedIndexInformer // nil: on demand
 	if w.pods == nil {
-		pods = w.factory.InformerFor(&corev1.Pod{}, newPodInformer(nil))
+		pods = w.factory.InformerFor(&corev1.Pod{}, newPodInformer(metav1.NamespaceAll, nil))
 	}
 	infs := []cache.SharedIndexInformer{
 		w.factory.Core().V1().Nodes().Informer(),

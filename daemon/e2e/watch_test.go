@@ -193,24 +193,28 @@ func TestWatcherPodsOnDemand(t *testing.T) {
 	if n := podWatches(t, k) - base; n != 0 {
 		t.Errorf("%d pod watches on the API server before any WatchPods, want 0", n)
 	}
+	web, db, every := desired.PodWatch{LabelSelector: "app=web"}, desired.PodWatch{LabelSelector: "app=db"}, desired.PodWatch{}
+	prodWeb, otherWeb := desired.PodWatch{Namespace: "prod", LabelSelector: "app=web"}, desired.PodWatch{Namespace: "default", LabelSelector: "app=web"}
 	for _, c := range []struct {
-		selectors []string
+		selectors []desired.PodWatch
 		changed   bool
 		pods      []string
 		watches   int
 	}{
-		{[]string{"app=web"}, true, []string{"prod/web-0", "prod/web-1"}, 1},
-		{[]string{"app=web"}, false, []string{"prod/web-0", "prod/web-1"}, 1},
-		{[]string{"app=db", "app=web"}, true, []string{"prod/other", "prod/web-0", "prod/web-1"}, 2},
-		{[]string{"", "app=web"}, true, []string{"prod/other", "prod/web-0", "prod/web-1"}, 2}, // overlapping: each pod once
+		{[]desired.PodWatch{web}, true, []string{"prod/web-0", "prod/web-1"}, 1},
+		{[]desired.PodWatch{web}, false, []string{"prod/web-0", "prod/web-1"}, 1},
+		{[]desired.PodWatch{db, web}, true, []string{"prod/other", "prod/web-0", "prod/web-1"}, 2},
+		{[]desired.PodWatch{every, web}, true, []string{"prod/other", "prod/web-0", "prod/web-1"}, 2}, // overlapping: each pod once
+		{[]desired.PodWatch{otherWeb, prodWeb}, true, []string{"prod/web-0", "prod/web-1"}, 2},        // by namespace
+		{[]desired.PodWatch{otherWeb}, true, nil, 1},
 		{nil, true, nil, 0},
 	} {
 		changed, err := w.WatchPods(ctx, c.selectors)
 		if err != nil || changed != c.changed {
 			t.Fatalf("WatchPods(%q) = %v, %v; want %v, nil", c.selectors, changed, err, c.changed)
 		}
-		if got := w.PodSelectors(); !slices.Equal(got, c.selectors) {
-			t.Errorf("PodSelectors() = %q after WatchPods(%q)", got, c.selectors)
+		if got := w.PodWatches(); !slices.Equal(got, c.selectors) {
+			t.Errorf("PodWatches() = %q after WatchPods(%q)", got, c.selectors)
 		}
 		s, err := w.Snapshot()
 		if err != nil {
