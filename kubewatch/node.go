@@ -17,9 +17,10 @@ import (
 
 // ForNode makes the Watcher a node instance's, on node: its
 // EndpointSlices, Services and EgressIPs keep only what that node reads
-// (TrimForNode). A node instance needs every Service with an external IP,
-// ingress or NodePort and every EndpointSlice, but of the endpoints on
-// other nodes only which nodes have one ready.
+// (TrimForNode, and sliceStubs for the slices of stubbed Services). A
+// node instance needs every Service with an external IP, ingress or
+// NodePort and their EndpointSlices, but of the endpoints on other nodes
+// only which nodes have one ready.
 func ForNode(node string) WatchOption {
 	return func(w *Watcher) { w.node = node }
 }
