@@ -402,6 +402,11 @@ func StatusNames(u *unstructured.Unstructured, node string) bool {
 // syntax; "" selects every pod).
 type PodWatch struct{ Namespace, LabelSelector string }
 
+// Compare orders watches by namespace, then label selector.
+func (a PodWatch) Compare(b PodWatch) int {
+	return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.LabelSelector, b.LabelSelector))
+}
+
 // MaxNamespacedPodWatches is how many namespaces an EgressIP's pods are
 // watched in, one watch each; an EgressIP whose namespaceSelector matches
 // more is watched in every namespace by its podSelector alone.
@@ -468,9 +473,7 @@ func compactWatches(watches []PodWatch) []PodWatch {
 		}
 	}
 	watches = slices.DeleteFunc(watches, func(w PodWatch) bool { return w.Namespace != "" && every[w.LabelSelector] })
-	slices.SortFunc(watches, func(a, b PodWatch) int {
-		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.LabelSelector, b.LabelSelector))
-	})
+	slices.SortFunc(watches, PodWatch.Compare)
 	return slices.Compact(watches)
 }
 

@@ -30,8 +30,7 @@ func ForNode(node string) WatchOption {
 func (w *Watcher) transform(obj any) (any, error) {
 	obj, err := stripManagedFields(obj)
 	if w.node != "" {
-		obj = TrimForNode(obj, w.node)
-		obj = w.stubSlice(obj)
+		obj = TrimForNode(w.stubSlice(obj), w.node) // a stubbed slice is not compacted first
 	}
 	return obj, err
 }

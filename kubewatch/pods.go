@@ -1,11 +1,9 @@
 package kubewatch
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -153,8 +151,6 @@ func (w *Watcher) PodWatches() []desired.PodWatch {
 	for pw := range p.running {
 		out = append(out, pw)
 	}
-	slices.SortFunc(out, func(a, b desired.PodWatch) int {
-		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.LabelSelector, b.LabelSelector))
-	})
+	slices.SortFunc(out, desired.PodWatch.Compare)
 	return out
 }

@@ -47,7 +47,14 @@ func (w *Watcher) sliceInformer() cache.SharedIndexInformer {
 	}); err != nil {
 		w.log.Error("informer handler", "err", err)
 	}
+	whole := func(o any) { // the informer's own from now on
+		if s, ok := o.(*discoveryv1.EndpointSlice); ok {
+			w.stubs.forget(s.Namespace + "/" + s.Name)
+		}
+	}
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    whole,
+		UpdateFunc: func(_, o any) { whole(o) },
 		DeleteFunc: func(o any) {
 			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(o); err == nil {
 				w.stubs.forget(key)
@@ -135,6 +142,11 @@ func (w *Watcher) fetch(keys []string) {
 			w.log.Warn("endpoint slice of a Service that came to need the node not read; kept as it was until it changes", "slice", key, "err", err)
 			continue
 		}
+		if o, ok, _ := w.late.Discovery().V1().EndpointSlices().Informer().GetStore().GetByKey(key); ok {
+			if _, stubbed := o.(*stub); !stubbed {
+				continue // the informer has it whole already
+			}
+		}
 		obj, _ := stripManagedFields(s)
 		s = TrimForNode(obj, w.node).(*discoveryv1.EndpointSlice)
 		w.stubs.mu.Lock()
@@ -152,7 +164,6 @@ func (w *Watcher) fetch(keys []string) {
 func (w *Watcher) sliceOf(o any) (*discoveryv1.EndpointSlice, bool) {
 	switch s := o.(type) {
 	case *discoveryv1.EndpointSlice:
-		w.stubs.forget(s.Namespace + "/" + s.Name) // whole again
 		return s, true
 	case *stub:
 		w.stubs.mu.Lock()

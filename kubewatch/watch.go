@@ -302,9 +302,9 @@ func newPodInformer(namespace string, tweak func(*metav1.ListOptions)) func(kube
 
 // unindexed has factory build its Node, Namespace and Service informers
 // (and newSliceInformer the EndpointSlices') without the namespace index
-// its own keep:
-// nothing looks them up by namespace (Snapshot lists them whole), and at
-// 150,000 pods the index's sets were 2.6 MB of a node instance's heap.
+// its own keep: nothing looks them up by namespace (Snapshot lists them
+// whole), and at 150,000 pods the index's sets were 2.6 MB of a node
+// instance's heap.
 func unindexed(factory informers.SharedInformerFactory) {
 	none := cache.Indexers{}
 	factory.InformerFor(&corev1.Node{}, func(cs kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
