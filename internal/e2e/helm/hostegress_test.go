@@ -53,7 +53,7 @@ func (h *harness) hostEgress(t *testing.T) {
 	// leader dying with the egress node is bound by the Lease
 	// (internal/e2e's TestLeaderDiesWithEgressNode).
 	if on, _ := h.holder(t); on == owner {
-		owner = h.hostEgressOff(t, owner)
+		owner = h.moveOff(t, hostEgressName, hostEgressIP, owner)
 	}
 	var senderNode *testbed.ClusterNode
 	for _, n := range h.cl.Nodes {
@@ -171,22 +171,22 @@ func (h *harness) hostEgressIP(t *testing.T) string {
 	return owner
 }
 
-// hostEgressOff moves EgressIP hostegr's IP off node (its
-// egress-assignable label taken off until the IP has moved, then put
-// back) and returns where it went.
-func (h *harness) hostEgressOff(t *testing.T, node string) string {
+// moveOff moves EgressIP name's ip off node (its egress-assignable
+// label taken off until the IP has moved, then put back: ovnedge keeps
+// an assignment that is still valid) and returns where it went.
+func (h *harness) moveOff(t *testing.T, name string, ip netip.Addr, node string) string {
 	h.labelEgress(t, node, "null")
 	var to string
-	h.eventually(t, wait, "EgressIP "+hostEgressName+" off "+node, func() error {
-		if to = h.hostEgressNode(t); to == node || to == "" {
+	h.eventually(t, wait, "EgressIP "+name+" off "+node, func() error {
+		if to = h.statusNode(t, name, ip); to == node || to == "" {
 			return fmt.Errorf("on %q", to)
 		}
 		return nil
 	})
 	h.labelEgress(t, node, `""`)
 	time.Sleep(time.Second) // the leader sees node egress-assignable again (it must not move the IP)
-	if now := h.hostEgressNode(t); now != to {
-		t.Fatalf("EgressIP %s moved back to %q once %s was egress-assignable again", hostEgressName, now, node)
+	if now := h.statusNode(t, name, ip); now != to {
+		t.Fatalf("EgressIP %s moved to %q once %s was egress-assignable again", name, now, node)
 	}
 	return to
 }

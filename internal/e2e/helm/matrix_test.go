@@ -133,17 +133,8 @@ func (h *harness) egressOn(t *testing.T, node, other string) {
 	if h.egressNode(t) == node {
 		return
 	}
-	h.labelEgress(t, other, "null")
-	h.eventually(t, wait, "EgressIP "+egressName+" on "+node, func() error {
-		if n := h.egressNode(t); n != node {
-			return fmt.Errorf("on %q", n)
-		}
-		return nil
-	})
-	h.labelEgress(t, other, `""`)
-	time.Sleep(time.Second) // the leader sees the second egress node (it must not move the IP)
-	if n := h.egressNode(t); n != node {
-		t.Fatalf("EgressIP %s moved to %q once %s was egress-assignable again", egressName, n, other)
+	if to := h.moveOff(t, egressName, egressIP, other); to != node {
+		t.Fatalf("EgressIP %s moved to %q, want %s", egressName, to, node)
 	}
 }
 
