@@ -119,6 +119,9 @@ type Config struct {
 	// HostBackend is the SNAT backend of egress IPs on host interfaces:
 	// "iptables", "nftables" or "auto".
 	HostBackend string
+	// HostGuard drops pod packets leaving a secondary host network
+	// unSNATed (desired.Params.HostGuard).
+	HostGuard bool
 
 	EnableEgressIP bool
 	// EnableEgressService runs k8s.ovn.org/v1 EgressServices.
@@ -368,6 +371,9 @@ var options = []option{
 			}
 			return fmt.Errorf("%q: want iptables, nftables or auto", v)
 		}},
+	{"egressip-host-guard", "ovnedge", "egressip-host-guard", "true",
+		"drop packets from the cluster subnets that leave a secondary host network (k8s.ovn.org/host-cidrs) without source NAT, in nftables table ovnedge-egressip-guard: a pod rerouted to this node before its egress IP's SNAT rule is in place never reaches that network with its own address",
+		func(c *Config, v string) (err error) { c.HostGuard, err = strconv.ParseBool(v); return err }},
 	{"enable-egress-ip", "ovnkubernetesfeature", "enable-egress-ip", "true", "program EgressIPs",
 		func(c *Config, v string) (err error) { c.EnableEgressIP, err = strconv.ParseBool(v); return err }},
 	{"enable-egress-service", "ovnkubernetesfeature", "enable-egress-service", "false",
@@ -680,6 +686,7 @@ type rawSection struct {
 	EgressIPHeartbeatKeyFile         *string `gcfg:"egressip-heartbeat-key-file"`
 	EgressIPHostLease                *string `gcfg:"egressip-host-lease"`
 	EgressIPHostBackend              *string `gcfg:"egressip-host-backend"`
+	EgressIPHostGuard                *string `gcfg:"egressip-host-guard"`
 	EnableL2Announce                 *string `gcfg:"enable-l2-announce"`
 	GatewayFlows                     *string `gcfg:"gateway-flows"`
 	BridgeMAC                        *string `gcfg:"bridge-mac"`

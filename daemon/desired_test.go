@@ -18,6 +18,7 @@ import (
 
 	"github.com/ovnedge/ovnedge/desired"
 	"github.com/ovnedge/ovnedge/egress"
+	"github.com/ovnedge/ovnedge/egress/hostspec"
 	"github.com/ovnedge/ovnedge/event"
 	"github.com/ovnedge/ovnedge/lbsvc/ipam"
 	"github.com/ovnedge/ovnedge/ovnknode"
@@ -651,6 +652,41 @@ func TestComputeNodeFence(t *testing.T) {
 	}
 	if slices.Contains(prog.Owners(), desired.OwnerEgressFence) {
 		t.Errorf("fence still programmed after it ended: %v", prog.Owners())
+	}
+}
+
+// TestComputeNodeHostGuard: a node with a secondary host network in its
+// host-cidrs guards it for the cluster's pod subnets (whether or not an
+// egress IP is assigned to it); one without, or with
+// --egressip-host-guard=false or EgressIPs off, guards nothing.
+func TestComputeNodeHostGuard(t *testing.T) {
+	nodes, err := os.ReadFile("../examples/demo/nodes.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secondary := strings.Replace(string(nodes), `host-cidrs: '["172.18.0.3/24"]'`, `host-cidrs: '["172.18.0.3/24","172.19.0.3/24","fd00:19::3/64"]'`, 1)
+	snap := demoSnapshot(t, map[string]string{"nodes.yaml": secondary})
+	want := hostspec.Guard{PodSubnets: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")},
+		Networks: []netip.Prefix{netip.MustParsePrefix("172.19.0.0/24"), netip.MustParsePrefix("fd00:19::/64")}}
+	for _, tc := range []struct {
+		name, node string
+		args       []string
+		want       hostspec.Guard
+	}{
+		{"secondary network", "ovn-worker2", nil, want},
+		{"primary only", "ovn-worker", nil, hostspec.Guard{}},
+		{"guard off", "ovn-worker2", []string{"--egressip-host-guard=false"}, hostspec.Guard{}},
+		{"egress IPs off", "ovn-worker2", []string{"--enable-egress-ip=false"}, hostspec.Guard{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns, err := desired.ComputeNode(snap, demoParams(t, append([]string{"--gateway-flows=false"}, tc.args...)...), tc.node)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(ns.HostGuard, tc.want) {
+				t.Errorf("guard %+v, want %+v", ns.HostGuard, tc.want)
+			}
+		})
 	}
 }
 

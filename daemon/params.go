@@ -13,7 +13,7 @@ const ReasonNBSyncFailed = "NorthboundSyncFailed"
 // ParamsFrom returns the desired-state Params of a configuration.
 func ParamsFrom(cfg *Config) desired.Params {
 	p := desired.Params{Pools: cfg.LBPools, LBClass: cfg.LBClass, Bridge: cfg.Bridge, Uplink: cfg.Uplink, Patch: cfg.Patch(),
-		Zone: cfg.CTZone, EnableEgressIP: cfg.EnableEgressIP,
+		Zone: cfg.CTZone, EnableEgressIP: cfg.EnableEgressIP, HostGuard: cfg.HostGuard,
 		EnableEgressService: cfg.EnableEgressService, GatewayFlows: cfg.GatewayFlows, BridgeMAC: cfg.BridgeMAC,
 		LBSvc: cfg.EnableLBSvc, LBSvcImage: cfg.LBSvcImage,
 		BGP: cfg.EnableBGP, BGPEgressIPs: cfg.EnableBGP && cfg.BGPEgressIPs, L2Announce: cfg.EnableL2Announce,

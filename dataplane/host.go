@@ -14,6 +14,7 @@ import (
 	"github.com/ovnedge/ovnedge/desired"
 	"github.com/ovnedge/ovnedge/egress"
 	"github.com/ovnedge/ovnedge/egress/hostnet"
+	"github.com/ovnedge/ovnedge/egress/hostspec"
 	"github.com/ovnedge/ovnedge/event"
 	"github.com/ovnedge/ovnedge/ovnknode"
 )
@@ -28,6 +29,9 @@ type HostEgress struct {
 	mu  sync.Mutex
 	m   *hostnet.Manager
 	ann *arp.Announcer // the Manager's
+	// guard is the leak guard (hostnet.Guard), open while the node has
+	// secondary host networks to guard.
+	guard *hostnet.Guard
 	// refused are the egress IPs this node refused, kept while their
 	// requirements fail; hosted those on its links after the last
 	// converge.
@@ -78,12 +82,47 @@ func NewHostEgress(opts HostOptions) *HostEgress {
 func (h *HostEgress) Write(ctx context.Context, _ desired.Snapshot, ns *desired.NodeState) ([]event.Event, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	guardErr := h.convergeGuard(ctx, ns.HostGuard, !h.written)
 	h.written = true
 	events, report, err := h.Converge(ctx, ns.Host)
 	if h.opts.Report != nil {
 		err = errors.Join(err, h.opts.Report(ctx, report))
 	}
-	return events, err
+	return events, errors.Join(guardErr, err)
+}
+
+// convergeGuard keeps the leak guard of the node's secondary host
+// networks to g, before the SNAT rules change. The first Write also
+// removes a guard a previous process left (an error then, when the
+// node has nothing to guard, is only logged: the node may lack
+// nftables).
+func (h *HostEgress) convergeGuard(ctx context.Context, g hostspec.Guard, first bool) error {
+	if h.guard == nil && g.Empty() && !first {
+		return nil
+	}
+	var err error
+	if h.guard == nil {
+		h.guard, err = hostnet.NewGuard(h.opts.Netns)
+	}
+	if err == nil {
+		var links []string
+		var changed bool
+		if links, changed, err = h.guard.Converge(ctx, g); err == nil && changed {
+			h.opts.Logger.Info("host egress guard converged", "links", links, "podSubnets", g.PodSubnets, "networks", g.Networks)
+		}
+	}
+	if g.Empty() && h.guard != nil {
+		_ = h.guard.Close()
+		h.guard = nil
+	}
+	switch {
+	case err != nil && g.Empty():
+		h.opts.Logger.Debug("host egress guard: a previous process's table not checked", "err", err)
+		return nil
+	case err != nil:
+		return fmt.Errorf("host egress guard: %w", err)
+	}
+	return nil
 }
 
 // Hosting reports whether the node was last asked to host egress IPs on
@@ -142,6 +181,9 @@ func (h *HostEgress) Close() {
 	}
 	if h.ann != nil {
 		h.ann.Close()
+	}
+	if h.guard != nil {
+		_ = h.guard.Close()
 	}
 }
 

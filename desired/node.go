@@ -16,6 +16,7 @@ import (
 
 	"github.com/ovnedge/ovnedge/egress"
 	egressv1 "github.com/ovnedge/ovnedge/egress/api/v1"
+	"github.com/ovnedge/ovnedge/egress/hostspec"
 	"github.com/ovnedge/ovnedge/event"
 	"github.com/ovnedge/ovnedge/lbsvc"
 	"github.com/ovnedge/ovnedge/ovnknode"
@@ -52,6 +53,10 @@ type NodeState struct {
 	// Host are the egress IPs the leader assigned to this node on a
 	// secondary (non-OVN) host network.
 	Host []egress.HostAssignment
+	// HostGuard is the leak guard of the node's secondary host networks
+	// (Params.HostGuard): the cluster's pod subnets, never leaving them
+	// unSNATed.
+	HostGuard hostspec.Guard
 	// Held are the OVN-hosted egress IPs the EgressIPs' status assigns
 	// to this node (served by its gateway router), sorted: what an
 	// egress.Fence is told the node holds.
@@ -124,6 +129,11 @@ func ComputeNode(s Snapshot, p Params, node string) (NodeState, error) {
 			ns.Sets[OwnerEgressFlows] = flows
 		}
 		ns.Host, ns.Held = nodeEgressIPs(s, p, node, self)
+		if p.HostGuard && self != nil {
+			if nets := self.SecondaryNetworks(); len(nets) > 0 {
+				ns.HostGuard = hostspec.Guard{PodSubnets: p.Egress.ClusterSubnets, Networks: nets}
+			}
+		}
 	}
 	if p.GatewayFlows {
 		gatewayFlows(&ns, s, p, s.Nodes[i], self)

@@ -89,6 +89,9 @@ type Params struct {
 	// BGP computes the routes the node announces (NodeState.Routes);
 	// BGPEgressIPs adds the egress IPs assigned to it.
 	BGP, BGPEgressIPs bool
+	// HostGuard puts the leak guard on the node's secondary host
+	// networks (NodeState.HostGuard; --egressip-host-guard).
+	HostGuard bool
 	// Hold, when not nil, holds back the moves of egress IPs on host
 	// interfaces until their old node has let them go (the leader's,
 	// with the nodes' --egressip-host-lease).

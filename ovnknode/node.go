@@ -278,6 +278,24 @@ func (n *Node) Network(ip netip.Addr) (network netip.Prefix, primary, ok bool) {
 	return best, false, best.IsValid()
 }
 
+// SecondaryNetworks are the node's secondary host networks: those of its
+// host-cidrs outside the primary network, masked, sorted, each once (none
+// on a cloud node, whose egress IPs are on its primary interface).
+func (n *Node) SecondaryNetworks() []netip.Prefix {
+	if len(n.Cloud) > 0 {
+		return nil
+	}
+	var out []netip.Prefix
+	for _, p := range n.HostCIDRs {
+		m := p.Masked()
+		if !slices.ContainsFunc(n.Primary, func(pr netip.Prefix) bool { return pr.Masked() == m }) && !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	slices.SortFunc(out, func(a, b netip.Prefix) int { return cmp.Or(a.Addr().Compare(b.Addr()), a.Bits()-b.Bits()) })
+	return out
+}
+
 // HostIPs are the node's own addresses (an egress IP must not be one),
 // each once.
 func (n *Node) HostIPs() []netip.Addr {

@@ -2,6 +2,7 @@ package ovnknode_test
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -70,6 +71,13 @@ func TestParseNode(t *testing.T) {
 			check: func(t *testing.T, n ovnknode.Node) {
 				if len(n.HostCIDRs) != 1 || n.HostCIDRs[0] != netip.MustParsePrefix("172.18.0.2/16") {
 					t.Errorf("host cidrs %v", n.HostCIDRs)
+				}
+			}},
+		{name: "secondary host networks", node: base(ovnknode.AnnotationHostCIDRs, `["172.18.0.2/16","172.19.0.3/24","172.19.0.4/24","192.168.5.2/24","fd00:19::3/64"]`),
+			check: func(t *testing.T, n ovnknode.Node) {
+				want := []netip.Prefix{netip.MustParsePrefix("172.19.0.0/24"), netip.MustParsePrefix("192.168.5.0/24"), netip.MustParsePrefix("fd00:19::/64")}
+				if got := n.SecondaryNetworks(); !slices.Equal(got, want) {
+					t.Errorf("secondary networks %v, want %v", got, want)
 				}
 			}},
 		{name: "missing node-subnets", node: base(), mutate: func(n *corev1.Node) { delete(n.Annotations, ovnknode.AnnotationNodeSubnets) },

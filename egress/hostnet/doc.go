@@ -30,6 +30,12 @@
 // came before the rule (the leader's reroute to this node is written
 // apart from this node's rules) made an entry without NAT that every
 // later packet of its flow would follow.
+// A [Guard] keeps a node's leak guard ([GuardSpec]): a packet from the
+// cluster's pod subnets leaving a link of its secondary host networks
+// unSNATed is dropped (table [GuardTable]), so the pods a leader reroutes
+// to the node before its SNAT rule is added never reach the network with
+// their own addresses. OVN-Kubernetes has no such guard (a deviation
+// beyond the peer).
 // Before use each assignment is checked (the link exists and is up, has a
 // global address in a network containing the egress IP, forwarding is on);
 // a failing one is a [RequirementError] with a [Reason] and nothing of it

@@ -69,3 +69,21 @@ func (e *RequirementError) Error() string {
 }
 
 func (e *RequirementError) Unwrap() error { return e.Err }
+
+// Guard is the leak guard of a node's secondary host networks: a packet
+// from the cluster's pod subnets that leaves a link of one of Networks
+// in its connection's original direction without source NAT is dropped.
+// Between the leader's reroute of a pod to this node and this node's
+// SNAT rule (written apart), the pod's packets would otherwise reach the
+// host network with the pod's own address; a packet NATed by anyone
+// (ovnedge's SNAT, a masquerade of the peer's) and replies of
+// connections made from outside pass.
+type Guard struct {
+	// PodSubnets are the cluster's pod subnets; Networks the node's
+	// secondary host networks (k8s.ovn.org/host-cidrs, its primary
+	// network left out).
+	PodSubnets, Networks []netip.Prefix
+}
+
+// Empty reports whether g guards nothing.
+func (g Guard) Empty() bool { return len(g.PodSubnets) == 0 || len(g.Networks) == 0 }

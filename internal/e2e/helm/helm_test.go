@@ -28,6 +28,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/ovnedge/ovnedge/daemon"
+	"github.com/ovnedge/ovnedge/egress/hostnet"
 	"github.com/ovnedge/ovnedge/internal/e2e"
 	"github.com/ovnedge/ovnedge/internal/e2e/helmenv"
 	"github.com/ovnedge/ovnedge/ovsdbnb/nbdb"
@@ -739,6 +740,13 @@ func (h *harness) uninstall(t *testing.T) {
 		}
 		if len(flows) > 0 {
 			t.Errorf("%d flows with ovnedge cookies left on %s's breth0:\n%s", len(flows), n.Name, strings.Join(flows, "\n"))
+		}
+	}
+	for _, n := range h.cl.Nodes {
+		for _, table := range []string{hostnet.GuardTable, hostnet.NFTablesTable} {
+			if out, err := n.NS.RunErr("nft", "list", "table", "inet", table); err == nil {
+				t.Errorf("nftables table %s left on %s:\n%s", table, n.Name, out)
+			}
 		}
 	}
 	if left := h.esvcLeft(); len(left) > 0 {

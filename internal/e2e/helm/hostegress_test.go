@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/ovnedge/ovnedge/egress/hostnet"
 	"github.com/ovnedge/ovnedge/internal/e2e"
 	"github.com/ovnedge/ovnedge/ovnknode"
 	"github.com/ovnedge/ovnedge/testbed"
@@ -46,6 +47,7 @@ func (h *harness) hostEgress(t *testing.T) {
 		h.labelEgress(t, n.Name, `""`)
 		h.hostCIDRs(t, n)
 	}
+	h.guarded(t)
 	begin := time.Now()
 	owner := h.hostEgressIP(t)
 	// The Lease's holder on the other node: with every node
@@ -110,11 +112,13 @@ func (h *harness) hostEgress(t *testing.T) {
 	if now != senderNode.Name {
 		t.Errorf("EgressIP %s on %q after %s died, want %s", hostEgressName, now, owner, senderNode.Name)
 	}
+	// The new egress node's ip rules and SNAT can lag the leader's
+	// reroute to it (as in OVN-Kubernetes, whose ovnkube-node and
+	// ovnkube-controller program them independently): its leak guard
+	// drops what would leave unSNATed meanwhile.
+	t.Logf("%s's leak guard: %s", now, h.guardDrops(t, now))
 	if other > 0 {
-		// The new egress node's ip rules and SNAT can lag the leader's
-		// reroute to it: as in OVN-Kubernetes, whose ovnkube-node and
-		// ovnkube-controller program them independently.
-		t.Logf("%d packets of the stream arrived from another source than %s after the kill (all sources: %v)", other, hostEgressIP, s.Sources())
+		t.Errorf("%d packets of the stream arrived from another source than %s after the kill (all sources: %v)", other, hostEgressIP, s.Sources())
 	}
 	if on, _ := h.holder(t); on == owner {
 		t.Errorf("the Lease's holder ran on %s, the killed egress node", owner)
@@ -126,6 +130,39 @@ func (h *harness) hostEgress(t *testing.T) {
 		t.Errorf("ARP for %s last answered by %v, want the owner %s", hostEgressIP, o, now)
 	}
 	h.restore(t, m.kn, owner)
+}
+
+// guarded waits for every node's leak guard on eth2, the link of its
+// second host network, before any egress IP is assigned there.
+func (h *harness) guarded(t *testing.T) {
+	for _, n := range h.cl.Nodes {
+		h.eventually(t, 30*time.Second, n.Name+"'s leak guard on eth2", func() error {
+			out, err := n.NS.RunErr("nft", "list", "table", "inet", hostnet.GuardTable)
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(out, `oifname "eth2" ct direction original`) {
+				return fmt.Errorf("no rule on eth2:\n%s", out)
+			}
+			return nil
+		})
+	}
+}
+
+// guardDrops is what node's leak guard counted.
+func (h *harness) guardDrops(t *testing.T, node string) string {
+	out, err := h.cl.Node(node).NS.RunErr("nft", "list", "table", "inet", hostnet.GuardTable)
+	if err != nil {
+		return err.Error()
+	}
+	var counts []string
+	for _, l := range strings.Split(out, "\n") {
+		if _, after, ok := strings.Cut(l, "counter "); ok {
+			c, _, _ := strings.Cut(after, " drop")
+			counts = append(counts, c)
+		}
+	}
+	return strings.Join(counts, "; ")
 }
 
 // hostCIDRs adds n's address on the second host network to its Node's
