@@ -104,6 +104,37 @@ func BenchmarkNodePortScale(b *testing.B) {
 	}
 }
 
+// BenchmarkBuildNodePorts is the pure part of a leader's first pass over
+// NodePort Services (one TCP port, two ready endpoints) on nodes with a
+// chassis each: `make bench-scale`'s 1,000 of them on 2,000 nodes with
+// template load balancers, and smaller clusters for ETP=Local (a
+// template variable per node and Service) and per-node load balancers.
+func BenchmarkBuildNodePorts(b *testing.B) {
+	for _, tc := range []struct {
+		etp         corev1.ServiceExternalTrafficPolicy
+		perNode     bool
+		svcs, nodes int
+	}{
+		{corev1.ServiceExternalTrafficPolicyCluster, false, 1000, 2000},
+		{corev1.ServiceExternalTrafficPolicyLocal, false, 100, 2000},
+		{corev1.ServiceExternalTrafficPolicyCluster, true, 100, 200},
+		{corev1.ServiceExternalTrafficPolicyLocal, true, 100, 200},
+	} {
+		mode := map[bool]string{false: "templates", true: "per-node"}[tc.perNode]
+		b.Run(fmt.Sprintf("etp=%s/%s/svcs=%d/nodes=%d", tc.etp, mode, tc.svcs, tc.nodes), func(b *testing.B) {
+			in, _ := nodePortCluster(tc.svcs, tc.nodes)
+			for _, s := range in.Services {
+				s.Spec.ExternalTrafficPolicy = tc.etp
+			}
+			opts := lbsvc.Options{PerNodeLBs: tc.perNode}
+			b.ReportAllocs()
+			for b.Loop() {
+				lbsvc.Build(in, opts)
+			}
+		})
+	}
+}
+
 // countRows counts the rows of table in the NB.
 func countRows(o *testbed.OVN, table string) int {
 	n := 0

@@ -89,7 +89,22 @@ func familyName(v6 bool) string {
 // (OVN-Kubernetes' NodeIPsTemplates), and the number of variables of each
 // family (the most addresses of that family any node has).
 func NodeIPTemplates(nodes []Node) (vars []ovsdbnb.TemplateVar, counts [2]int) {
-	for _, n := range sortedNodes(nodes) {
+	return nodeIPTemplates(nodes, true)
+}
+
+// nodeIPCounts is NodeIPTemplates' counts alone (a template load
+// balancer's rules need no more, and naming every node's variables for
+// every NodePort Service was most of their cost at 2,000 nodes).
+func nodeIPCounts(nodes []Node) [2]int {
+	_, counts := nodeIPTemplates(nodes, false)
+	return counts
+}
+
+func nodeIPTemplates(nodes []Node, withVars bool) (vars []ovsdbnb.TemplateVar, counts [2]int) {
+	if withVars {
+		nodes = sortedNodes(nodes)
+	}
+	for _, n := range nodes {
 		if n.Chassis == "" {
 			continue
 		}
@@ -99,7 +114,9 @@ func NodeIPTemplates(nodes []Node) (vars []ovsdbnb.TemplateVar, counts [2]int) {
 				continue
 			}
 			f := b2i(a.Is6())
-			vars = append(vars, ovsdbnb.TemplateVar{Chassis: n.Chassis, Name: NodeIPTemplateName(a.Is6(), i[f]), Value: a.Unmap().String()})
+			if withVars {
+				vars = append(vars, ovsdbnb.TemplateVar{Chassis: n.Chassis, Name: NodeIPTemplateName(a.Is6(), i[f]), Value: a.Unmap().String()})
+			}
 			i[f]++
 			counts[f] = max(counts[f], i[f])
 		}
@@ -311,22 +328,99 @@ func joinHostPort(ip string, port int32) string {
 	return ip + ":" + strconv.Itoa(int(port))
 }
 
-// nodeTargets are a config's switch and router targets on node n, and
-// whether they differ from the cluster targets (OVN-Kubernetes'
+// configTargets are a config's targets of both families, computed once
+// for all nodes: filtering the endpoints again on each of 2,000 nodes for
+// every NodePort Service was most of a leader's first pass at scale.
+type configTargets struct {
+	c   lbConfig
+	fam [2]familyTargets
+}
+
+// familyTargets are a config's targets of one family: all of them, those
+// on each node (with a local traffic policy), and the endpoints'
+// addresses (for the host masquerade).
+type familyTargets struct {
+	all   []string
+	local map[string][]string
+	nodes map[string]bool
+	addrs []netip.Addr
+}
+
+func newConfigTargets(c lbConfig) *configTargets {
+	t := &configTargets{c: c}
+	for f, v6 := range []bool{false, true} {
+		ft := familyTargets{all: backends(c.eps, v6, anyNode)}
+		byNode := map[string][]endpoint{}
+		for _, e := range c.eps {
+			if e.addr.Is6() == v6 {
+				ft.addrs = append(ft.addrs, e.addr)
+				byNode[e.node] = append(byNode[e.node], e)
+			}
+		}
+		ft.nodes = make(map[string]bool, len(byNode))
+		for node := range byNode {
+			ft.nodes[node] = true
+		}
+		if c.externalLocal || c.internalLocal {
+			ft.local = make(map[string][]string, len(byNode))
+			for node, eps := range byNode {
+				ft.local[node] = backends(eps, v6, anyNode)
+			}
+		}
+		t.fam[f] = ft
+	}
+	return t
+}
+
+// targetsByProto are the targets of cfgs by protocol, in order.
+func targetsByProto(cfgs []lbConfig) map[corev1.Protocol][]*configTargets {
+	out := map[corev1.Protocol][]*configTargets{}
+	for _, c := range cfgs {
+		out[c.proto] = append(out[c.proto], newConfigTargets(c))
+	}
+	return out
+}
+
+// touches reports whether an endpoint of the config is on node n (by
+// its node name or one of n's addresses).
+func (t *configTargets) touches(n Node) bool {
+	for f := range t.fam {
+		ft := &t.fam[f]
+		if ft.nodes[n.Name] || slices.ContainsFunc(n.IPs, func(a netip.Addr) bool { return slices.Contains(ft.addrs, a) }) {
+			return true
+		}
+	}
+	return false
+}
+
+// onNode are the targets on node.
+func (ft *familyTargets) onNode(node string) []string {
+	if t, ok := ft.local[node]; ok {
+		return t
+	}
+	return []string{}
+}
+
+// node are the config's switch and router targets on node n, and whether
+// they differ from the cluster targets (OVN-Kubernetes'
 // makeNodeSwitchTargetIPs / makeNodeRouterTargetIPs): with a local
 // traffic policy only the node's endpoints; on the router, an endpoint on
-// one of the node's own addresses becomes the host masquerade IP.
-func nodeTargets(c lbConfig, n Node, v6 bool, opts Options) (sw, rt []string, swChanged, rtChanged bool) {
-	all := backends(c.eps, v6, anyNode)
-	sw, rt = all, all
-	if c.externalLocal || c.internalLocal {
-		sw = backends(c.eps, v6, onNode(n.Name))
+// one of the node's own addresses becomes the host masquerade IP. The
+// slices are shared: not to be modified.
+func (t *configTargets) node(n Node, v6 bool, opts Options) (sw, rt []string, swChanged, rtChanged bool) {
+	ft := &t.fam[b2i(v6)]
+	sw, rt = ft.all, ft.all
+	if t.c.externalLocal || t.c.internalLocal {
+		sw = ft.onNode(n.Name)
 	}
-	if c.externalLocal {
-		rt = backends(c.eps, v6, onNode(n.Name))
+	if t.c.externalLocal {
+		rt = ft.onNode(n.Name)
 	}
-	rt, replaced := hostMasquerade(rt, n, opts.masq(v6, 2))
-	return sw, rt, len(sw) != len(all), len(rt) != len(all) || replaced
+	replaced := false
+	if slices.ContainsFunc(n.IPs, func(a netip.Addr) bool { return slices.Contains(ft.addrs, a) }) {
+		rt, replaced = hostMasquerade(rt, n, opts.masq(v6, 2))
+	}
+	return sw, rt, len(sw) != len(ft.all), len(rt) != len(ft.all) || replaced
 }
 
 // hostMasquerade replaces the targets on the node's own addresses by the
@@ -360,7 +454,8 @@ func templateLBs(svc *corev1.Service, cfgs []lbConfig, nodes []Node, opts Option
 	if len(cfgs) == 0 {
 		return nil, nil
 	}
-	_, counts := NodeIPTemplates(nodes)
+	counts := nodeIPCounts(nodes)
+	sorted := sortedNodes(nodes)
 	cbp := byProto(cfgs)
 	var out []ovnLB
 	vals := map[string]map[string]string{} // template -> chassis -> value
@@ -371,23 +466,27 @@ func templateLBs(svc *corev1.Service, cfgs []lbConfig, nodes []Node, opts Option
 		}
 		var swRules, rtRules [2][]lbRule
 		for _, c := range cs {
+			ct := newConfigTargets(c)
 			for f, v6 := range []bool{false, true} {
 				fam := familyName(v6)
 				swT := TemplateName(lbName(svc, proto, fmt.Sprintf("%d_node_switch_template_%s", c.inport, fam)))
 				rtT := TemplateName(lbName(svc, proto, fmt.Sprintf("%d_node_router_template_%s", c.inport, fam)))
 				swNeeds, rtNeeds := false, false
-				for _, n := range sortedNodes(nodes) {
-					sw, rt, swc, rtc := nodeTargets(c, n, v6, opts)
+				for _, n := range sorted {
+					_, _, swc, rtc := ct.node(n, v6, opts)
 					swNeeds, rtNeeds = swNeeds || swc, rtNeeds || rtc
-					if n.Chassis == "" {
+				}
+				for _, n := range sorted {
+					if n.Chassis == "" || !swNeeds && !rtNeeds {
 						continue
 					}
+					sw, rt, _, _ := ct.node(n, v6, opts)
 					appendTemplate(vals, swT, n.Chassis, strings.Join(sw, ","))
 					appendTemplate(vals, rtT, n.Chassis, strings.Join(rt, ","))
 				}
 				shared := []string{}
 				if !swNeeds || !rtNeeds {
-					shared = backends(c.eps, v6, anyNode)
+					shared = ct.fam[f].all
 				}
 				for i := range counts[f] {
 					src := "^" + NodeIPTemplateName(v6, i) + ":" + strconv.Itoa(int(c.inport))
@@ -472,7 +571,7 @@ func localGatewayLBs(svc *corev1.Service, cfgs []lbConfig, nodes []Node, opts Op
 	if len(cfgs) == 0 {
 		return nil
 	}
-	cbp := byProto(cfgs)
+	cts := targetsByProto(cfgs)
 	var out []ovnLB
 	for _, n := range sortedNodes(nodes) {
 		if n.Chassis == "" {
@@ -480,14 +579,17 @@ func localGatewayLBs(svc *corev1.Service, cfgs []lbConfig, nodes []Node, opts Op
 		}
 		for _, proto := range protoOrder {
 			var rules []lbRule
-			for _, c := range cbp[proto] {
+			for _, ct := range cts[proto] {
+				if !ct.touches(n) {
+					continue
+				}
 				for _, a := range n.IPs {
 					if !a.IsValid() {
 						continue
 					}
 					a = a.Unmap()
-					if _, rt, _, _ := nodeTargets(c, n, a.Is6(), opts); hostsTarget(c, n, rt, opts) {
-						rules = append(rules, lbRule{source: joinHostPort(a.String(), c.inport), targets: rt})
+					if _, rt, _, _ := ct.node(n, a.Is6(), opts); hostsTarget(ct.c, n, rt, opts) {
+						rules = append(rules, lbRule{source: joinHostPort(a.String(), ct.c.inport), targets: rt})
 					}
 				}
 			}
@@ -553,21 +655,22 @@ func perNodeLBs(svc *corev1.Service, cfgs []lbConfig, nodes []Node, opts Options
 	if len(cfgs) == 0 {
 		return nil
 	}
-	cbp := byProto(cfgs)
+	cts := targetsByProto(cfgs)
 	affinity := sessionAffinity(svc)
 	var out []ovnLB
 	for _, n := range sortedNodes(nodes) {
 		for _, proto := range protoOrder {
-			cs, ok := cbp[proto]
+			cs, ok := cts[proto]
 			if !ok {
 				continue
 			}
 			var routerRules, noSNAT, switchRules []lbRule
-			for _, c := range cs {
+			for _, ct := range cs {
+				c := ct.c
 				var swAll, swLocal, rt [2][]string
 				for f, v6 := range []bool{false, true} {
-					swAll[f] = backends(c.eps, v6, anyNode)
-					swLocal[f], rt[f], _, _ = nodeTargets(c, n, v6, opts)
+					swAll[f] = ct.fam[f].all
+					swLocal[f], rt[f], _, _ = ct.node(n, v6, opts)
 				}
 				var vips []string
 				for _, vip := range c.vips {
@@ -634,28 +737,57 @@ func rulesEqual(a, b []lbRule) bool {
 	return slices.EqualFunc(a, b, func(x, y lbRule) bool { return x.source == y.source && slices.Equal(x.targets, y.targets) })
 }
 
+// mergeKey is what makes two load balancers mergeable: protocol,
+// options and rules (rulesKey).
+type mergeKey struct {
+	proto corev1.Protocol
+	opts  lbOpts
+	rules string
+}
+
+// rulesKey encodes rules, in order, as one string: sources and targets
+// never hold ';', '=' or ','.
+func rulesKey(rules []lbRule) string {
+	var b strings.Builder
+	for _, r := range rules {
+		b.WriteString(r.source)
+		b.WriteByte('=')
+		for i, t := range r.targets {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(t)
+		}
+		b.WriteByte(';')
+	}
+	return b.String()
+}
+
 // mergeLBs is OVN-Kubernetes' mergeLBs: a load balancer with the protocol,
 // options and rules of an earlier one is folded into it (its switches,
-// routers and groups added), whose name then ends in "_merged".
+// routers and groups added), whose name then ends in "_merged". Found by
+// key, not by comparing every pair: per-node load balancers on 2,000
+// nodes are 4,000 of them per Service.
 func mergeLBs(lbs []ovnLB) []ovnLB {
 	if len(lbs) <= 1 {
 		return lbs
 	}
 	var out []ovnLB
-outer:
+	first := make(map[mergeKey]int, len(lbs))
 	for _, lb := range lbs {
-		for i := range out {
-			if out[i].proto == lb.proto && out[i].opts == lb.opts && rulesEqual(out[i].rules, lb.rules) {
-				out[i].switches = append(out[i].switches, lb.switches...)
-				out[i].routers = append(out[i].routers, lb.routers...)
-				out[i].groups = append(out[i].groups, lb.groups...)
-				if !strings.HasSuffix(out[i].name, "_merged") {
-					out[i].name += "_merged"
-				}
-				continue outer
-			}
+		k := mergeKey{proto: lb.proto, opts: lb.opts, rules: rulesKey(lb.rules)}
+		i, ok := first[k]
+		if !ok {
+			first[k] = len(out)
+			out = append(out, lb)
+			continue
 		}
-		out = append(out, lb)
+		out[i].switches = append(out[i].switches, lb.switches...)
+		out[i].routers = append(out[i].routers, lb.routers...)
+		out[i].groups = append(out[i].groups, lb.groups...)
+		if !strings.HasSuffix(out[i].name, "_merged") {
+			out[i].name += "_merged"
+		}
 	}
 	return out
 }
