@@ -146,7 +146,33 @@ func (l *Leader) get(ctx context.Context, path string) ([]byte, error) {
 	return body, nil
 }
 
-// Ready reports whether /readyz answers 200 (the informers have synced).
+// Logged returns the time of the first line of the leader's log whose
+// message is msg, and whether there is one. (Its /readyz turns ready only
+// after its first successful pass, so it no longer says when the
+// informers synced.)
+func (l *Leader) Logged(msg string) (time.Time, bool) {
+	f, err := os.Open(l.LogFile)
+	if err != nil {
+		return time.Time{}, false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.Contains(line, ` msg="`+msg+`"`) && !strings.Contains(line, " msg="+msg+" ") {
+			continue
+		}
+		ts, _, _ := strings.Cut(strings.TrimPrefix(line, "time="), " ")
+		if at, err := time.Parse(time.RFC3339Nano, ts); err == nil {
+			return at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// Ready reports whether /readyz answers 200 (the instance's first pass
+// succeeded).
 func (l *Leader) Ready(ctx context.Context) bool {
 	_, err := l.get(ctx, "/readyz")
 	return err == nil

@@ -68,7 +68,7 @@ type Result struct {
 	Steps []LoadStep
 	// Topology is the time to create the NB topology (not the daemon's).
 	Topology time.Duration
-	// Informers is daemon start -> /readyz (its informers synced),
+	// Informers is daemon start -> its log's "informers synced" line,
 	// FirstRow daemon start -> the first NB row change, Sync daemon start
 	// -> NB converged (the last row change of the initial sync, seen by
 	// another client).

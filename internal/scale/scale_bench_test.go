@@ -542,20 +542,24 @@ func (m *measure) profileOf(ctx context.Context, l *Leader, name string, slice t
 	}
 }
 
-// sync waits for the daemon's informers, then for the NB to hold every
+// sync waits for the daemon's informers (its log's "informers synced"),
+// then for the NB to hold every
 // Service's load balancer and every served pod's SNAT with nothing
 // changing for 3 s, and for the leader to have compared the echo of what
 // it wrote (the monitor shows its own writes as changes).
 func (m *measure) sync(ctx context.Context) {
 	b, l := m.b, m.leader
 	deadline := l.Started.Add(m.st.syncTimeout)
-	for !l.Ready(ctx) {
+	for {
+		if at, ok := l.Logged("informers synced"); ok {
+			m.r.Informers = at.Sub(l.Started)
+			break
+		}
 		if !l.Alive() || time.Now().After(deadline) {
-			b.Fatalf("scale: leader not ready%s", l.Log())
+			b.Fatalf("scale: leader's informers not synced%s", l.Log())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	m.r.Informers = time.Since(l.Started)
 	served := m.shape.Served()
 	var missing string
 	complete := func() bool {

@@ -305,3 +305,24 @@ func TestLeaderEnv(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaderLogged finds a message's first line in a leader's log and
+// its time.
+func TestLeaderLogged(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "leader.log")
+	text := `time=2026-11-29T15:58:32.709Z level=WARN msg="no --node-name: no node work (bridge flows, ARP/NDP)"
+time=2026-11-29T15:58:51.491Z level=INFO msg="informers synced" node="" manifests=""
+time=2026-11-29T15:58:51.491Z level=INFO msg=ready reason=Reconciled
+time=2026-11-29T15:59:51.491Z level=INFO msg="informers synced" node="" manifests=""
+`
+	if err := os.WriteFile(log, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l := &Leader{LogFile: log}
+	for msg, want := range map[string]string{"informers synced": "2026-11-29T15:58:51.491Z", "ready": "2026-11-29T15:58:51.491Z", "none": ""} {
+		at, ok := l.Logged(msg)
+		if got := map[bool]string{true: at.Format(time.RFC3339Nano)}[ok]; got != want {
+			t.Errorf("Logged(%q) = %q, want %q", msg, got, want)
+		}
+	}
+}
