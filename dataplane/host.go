@@ -93,36 +93,49 @@ func (h *HostEgress) Write(ctx context.Context, _ desired.Snapshot, ns *desired.
 
 // convergeGuard keeps the leak guard of the node's secondary host
 // networks to g, before the SNAT rules change. The first Write also
-// removes a guard a previous process left (an error then, when the
-// node has nothing to guard, is only logged: the node may lack
-// nftables).
+// removes a guard a previous process left.
 func (h *HostEgress) convergeGuard(ctx context.Context, g hostspec.Guard, first bool) error {
 	if h.guard == nil && g.Empty() && !first {
 		return nil
 	}
-	var err error
 	if h.guard == nil {
-		h.guard, err = hostnet.NewGuard(h.opts.Netns)
-	}
-	if err == nil {
-		var links []string
-		var changed bool
-		if links, changed, err = h.guard.Converge(ctx, g); err == nil && changed {
-			h.opts.Logger.Info("host egress guard converged", "links", links, "podSubnets", g.PodSubnets, "networks", g.Networks)
+		guard, err := hostnet.NewGuard(h.opts.Netns)
+		if err != nil {
+			return h.guardFailed(g, first, err)
 		}
+		h.guard = guard
 	}
-	if g.Empty() && h.guard != nil {
+	links, changed, err := h.guard.Converge(ctx, g)
+	if err != nil {
+		return h.guardFailed(g, first, err)
+	}
+	if changed {
+		h.opts.Logger.Info("host egress guard converged", "links", links, "podSubnets", g.PodSubnets, "networks", g.Networks)
+	}
+	if g.Empty() {
+		h.closeGuard()
+	}
+	return nil
+}
+
+// guardFailed is the result of a guard that failed with err: only
+// logged when the first Write, with nothing to guard, looked for a
+// previous process's table (the node may lack nftables), an error
+// (retried) otherwise.
+func (h *HostEgress) guardFailed(g hostspec.Guard, first bool, err error) error {
+	if g.Empty() && first {
+		h.closeGuard()
+		h.opts.Logger.Debug("host egress guard: no table of a previous process looked for", "err", err)
+		return nil
+	}
+	return fmt.Errorf("host egress guard: %w", err)
+}
+
+func (h *HostEgress) closeGuard() {
+	if h.guard != nil {
 		_ = h.guard.Close()
 		h.guard = nil
 	}
-	switch {
-	case err != nil && g.Empty():
-		h.opts.Logger.Debug("host egress guard: a previous process's table not checked", "err", err)
-		return nil
-	case err != nil:
-		return fmt.Errorf("host egress guard: %w", err)
-	}
-	return nil
 }
 
 // Hosting reports whether the node was last asked to host egress IPs on
@@ -182,9 +195,7 @@ func (h *HostEgress) Close() {
 	if h.ann != nil {
 		h.ann.Close()
 	}
-	if h.guard != nil {
-		_ = h.guard.Close()
-	}
+	h.closeGuard()
 }
 
 // Converge makes the node's host links hold its egress IPs on

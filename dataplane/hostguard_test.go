@@ -62,4 +62,22 @@ func TestHostGuardWrites(t *testing.T) {
 	if got := listing(); got != "" {
 		t.Errorf("a previous process's guard left by the first Write:\n%s", got)
 	}
+
+	// A guard that cannot be read (here a cancelled context; on a node,
+	// no nftables) fails a Write only when there is something to guard:
+	// looking for a previous process's table is not retried.
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	failing := open()
+	for i, tc := range []struct {
+		ns      *desired.NodeState
+		wantErr bool
+	}{{&desired.NodeState{}, false}, {&desired.NodeState{}, false}, {guarded, true}} {
+		if _, err := failing.Write(cancelled, desired.Snapshot{}, tc.ns); (err != nil) != tc.wantErr {
+			t.Errorf("Write %d with the guard failing: %v, want an error: %t", i, err, tc.wantErr)
+		}
+	}
+	if failing.guard == nil {
+		t.Error("the guard was closed while it has something to guard")
+	}
 }
