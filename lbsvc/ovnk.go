@@ -386,11 +386,17 @@ func targetsByProto(cfgs []lbConfig) map[corev1.Protocol][]*configTargets {
 func (t *configTargets) touches(n Node) bool {
 	for f := range t.fam {
 		ft := &t.fam[f]
-		if ft.nodes[n.Name] || slices.ContainsFunc(n.IPs, func(a netip.Addr) bool { return slices.Contains(ft.addrs, a) }) {
+		if ft.nodes[n.Name] || ft.onAddrOf(n) {
 			return true
 		}
 	}
 	return false
+}
+
+// onAddrOf reports whether an endpoint is on one of node n's own
+// addresses (a host-network endpoint of n).
+func (ft *familyTargets) onAddrOf(n Node) bool {
+	return slices.ContainsFunc(n.IPs, func(a netip.Addr) bool { return slices.Contains(ft.addrs, a) })
 }
 
 // onNode are the targets on node.
@@ -417,7 +423,7 @@ func (t *configTargets) node(n Node, v6 bool, opts Options) (sw, rt []string, sw
 		rt = ft.onNode(n.Name)
 	}
 	replaced := false
-	if slices.ContainsFunc(n.IPs, func(a netip.Addr) bool { return slices.Contains(ft.addrs, a) }) {
+	if ft.onAddrOf(n) {
 		rt, replaced = hostMasquerade(rt, n, opts.masq(v6, 2))
 	}
 	return sw, rt, len(sw) != len(ft.all), len(rt) != len(ft.all) || replaced
