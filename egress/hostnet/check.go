@@ -85,22 +85,11 @@ func (m *Manager) check(a Assignment, egressIPs map[netip.Addr]bool) (netlink.Li
 // such link, or several, is an error.
 func (m *Manager) LinkOf(network netip.Prefix) (string, error) {
 	family := familyOf(network.Addr())
-	addrs, err := m.nl.AddrList(nil, family)
+	names, err := linksWith(m.nl, family, func(ad netlink.Addr) bool {
+		return prefixOf(ad.IPNet, family).Masked() == network.Masked()
+	})
 	if err != nil {
-		return "", fmt.Errorf("link of %s: list addresses: %w", network, err)
-	}
-	var names []string
-	for _, ad := range addrs {
-		if ad.Scope != unix.RT_SCOPE_UNIVERSE || prefixOf(ad.IPNet, family).Masked() != network.Masked() {
-			continue
-		}
-		link, err := m.nl.LinkByIndex(ad.LinkIndex)
-		if err != nil {
-			return "", fmt.Errorf("link of %s: link %d: %w", network, ad.LinkIndex, err)
-		}
-		if name := link.Attrs().Name; !slices.Contains(names, name) {
-			names = append(names, name)
-		}
+		return "", fmt.Errorf("link of %s: %w", network, err)
 	}
 	switch len(names) {
 	case 0:
@@ -110,6 +99,29 @@ func (m *Manager) LinkOf(network netip.Prefix) (string, error) {
 	default:
 		return "", fmt.Errorf("link of %s: several links have addresses in it: %s", network, strings.Join(names, ", "))
 	}
+}
+
+// linksWith returns the names (each once, in the order found) of the
+// links with an address of global scope of family that keep keeps.
+func linksWith(nl *netlink.Handle, family int, keep func(netlink.Addr) bool) ([]string, error) {
+	addrs, err := nl.AddrList(nil, family)
+	if err != nil {
+		return nil, fmt.Errorf("list addresses: %w", err)
+	}
+	var names []string
+	for _, ad := range addrs {
+		if ad.Scope != unix.RT_SCOPE_UNIVERSE || ad.IPNet == nil || !keep(ad) {
+			continue
+		}
+		link, err := nl.LinkByIndex(ad.LinkIndex)
+		if err != nil {
+			return nil, fmt.Errorf("link %d: %w", ad.LinkIndex, err)
+		}
+		if name := link.Attrs().Name; !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	return names, nil
 }
 
 // validate checks an assignment's addresses and link name.

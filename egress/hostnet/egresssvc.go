@@ -117,9 +117,8 @@ func (e *EgressServices) syncNFT(snat []egresssvc.SNAT) error {
 	}
 	table := &nftables.Table{Name: EgressServicesTable, Family: nftables.TableFamilyINet}
 	if len(snat) == 0 {
-		c.DelTable(table)
-		if err := c.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
-			return fmt.Errorf("egress services nftables: delete table %s: %w", EgressServicesTable, err)
+		if err := deleteTable(c, table); err != nil {
+			return fmt.Errorf("egress services nftables: %w", err)
 		}
 		return nil
 	}
@@ -138,13 +137,10 @@ func (e *EgressServices) syncNFT(snat []egresssvc.SNAT) error {
 			return fmt.Errorf("egress services nftables: map %s: %w", s.Name, err)
 		}
 		c.FlushSet(s)
-		c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: []expr.Any{
-			&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{f.nfproto}},
-			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: f.saddrOff, Len: uint32(f.addrLen)},
+		c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: append(f.saddr(),
 			&expr.Lookup{SourceRegister: 1, SetName: s.Name, SetID: s.ID, DestRegister: 1, IsDestRegSet: true},
 			&expr.NAT{Type: expr.NATTypeSourceNAT, Family: uint32(f.nfproto), RegAddrMin: 1, RegAddrMax: 1},
-		}})
+		)})
 		var elems []nftables.SetElement
 		for _, r := range snat {
 			if r.Pod.Is6() == (i == 1) && r.Source.Is6() == r.Pod.Is6() {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
 
@@ -104,9 +105,8 @@ func (g *Guard) Converge(ctx context.Context, spec GuardSpec) ([]string, bool, e
 		if !present {
 			return nil, false, nil
 		}
-		c.DelTable(guardTable())
-		if err := c.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
-			return nil, false, fmt.Errorf("hostnet guard: delete table %s: %w", GuardTable, err)
+		if err := deleteTable(c, guardTable()); err != nil {
+			return nil, false, fmt.Errorf("hostnet guard: %w", err)
 		}
 		return nil, true, nil
 	}
@@ -142,11 +142,11 @@ func guardChain(t *nftables.Table) *nftables.Chain {
 // installedComments returns the comments of the guard chain's rules, in
 // order, and whether the table exists.
 func installedComments(c *nftables.Conn) ([]string, bool, error) {
-	tables, err := c.ListTablesOfFamily(nftables.TableFamilyINet)
+	present, err := inetTablePresent(c, GuardTable)
 	if err != nil {
-		return nil, false, fmt.Errorf("hostnet guard: list tables: %w", err)
+		return nil, false, fmt.Errorf("hostnet guard: %w", err)
 	}
-	if !slices.ContainsFunc(tables, func(t *nftables.Table) bool { return t.Name == GuardTable }) {
+	if !present {
 		return nil, false, nil
 	}
 	t := guardTable()
@@ -170,27 +170,15 @@ func (g *Guard) links(networks []netip.Prefix) ([]string, error) {
 	if len(networks) == 0 {
 		return nil, nil
 	}
-	addrs, err := g.nl.AddrList(nil, netlink.FAMILY_ALL)
-	if err != nil {
-		return nil, fmt.Errorf("hostnet guard: list addresses: %w", err)
-	}
-	var names []string
-	for _, ad := range addrs {
-		if ad.Scope != unix.RT_SCOPE_UNIVERSE || ad.IPNet == nil {
-			continue
-		}
+	names, err := linksWith(g.nl, netlink.FAMILY_ALL, func(ad netlink.Addr) bool {
 		a, ok := netip.AddrFromSlice(ad.IP)
-		if !ok || !slices.ContainsFunc(networks, func(n netip.Prefix) bool { return n.Contains(a.Unmap()) }) {
-			continue
-		}
-		link, err := g.nl.LinkByIndex(ad.LinkIndex)
-		if err != nil {
-			return nil, fmt.Errorf("hostnet guard: link %d: %w", ad.LinkIndex, err)
-		}
-		names = append(names, link.Attrs().Name)
+		return ok && slices.ContainsFunc(networks, func(n netip.Prefix) bool { return n.Contains(a.Unmap()) })
+	})
+	if err != nil {
+		return nil, fmt.Errorf("hostnet guard: %w", err)
 	}
 	slices.Sort(names)
-	return slices.Compact(names), nil
+	return names, nil
 }
 
 // exprs is `ip saddr <subnet> oifname "<link>" ct direction original
@@ -201,21 +189,15 @@ func (r guardRule) exprs() []expr.Any {
 	if r.subnet.Addr().Is6() {
 		f = nftFamilies[1]
 	}
-	bits := r.subnet.Bits()
-	mask := netip.PrefixFrom(r.subnet.Addr(), bits)
-	ex := []expr.Any{
-		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{f.nfproto}},
-		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: f.saddrOff, Len: uint32(f.addrLen)},
-	}
-	if bits < f.addrLen*8 {
+	ex := f.saddr()
+	if bits := r.subnet.Bits(); bits < f.addrLen*8 {
 		ex = append(ex, &expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: uint32(f.addrLen),
-			Mask: prefixMask(bits, f.addrLen), Xor: make([]byte, f.addrLen)})
+			Mask: net.CIDRMask(bits, f.addrLen*8), Xor: make([]byte, f.addrLen)})
 	}
 	name := make([]byte, unix.IFNAMSIZ)
 	copy(name, r.link)
 	return append(ex,
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: mask.Addr().AsSlice()},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: r.subnet.Masked().Addr().AsSlice()},
 		&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: name},
 		&expr.Ct{Key: expr.CtKeyDIRECTION, Register: 1},
@@ -223,20 +205,4 @@ func (r guardRule) exprs() []expr.Any {
 		&expr.Counter{},
 		&expr.Verdict{Kind: expr.VerdictDrop},
 	)
-}
-
-// prefixMask is the network mask of bits ones in n bytes.
-func prefixMask(bits, n int) []byte {
-	m := make([]byte, n)
-	for i := range m {
-		switch {
-		case bits >= 8:
-			m[i] = 0xff
-			bits -= 8
-		case bits > 0:
-			m[i] = byte(0xff << (8 - bits))
-			bits = 0
-		}
-	}
-	return m
 }

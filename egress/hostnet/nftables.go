@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -104,14 +105,40 @@ func (f nftFamily) newSet(t *nftables.Table) *nftables.Set {
 // exprs is `snat <ip|ip6> to <ip|ip6> saddr . oifname map @<set>` as nft
 // compiles it in an inet table (`nft --debug=netlink`).
 func (f nftFamily) exprs(s *nftables.Set) []expr.Any {
+	return append(f.saddr(),
+		&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: f.ifReg},
+		&expr.Lookup{SourceRegister: 1, SetName: s.Name, SetID: s.ID, DestRegister: 1, IsDestRegSet: true},
+		&expr.NAT{Type: expr.NATTypeSourceNAT, Family: uint32(f.nfproto), RegAddrMin: 1, RegAddrMax: 1},
+	)
+}
+
+// saddr loads the source address of a packet of the family into
+// register 1 (`ip saddr`, `ip6 saddr` in an inet table), and stops the
+// rule on a packet of the other family.
+func (f nftFamily) saddr() []expr.Any {
 	return []expr.Any{
 		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{f.nfproto}},
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: f.saddrOff, Len: uint32(f.addrLen)},
-		&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: f.ifReg},
-		&expr.Lookup{SourceRegister: 1, SetName: s.Name, SetID: s.ID, DestRegister: 1, IsDestRegSet: true},
-		&expr.NAT{Type: expr.NATTypeSourceNAT, Family: uint32(f.nfproto), RegAddrMin: 1, RegAddrMax: 1},
 	}
+}
+
+// inetTablePresent tells whether c's namespace has the inet table name.
+func inetTablePresent(c *nftables.Conn, name string) (bool, error) {
+	tables, err := c.ListTablesOfFamily(nftables.TableFamilyINet)
+	if err != nil {
+		return false, fmt.Errorf("list tables: %w", err)
+	}
+	return slices.ContainsFunc(tables, func(t *nftables.Table) bool { return t.Name == name }), nil
+}
+
+// deleteTable deletes table t, if present.
+func deleteTable(c *nftables.Conn, t *nftables.Table) error {
+	c.DelTable(t)
+	if err := c.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("delete table %s: %w", t.Name, err)
+	}
+	return nil
 }
 
 // element is r's map element: the key is the pod IP then the link name
@@ -149,16 +176,11 @@ func (b *NFTables) tablePresent() (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	tables, err := c.ListTablesOfFamily(nftables.TableFamilyINet)
+	present, err := inetTablePresent(c, NFTablesTable)
 	if err != nil {
-		return false, fmt.Errorf("hostnet nftables: list tables: %w", err)
+		return false, fmt.Errorf("hostnet nftables: %w", err)
 	}
-	for _, t := range tables {
-		if t.Name == NFTablesTable {
-			return true, nil
-		}
-	}
-	return false, nil
+	return present, nil
 }
 
 // List implements SNAT: the elements of both maps. present is whether the
@@ -289,9 +311,8 @@ func (b *NFTables) Reset(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.DelTable(nftTable())
-	if err := c.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("hostnet nftables: delete table %s: %w", NFTablesTable, err)
+	if err := deleteTable(c, nftTable()); err != nil {
+		return fmt.Errorf("hostnet nftables: %w", err)
 	}
 	return nil
 }
